@@ -1,0 +1,87 @@
+"""Summarise a finished dataset: manifest, per-split counts, first examples decoded.
+
+    python -m pipelines.inspect out/ [--examples 2] [--failures 3]
+
+Reads only what the manifest names (through tf.io.gfile, so gs:// works too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+__all__ = ["describe_dataset", "run"]
+
+
+def _show(value) -> str:
+    array = np.asarray(value)
+    if array.dtype.kind in "SO":
+        items = [bytes(v) for v in array.ravel()]
+        shown = [(repr(v) if len(v) <= 40 else f"<{len(v)} bytes>") for v in items[:4]]
+        more = f" … ({len(items)} values)" if len(items) > 4 else ""
+        return (shown[0] if array.ndim == 0 else "[" + ", ".join(shown) + "]") + more
+    if array.size <= 8:
+        return np.array2string(array, precision=4, separator=", ")
+    return (f"{array.dtype}{list(array.shape)} "
+            f"{np.array2string(array.ravel()[:6], precision=4, separator=', ')[:-1]}, …]")
+
+
+def describe_dataset(output_dir: str, examples: int = 2, failures: int = 3) -> str:
+    """The text `inspect` prints."""
+    import tensorflow as tf
+
+    from transforms import reader
+
+    info = reader.load_info(output_dir)
+    doc = info.document
+    lines = [f"dataset {output_dir}",
+             f"  created {doc['created']} by beam-datagen {doc['package_version']}",
+             f"  source  {json.dumps(doc['source'], sort_keys=True)}",
+             f"  compression {info.compression}", "  features:"]
+    for f in info.spec:
+        shape = "[*]" if f.is_variable else str(list(f.shape))
+        lines.append(f"    {f.name:<20} {f.dtype:<6} {shape:<10} from {f.source}")
+    lines.append("  splits:")
+    for name, split in info.splits.items():
+        lines.append(f"    {name:<8} {split['num_examples']:>9} examples "
+                     f"{split['num_bytes'] / 1e6:>10.2f} MB in {len(split['shards'])} shards")
+    acc = doc["accounting"]
+    lines.append(f"  accounting: {json.dumps(acc, sort_keys=True)}")
+    if doc["failures"]["count"]:
+        lines.append(f"  failures: {doc['failures']['count']} in {doc['failures']['file']}")
+        path = f"{output_dir.rstrip('/')}/{doc['failures']['file']}"
+        with tf.io.gfile.GFile(path) as f:
+            for line in f.read().splitlines()[:failures]:
+                r = json.loads(line)
+                lines.append(f"    {r['stage']}: {r['url']} key={r['key']} "
+                             f"{r['error_type']}: {r['message'][:120]}")
+    for name, split in info.splits.items():
+        if not split["num_examples"] or examples <= 0:
+            continue
+        lines.append(f"  first examples of {name}:")
+        for i, example in enumerate(reader.load(output_dir, name, batch_size=None).take(examples)):
+            lines.append(f"    [{i}]")
+            for key in info.spec.names:
+                value = example[key]
+                value = value.numpy() if hasattr(value, "numpy") else value.to_list()
+                lines.append(f"      {key:<20} {_show(value)}")
+    return "\n".join(lines)
+
+
+def run(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("output_dir", help="A pipeline's --output directory.")
+    parser.add_argument("--examples", type=int, default=2, help="Examples to decode per split.")
+    parser.add_argument("--failures", type=int, default=3, help="Dead letters to show.")
+    args = parser.parse_args(argv)
+    try:
+        print(describe_dataset(args.output_dir, args.examples, args.failures))
+    except (FileNotFoundError, ValueError) as e:
+        sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+    run(sys.argv[1:])

@@ -1,0 +1,29 @@
+"""beam-datagen: raw audio and video → sharded TFRecord datasets with Apache Beam."""
+
+import setuptools
+
+setuptools.setup(
+    name="beam-datagen",
+    version="0.1.0",
+    description="Apache Beam jobs that turn tar shards and Bigtable rows of raw media "
+    "into sharded TFRecord datasets with a manifest and a tf.data reader.",
+    python_requires=">=3.11,<3.12",
+    packages=["pipelines", "transforms"],
+    install_requires=[
+        "apache-beam[gcp]==2.77.*",
+        "tensorflow==2.21.*",
+        "tensorflow-metadata==1.21.*",
+        "numpy>=1.26",
+        "google-crc32c>=1.5",
+        "soundfile>=0.12",
+        "av>=12",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8",
+            "pytest-xdist>=3.5",
+            "hypothesis>=6.100",
+            "webdataset>=0.2.90",
+        ],
+    },
+)

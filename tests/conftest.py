@@ -1,0 +1,12 @@
+"""Shared fixtures: the local runner without the Prism download attempt."""
+
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+
+from transforms.runtime import local_runner
+
+
+@pytest.fixture
+def pipeline():
+    """A TestPipeline on the in-process FnApiRunner (see transforms/runtime.py)."""
+    return TestPipeline(runner=local_runner())

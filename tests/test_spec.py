@@ -1,0 +1,85 @@
+"""The feature spec: flag parsing, value coercion, inference, JSON round trip."""
+
+import numpy as np
+import pytest
+
+from transforms.spec import Feature, FeatureSpec, infer_spec, parse_features
+
+
+def test_parse_features_names_sources_and_shapes():
+    spec = parse_features("flac:bytes, speaker=json.speaker:bytes,emb:float[4,4],ids:int64[*],"
+                          "cls:int64")
+    assert [(f.name, f.source, f.dtype, f.shape) for f in spec] == [
+        ("flac", "flac", "bytes", ()),
+        ("speaker", "json.speaker", "bytes", ()),
+        ("emb", "emb", "float", (4, 4)),
+        ("ids", "ids", "int64", (None,)),
+        ("cls", "cls", "int64", ()),
+    ]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("cls", r"is not \[name=\]source:dtype"),
+    ("cls:int32x", "unknown dtype"),
+    ("emb:float[0]", "must be positive"),
+    ("emb:float[a]", "shape must be"),
+    ("a:int64,a:bytes", "duplicate feature names"),
+    ("", "spec is empty"),
+])
+def test_parse_features_rejects_bad_terms(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_features(text)
+
+
+def test_coerce_parses_text_labels_and_lists():
+    assert Feature("cls", "int64").coerce(b" 7\n").tolist() == [7]
+    assert Feature("x", "float", (3,)).coerce(b"1.5, 2 3").tolist() == [1.5, 2.0, 3.0]
+    assert Feature("ids", "int64", (None,)).coerce([1, 2, -3]).tolist() == [1, 2, -3]
+    assert Feature("s", "bytes").coerce("spk01") == [b"spk01"]
+    assert Feature("s", "bytes", (None,)).coerce(["a", b"b"]) == [b"a", b"b"]
+
+
+def test_coerce_numpy_arrays_to_declared_dtype():
+    out = Feature("emb", "float", (2, 2)).coerce(np.arange(4, dtype=np.float64).reshape(2, 2))
+    assert out.dtype == np.float32 and out.tolist() == [0, 1, 2, 3]
+    out = Feature("ids", "int64", (None,)).coerce(np.array([1, 2], dtype=np.int16))
+    assert out.dtype == np.int64
+
+
+@pytest.mark.parametrize("feature, value, message", [
+    (Feature("cls", "int64"), b"unknown", "is not int64"),
+    (Feature("cls", "int64"), 1.5, "not an integer"),
+    (Feature("emb", "float", (3,)), [1.0, 2.0], "has 2 values, shape \\[3\\] needs 3"),
+    (Feature("x", "float"), b"abc", "is not float"),
+])
+def test_coerce_errors_name_the_feature(feature, value, message):
+    with pytest.raises(ValueError, match=message):
+        feature.coerce(value)
+
+
+def test_spec_json_round_trip():
+    spec = parse_features("a=json.x:int64[*],b:float[2,3],c:bytes")
+    assert FeatureSpec.from_json(spec.to_json()) == spec
+
+
+def test_infer_spec_from_tar_like_samples():
+    samples = [
+        {"__key__": "k1", "bin": b"\x00" * 100, "cls": b"3",
+         "json": b'{"speaker": "a", "gain": 0.5, "n": 2, "tags": [1, 2]}'},
+        {"__key__": "k2", "bin": b"\x01" * 100, "cls": b"4",
+         "json": b'{"speaker": "b", "gain": 1, "n": 3, "tags": [1]}', "extra": b"x"},
+    ]
+    spec = infer_spec(samples)
+    assert {f.name: (f.dtype, f.shape) for f in spec} == {
+        "bin": ("bytes", ()),
+        "cls": ("int64", ()),
+        "json.speaker": ("bytes", ()),
+        "json.gain": ("float", ()),
+        "json.n": ("int64", ()),
+        "json.tags": ("int64", (None,)),
+    }
+
+
+def test_infer_spec_widens_disagreeing_types():
+    spec = infer_spec([{"cls": b"3"}, {"cls": b"3.5"}, {"cls": b"x"}])
+    assert spec.features[0].dtype == "bytes"

@@ -1,0 +1,182 @@
+"""Samples in, a finished dataset out: the composite every pipeline shares.
+
+`WriteDataset` takes a source's samples and dead letters and does the rest:
+build examples, write shards, and in one final step check the accounting,
+write the dead letters, enforce --max_failure_fraction, move the shards into
+place and write the manifest last (its presence means the dataset is complete).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import uuid
+from typing import Any, Mapping
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from transforms import manifest
+from transforms.dead_letters import FAILURES, FILE, SAMPLE, describe
+from transforms.examples import FILTERED, WRITTEN, BuildExamples, ExampleRecipe
+from transforms.shard_writer import WriteShards, commit_shards, ensure_dir
+
+__all__ = ["DatasetConfig", "WriteDataset", "DatasetFailed", "summary_line"]
+
+_LOG = logging.getLogger(__name__)
+
+
+class DatasetFailed(RuntimeError):
+    """The job produced more dead letters than --max_failure_fraction allows."""
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetConfig:
+    """Where and how to write: pickled to workers, so configuration only."""
+
+    output: str
+    recipe: ExampleRecipe
+    compression: str = "gzip"
+    target_shard_bytes: int = 128 << 20
+    num_shards: int = 0
+    max_failure_fraction: float = 0.01
+    source: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def account(tallies: Mapping[tuple, int]) -> dict:
+    """Tallies {(what, detail): n} -> the manifest's accounting section."""
+    def total(what):
+        return sum(n for (w, _), n in tallies.items() if w == what)
+
+    def by_detail(what):
+        return {d: n for (w, d), n in sorted(tallies.items()) if w == what}
+
+    return {
+        "samples_read": total("read"),
+        "samples_written": total("written"),
+        "samples_filtered": total("filtered"),
+        "samples_failed": tallies.get(("failed", SAMPLE), 0),
+        "files_failed": tallies.get(("failed", FILE), 0),
+        "samples_written_per_split": by_detail("written"),
+        "samples_filtered_per_reason": by_detail("filtered"),
+    }
+
+
+def summary_line(info: Mapping[str, Any]) -> str:
+    """'datagen: 120 samples read -> 118 written (train 94, eval 12, test 12), ...'."""
+    a = info["accounting"]
+    per_split = ", ".join(f"{name} {s['num_examples']}" for name, s in info["splits"].items())
+    examples = sum(s["num_examples"] for s in info["splits"].values())
+    line = (f"datagen: {a['samples_read']} samples read, {examples} examples written "
+            f"({per_split}), {a['samples_filtered']} filtered, "
+            f"{a['samples_failed']} samples + {a['files_failed']} files failed")
+    if info["failures"]["file"]:
+        line += f" (see {info['failures']['file']})"
+    return line
+
+
+def _write_text(path: str, text: str) -> None:
+    with FileSystems.create(path) as f:
+        f.write(text.encode("utf-8"))
+
+
+def _remove_tree(path: str) -> None:
+    files = [m.path for m in FileSystems.match([FileSystems.join(path, "*")])[0].metadata_list]
+    if files:
+        FileSystems.delete(files)
+    try:
+        FileSystems.delete([path])
+    except IOError:
+        pass  # object stores have no directory to delete
+
+
+class _FinaliseFn(beam.DoFn):
+    """Runs once, after every shard is written (see the module docstring)."""
+
+    def __init__(self, config: DatasetConfig, temp_dir: str):
+        self._config = config
+        self._temp_dir = temp_dir
+
+    def process(self, shards, tallies, failures):
+        config = self._config
+        accounting = account(tallies)
+        accounted = (accounting["samples_written"] + accounting["samples_filtered"]
+                     + accounting["samples_failed"])
+        if accounting["samples_read"] != accounted:
+            raise AssertionError(f"accounting mismatch: {accounting}")
+
+        failures = sorted(failures, key=lambda r: json.dumps(r, sort_keys=True))
+        failures_path = FileSystems.join(config.output, manifest.FAILURES_FILE)
+        if failures:
+            ensure_dir(FileSystems.join(config.output, "failures"))
+            _write_text(failures_path,
+                        "".join(json.dumps(r, sort_keys=True) + "\n" for r in failures))
+        elif FileSystems.exists(failures_path):
+            FileSystems.delete([failures_path])  # left by an earlier run
+
+        inputs = accounting["samples_read"] + accounting["files_failed"]
+        failed = accounting["samples_failed"] + accounting["files_failed"]
+        if inputs and failed / inputs > config.max_failure_fraction:
+            _remove_tree(self._temp_dir)
+            raise DatasetFailed(
+                f"{failed} of {inputs} inputs failed ({failed / inputs:.2%} > "
+                f"--max_failure_fraction {config.max_failure_fraction:.2%}); dead letters in "
+                f"{failures_path}; first: {describe(failures[0])}")
+
+        splits = commit_shards(shards, config.output)
+        _remove_tree(self._temp_dir)
+        info = manifest.build_manifest(
+            spec=config.recipe.spec, splits=splits, compression=config.compression,
+            accounting=accounting, num_failures=len(failures), source=config.source,
+            options=config.options, split_names=config.recipe.split_plan.names)
+        _write_text(FileSystems.join(config.output, manifest.SCHEMA),
+                    manifest.schema_pbtxt(config.recipe.spec))
+        _write_text(FileSystems.join(config.output, manifest.MANIFEST),
+                    json.dumps(info, indent=2, sort_keys=False) + "\n")
+        _LOG.info(summary_line(info))
+        yield info
+
+
+class WriteDataset(beam.PTransform):
+    """{"samples": Samples, "failures": dead letters} -> the manifest dict, once written.
+
+    Builds examples with the config's recipe, writes sharded TFRecords per split
+    under `config.output`, dead letters to `failures/failures.jsonl`, then
+    `schema.pbtxt` and `dataset_info.json`. Fails the job when the share of
+    failed inputs exceeds `config.max_failure_fraction`.
+    """
+
+    def __init__(self, config: DatasetConfig):
+        super().__init__()
+        self._config = config
+
+    def expand(self, inputs):
+        config = self._config
+        samples, source_failures = inputs["samples"], inputs[FAILURES]
+        temp_dir = FileSystems.join(config.output, f".temp-datagen-{uuid.uuid4().hex}")
+
+        built = samples | "BuildExamples" >> BuildExamples(config.recipe)
+        shards = (
+            built.examples
+            | "WriteShards" >> WriteShards(temp_dir, config.compression,
+                                           config.target_shard_bytes, config.num_shards)
+            | "CollectShards" >> beam.combiners.ToList())
+        failures = ((source_failures, built[FAILURES])
+                    | "AllFailures" >> beam.Flatten())
+        tallies = (
+            (samples | "TallyRead" >> beam.Map(lambda _: ("read", "")),
+             source_failures
+             | "ReadFailures" >> beam.Filter(lambda r: r["unit"] == SAMPLE)
+             | "TallyReadFailures" >> beam.Map(lambda _: ("read", "")),
+             built[WRITTEN] | "TallyWritten" >> beam.Map(lambda split: ("written", split)),
+             built[FILTERED] | "TallyFiltered" >> beam.Map(lambda why: ("filtered", why)),
+             failures | "TallyFailed" >> beam.Map(lambda r: ("failed", r["unit"])))
+            | "AllTallies" >> beam.Flatten()
+            | "CountTallies" >> beam.combiners.Count.PerElement()
+            | "TallyDict" >> beam.combiners.ToDict())
+        return shards | "Finalise" >> beam.ParDo(
+            _FinaliseFn(config, temp_dir),
+            tallies=beam.pvalue.AsSingleton(tallies),
+            failures=beam.pvalue.AsList(failures))

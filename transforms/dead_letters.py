@@ -1,0 +1,55 @@
+"""Dead letters: the record of an input that could not become examples.
+
+Beam-free helpers; every stage that can fail yields
+`beam.pvalue.TaggedOutput(FAILURES, dead_letter(...))` instead of raising, so the
+job goes on and the totals add up: samples read = samples written + samples
+failed + samples filtered.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+__all__ = ["FAILURES", "FILE", "SAMPLE", "dead_letter", "describe"]
+
+FAILURES = "failures"
+# What a dead letter stands for: a whole sample, or a file that yielded no sample.
+SAMPLE = "sample"
+FILE = "file"
+
+_MAX_MESSAGE = 2000
+
+
+def dead_letter(stage: str, error: BaseException | str, *, url: str,
+                key: str | None = None, member: str | None = None,
+                unit: str = SAMPLE, **extra: Any) -> dict:
+    """A JSON-ready failure record naming the input and the reason.
+
+    `stage` is where it failed (`read_tar`, `encode`, ...); `unit` says whether
+    it stands for one sample or a whole file.
+    """
+    if isinstance(error, BaseException):
+        error_type, message = type(error).__name__, str(error) or repr(error)
+    else:
+        error_type, message = "Error", error
+    record = {
+        "unit": unit,
+        "stage": stage,
+        "url": url,
+        "key": key,
+        "member": member,
+        "error_type": error_type,
+        "message": message[:_MAX_MESSAGE],
+    }
+    record.update(extra)
+    return record
+
+
+def describe(record: Mapping[str, Any]) -> str:
+    """One line for logs: where and why."""
+    where = record["url"]
+    if record.get("key"):
+        where += f" key={record['key']}"
+    if record.get("member"):
+        where += f" member={record['member']}"
+    return f"{record['stage']}: {where}: {record['error_type']}: {record['message']}"

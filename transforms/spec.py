@@ -1,0 +1,331 @@
+"""The feature spec: which Sample fields become which tf.Example features.
+
+Beam-free (the reader imports it). A spec is an ordered tuple of `Feature`s; it
+is parsed from the `--features` flag, or inferred from the first samples, and
+written to the manifest so the writer and the reader never disagree.
+
+Flag grammar, comma separated: `[name=]source:dtype[shape]`, e.g.
+`flac:bytes,cls:int64,speaker=json.speaker:bytes,emb:float[128],ids:int64[*]`.
+`source` is a Sample field (`cls`) or a JSON projection (`json.speaker`,
+`json.meta.age`); `shape` is `[]`-less for a scalar, `[k]` / `[h,w]` for a fixed
+shape and `[*]` for a variable-length list.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+__all__ = [
+    "Feature",
+    "FeatureSpec",
+    "KINDS",
+    "parse_features",
+    "infer_spec",
+]
+
+# Declared dtype -> the tf.Example list it is stored in.
+KINDS = {"bytes": "bytes", "int64": "int64", "float": "float"}
+
+_NUMPY_DTYPES = {"int64": np.int64, "float": np.float32}
+
+
+@dataclasses.dataclass(frozen=True)
+class Feature:
+    """One tf.Example feature: its name, where its value comes from, and its type.
+
+    `shape` is `()` for a scalar, a tuple of ints for a fixed shape, and
+    `(None,)` for a variable-length list.
+    """
+
+    name: str
+    dtype: str
+    shape: tuple = ()
+    source: str = ""
+    encoding: str = "raw"
+
+    def __post_init__(self):
+        if self.dtype not in KINDS:
+            raise ValueError(
+                f"feature {self.name!r}: unknown dtype {self.dtype!r} "
+                f"(expected one of {', '.join(KINDS)})")
+        if any(d is None for d in self.shape[1:]) or any(
+                d is not None and d < 0 for d in self.shape):
+            raise ValueError(
+                f"feature {self.name!r}: only the first dimension may be variable, "
+                f"got shape {self.shape}")
+        if not self.source:
+            object.__setattr__(self, "source", self.name)
+
+    @property
+    def kind(self) -> str:
+        """The tf.Example list kind: 'bytes', 'int64' or 'float'."""
+        return KINDS[self.dtype]
+
+    @property
+    def is_variable(self) -> bool:
+        return bool(self.shape) and self.shape[0] is None
+
+    @property
+    def size(self) -> int | None:
+        """Number of values in one example, or None when variable."""
+        return None if self.is_variable else math.prod(self.shape)
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "source": self.source,
+            "dtype": self.dtype,
+            "shape": list(self.shape),
+            "encoding": self.encoding,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Feature":
+        return cls(name=d["name"], dtype=d["dtype"], shape=tuple(d["shape"]),
+                   source=d.get("source", d["name"]),
+                   encoding=d.get("encoding", "raw"))
+
+    def coerce(self, value: Any):
+        """Converts a Sample value to what the encoder takes for this feature.
+
+        Returns a list of bytes for bytes features and a flat numpy array of the
+        declared dtype otherwise. Raises ValueError naming the feature when the
+        value does not fit the declared dtype or shape.
+        """
+        values = (_to_bytes_list(value) if self.kind == "bytes"
+                  else _to_number_array(value, self.dtype, self.name))
+        n = len(values)
+        expected = self.size
+        if expected is not None and n != expected:
+            raise ValueError(
+                f"feature {self.name!r} (from {self.source!r}) has {n} values, "
+                f"shape {list(self.shape)} needs {expected}")
+        return values
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureSpec:
+    """An ordered set of features with unique names."""
+
+    features: tuple
+
+    def __post_init__(self):
+        names = [f.name for f in self.features]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate feature names in spec: {duplicates}")
+        if not names:
+            raise ValueError("the feature spec is empty")
+
+    def __iter__(self):
+        return iter(self.features)
+
+    def __len__(self):
+        return len(self.features)
+
+    @property
+    def names(self) -> list:
+        return [f.name for f in self.features]
+
+    def to_json(self) -> list:
+        return [f.to_json() for f in self.features]
+
+    @classmethod
+    def from_json(cls, items: Sequence[Mapping[str, Any]]) -> "FeatureSpec":
+        return cls(tuple(Feature.from_json(d) for d in items))
+
+
+_TERM = re.compile(
+    r"^\s*(?:(?P<name>[^=:\s]+)\s*=\s*)?(?P<source>[^:\s]+)\s*:\s*(?P<dtype>\w+)"
+    r"\s*(?:\[(?P<shape>[^\]]*)\])?\s*$")
+
+
+def _split_terms(text: str) -> list:
+    """Splits on commas that are not inside [...]."""
+    terms, depth, current = [], 0, []
+    for ch in text:
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            terms.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    terms.append("".join(current))
+    return [t for t in terms if t.strip()]
+
+
+def _parse_shape(text: str | None, term: str) -> tuple:
+    if text is None:
+        return ()
+    text = text.strip()
+    if text == "*":
+        return (None,)
+    try:
+        dims = tuple(int(d) for d in text.split(","))
+    except ValueError:
+        raise ValueError(
+            f"--features term {term!r}: shape must be [*] or integers like [128] "
+            f"or [4,4]") from None
+    if not dims or any(d <= 0 for d in dims):
+        raise ValueError(f"--features term {term!r}: dimensions must be positive")
+    return dims
+
+
+def parse_features(text: str) -> FeatureSpec:
+    """Parses the `--features` flag (see the module docstring for the grammar)."""
+    features = []
+    for term in _split_terms(text):
+        m = _TERM.match(term)
+        if not m:
+            raise ValueError(
+                f"--features term {term.strip()!r} is not [name=]source:dtype[shape], "
+                f"e.g. 'cls:int64' or 'speaker=json.speaker:bytes'")
+        source = m["source"]
+        features.append(Feature(name=m["name"] or source, dtype=m["dtype"],
+                                shape=_parse_shape(m["shape"], term), source=source))
+    return FeatureSpec(tuple(features))
+
+
+def _to_bytes_list(value) -> list:
+    if isinstance(value, (bytes, str)) or not isinstance(value, Iterable):
+        value = [value]
+    out = []
+    for v in value:
+        if isinstance(v, bytes):
+            out.append(v)
+        elif isinstance(v, str):
+            out.append(v.encode("utf-8"))
+        elif isinstance(v, (bytearray, memoryview, np.bytes_)):
+            out.append(bytes(v))
+        else:
+            out.append(str(v).encode("utf-8"))
+    return out
+
+
+def _text_numbers(value: bytes | str) -> list:
+    """'3' -> ['3']; '1, 2 3' -> ['1', '2', '3'] (label and list files)."""
+    text = value.decode("utf-8") if isinstance(value, bytes) else value
+    return [t for t in re.split(r"[\s,]+", text.strip()) if t]
+
+
+def _to_number_array(value, dtype: str, name: str) -> np.ndarray:
+    np_dtype = _NUMPY_DTYPES[dtype]
+    if isinstance(value, (bytes, str)):
+        value = _text_numbers(value)
+    if isinstance(value, np.ndarray) and value.dtype.kind in "iufb":
+        array = value
+    else:
+        try:
+            array = np.asarray(value, dtype=np.float64 if dtype == "float" else object)
+            if dtype == "int64":
+                array = np.asarray([_to_int(v) for v in np.ravel(array)], dtype=np.int64)
+        except (TypeError, ValueError) as e:
+            raise ValueError(
+                f"feature {name!r}: {_preview(value)} is not {dtype}: {e}") from None
+    if dtype == "int64" and array.dtype.kind == "f" and not np.all(np.mod(array, 1) == 0):
+        raise ValueError(f"feature {name!r}: {_preview(value)} has non-integer values")
+    return np.ascontiguousarray(np.ravel(array), dtype=np_dtype)
+
+
+def _to_int(v) -> int:
+    if isinstance(v, (bytes, str)):
+        return int(v)
+    if isinstance(v, float) and not v.is_integer():
+        raise ValueError(f"{v!r} is not an integer")
+    if isinstance(v, (bool, np.bool_)):
+        return int(v)
+    return int(v)
+
+
+def _preview(value, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+# -- inference -----------------------------------------------------------------
+
+_RANK = {"int64": 0, "float": 1, "bytes": 2}
+
+
+def _infer_leaf(value) -> tuple:
+    """(dtype, shape) for one JSON or text value."""
+    if isinstance(value, bool) or isinstance(value, int):
+        return "int64", ()
+    if isinstance(value, float):
+        return "float", ()
+    if isinstance(value, list):
+        if value and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                         for v in value):
+            dtype = "float" if any(isinstance(v, float) for v in value) else "int64"
+            return dtype, (None,)
+        return "bytes", (None,)
+    if isinstance(value, (bytes, str)):
+        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+        try:
+            int(text.strip())
+            return "int64", ()
+        except ValueError:
+            pass
+        try:
+            float(text.strip())
+            return "float", ()
+        except ValueError:
+            pass
+    return "bytes", ()
+
+
+def _infer_sample(sample: Mapping[str, Any]) -> dict:
+    """source -> (dtype, shape) for every data field of one sample."""
+    import json
+
+    found = {}
+    for field, value in sample.items():
+        if field.startswith("__"):
+            continue
+        if field == "json" or field.endswith(".json"):
+            try:
+                obj = json.loads(value)
+            except (ValueError, UnicodeDecodeError):
+                obj = None
+            if isinstance(obj, dict):
+                for k, v in obj.items():
+                    if not isinstance(v, dict):
+                        found[f"{field}.{k}"] = _infer_leaf(v)
+                continue
+        if isinstance(value, bytes) and len(value) > 64:
+            found[field] = ("bytes", ())
+        else:
+            found[field] = _infer_leaf(value)
+    return found
+
+
+def infer_spec(samples: Iterable[Mapping[str, Any]]) -> FeatureSpec:
+    """Infers a spec from a few samples: fields present in all of them.
+
+    Text that parses as an integer is int64, as a number float; JSON members are
+    projected one feature per top-level key; anything else is bytes. When the
+    samples disagree, the wider type wins (int64 < float < bytes) and differing
+    shapes become variable-length.
+    """
+    merged = None
+    for sample in samples:
+        found = _infer_sample(sample)
+        if merged is None:
+            merged = found
+            continue
+        merged = {k: _unify(merged[k], found[k]) for k in merged if k in found}
+    if not merged:
+        raise ValueError("cannot infer a feature spec: no field is present in every sample")
+    return FeatureSpec(tuple(Feature(name=k, dtype=d, shape=s, source=k)
+                             for k, (d, s) in sorted(merged.items())))
+
+
+def _unify(a: tuple, b: tuple) -> tuple:
+    dtype = a[0] if _RANK[a[0]] >= _RANK[b[0]] else b[0]
+    shape = a[1] if a[1] == b[1] else (None,)
+    return dtype, shape

@@ -1,0 +1,363 @@
+"""Tar shards to Samples: streamed, WebDataset-compatible, nothing lost.
+
+    import apache_beam as beam
+    from transforms.dead_letters import FAILURES
+    from transforms.tar_source import ReadTarSamples
+
+    with beam.Pipeline() as p:
+        read = p | "ReadTar" >> ReadTarSamples(["gs://bucket/shards/train-*.tar",
+                                                "/data/extra/*.tar.gz"])
+        samples = read.samples        # {"__key__", "__url__", "flac": b"...", ...}
+        failures = read[FAILURES]     # dead letters (transforms/dead_letters.py)
+
+Three layers, each usable on its own:
+
+- `iter_tar(fileobj, url)`: a pure generator (no Beam) over one archive. It
+  streams (`tarfile` mode `r|*`, so .tar, .tar.gz/.tgz, .tar.bz2 and .tar.xz
+  are told apart by content) and holds one member and one sample at a time.
+- `_ReadTarFn`: opens one path or URL through Beam's filesystems (local,
+  gs://, ...) and turns the generator's events into outputs and counters.
+- `ReadTarSamples`: matches file patterns, spreads the files over workers and
+  reads them.
+
+Grouping follows WebDataset (webdataset/tariterators.py `base_plus_ext` and
+`group_by_keys`): the key is the member path up to the first dot of its
+basename, directories included (`corpus/spk1_0001.flac` -> key
+`corpus/spk1_0001`, field `flac`); the extension is lower-cased; consecutive
+members with one key form one Sample; WebDataset meta members (`__*__`) are
+skipped. One deliberate difference: a leading `./` is stripped from member
+names, because GNU `tar -C dir .` writes `./corpus/a.flac` where WebDataset's
+TarWriter and `tar -C dir corpus` write `corpus/a.flac`, and the same data must
+give the same keys whichever tool packed it.
+
+Failures (transforms/dead_letters.py, stage `read_tar`):
+
+- a duplicate field in one sample (two `a.cls` in a row): that sample becomes
+  a SAMPLE dead letter, the rest of the archive is read;
+- a truncated or corrupt archive (short data, bad header, bad gzip/bz2/xz
+  stream, unreadable member): reading that file stops; the samples completed
+  before the error were already yielded; the sample in progress becomes a
+  SAMPLE dead letter - its last group is complete only at the end-of-archive
+  marker, so even a cut that falls exactly between two members fails it;
+  with no sample in progress, one FILE dead letter;
+- not a tar at all, an empty (zero-byte) file, a file that cannot be opened:
+  one FILE dead letter. A valid but empty tar (only end-of-archive blocks)
+  yields nothing and is not a failure.
+
+Counters (namespace `datagen`): `tar_files_read`, `tar_members_read`,
+`tar_members_skipped`, `tar_bytes_read`, `samples_read`. Every sample is
+counted once in `samples_read`, whether it is yielded or becomes a SAMPLE dead
+letter, so samples_read == samples yielded + SAMPLE dead letters.
+"""
+
+from __future__ import annotations
+
+import collections
+import lzma
+import re
+import tarfile
+import zlib
+from typing import IO, Iterable, Iterator, MutableMapping, Sequence
+
+import apache_beam as beam
+from apache_beam.io import fileio
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.dead_letters import FAILURES, FILE, SAMPLE, dead_letter
+from transforms.sample import KEY, URL
+
+__all__ = ["ReadTarSamples", "iter_tar", "match_files", "SKIP_REASONS"]
+
+_STAGE = "read_tar"
+_NAMESPACE = "datagen"
+_MAX_MESSAGE = 2000  # as transforms/dead_letters.py
+
+# Why a member was skipped: its kind when it is not a regular file, or why a
+# regular file is not a sample field.
+SKIP_REASONS = ("directory", "symlink", "hardlink", "device", "fifo", "other",
+                "meta", "no_extension")
+
+# WebDataset's `base_plus_ext`: key = path up to the first dot of the basename,
+# extension = the rest. No match (no dot in the basename) -> not a field.
+_KEY_EXT = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
+# WebDataset's `skip_meta` default for `__key__`-style meta members.
+_META = re.compile(r"__[^/]*__($|/)")
+
+# What reading a broken archive raises. tarfile wraps most trouble in
+# ReadError/CompressionError (both TarError), including zlib errors while
+# reading headers, but a member's data read can still surface the codec's own
+# error (zlib.error, lzma.LZMAError, OSError from bz2 "Invalid data stream" or
+# gzip.BadGzipFile), EOFError from a cut compressed stream, and OSError for an
+# unreadable file. Anything else is a bug or a transient filesystem error and
+# propagates, so Beam retries the bundle instead of hiding it in a dead letter.
+_READ_ERRORS = (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError)
+
+
+class _CountingReader:
+    """A read-only file wrapper counting the bytes read from the raw file.
+
+    Only used to tell a zero-byte file (tarfile says "empty file" also for a
+    compressed stream that inflates to nothing) from other unreadable input.
+    """
+
+    def __init__(self, fileobj: IO[bytes]):
+        self._fileobj = fileobj
+        self.bytes_read = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._fileobj.read(size)
+        self.bytes_read += len(data)
+        return data
+
+    def close(self) -> None:  # the caller owns the file; tarfile must not close it
+        pass
+
+
+class _EndAwareTarInfo(tarfile.TarInfo):
+    """A TarInfo whose header parsing records how the archive ended.
+
+    `TarFile.next()` returns None not only at the end-of-archive marker (a zero
+    block) but also, silently, when the file stops at a member boundary or in
+    the middle of a header, or when a header is garbage - anywhere past the
+    first member. Only the zero block means the last group is complete, so we
+    note which one we met on the TarFile being read.
+    """
+
+    @classmethod
+    def fromtarfile(cls, tarfile_obj):
+        try:
+            return super().fromtarfile(tarfile_obj)
+        except tarfile.EOFHeaderError:
+            tarfile_obj._datagen_end_marker = True
+            raise
+        except tarfile.HeaderError as e:
+            tarfile_obj._datagen_header_error = e
+            raise
+
+
+def _member_kind(info: tarfile.TarInfo) -> str:
+    if info.isdir():
+        return "directory"
+    if info.issym():
+        return "symlink"
+    if info.islnk():
+        return "hardlink"
+    if info.ischr() or info.isblk():
+        return "device"
+    if info.isfifo():
+        return "fifo"
+    return "other"
+
+
+def _normalise(name: str) -> str:
+    # GNU `tar -C dir .` writes "./a.flac"; WebDataset's TarWriter writes "a.flac".
+    while name.startswith("./"):
+        name = name[2:]
+    return name
+
+
+def _failure(error: BaseException | str, context: str | None, *, url: str,
+             key: str | None, member: str | None, unit: str) -> dict:
+    """A dead letter keeping the error's type, its message prefixed with `context`."""
+    record = dead_letter(_STAGE, error, url=url, key=key, member=member, unit=unit)
+    if context:
+        record["message"] = f"{context}: {record['message']}"[:_MAX_MESSAGE]
+    return record
+
+
+def _finished(sample: dict, poisoned: dict | None) -> tuple[str, dict]:
+    """The event for a completed group: the sample, or its dead letter."""
+    return ("failure", poisoned) if poisoned is not None else ("sample", sample)
+
+
+def iter_tar(fileobj: IO[bytes], url: str, *,
+             stats: MutableMapping[str, int] | None = None) -> Iterator[tuple[str, object]]:
+    """Streams one tar archive into Samples, skips and failures.
+
+    Yields `("sample", sample)`, `("skipped", reason)` (one of SKIP_REASONS) or
+    `("failure", dead_letter_record)`. `fileobj` is any readable binary file;
+    compression is detected from the content. It is read once, front to back,
+    and is not closed. If `stats` is given, `stats["members"]` and
+    `stats["bytes"]` are increased by the members seen and the member bytes read.
+    Memory holds one member and one sample, however large the archive.
+    """
+    stats = stats if stats is not None else collections.Counter()
+    reader = _CountingReader(fileobj)
+    try:
+        stream = tarfile.open(fileobj=reader, mode="r|*", tarinfo=_EndAwareTarInfo)
+    except _READ_ERRORS as e:
+        # Fails here only before the first member: the file yields no sample.
+        if reader.bytes_read == 0:
+            yield "failure", _failure(tarfile.ReadError("empty file is not a tar archive"),
+                                      None, url=url, key=None, member=None, unit=FILE)
+        else:
+            yield "failure", _failure(e, "not a readable tar archive", url=url, key=None,
+                                      member=None, unit=FILE)
+        return
+
+    current: dict | None = None   # the sample being grouped
+    poisoned: dict | None = None  # its dead letter, once a duplicate field was met
+    member: str | None = None     # last member header read, for error messages
+    error: BaseException | None = None
+    try:
+        while True:
+            info = stream.next()
+            if info is None:
+                break
+            # TarFile keeps every TarInfo in `members` (for random access we do
+            # not use); clearing it keeps memory flat, as WebDataset does.
+            stream.members = []
+            stats["members"] += 1
+            member = info.name
+            if not info.isreg():
+                yield "skipped", _member_kind(info)
+                continue
+            name = _normalise(info.name)
+            if ("/" not in name and name.startswith("__") and name.endswith("__")) or _META.match(name):
+                yield "skipped", "meta"
+                continue
+            match = _KEY_EXT.match(name)
+            if match is None:
+                yield "skipped", "no_extension"
+                continue
+            key, ext = match.group(1), match.group(2).lower()
+            if current is not None and key != current[KEY]:
+                yield _finished(current, poisoned)
+                current = poisoned = None
+            if current is None:
+                current = {KEY: key, URL: url}
+            data = stream.extractfile(info).read()
+            stats["bytes"] += len(data)
+            if poisoned is not None:
+                continue  # the rest of a failed sample: read past, keep nothing
+            if ext in current:
+                poisoned = _failure(
+                    ValueError(f"duplicate field {ext!r}: member {info.name!r} repeats a field "
+                               f"already read for this sample"),
+                    "sample has a duplicate extension", url=url, key=key, member=info.name,
+                    unit=SAMPLE)
+                current = {KEY: key, URL: url}  # drop the fields read so far
+                continue
+            current[ext] = data
+        if not getattr(stream, "_datagen_end_marker", False):
+            header_error = getattr(stream, "_datagen_header_error", None)
+            error = tarfile.ReadError(
+                "no end-of-archive marker"
+                + (f" ({header_error})" if header_error else ""))
+    except _READ_ERRORS as e:
+        error = e
+    finally:
+        stream.close()  # closes tarfile's buffers only, never `fileobj`
+
+    if error is None:
+        if current is not None:
+            yield _finished(current, poisoned)
+        return
+    context = f"archive truncated or corrupt near tar offset {stream.offset}"
+    if current is None:
+        yield "failure", _failure(error, context, url=url, key=None, member=member, unit=FILE)
+    elif poisoned is not None:
+        # Already a failure; count it once, with both reasons.
+        record = dict(poisoned)
+        record["message"] = f"{record['message']}; then {context}: {error}"[:_MAX_MESSAGE]
+        yield "failure", record
+    else:
+        yield "failure", _failure(error, f"sample incomplete, {context}", url=url,
+                                  key=current[KEY], member=member, unit=SAMPLE)
+
+
+class _ReadTarFn(beam.DoFn):
+    """One tar path or URL -> Samples (main output) and dead letters (FAILURES).
+
+    Holds no state but counters, made in setup(); the file is opened per
+    element through Beam's filesystems, uncompressed because tarfile detects
+    the compression itself.
+    """
+
+    def setup(self):
+        def counter(name):
+            return beam.metrics.Metrics.counter(_NAMESPACE, name)
+        self._files = counter("tar_files_read")
+        self._members = counter("tar_members_read")
+        self._skipped = counter("tar_members_skipped")
+        self._samples = counter("samples_read")
+        self._bytes = counter("tar_bytes_read")
+
+    def process(self, path: str):
+        try:
+            fileobj = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+        except Exception as e:  # noqa: BLE001 - missing, forbidden, a directory: whatever the filesystem says
+            yield beam.pvalue.TaggedOutput(FAILURES, _failure(
+                e, "cannot open file", url=path, key=None, member=None, unit=FILE))
+            return
+        self._files.inc()
+        stats = collections.Counter()
+        try:
+            for kind, value in iter_tar(fileobj, path, stats=stats):
+                if kind == "sample":
+                    self._samples.inc()
+                    yield value
+                elif kind == "skipped":
+                    self._skipped.inc()
+                else:
+                    if value["unit"] == SAMPLE:
+                        self._samples.inc()
+                    yield beam.pvalue.TaggedOutput(FAILURES, value)
+        finally:
+            fileobj.close()
+            self._members.inc(stats["members"])
+            self._bytes.inc(stats["bytes"])
+
+
+def _as_patterns(file_pattern: str | Iterable[str]) -> list[str]:
+    patterns = [file_pattern] if isinstance(file_pattern, str) else list(file_pattern)
+    if not patterns or not all(isinstance(p, str) and p for p in patterns):
+        raise ValueError(f"expected a file pattern or a list of them, got {file_pattern!r}")
+    return patterns
+
+
+def match_files(patterns: str | Sequence[str]) -> list[str]:
+    """The files matching `patterns` (sorted, unique); ValueError naming any that match none.
+
+    For launchers, to fail before the job starts: `no files match --input 'X'`.
+    """
+    paths = set()
+    for pattern in _as_patterns(patterns):
+        # One call per pattern: FileSystems.match picks the filesystem of the
+        # first pattern for all of them, which breaks mixed local/gs:// lists.
+        result = FileSystems.match([pattern])[0]
+        if not result.metadata_list:
+            raise ValueError(f"no files match --input {pattern!r}")
+        paths.update(m.path for m in result.metadata_list)
+    return sorted(paths)
+
+
+class ReadTarSamples(beam.PTransform):
+    """Reads tar shards matching a pattern (or a list of them) into Samples.
+
+        read = p | "ReadTar" >> ReadTarSamples("gs://bucket/shards/*.tar")
+        read.samples      # PCollection of Sample dicts
+        read[FAILURES]    # PCollection of dead letters (stage "read_tar")
+
+    Patterns use Beam's filesystem syntax (`*`, `**`, `?`, `[...]`); a pattern
+    with a wildcard may match nothing, a plain path that does not exist fails
+    the job (use `match_files` first for a friendlier error). Each file is read
+    whole by one worker; the output is in no particular order.
+    """
+
+    def __init__(self, file_pattern: str | Sequence[str]):
+        super().__init__()
+        self._patterns = _as_patterns(file_pattern)
+
+    def expand(self, pbegin):
+        files = (
+            pbegin
+            | "Patterns" >> beam.Create(self._patterns)
+            | "MatchFiles" >> fileio.MatchAll(fileio.EmptyMatchTreatment.ALLOW_IF_WILDCARD)
+            | "Paths" >> beam.Map(lambda metadata: metadata.path)
+            # Matching yields all files from one worker; reshuffle so the reads
+            # (the expensive part) spread across workers.
+            | "SpreadFiles" >> beam.Reshuffle())
+        return files | "ReadTarFiles" >> beam.ParDo(_ReadTarFn()).with_outputs(
+            FAILURES, main="samples")
