@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import numpy as np
@@ -84,4 +85,6 @@ def run(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    # TensorFlow's C++ start-up chatter (CUDA probing) would bury the summary.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     run(sys.argv[1:])

@@ -69,8 +69,8 @@ def run(argv=None) -> dict | None:
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("pipelines").setLevel(logging.INFO)
     try:
         run(sys.argv[1:])
     except ValueError as e:

@@ -46,7 +46,11 @@ class DatasetConfig:
 
 
 def account(tallies: Mapping[tuple, int]) -> dict:
-    """Tallies {(what, detail): n} -> the manifest's accounting section."""
+    """Tallies {(what, detail): n} -> the manifest's accounting section.
+
+    `what` is read, written, examples, filtered or failed; `detail` the split,
+    the filter reason or the dead letter's unit.
+    """
     def total(what):
         return sum(n for (w, _), n in tallies.items() if w == what)
 
@@ -60,6 +64,7 @@ def account(tallies: Mapping[tuple, int]) -> dict:
         "samples_failed": tallies.get(("failed", SAMPLE), 0),
         "files_failed": tallies.get(("failed", FILE), 0),
         "samples_written_per_split": by_detail("written"),
+        "examples_per_split": by_detail("examples"),
         "samples_filtered_per_reason": by_detail("filtered"),
     }
 
@@ -106,6 +111,12 @@ class _FinaliseFn(beam.DoFn):
                      + accounting["samples_failed"])
         if accounting["samples_read"] != accounted:
             raise AssertionError(f"accounting mismatch: {accounting}")
+        in_shards = {}
+        for shard in shards:
+            in_shards[shard["split"]] = in_shards.get(shard["split"], 0) + shard["num_examples"]
+        if in_shards != accounting["examples_per_split"]:
+            raise AssertionError(f"examples built {accounting['examples_per_split']} "
+                                 f"but shards hold {in_shards}")
 
         failures = sorted(failures, key=lambda r: json.dumps(r, sort_keys=True))
         failures_path = FileSystems.join(config.output, manifest.FAILURES_FILE)
@@ -166,15 +177,16 @@ class WriteDataset(beam.PTransform):
         failures = ((source_failures, built[FAILURES])
                     | "AllFailures" >> beam.Flatten())
         tallies = (
-            (samples | "TallyRead" >> beam.Map(lambda _: ("read", "")),
+            (samples | "TallyRead" >> beam.Map(lambda _: (("read", ""), 1)),
              source_failures
              | "ReadFailures" >> beam.Filter(lambda r: r["unit"] == SAMPLE)
-             | "TallyReadFailures" >> beam.Map(lambda _: ("read", "")),
-             built[WRITTEN] | "TallyWritten" >> beam.Map(lambda split: ("written", split)),
-             built[FILTERED] | "TallyFiltered" >> beam.Map(lambda why: ("filtered", why)),
-             failures | "TallyFailed" >> beam.Map(lambda r: ("failed", r["unit"])))
+             | "TallyReadFailures" >> beam.Map(lambda _: (("read", ""), 1)),
+             built[WRITTEN] | "TallyWritten" >> beam.FlatMap(
+                 lambda written: [(("written", written[0]), 1), (("examples", written[0]), written[1])]),
+             built[FILTERED] | "TallyFiltered" >> beam.Map(lambda why: (("filtered", why), 1)),
+             failures | "TallyFailed" >> beam.Map(lambda r: (("failed", r["unit"]), 1)))
             | "AllTallies" >> beam.Flatten()
-            | "CountTallies" >> beam.combiners.Count.PerElement()
+            | "SumTallies" >> beam.CombinePerKey(sum)
             | "TallyDict" >> beam.combiners.ToDict())
         return shards | "Finalise" >> beam.ParDo(
             _FinaliseFn(config, temp_dir),

@@ -24,7 +24,7 @@ from transforms.splits import SplitPlan, stable_hash64
 __all__ = ["ExampleRecipe", "BuildExamples", "build_examples", "WRITTEN", "FILTERED"]
 
 # Extra outputs of BuildExamples: one element per sample, for the accounting.
-WRITTEN = "written"    # the split name of a sample that produced examples
+WRITTEN = "written"    # (split, number of examples) of a sample that produced examples
 FILTERED = "filtered"  # the reason a sample was deliberately dropped
 
 
@@ -149,7 +149,7 @@ class _BuildExamplesFn(beam.DoFn):
             return
         self._written.inc()
         self._examples.inc(len(outcome.examples))
-        yield beam.pvalue.TaggedOutput(WRITTEN, outcome.split)
+        yield beam.pvalue.TaggedOutput(WRITTEN, (outcome.split, len(outcome.examples)))
         for order, serialized in outcome.examples:
             yield outcome.split, order, serialized
 

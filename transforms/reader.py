@@ -51,12 +51,13 @@ def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
          num_parallel_reads: int = tf.data.AUTOTUNE) -> tf.data.Dataset:
     """A tf.data pipeline over one split: interleaved reads, batched parsing, prefetch.
 
-    With `shuffle`, shard order and examples are shuffled (seeded by `seed`)
-    and reads may interleave nondeterministically for speed; without it the
-    examples come in the order they were written. `batch_size=None` yields
-    single parsed examples.
+    Without `shuffle` the examples come in the order they were written. With
+    it, shard order and examples are shuffled; with a `seed` too, the same
+    order on every run, else reads also interleave nondeterministically for
+    speed. `batch_size=None` yields single parsed examples.
     """
     info = load_info(output_dir)
+    deterministic = not shuffle or seed is not None
     root = output_dir.rstrip("/")
     files = [f"{root}/{name}" for name in info.files(split)]
     features = parsing_spec(info.spec)
@@ -68,16 +69,16 @@ def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
     ds = file_ds.interleave(
         lambda path: tf.data.TFRecordDataset(path, compression_type=compression),
         cycle_length=max(1, min(len(files), 16)), num_parallel_calls=num_parallel_reads,
-        deterministic=not shuffle)
+        deterministic=deterministic)
     if shuffle:
         ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if repeat:
         ds = ds.repeat()
     if batch_size is None:
         ds = ds.map(lambda x: tf.io.parse_single_example(x, features),
-                    num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle)
+                    num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
     else:
         ds = ds.batch(batch_size, drop_remainder=drop_remainder)
         ds = ds.map(lambda x: tf.io.parse_example(x, features),
-                    num_parallel_calls=tf.data.AUTOTUNE, deterministic=not shuffle)
+                    num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
     return ds.prefetch(tf.data.AUTOTUNE)

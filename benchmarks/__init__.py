@@ -1,0 +1,1 @@
+"""Side-by-side throughput and memory measurements (run, never timed in tests)."""
