@@ -15,6 +15,7 @@ setuptools.setup(
         "tensorflow-metadata==1.21.*",
         "numpy>=1.26",
         "google-crc32c>=1.5",
+        "isal>=1.6",
         "soundfile>=0.12",
         "av>=12",
     ],

@@ -25,6 +25,8 @@ import tarfile
 import tempfile
 import time
 
+import tensorflow as tf
+
 from pipelines import tar_to_tfrecord
 from pipelines.sample_corpus import write_corpus
 from transforms.splits import SplitPlan
@@ -37,8 +39,6 @@ PAYLOAD = 128 << 10
 
 def naive_loop(files: list, output: str) -> int:
     """What a user would write without Beam; returns examples written."""
-    import tensorflow as tf
-
     plan = SplitPlan.from_flags(SPLITS, SPLIT_BY)
     options = tf.io.TFRecordOptions(compression_type="GZIP")
     os.makedirs(output, exist_ok=True)
@@ -108,15 +108,17 @@ def main(argv=None) -> None:
         shutil.rmtree(out, ignore_errors=True)
         start = time.perf_counter()
         count = fn(out)
-        results[name] = (time.perf_counter() - start, count)
-    counts = {c for _, c in results.values()}
+        seconds = time.perf_counter() - start
+        written = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(out) for f in fs)
+        results[name] = (seconds, count, written / 1e6)
+    counts = {c for _, c, _ in results.values()}
     assert len(counts) == 1, f"example counts differ: {results}"
 
     base = results["naive"][0]
-    print(f"{'run':<8}{'seconds':>9}{'examples/s':>12}{'MB/s':>8}{'vs naive':>10}")
-    for name, (seconds, count) in results.items():
-        print(f"{name:<8}{seconds:>9.1f}{count / seconds:>12.0f}{megabytes / seconds:>8.1f}"
-              f"{base / seconds:>9.2f}x")
+    print(f"{'run':<8}{'seconds':>9}{'examples/s':>12}{'MB/s in':>9}{'MB out':>8}{'vs naive':>10}")
+    for name, (seconds, count, written) in results.items():
+        print(f"{name:<8}{seconds:>9.1f}{count / seconds:>12.0f}{megabytes / seconds:>9.1f}"
+              f"{written:>8.0f}{base / seconds:>9.2f}x")
     if not args.workdir:
         shutil.rmtree(workdir)
 
