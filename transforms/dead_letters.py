@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-__all__ = ["FAILURES", "FILE", "SAMPLE", "dead_letter", "describe"]
+__all__ = ["FAILURES", "FILE", "SAMPLE", "MAX_MESSAGE", "dead_letter", "describe"]
 
 FAILURES = "failures"
 # What a dead letter stands for: a whole sample, or a file that yielded no sample.
 SAMPLE = "sample"
 FILE = "file"
 
-_MAX_MESSAGE = 2000
+MAX_MESSAGE = 2000
 
 
 def dead_letter(stage: str, error: BaseException | str, *, url: str,
@@ -39,7 +39,7 @@ def dead_letter(stage: str, error: BaseException | str, *, url: str,
         "key": key,
         "member": member,
         "error_type": error_type,
-        "message": message[:_MAX_MESSAGE],
+        "message": message[:MAX_MESSAGE],
     }
     record.update(extra)
     return record

@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 import apache_beam as beam
 
 from transforms import sample_ops
+from transforms.counters import counter
 from transforms.dead_letters import FAILURES, dead_letter
 from transforms.example_encoder import ExampleEncoder
 from transforms.sample import KEY, URL, FieldReader
@@ -128,7 +129,6 @@ class _BuildExamplesFn(beam.DoFn):
     def setup(self):
         self._encoder = ExampleEncoder([(f.name, f.kind) for f in self._recipe.spec])
         self._sample_fn, self._example_fn = self._recipe.load_functions()
-        counter = lambda name: beam.metrics.Metrics.counter("datagen", name)  # noqa: E731
         self._written = counter("samples_written")
         self._examples = counter("examples_written")
         self._filtered = counter("samples_filtered")

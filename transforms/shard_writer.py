@@ -26,6 +26,8 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from isal import isal_zlib
 
+from transforms.counters import counter
+
 __all__ = ["WriteShards", "ShardPlan", "plan_shards", "commit_shards", "shard_name", "tfrecord_frame"]
 
 _START_BITS = 32
@@ -189,7 +191,7 @@ class _WriteShardFn(beam.DoFn):
         name = shard_name(split, index, num_shards, self._compression)
         temp = FileSystems.join(self._temp_dir, name.replace("/", "-"))
         num_bytes = write_tfrecords(temp, (e for _, e in examples), self._compression)
-        beam.metrics.Metrics.counter("datagen", "shards_written").inc()
+        counter("shards_written").inc()
         yield {"split": split, "index": index, "num_shards": num_shards, "file": name,
                "temp": temp, "num_examples": len(examples), "num_bytes": num_bytes}
 

@@ -64,14 +64,13 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.dead_letters import FAILURES, FILE, SAMPLE, dead_letter
+from transforms.counters import counter
+from transforms.dead_letters import FAILURES, FILE, MAX_MESSAGE, SAMPLE, dead_letter
 from transforms.sample import KEY, URL
 
 __all__ = ["ReadTarSamples", "iter_tar", "match_files", "SKIP_REASONS"]
 
 _STAGE = "read_tar"
-_NAMESPACE = "datagen"
-_MAX_MESSAGE = 2000  # as transforms/dead_letters.py
 
 # Why a member was skipped: its kind when it is not a regular file, or why a
 # regular file is not a sample field.
@@ -162,7 +161,7 @@ def _failure(error: BaseException | str, context: str | None, *, url: str,
     """A dead letter keeping the error's type, its message prefixed with `context`."""
     record = dead_letter(_STAGE, error, url=url, key=key, member=member, unit=unit)
     if context:
-        record["message"] = f"{context}: {record['message']}"[:_MAX_MESSAGE]
+        record["message"] = f"{context}: {record['message']}"[:MAX_MESSAGE]
     return record
 
 
@@ -260,7 +259,7 @@ def iter_tar(fileobj: IO[bytes], url: str, *,
     elif poisoned is not None:
         # Already a failure; count it once, with both reasons.
         record = dict(poisoned)
-        record["message"] = f"{record['message']}; then {context}: {error}"[:_MAX_MESSAGE]
+        record["message"] = f"{record['message']}; then {context}: {error}"[:MAX_MESSAGE]
         yield "failure", record
     else:
         yield "failure", _failure(error, f"sample incomplete, {context}", url=url,
@@ -276,8 +275,6 @@ class _ReadTarFn(beam.DoFn):
     """
 
     def setup(self):
-        def counter(name):
-            return beam.metrics.Metrics.counter(_NAMESPACE, name)
         self._files = counter("tar_files_read")
         self._members = counter("tar_members_read")
         self._skipped = counter("tar_members_skipped")
