@@ -42,7 +42,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["ExampleEncoder"]
+__all__ = ["ExampleEncoder", "byte_strings"]
 
 _KINDS = ("bytes", "int64", "float")
 
@@ -291,7 +291,7 @@ def _float32_array(value, name: str) -> np.ndarray:
     return array
 
 
-def _byte_strings(value, name: str) -> list:
+def byte_strings(value, name: str) -> list:
     """A list of bytes from bytes, str (UTF-8) or a sequence of them."""
     if isinstance(value, (bytes, str, bytearray, memoryview)):
         value = [value]
@@ -318,7 +318,7 @@ def _list_body(kind: str, value, name: str) -> list:
     """The body of a BytesList / FloatList / Int64List message, as parts."""
     if kind == "bytes":
         parts = []
-        for v in _byte_strings(value, name):        # repeated bytes: a field each
+        for v in byte_strings(value, name):        # repeated bytes: a field each
             parts += (_FIELD1_LEN, _varint(len(v)), v)
         return parts
     packed = (_float32_array(value, name).tobytes() if kind == "float"

@@ -20,6 +20,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from transforms.example_encoder import byte_strings
+
 __all__ = [
     "Feature",
     "FeatureSpec",
@@ -97,7 +99,7 @@ class Feature:
         declared dtype otherwise. Raises ValueError naming the feature when the
         value does not fit the declared dtype or shape.
         """
-        values = (_to_bytes_list(value) if self.kind == "bytes"
+        values = (_to_bytes_list(value, self.name) if self.kind == "bytes"
                   else _to_number_array(value, self.dtype, self.name))
         n = len(values)
         expected = self.size
@@ -191,20 +193,12 @@ def parse_features(text: str) -> FeatureSpec:
     return FeatureSpec(tuple(features))
 
 
-def _to_bytes_list(value) -> list:
+def _to_bytes_list(value, name: str) -> list:
+    """Bytes values; numbers are written as their text (a JSON `"id": 7` as b"7")."""
     if isinstance(value, (bytes, str)) or not isinstance(value, Iterable):
         value = [value]
-    out = []
-    for v in value:
-        if isinstance(v, bytes):
-            out.append(v)
-        elif isinstance(v, str):
-            out.append(v.encode("utf-8"))
-        elif isinstance(v, (bytearray, memoryview, np.bytes_)):
-            out.append(bytes(v))
-        else:
-            out.append(str(v).encode("utf-8"))
-    return out
+    return byte_strings([v if isinstance(v, (bytes, str, bytearray, memoryview)) else str(v)
+                         for v in value], name)
 
 
 def _text_numbers(value: bytes | str) -> list:
