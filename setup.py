@@ -17,7 +17,9 @@ setuptools.setup(
         "google-crc32c>=1.5",
         "isal>=1.6",
         "soundfile>=0.12",
+        "soxr>=0.3",
         "av>=12",
+        "pillow>=10",
     ],
     extras_require={
         "test": [

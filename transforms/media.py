@@ -1,0 +1,55 @@
+"""Decoded media as plain values: what decoders produce and cutters consume.
+
+Beam-free. `Audio` is a mono (or one chosen channel) signal at a known rate;
+`Frame` is one video frame at a known time. Cutters never see encoded bytes,
+and decoders never know how their output will be cut.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+__all__ = ["Audio", "Frame", "MediaError"]
+
+
+class MediaError(ValueError):
+    """Media that cannot be decoded or used (corrupt, truncated, wrong format,
+    unsupported codec, no audio track, too short). The message says why; the
+    pipeline turns it into a dead letter naming the sample and member."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Audio:
+    """A 1-D signal: float32 in [-1, 1] or int16, `sample_rate` samples per second.
+
+    `start` is the time of the first sample in seconds (non-zero for a block of
+    a longer stream); `source_rate` and `source_channels` describe the input
+    before resampling and mix-down.
+    """
+
+    samples: np.ndarray
+    sample_rate: int
+    start: float = 0.0
+    source_rate: int | None = None
+    source_channels: int | None = None
+
+    @property
+    def duration(self) -> float:
+        return len(self.samples) / self.sample_rate
+
+    @property
+    def end(self) -> float:
+        return self.start + self.duration
+
+
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    """One video frame at `time` seconds: an HxWx3 uint8 RGB image, or its JPEG bytes."""
+
+    time: float
+    image: np.ndarray | None = None
+    jpeg: bytes | None = None
+    height: int = 0
+    width: int = 0
