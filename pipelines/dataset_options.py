@@ -19,13 +19,18 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.runner import PipelineState
 
 from transforms import manifest, sample_ops
+from transforms.audio import AudioOptions
+from transforms.audio_windows import WindowOptions
+from transforms.cutting import MODES, CutOptions, media_features, media_fields
 from transforms.dataset import DatasetConfig, WriteDataset, summary_line
 from transforms.examples import ExampleRecipe
 from transforms.spec import FeatureSpec, infer_spec, parse_features
-from transforms.splits import SplitPlan
 from transforms.runtime import make_pipeline
+from transforms.splits import SplitPlan
+from transforms.video import FrameOptions
 
-__all__ = ["DatasetOptions", "dataset_config", "feature_spec", "read_manifest", "run_dataset_job"]
+__all__ = ["DatasetOptions", "cut_options", "dataset_config", "feature_spec", "read_manifest",
+           "run_dataset_job"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -42,7 +47,9 @@ class DatasetOptions(PipelineOptions):
             "--features", default="auto",
             help="Feature spec, comma separated [name=]source:dtype[shape], e.g. "
             "'flac:bytes,cls:int64,speaker=json.speaker:bytes,emb:float[128]'; "
-            "'auto' infers it from the first samples.")
+            "'auto' infers it from the first samples. With --cut, the cut's features "
+            "(audio, frame(s), source_key, start_time, end_time) come first and these "
+            "add labels and metadata ('none' adds nothing).")
         parser.add_argument(
             "--infer_samples", type=int, default=16,
             help="How many samples --features auto looks at.")
@@ -70,6 +77,60 @@ class DatasetOptions(PipelineOptions):
             "--example_fn", default="", help="module:function applied to each example's "
             "feature values (returns a dict, or None to drop it).")
         parser.add_argument(
+            "--cut", default="none", choices=list(MODES),
+            help="How samples become examples: none (one example per sample), "
+            "audio_windows, frames (a frame with the audio window centred on it), clips.")
+        parser.add_argument(
+            "--audio_fields", default="",
+            help="Fields that may hold a sample's audio, first present wins, e.g. 'flac,wav'; "
+            "without one, the video's own audio track is used.")
+        parser.add_argument(
+            "--video_field", default="",
+            help="The field holding the video (e.g. mp4), or 'frames' for numbered images "
+            "(key.0001.jpg, key.0002.jpg, ...).")
+        parser.add_argument("--sequence_fps", type=float, default=25.0,
+                            help="Frame rate of image-sequence samples.")
+        parser.add_argument("--sample_rate", type=int, default=16000,
+                            help="Resample audio to this rate (0 keeps the source rate).")
+        parser.add_argument("--channel", default="mono",
+                            help="'mono' mixes channels down; a number picks that channel.")
+        parser.add_argument("--audio_dtype", default="float32", choices=["float32", "int16"],
+                            help="Audio in examples: float32 values or int16 PCM bytes.")
+        parser.add_argument("--window_s", type=float, default=1.0, help="Audio window length, seconds.")
+        parser.add_argument("--hop_s", type=float, default=0.0,
+                            help="Audio window hop, seconds (0 = the window length).")
+        parser.add_argument("--remainder", default="pad", choices=["pad", "drop"],
+                            help="The last partial window: zero-pad it or drop it.")
+        parser.add_argument("--max_windows", type=int, default=0,
+                            help="At most this many windows per source (0 = all).")
+        parser.add_argument("--random_crops", type=int, default=0,
+                            help="Instead of a regular grid, this many seeded random windows "
+                            "per source.")
+        parser.add_argument("--seed", type=int, default=0,
+                            help="Seed for --random_crops (with the sample key: same crops every run).")
+        parser.add_argument("--min_rms_db", type=float, default=None,
+                            help="Drop (and count) audio windows quieter than this RMS in dBFS.")
+        parser.add_argument("--fps", type=float, default=1.0, help="Sample video frames at this rate.")
+        parser.add_argument("--num_frames", type=int, default=0,
+                            help="Instead of --fps, this many frames spread over the video.")
+        parser.add_argument("--timestamps", default="",
+                            help="Instead of --fps, frames at these times (seconds, comma separated).")
+        parser.add_argument("--frame_size", default="",
+                            help="Frame size HxW, e.g. 224x224 (required for frames and clips).")
+        parser.add_argument("--resize", default="pad", choices=["pad", "crop"],
+                            help="Keep the aspect ratio by letterboxing (pad) or centre-cropping.")
+        parser.add_argument("--frame_format", default="jpeg", choices=["jpeg", "raw"],
+                            help="Frames as JPEG bytes or raw uint8 pixels.")
+        parser.add_argument("--jpeg_quality", type=int, default=90)
+        parser.add_argument("--decode_threads", type=int, default=0,
+                            help="Video decoder threads (0 = FFmpeg's choice, 1 = unthreaded).")
+        parser.add_argument("--no_audio", action="store_true",
+                            help="frames/clips without audio.")
+        parser.add_argument("--av_window_s", type=float, default=1.0,
+                            help="Length of the audio window centred on each frame, seconds.")
+        parser.add_argument("--clip_frames", type=int, default=8,
+                            help="Frames per clip (--cut clips), sampled at --fps.")
+        parser.add_argument(
             "--num_shards", type=int, default=0,
             help="Shards per split; 0 sizes them by --shard_size_mb.")
         parser.add_argument(
@@ -84,11 +145,67 @@ class DatasetOptions(PipelineOptions):
             "files that yielded none) become dead letters (default 0.01).")
 
 
+_CUT_FLAGS = ("cut", "audio_fields", "video_field", "sequence_fps", "sample_rate", "channel",
+              "audio_dtype", "window_s", "hop_s", "remainder", "max_windows", "random_crops",
+              "seed", "min_rms_db", "fps", "num_frames", "timestamps", "frame_size", "resize",
+              "frame_format", "jpeg_quality", "decode_threads", "no_audio", "av_window_s",
+              "clip_frames")
+
+
 def _recorded_options(opts: DatasetOptions) -> dict:
     names = ("features", "split_by", "splits", "select", "where", "rename", "filter_empty",
              "sample_fn", "example_fn", "num_shards", "shard_size_mb", "compression",
              "max_failure_fraction")
-    return {n: getattr(opts, n) for n in names}
+    cut = _CUT_FLAGS if opts.cut != "none" else ("cut",)
+    return {n: getattr(opts, n) for n in names + cut}
+
+
+def _frame_size(text: str) -> tuple | None:
+    if not text:
+        return None
+    height, sep, width = text.lower().partition("x")
+    try:
+        size = (int(height), int(width))
+    except ValueError:
+        size = (0, 0)
+    if not sep or min(size) <= 0:
+        raise ValueError(f"--frame_size {text!r} is not HxW, e.g. 224x224")
+    return size
+
+
+def _number_list(text: str, flag: str) -> tuple:
+    try:
+        return tuple(float(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise ValueError(f"{flag} {text!r} is not a comma-separated list of numbers") from None
+
+
+def cut_options(options: PipelineOptions) -> CutOptions:
+    """The decode-and-cut flags as CutOptions; ValueError naming a bad flag."""
+    opts = options.view_as(DatasetOptions)
+    if opts.channel != "mono" and not opts.channel.isdigit():
+        raise ValueError(f"--channel {opts.channel!r}: 'mono' or a channel number")
+    channel = opts.channel if opts.channel == "mono" else int(opts.channel)
+    return CutOptions(
+        mode=opts.cut,
+        audio_fields=tuple(f.strip() for f in opts.audio_fields.split(",") if f.strip()),
+        video_field=opts.video_field,
+        sequence_fps=opts.sequence_fps,
+        audio=AudioOptions(sample_rate=opts.sample_rate or None, channel=channel,
+                           dtype=opts.audio_dtype),
+        windows=WindowOptions(window_s=opts.window_s, hop_s=opts.hop_s or None,
+                              remainder=opts.remainder, max_windows=opts.max_windows,
+                              random_crops=opts.random_crops, seed=opts.seed,
+                              min_rms_db=opts.min_rms_db),
+        frames=FrameOptions(fps=None if opts.num_frames or opts.timestamps else opts.fps,
+                            num_frames=opts.num_frames,
+                            timestamps=_number_list(opts.timestamps, "--timestamps"),
+                            size=_frame_size(opts.frame_size), resize=opts.resize,
+                            image_format=opts.frame_format, jpeg_quality=opts.jpeg_quality,
+                            threads=opts.decode_threads),
+        with_audio=not opts.no_audio,
+        av_window_s=opts.av_window_s,
+        clip_frames=opts.clip_frames)
 
 
 def dataset_config(options: PipelineOptions, spec: FeatureSpec,
@@ -106,6 +223,7 @@ def dataset_config(options: PipelineOptions, spec: FeatureSpec,
     if not 0 <= opts.max_failure_fraction <= 1:
         raise ValueError("--max_failure_fraction must be between 0 and 1")
     recipe = ExampleRecipe(
+        cut=cut_options(options),
         spec=spec,
         split_plan=SplitPlan.from_flags(opts.splits, opts.split_by),
         selection=sample_ops.parse_selection(opts.select) if opts.select else None,
@@ -127,16 +245,27 @@ def dataset_config(options: PipelineOptions, spec: FeatureSpec,
 
 
 def feature_spec(options: PipelineOptions, samples: Iterable) -> FeatureSpec:
-    """--features parsed, or inferred from the first of `samples` (a lazy iterable)."""
+    """The spec: what --cut adds, plus --features parsed, or inferred from the
+    first of `samples` (a lazy iterable) when it is 'auto'.
+
+    With a cut, inference looks only at the fields the cut does not consume
+    (labels, metadata); 'none' adds nothing beyond the cut's features.
+    """
     opts = options.view_as(DatasetOptions)
-    if opts.features.strip() != "auto":
-        return parse_features(opts.features)
-    first = list(itertools.islice(samples, opts.infer_samples))
+    cut = cut_options(options)
+    added = media_features(cut)
+    text = opts.features.strip()
+    if text == "none":
+        return FeatureSpec(added)
+    if text != "auto":
+        return FeatureSpec(added + parse_features(text).features)
+    first = [{k: v for k, v in s.items() if k not in media_fields(s, cut)}
+             for s in itertools.islice(samples, opts.infer_samples)]
     if not first:
         raise ValueError("--features auto: the input has no readable sample to infer from; "
                          "give --features explicitly")
-    spec = infer_spec(first)
-    _LOG.info("inferred --features %s", ",".join(
+    spec = FeatureSpec(added + infer_spec(first).features)
+    _LOG.info("features: %s", ",".join(
         f"{f.name}:{f.dtype}" + ("[*]" if f.is_variable else "") for f in spec))
     return spec
 

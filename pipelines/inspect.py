@@ -24,6 +24,9 @@ def _show(value) -> str:
         shown = [(repr(v) if len(v) <= 40 else f"<{len(v)} bytes>") for v in items[:4]]
         more = f" … ({len(items)} values)" if len(items) > 4 else ""
         return (shown[0] if array.ndim == 0 else "[" + ", ".join(shown) + "]") + more
+    if array.dtype == np.uint8 and array.ndim >= 3 and array.shape[-1] == 3:
+        centre = array[..., array.shape[-3] // 2, array.shape[-2] // 2, :].reshape(-1, 3)[0]
+        return f"uint8{list(array.shape)} image(s), centre pixel RGB {centre.tolist()}"
     if array.size <= 8:
         return np.array2string(array, precision=4, separator=", ")
     return (f"{array.dtype}{list(array.shape)} "

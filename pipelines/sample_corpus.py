@@ -1,11 +1,16 @@
 """A built-in sample corpus: tar shards of samples for the demo, tests and benchmarks.
 
     python -m pipelines.sample_corpus --output demo/corpus --shards 4 --samples_per_shard 64
+    python -m pipelines.sample_corpus --kind av --output demo/av --shards 2 --samples_per_shard 16
 
-Each sample `spkNN_IIIII` has a binary payload (`.bin`: int16 PCM of a tone
-whose pitch depends on the speaker, plus noise), a class label (`.cls`: the
-speaker index) and a JSON member (`.json`: speaker, duration, gain). With
-`--bad_samples K`, K samples carry an unparseable label, to show dead letters.
+Every sample `spkNN_IIIII` has a class label (`.cls`: the speaker index) and a
+JSON member (`.json`: speaker, duration, gain). `--kind payload` (default) adds
+a binary payload (`.bin`: int16 PCM of a tone whose pitch depends on the
+speaker, plus noise). `--kind av` adds a short H.264 video (`.mp4`: frames in
+the speaker's colour with a moving square) and speech-like audio at the
+speaker's pitch: every other sample as a separate `.flac`, the rest as the
+video's own AAC track. With `--bad_samples K`, K samples are broken (an
+unparseable label; for av, also a truncated video), to show dead letters.
 The corpus is a pure function of the flags: same flags, same bytes.
 """
 
@@ -19,6 +24,8 @@ import sys
 import tarfile
 
 import numpy as np
+
+from pipelines import synthetic_media
 
 __all__ = ["write_corpus", "run"]
 
@@ -39,8 +46,28 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
+def _payload_members(index: int, speaker: int, rng, payload_bytes: int, bad: bool) -> list:
+    return [("bin", _payload(rng, speaker, payload_bytes)),
+            ("cls", b"unknown" if bad else str(speaker).encode())]
+
+
+def _av_members(index: int, speaker: int, seconds: float, bad: bool) -> list:
+    audio = synthetic_media.voice(synthetic_media.speaker_pitch(speaker), seconds, seed=index)
+    colour = synthetic_media.speaker_colour(speaker)
+    if index % 2:
+        video = synthetic_media.video_bytes(colour, seconds, audio=audio)
+        members = [("mp4", video)]
+    else:
+        video = synthetic_media.video_bytes(colour, seconds)
+        members = [("flac", synthetic_media.flac_bytes(audio, 16_000)), ("mp4", video)]
+    if bad:
+        members = [(ext, data[: len(data) // 3] if ext == "mp4" else data) for ext, data in members]
+    return members + [("cls", str(speaker).encode())]
+
+
 def write_corpus(output: str, shards: int = 4, samples_per_shard: int = 64,
-                 payload_bytes: int = 16_384, speakers: int = 8, bad_samples: int = 0) -> list:
+                 payload_bytes: int = 16_384, speakers: int = 8, bad_samples: int = 0,
+                 kind: str = "payload", seconds: float = 2.0) -> list:
     """Writes `shards` tar files under `output`; returns their paths."""
     os.makedirs(output, exist_ok=True)
     rng = np.random.default_rng(0)
@@ -51,12 +78,14 @@ def write_corpus(output: str, shards: int = 4, samples_per_shard: int = 64,
             for _ in range(samples_per_shard):
                 speaker = index % speakers
                 key = f"spk{speaker:02d}_{index:05d}"
-                label = b"unknown" if index < bad_samples else str(speaker).encode()
-                meta = {"speaker": f"spk{speaker:02d}", "duration_s": payload_bytes / 2 / _RATE,
+                bad = index < bad_samples
+                members = (_payload_members(index, speaker, rng, payload_bytes, bad)
+                           if kind == "payload" else _av_members(index, speaker, seconds, bad))
+                duration = payload_bytes / 2 / _RATE if kind == "payload" else seconds
+                meta = {"speaker": f"spk{speaker:02d}", "duration_s": duration,
                         "gain": round(float(rng.uniform(0.5, 1.0)), 3)}
-                _add(tar, f"{key}.bin", _payload(rng, speaker, payload_bytes))
-                _add(tar, f"{key}.cls", label)
-                _add(tar, f"{key}.json", json.dumps(meta, sort_keys=True).encode())
+                for ext, data in members + [("json", json.dumps(meta, sort_keys=True).encode())]:
+                    _add(tar, f"{key}.{ext}", data)
                 index += 1
         paths.append(path)
     return paths
@@ -70,9 +99,12 @@ def run(argv=None) -> list:
     parser.add_argument("--payload_bytes", type=int, default=16_384)
     parser.add_argument("--speakers", type=int, default=8)
     parser.add_argument("--bad_samples", type=int, default=0)
+    parser.add_argument("--kind", default="payload", choices=["payload", "av"])
+    parser.add_argument("--seconds", type=float, default=2.0, help="Clip length for --kind av.")
     args = parser.parse_args(argv)
     paths = write_corpus(args.output, args.shards, args.samples_per_shard,
-                         args.payload_bytes, args.speakers, args.bad_samples)
+                         args.payload_bytes, args.speakers, args.bad_samples, args.kind,
+                         args.seconds)
     total = sum(os.path.getsize(p) for p in paths)
     print(f"wrote {len(paths)} shards, {args.shards * args.samples_per_shard} samples, "
           f"{total / 1e6:.1f} MB to {args.output}")

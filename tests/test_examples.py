@@ -10,7 +10,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from transforms import sample_ops
 from transforms.dead_letters import FAILURES
 from transforms.example_encoder import ExampleEncoder
-from transforms.examples import (FILTERED, WRITTEN, Built, BuildExamples, ExampleRecipe, Filtered,
+from transforms.examples import (BUILT, FILTERED, Built, BuildExamples, ExampleRecipe, Filtered,
                                  StageError, _BuildExamplesFn, build_examples)
 from transforms.spec import parse_features
 from transforms.splits import SplitPlan
@@ -26,9 +26,11 @@ def _recipe(**kwargs):
 
 
 def _build(sample, recipe=None, sample_fn=None, example_fn=None):
+    """build_examples with its lazy examples run to the end (so their errors raise here)."""
     recipe = recipe or _recipe()
-    return build_examples(sample, recipe, ExampleEncoder([(f.name, f.kind) for f in recipe.spec]),
-                          sample_fn, example_fn)
+    out = build_examples(sample, recipe, ExampleEncoder([(f.name, f.kind) for f in recipe.spec]),
+                         sample_fn, example_fn)
+    return Built(out.split, list(out.examples)) if isinstance(out, Built) else out
 
 
 def test_a_good_sample_becomes_one_parsed_example_in_its_groups_split():
@@ -69,7 +71,9 @@ def test_user_function_errors_and_drops():
         _build(SAMPLE, sample_fn=boom)
     assert info.value.stage == "sample_fn" and isinstance(info.value.cause, RuntimeError)
     assert _build(SAMPLE, sample_fn=lambda s: None) == Filtered("sample_fn")
-    assert _build(SAMPLE, example_fn=lambda v: None) == Filtered("example_fn")
+    # An example dropped by example_fn leaves the sample with no examples (the
+    # DoFn then reports it filtered as "no_examples").
+    assert _build(SAMPLE, example_fn=lambda v: None).examples == []
 
 
 def test_where_and_filter_empty():
@@ -80,8 +84,7 @@ def test_where_and_filter_empty():
                                  filter_empty=True)
     selecting = dataclasses.replace(empty_recipe, selection=sample_ops.parse_selection("ids"))
     assert _build({"__key__": "k", "other": b"x"}, selecting) == Filtered("empty_sample")
-    assert _build({"__key__": "k", "ids": b"", "other": b"x"}, empty_recipe) == Filtered(
-        "empty_example")
+    assert _build({"__key__": "k", "ids": b"", "other": b"x"}, empty_recipe).examples == []
     assert isinstance(_build({"__key__": "k", "ids": b"1 2"}, empty_recipe), Built)
 
 
@@ -101,12 +104,26 @@ def test_dofn_routes_every_sample_to_exactly_one_output():
         {**SAMPLE, "cls": b"x"},                           # dead letter
     )]
     written, filtered, failed = outputs
-    assert [o.tag for o in written if hasattr(o, "tag")] == [WRITTEN] and len(written) == 2
+    split = _recipe().split_plan.split_of("spk01")
+    assert [(o.tag, o.value) for o in written if hasattr(o, "tag")] == [(BUILT, (split, 1, True))]
+    assert len(written) == 2
     assert [(o.tag, o.value) for o in filtered] == [(FILTERED, "where")]
     [letter] = failed
     assert letter.tag == FAILURES
     assert letter.value["key"] == "spk01_0001" and letter.value["url"] == "file.tar"
     assert letter.value["stage"] == "encode" and letter.value["unit"] == "sample"
+    assert letter.value["examples_written"] == 0
+
+
+def drop_every_example(values):
+    """--example_fn for the test below."""
+    return None
+
+
+def test_dofn_reports_a_sample_whose_examples_were_all_dropped_as_filtered():
+    fn = _BuildExamplesFn(_recipe(example_fn=f"{__name__}:drop_every_example"))
+    fn.setup()
+    assert [(o.tag, o.value) for o in fn.process(SAMPLE)] == [(FILTERED, "no_examples")]
 
 
 def test_build_examples_transform(pipeline):

@@ -19,7 +19,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms import manifest
 from transforms.dead_letters import FAILURES, FILE, SAMPLE, describe
-from transforms.examples import FILTERED, WRITTEN, BuildExamples, ExampleRecipe
+from transforms.examples import BUILT, FILTERED, BuildExamples, ExampleRecipe
 from transforms.shard_writer import WriteShards, commit_shards, ensure_dir
 
 __all__ = ["DatasetConfig", "WriteDataset", "DatasetFailed", "summary_line"]
@@ -67,6 +67,11 @@ def account(tallies: Mapping[tuple, int]) -> dict:
         "examples_per_split": by_detail("examples"),
         "samples_filtered_per_reason": by_detail("filtered"),
     }
+
+
+def _built_tallies(built: tuple) -> list:
+    split, examples, complete = built
+    return [(("examples", split), examples)] + ([(("written", split), 1)] if complete else [])
 
 
 def summary_line(info: Mapping[str, Any]) -> str:
@@ -181,8 +186,7 @@ class WriteDataset(beam.PTransform):
              source_failures
              | "ReadFailures" >> beam.Filter(lambda r: r["unit"] == SAMPLE)
              | "TallyReadFailures" >> beam.Map(lambda _: (("read", ""), 1)),
-             built[WRITTEN] | "TallyWritten" >> beam.FlatMap(
-                 lambda written: [(("written", written[0]), 1), (("examples", written[0]), written[1])]),
+             built[BUILT] | "TallyBuilt" >> beam.FlatMap(_built_tallies),
              built[FILTERED] | "TallyFiltered" >> beam.Map(lambda why: (("filtered", why), 1)),
              failures | "TallyFailed" >> beam.Map(lambda r: (("failed", r["unit"]), 1)))
             | "AllTallies" >> beam.Flatten()

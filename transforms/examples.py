@@ -1,31 +1,37 @@
 """One sample in, encoded tf.Examples out: the per-sample half of every pipeline.
 
 `build_examples` is the pure function: where → select → rename → sample_fn →
-filter empty → split → features → example_fn → filter empty → encode. A sample
-ends in exactly one outcome: examples in one split, filtered (with a reason), or
-a dead letter naming the stage that failed. All of a sample's examples succeed
-or none is written, so the accounting stays exact.
+filter empty → split, then lazily cut (transforms.cutting) → features →
+example_fn → filter empty → encode, one example at a time so a long recording
+streams through in constant memory.
+
+A sample ends in exactly one outcome: written (it produced all its examples),
+filtered (with a reason), or a dead letter naming the stage that failed. A
+sample that fails after some examples were emitted is a dead letter saying how
+many; those examples stay in the dataset, and the `built` tally counts them,
+so the shards always hold exactly the examples built.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import apache_beam as beam
 
 from transforms import sample_ops
 from transforms.counters import counter
+from transforms.cutting import CutOptions, cut_sample
 from transforms.dead_letters import FAILURES, dead_letter
 from transforms.example_encoder import ExampleEncoder
 from transforms.sample import KEY, URL, FieldReader
 from transforms.spec import FeatureSpec
 from transforms.splits import SplitPlan, stable_hash64
 
-__all__ = ["ExampleRecipe", "BuildExamples", "build_examples", "WRITTEN", "FILTERED"]
+__all__ = ["ExampleRecipe", "BuildExamples", "build_examples", "BUILT", "FILTERED"]
 
 # Extra outputs of BuildExamples: one element per sample, for the accounting.
-WRITTEN = "written"    # (split, number of examples) of a sample that produced examples
+BUILT = "built"        # (split, examples emitted, complete) of a sample that reached cutting
 FILTERED = "filtered"  # the reason a sample was deliberately dropped
 
 
@@ -41,6 +47,7 @@ class ExampleRecipe:
     filter_empty: bool = False
     sample_fn: str | None = None
     example_fn: str | None = None
+    cut: CutOptions = CutOptions()
 
     def load_functions(self) -> tuple:
         """The user's sample and example functions (None where not given)."""
@@ -49,20 +56,21 @@ class ExampleRecipe:
 
 
 class StageError(Exception):
-    """A failure inside build_examples, tagged with the stage it happened in."""
+    """A failure inside build_examples, tagged with its stage and the field it read."""
 
     def __init__(self, stage: str, cause: BaseException):
         super().__init__(str(cause))
-        self.stage = stage
+        self.stage = getattr(cause, "stage", None) or stage
+        self.member = getattr(cause, "member", None)
         self.cause = cause
 
 
 @dataclasses.dataclass(frozen=True)
 class Built:
-    """A sample's examples: its split and each example's (order key, serialized bytes)."""
+    """A sample's split and its examples: a lazy iterator of (order key, serialized)."""
 
     split: str
-    examples: list
+    examples: Iterator
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,9 +85,16 @@ def _stage(name: str, fn: Callable, *args):
         raise StageError(name, e) from e
 
 
-def _feature_values(sample: Mapping[str, Any], spec: FeatureSpec) -> dict:
-    reader = FieldReader(sample)
-    values = {KEY: sample.get(KEY)}
+def _stage_iter(name: str, iterator: Iterator) -> Iterator:
+    try:
+        yield from iterator
+    except Exception as e:  # noqa: BLE001 - every failure becomes a dead letter
+        raise StageError(name, e) from e
+
+
+def _feature_values(example: Mapping[str, Any], spec: FeatureSpec) -> dict:
+    reader = FieldReader(example)
+    values = {KEY: example.get(KEY)}
     for feature in spec:
         try:
             values[feature.name] = reader.get(feature.source)
@@ -92,9 +107,29 @@ def _encode(values: Mapping[str, Any], spec: FeatureSpec, encoder: ExampleEncode
     return encoder.encode({f.name: f.coerce(values[f.name]) for f in spec})
 
 
-def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe,
-                   encoder: ExampleEncoder, sample_fn=None, example_fn=None) -> Built | Filtered:
-    """Runs the recipe on one sample; raises StageError naming the failing stage."""
+def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
+              example_fn, stats: dict) -> Iterator[tuple]:
+    """(order key, serialized) for each example the sample is cut into."""
+    for index, example in enumerate(_stage_iter("cut", cut_sample(sample, recipe.cut, stats))):
+        values = _stage("features", _feature_values, example, recipe.spec)
+        if example_fn is not None:
+            values = _stage("example_fn", example_fn, values)
+        if values is None or (recipe.filter_empty and sample_ops.is_empty(
+                {f.name: values.get(f.name) for f in recipe.spec})):
+            stats["examples_filtered"] = stats.get("examples_filtered", 0) + 1
+            continue
+        serialized = _stage("encode", _encode, values, recipe.spec, encoder)
+        yield stable_hash64(f"{sample[KEY]}#{index}", b"datagen-order"), serialized
+
+
+def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
+                   sample_fn=None, example_fn=None, stats: dict | None = None) -> Built | Filtered:
+    """Runs the recipe on one sample; raises StageError naming the failing stage.
+
+    The sample-level steps run now; cutting and encoding run as the returned
+    `Built.examples` is iterated (and may raise StageError then). `stats`
+    collects counts of dropped windows, examples and frames.
+    """
     if recipe.where and not sample_ops.matches_where(sample, recipe.where):
         return Filtered("where")
     if recipe.selection is not None:
@@ -108,16 +143,8 @@ def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe,
     if recipe.filter_empty and sample_ops.is_empty(sample):
         return Filtered("empty_sample")
     split = _stage("split", lambda: recipe.split_plan.split_of(recipe.split_plan.group_key(sample)))
-    values = _stage("features", _feature_values, sample, recipe.spec)
-    if example_fn is not None:
-        values = _stage("example_fn", example_fn, values)
-        if values is None:
-            return Filtered("example_fn")
-    if recipe.filter_empty and sample_ops.is_empty({f.name: values.get(f.name) for f in recipe.spec}):
-        return Filtered("empty_example")
-    serialized = _stage("encode", _encode, values, recipe.spec, encoder)
-    order = stable_hash64(f"{sample[KEY]}#0", b"datagen-order")
-    return Built(split, [(order, serialized)])
+    return Built(split, _examples(sample, recipe, encoder, example_fn,
+                                  stats if stats is not None else {}))
 
 
 class _BuildExamplesFn(beam.DoFn):
@@ -129,35 +156,57 @@ class _BuildExamplesFn(beam.DoFn):
     def setup(self):
         self._encoder = ExampleEncoder([(f.name, f.kind) for f in self._recipe.spec])
         self._sample_fn, self._example_fn = self._recipe.load_functions()
-        self._written = counter("samples_written")
-        self._examples = counter("examples_written")
-        self._filtered = counter("samples_filtered")
-        self._failed = counter("samples_failed")
+        self._counters = {}
+
+    def _count(self, name: str, n: int = 1) -> None:
+        if name not in self._counters:
+            self._counters[name] = counter(name)
+        self._counters[name].inc(n)
+
+    def _failure(self, sample, error: "StageError", **extra):
+        self._count("samples_failed")
+        return beam.pvalue.TaggedOutput(FAILURES, dead_letter(
+            error.stage, error.cause, url=sample.get(URL, ""), key=sample.get(KEY),
+            member=error.member, **extra))
 
     def process(self, sample):
+        stats: dict = {}
         try:
             outcome = build_examples(sample, self._recipe, self._encoder,
-                                     self._sample_fn, self._example_fn)
+                                     self._sample_fn, self._example_fn, stats)
         except StageError as e:
-            self._failed.inc()
-            yield beam.pvalue.TaggedOutput(FAILURES, dead_letter(
-                e.stage, e.cause, url=sample.get(URL, ""), key=sample.get(KEY)))
+            yield self._failure(sample, e)
             return
         if isinstance(outcome, Filtered):
-            self._filtered.inc()
+            self._count("samples_filtered")
             yield beam.pvalue.TaggedOutput(FILTERED, outcome.reason)
             return
-        self._written.inc()
-        self._examples.inc(len(outcome.examples))
-        yield beam.pvalue.TaggedOutput(WRITTEN, (outcome.split, len(outcome.examples)))
-        for order, serialized in outcome.examples:
-            yield outcome.split, order, serialized
+        emitted = 0
+        try:
+            for order, serialized in outcome.examples:
+                yield outcome.split, order, serialized
+                emitted += 1
+        except StageError as e:
+            yield self._failure(sample, e, examples_written=emitted)
+            if emitted:
+                yield beam.pvalue.TaggedOutput(BUILT, (outcome.split, emitted, False))
+            return
+        finally:
+            self._count("examples_written", emitted)
+            for name, n in stats.items():
+                self._count(name, n)
+        if emitted:
+            self._count("samples_written")
+            yield beam.pvalue.TaggedOutput(BUILT, (outcome.split, emitted, True))
+        else:
+            self._count("samples_filtered")
+            yield beam.pvalue.TaggedOutput(FILTERED, "no_examples")
 
 
 class BuildExamples(beam.PTransform):
     """Samples -> (split, order key, serialized tf.Example) tuples.
 
-    Returns a DoOutputsTuple: `.examples` (the main output) plus `written`,
+    Returns a DoOutputsTuple: `.examples` (the main output) plus `built`,
     `filtered` and `failures` (dead letters) for the accounting.
     """
 
@@ -166,5 +215,5 @@ class BuildExamples(beam.PTransform):
         self._recipe = recipe
 
     def expand(self, samples):
-        return samples | "BuildExamples" >> beam.ParDo(_BuildExamplesFn(self._recipe)).with_outputs(
-            FAILURES, WRITTEN, FILTERED, main="examples")
+        return samples | "Build" >> beam.ParDo(_BuildExamplesFn(self._recipe)).with_outputs(
+            FAILURES, BUILT, FILTERED, main="examples")

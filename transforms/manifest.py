@@ -69,7 +69,7 @@ def schema_pbtxt(spec: FeatureSpec) -> str:
         if f.is_variable:
             feature.value_count.min = 0
         else:
-            feature.shape.dim.extend(schema_pb2.FixedShape.Dim(size=d) for d in f.shape)
+            feature.shape.dim.extend(schema_pb2.FixedShape.Dim(size=d) for d in f.stored_shape)
     return text_format.MessageToString(schema)
 
 

@@ -17,7 +17,13 @@ __all__ = ["Audio", "Frame", "MediaError"]
 class MediaError(ValueError):
     """Media that cannot be decoded or used (corrupt, truncated, wrong format,
     unsupported codec, no audio track, too short). The message says why; the
-    pipeline turns it into a dead letter naming the sample and member."""
+    pipeline turns it into a dead letter naming the sample, `member` (the
+    field) and `stage`."""
+
+    def __init__(self, message: str, *, stage: str = "decode", member: str | None = None):
+        super().__init__(message)
+        self.stage = stage
+        self.member = member
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,7 +8,9 @@ Beam-free: a training job imports this with TensorFlow only.
         ...
 
 Fixed-shape features come back as dense tensors of their declared shape;
-variable-length ones as `tf.RaggedTensor`s.
+variable-length ones as `tf.RaggedTensor`s. Media features are decoded from
+the manifest alone: packed `int16`/`uint8` arrays with `tf.io.decode_raw`,
+`jpeg` images with `tf.io.decode_jpeg`, each reshaped to its declared shape.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ import tensorflow as tf
 from transforms.manifest import MANIFEST, DatasetInfo
 from transforms.spec import FeatureSpec
 
-__all__ = ["load", "load_info", "parsing_spec"]
+__all__ = ["load", "load_info", "parsing_spec", "decode_features"]
 
 _TF_DTYPES = {"bytes": tf.string, "int64": tf.int64, "float": tf.float32}
+_PACKED_DTYPES = {"int16": tf.int16, "uint8": tf.uint8}
 _COMPRESSION = {"gzip": "GZIP", "none": ""}
 
 
@@ -41,13 +44,56 @@ def parsing_spec(spec: FeatureSpec) -> dict:
         if f.is_variable:
             features[f.name] = tf.io.RaggedFeature(dtype=dtype, row_splits_dtype=tf.int64)
         else:
-            features[f.name] = tf.io.FixedLenFeature(list(f.shape), dtype)
+            features[f.name] = tf.io.FixedLenFeature(list(f.stored_shape), dtype)
     return features
+
+
+def _decode_jpegs(encoded: tf.Tensor, shape: tuple) -> tf.Tensor:
+    """[batch, (k)] JPEG strings -> uint8 [batch, (k), h, w, c]."""
+    flat = tf.reshape(encoded, [-1])
+    images = tf.map_fn(lambda x: tf.io.decode_jpeg(x, channels=shape[-1]), flat,
+                       fn_output_signature=tf.TensorSpec(shape[-3:], tf.uint8))
+    return tf.reshape(images, [-1, *shape])
+
+
+def decode_features(spec: FeatureSpec, parsed: dict) -> dict:
+    """Batched parsed features -> media features decoded to their declared shapes."""
+    out = dict(parsed)
+    for f in spec:
+        if f.dtype in _PACKED_DTYPES:
+            out[f.name] = tf.reshape(tf.io.decode_raw(parsed[f.name], _PACKED_DTYPES[f.dtype]),
+                                     [-1, *f.shape])
+        elif f.dtype == "jpeg":
+            out[f.name] = _decode_jpegs(parsed[f.name], f.shape)
+    return out
+
+
+def _random_crop(batch: dict, crops: dict, seed: int | None) -> dict:
+    """Crops each example's feature to `length` at its own random offset along axis 1."""
+    out = dict(batch)
+    for i, (name, length) in enumerate(sorted(crops.items())):
+        values = batch[name]
+        full = tf.shape(values)[1]
+        offsets = tf.random.uniform([tf.shape(values)[0]], 0, full - length + 1, dtype=tf.int32,
+                                    seed=None if seed is None else seed + i)
+        out[name] = tf.gather(values, offsets[:, None] + tf.range(length), batch_dims=1)
+    return out
+
+
+def _check_crops(spec: FeatureSpec, crops: dict) -> None:
+    by_name = {f.name: f for f in spec}
+    for name, length in crops.items():
+        f = by_name.get(name)
+        if f is None or f.is_variable or not f.shape or f.dtype in ("bytes", "jpeg"):
+            raise ValueError(f"random_crop: {name!r} is not a fixed-shape numeric feature")
+        if not 0 < length <= f.shape[0]:
+            raise ValueError(f"random_crop: {name!r} length {length} is not in 1..{f.shape[0]}")
 
 
 def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
          shuffle: bool = False, shuffle_buffer: int = 10_000, repeat: bool = False,
          seed: int | None = None, drop_remainder: bool = False,
+         random_crop: dict | None = None,
          num_parallel_reads: int = tf.data.AUTOTUNE) -> tf.data.Dataset:
     """A tf.data pipeline over one split: interleaved reads, batched parsing, prefetch.
 
@@ -55,8 +101,14 @@ def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
     it, shard order and examples are shuffled; with a `seed` too, the same
     order on every run, else reads also interleave nondeterministically for
     speed. `batch_size=None` yields single parsed examples.
+
+    `random_crop={"audio": 8000}` cuts each example's `audio` to 8000 values
+    at a random offset (seeded by `seed`), the read-time augmentation for
+    fixed-length windows.
     """
     info = load_info(output_dir)
+    crops = dict(random_crop or {})
+    _check_crops(info.spec, crops)
     deterministic = not shuffle or seed is not None
     root = output_dir.rstrip("/")
     files = [f"{root}/{name}" for name in info.files(split)]
@@ -74,11 +126,14 @@ def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
         ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if repeat:
         ds = ds.repeat()
+    def parse(serialized):
+        batch = decode_features(info.spec, tf.io.parse_example(serialized, features))
+        return _random_crop(batch, crops, seed) if crops else batch
+
+    # Parsing and decoding work on batches (one op call per batch, not per
+    # example); single examples are batches of one, unbatched after.
+    ds = ds.batch(batch_size or 1, drop_remainder=drop_remainder and batch_size is not None)
+    ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
     if batch_size is None:
-        ds = ds.map(lambda x: tf.io.parse_single_example(x, features),
-                    num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
-    else:
-        ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-        ds = ds.map(lambda x: tf.io.parse_example(x, features),
-                    num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
+        ds = ds.unbatch()
     return ds.prefetch(tf.data.AUTOTUNE)

@@ -31,9 +31,12 @@ __all__ = [
 ]
 
 # Declared dtype -> the tf.Example list it is stored in.
-KINDS = {"bytes": "bytes", "int64": "int64", "float": "float"}
+KINDS = {"bytes": "bytes", "int64": "int64", "float": "float",
+         "int16": "bytes", "uint8": "bytes", "jpeg": "bytes"}
 
 _NUMPY_DTYPES = {"int64": np.int64, "float": np.float32}
+# Packed arrays: declared dtype -> little-endian numpy dtype of the bytes.
+PACKED = {"int16": "<i2", "uint8": "u1"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +63,13 @@ class Feature:
             raise ValueError(
                 f"feature {self.name!r}: only the first dimension may be variable, "
                 f"got shape {self.shape}")
+        if self.dtype in PACKED and (not self.shape or self.is_variable):
+            raise ValueError(f"feature {self.name!r}: {self.dtype} needs a fixed shape, "
+                             f"e.g. {self.dtype}[16000]")
+        if self.dtype == "jpeg" and (len(self.shape) not in (3, 4) or self.shape[-1] not in (1, 3)
+                                     or self.is_variable):
+            raise ValueError(f"feature {self.name!r}: jpeg needs [h,w,c] or [k,h,w,c] "
+                             f"with c 1 or 3, got {list(self.shape)}")
         if not self.source:
             object.__setattr__(self, "source", self.name)
 
@@ -76,6 +86,15 @@ class Feature:
     def size(self) -> int | None:
         """Number of values in one example, or None when variable."""
         return None if self.is_variable else math.prod(self.shape)
+
+    @property
+    def stored_shape(self) -> tuple:
+        """The shape of the tf.Example list: one bytes value per packed array or image."""
+        if self.dtype in PACKED:
+            return ()
+        if self.dtype == "jpeg":
+            return self.shape[:1] if len(self.shape) == 4 else ()
+        return self.shape
 
     def to_json(self) -> dict:
         return {
@@ -99,10 +118,12 @@ class Feature:
         declared dtype otherwise. Raises ValueError naming the feature when the
         value does not fit the declared dtype or shape.
         """
+        if self.dtype in PACKED:
+            return [_pack(value, self)]
         values = (_to_bytes_list(value, self.name) if self.kind == "bytes"
                   else _to_number_array(value, self.dtype, self.name))
         n = len(values)
-        expected = self.size
+        expected = None if self.is_variable else math.prod(self.stored_shape)
         if expected is not None and n != expected:
             raise ValueError(
                 f"feature {self.name!r} (from {self.source!r}) has {n} values, "
@@ -199,6 +220,21 @@ def _to_bytes_list(value, name: str) -> list:
         value = [value]
     return byte_strings([v if isinstance(v, (bytes, str, bytearray, memoryview)) else str(v)
                          for v in value], name)
+
+
+def _pack(value, feature: Feature) -> bytes:
+    """An integer array of the feature's shape as little-endian bytes."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "iub":
+        raise ValueError(f"feature {feature.name!r}: expected an integer array for "
+                         f"{feature.dtype}, got {array.dtype}")
+    if array.size != feature.size:
+        raise ValueError(f"feature {feature.name!r} (from {feature.source!r}) has "
+                         f"{array.size} values, shape {list(feature.shape)} needs {feature.size}")
+    info = np.iinfo(PACKED[feature.dtype])
+    if array.size and (array.min() < info.min or array.max() > info.max):
+        raise ValueError(f"feature {feature.name!r}: values outside the {feature.dtype} range")
+    return np.ascontiguousarray(array, dtype=PACKED[feature.dtype]).tobytes()
 
 
 def _text_numbers(value: bytes | str) -> list:
