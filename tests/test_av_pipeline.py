@@ -6,10 +6,13 @@ samples) or as the video's AAC track (odd samples); sample 0 has its video
 truncated to a third.
 """
 
+import io
 import json
+import tarfile
 
 import numpy as np
 import pytest
+import soundfile as sf
 
 from pipelines import synthetic_media, tar_to_tfrecord
 from pipelines.sample_corpus import write_corpus
@@ -133,3 +136,62 @@ def test_clips(corpus, tmp_path):
         assert ex["audio"].shape == (16000,)
         assert float(ex["start_time"]) == pytest.approx(0, abs=0.05)
     assert info["accounting"]["samples_written"] == 7
+
+
+def _tar(path, members):
+    with tarfile.open(path, "w") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_bad_media_become_dead_letters_and_the_totals_add_up(tmp_path):
+    voice = _original_voice(2)
+    wav = io.BytesIO()
+    sf.write(wav, voice, RATE, format="WAV")
+    # Made here: one good FLAC and four broken samples, each broken differently.
+    _tar(tmp_path / "bad.tar", [
+        ("good_1.flac", synthetic_media.flac_bytes(voice, RATE)), ("good_1.cls", b"1"),
+        ("empty_2.flac", b""), ("empty_2.cls", b"1"),
+        ("wavnamedflac_3.flac", wav.getvalue()), ("wavnamedflac_3.cls", b"1"),
+        ("short_4.flac", synthetic_media.flac_bytes(voice[:3000], RATE)), ("short_4.cls", b"1"),
+        ("silentvideo_5.mp4", synthetic_media.video_bytes((9, 9, 9), 1.0)),
+        ("silentvideo_5.cls", b"1"),
+    ])
+    info = tar_to_tfrecord.run([
+        "--input", str(tmp_path / "bad.tar"), "--output", str(tmp_path / "out"),
+        "--cut", "audio_windows", "--audio_fields", "flac", "--video_field", "mp4",
+        "--window_s", "0.5", "--remainder", "drop", "--features", "label=cls:int64",
+        "--splits", "train=1", "--max_failure_fraction", "1"])
+    acc = info["accounting"]
+    assert (acc["samples_read"], acc["samples_written"], acc["samples_failed"]) == (5, 1, 4)
+    records = {json.loads(line)["key"]: json.loads(line) for line in
+               (tmp_path / "out" / "failures" / "failures.jsonl").read_text().splitlines()}
+    assert {k: (r["stage"], r["member"]) for k, r in records.items()} == {
+        "empty_2": ("decode_audio", "flac"),
+        "wavnamedflac_3": ("decode_audio", "flac"),
+        "short_4": ("cut", "flac"),
+        "silentvideo_5": ("decode_audio", "mp4"),
+    }
+    assert "WAV" in records["wavnamedflac_3"]["message"]
+    assert "no audio" in records["silentvideo_5"]["message"]
+    assert "shorter than one" in records["short_4"]["message"]
+    assert len(_examples(tmp_path / "out")) == 3  # 1.5 s of good audio in 0.5 s windows
+
+
+def test_reader_random_crop_takes_a_slice_of_each_window(corpus, tmp_path):
+    output = tmp_path / "crop"
+    _run(corpus, output, "--cut", "audio_windows", "--window_s", "0.5", "--no_audio")
+    full = {(_key_index(e), float(e["start_time"])): e["audio"].numpy() for e in _examples(output)}
+    cropped = list(reader.load(str(output), "train", batch_size=4, random_crop={"audio": 1000},
+                               seed=7))
+    for batch in cropped:
+        assert batch["audio"].shape[1] == 1000
+        for key, start, crop in zip(batch["source_key"].numpy(), batch["start_time"].numpy(),
+                                    batch["audio"].numpy()):
+            window = full[(int(key.decode().split("_")[1]), float(start))]
+            offsets = [i for i in range(len(window) - 999) if np.array_equal(window[i:i + 1000], crop)]
+            assert offsets, "the crop is not a slice of its window"
+    with pytest.raises(ValueError, match="random_crop: 'audio' length 9000"):
+        reader.load(str(output), "train", random_crop={"audio": 9000})
