@@ -5,6 +5,8 @@ from apache_beam.testing.test_pipeline import TestPipeline
 
 from transforms.runtime import local_runner
 
+pytest_plugins = ["bigtable_emulator"]
+
 
 @pytest.fixture
 def pipeline():

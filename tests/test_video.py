@@ -318,6 +318,17 @@ def test_ffmpeg_cli_codec_without_decoder_is_a_media_error(ffmpeg_clip):
         list(iter_frames(data, FrameOptions(), name="c64"))
 
 
+def test_ffmpeg_cli_mp3_cover_art_is_not_video(ffmpeg_clip):
+    # The cover is a one-picture video stream marked as an attached picture.
+    data = ffmpeg_clip("song.mp3", "-f", "lavfi", "-i", "sine=d=1",
+                       "-f", "lavfi", "-i", "color=c=red:s=64x64:d=1", "-frames:v", "1",
+                       "-map", "0", "-map", "1", "-c:a", "libmp3lame", "-c:v", "mjpeg",
+                       "-disposition:v", "attached_pic")
+    assert len(av.open(io.BytesIO(data)).streams.video) == 1
+    with pytest.raises(MediaError, match="no video stream"):
+        probe_video(data)
+
+
 # --- image sequences ---------------------------------------------------------------
 
 def _png(colour):

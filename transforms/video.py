@@ -111,14 +111,14 @@ _IMAGE_ERRORS = (OSError, ValueError, EOFError, Image.DecompressionBombError)
 class FrameOptions:
     """Which frames to take and how to output them (see the module docstring)."""
 
-    fps: float | None = 1.0
-    num_frames: int = 0
-    timestamps: tuple = ()
-    size: tuple | None = None
-    resize: str = "pad"
-    image_format: str = "jpeg"
+    fps: float | None = 1.0         # sample at this rate; None: every frame ...
+    num_frames: int = 0             # ... or N frames uniformly over the duration (when > 0)
+    timestamps: tuple = ()          # ... or at these times in seconds (when non-empty)
+    size: tuple | None = None       # (height, width) output size; None keeps the source size
+    resize: str = "pad"             # "pad": fit and letterbox with black; "crop": fill, centre-crop
+    image_format: str = "jpeg"      # "jpeg" -> Frame.jpeg; "raw" -> Frame.image (HxWx3 uint8 RGB)
     jpeg_quality: int = 90
-    threads: int = 0
+    threads: int = 0                # decoder and scaler threads: 0 = FFmpeg's choice, 1 = none
 
     def __post_init__(self):
         # Normalised so equal options compare and hash equal whatever was passed.
@@ -302,6 +302,11 @@ def _demuxed_end(data: bytes, stream_index: int, start: float) -> float:
     return end
 
 
+def _pts(stream, time: float, start: float) -> int:
+    """A time from the container start as a timestamp in the stream's time base."""
+    return int((time + start) / stream.time_base)
+
+
 class _Seeker:
     """Where a seek to a time would land, asked of a second demuxer on the same
     bytes (opened on first use) so the decoding one moves only when that skips work."""
@@ -312,17 +317,13 @@ class _Seeker:
         self._start = start
         self._container = None
 
-    def pts(self, time: float) -> int:
-        stream = self._container.streams[self._stream_index]
-        return int((time + self._start) / stream.time_base)
-
     def landing(self, time: float) -> float | None:
         """Time of the keyframe a backward seek to `time` lands on (None: no seek)."""
         try:
             if self._container is None:
                 self._container = av.open(io.BytesIO(self._data))
             stream = self._container.streams[self._stream_index]
-            self._container.seek(self.pts(time), stream=stream, backward=True)
+            self._container.seek(_pts(stream, time, self._start), stream=stream, backward=True)
             for packet in self._container.demux(stream):
                 if packet.pts is not None:
                     return float(packet.pts * stream.time_base) - self._start
@@ -378,7 +379,7 @@ def _sample(container, stream, start, options, picker, seeker, label, declared_e
             sought = picker.target
             landing = seeker.landing(sought)
             if landing is not None and time < landing <= sought:
-                container.seek(seeker.pts(sought), stream=stream, backward=True)
+                container.seek(_pts(stream, sought, start), stream=stream, backward=True)
                 frames = container.decode(stream)
         try:
             frame = next(frames, None)
