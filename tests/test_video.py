@@ -167,7 +167,8 @@ def test_targets_denser_than_frames_never_repeat_a_frame(mp4):
 
 
 def test_sampling_stops_at_the_last_frame():
-    # 2.5 s: fps=1 gives 0, 1, 2; 2.6 s is past the last frame (2.48 + 0.04).
+    # 63 frames at 25 fps: the last is shown from 2.48 to 2.52 s. fps=1 gives
+    # 0, 1, 2 (3 is past the end); an explicit 2.6 is a MediaError.
     data = _encode(_colour_frames(seconds=3)[:63])
     assert [f.time for f in iter_frames(data, FrameOptions(fps=1.0))] == pytest.approx([0, 1, 2])
     with pytest.raises(MediaError, match="past the end"):
