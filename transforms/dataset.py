@@ -18,7 +18,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from transforms import manifest
-from transforms.dead_letters import FAILURES, FILE, SAMPLE, describe
+from transforms.dead_letters import EXAMPLE, FAILURES, FILE, SAMPLE, describe
 from transforms.examples import BUILT, FILTERED, BuildExamples, ExampleRecipe
 from transforms.shard_writer import WriteShards, commit_shards, ensure_dir
 
@@ -43,6 +43,7 @@ class DatasetConfig:
     max_failure_fraction: float = 0.01
     source: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    write_tfrecords: bool = True
 
 
 def account(tallies: Mapping[tuple, int]) -> dict:
@@ -63,6 +64,7 @@ def account(tallies: Mapping[tuple, int]) -> dict:
         "samples_filtered": total("filtered"),
         "samples_failed": tallies.get(("failed", SAMPLE), 0),
         "files_failed": tallies.get(("failed", FILE), 0),
+        "examples_failed": tallies.get(("failed", EXAMPLE), 0),
         "samples_written_per_split": by_detail("written"),
         "examples_per_split": by_detail("examples"),
         "samples_filtered_per_reason": by_detail("filtered"),
@@ -119,7 +121,7 @@ class _FinaliseFn(beam.DoFn):
         in_shards = {}
         for shard in shards:
             in_shards[shard["split"]] = in_shards.get(shard["split"], 0) + shard["num_examples"]
-        if in_shards != accounting["examples_per_split"]:
+        if config.write_tfrecords and in_shards != accounting["examples_per_split"]:
             raise AssertionError(f"examples built {accounting['examples_per_split']} "
                                  f"but shards hold {in_shards}")
 
@@ -133,7 +135,8 @@ class _FinaliseFn(beam.DoFn):
             FileSystems.delete([failures_path])  # left by an earlier run
 
         inputs = accounting["samples_read"] + accounting["files_failed"]
-        failed = accounting["samples_failed"] + accounting["files_failed"]
+        failed = (accounting["samples_failed"] + accounting["files_failed"]
+                  + accounting["examples_failed"])
         if inputs and failed / inputs > config.max_failure_fraction:
             _remove_tree(self._temp_dir)
             raise DatasetFailed(
@@ -141,8 +144,12 @@ class _FinaliseFn(beam.DoFn):
                 f"--max_failure_fraction {config.max_failure_fraction:.2%}); dead letters in "
                 f"{failures_path}; first: {describe(failures[0])}")
 
-        splits = commit_shards(shards, config.output)
-        _remove_tree(self._temp_dir)
+        if config.write_tfrecords:
+            splits = commit_shards(shards, config.output)
+            _remove_tree(self._temp_dir)
+        else:  # the examples went to another sink only: counts, no files
+            splits = {name: {"num_examples": n, "num_bytes": None, "shards": []}
+                      for name, n in accounting["examples_per_split"].items()}
         info = manifest.build_manifest(
             spec=config.recipe.spec, splits=splits, compression=config.compression,
             accounting=accounting, num_failures=len(failures), source=config.source,
@@ -162,11 +169,17 @@ class WriteDataset(beam.PTransform):
     under `config.output`, dead letters to `failures/failures.jsonl`, then
     `schema.pbtxt` and `dataset_info.json`. Fails the job when the share of
     failed inputs exceeds `config.max_failure_fraction`.
+
+    `examples_sink`, a PTransform over the (split, order key, serialized)
+    examples returning its dead letters, writes them somewhere else too (a
+    Bigtable examples table); with `config.write_tfrecords` false, only there.
+    The manifest is written after the sink has finished.
     """
 
-    def __init__(self, config: DatasetConfig):
+    def __init__(self, config: DatasetConfig, examples_sink: beam.PTransform | None = None):
         super().__init__()
         self._config = config
+        self._examples_sink = examples_sink
 
     def expand(self, inputs):
         config = self._config
@@ -174,13 +187,18 @@ class WriteDataset(beam.PTransform):
         temp_dir = FileSystems.join(config.output, f".temp-datagen-{uuid.uuid4().hex}")
 
         built = samples | "BuildExamples" >> BuildExamples(config.recipe)
-        shards = (
-            built.examples
-            | "WriteShards" >> WriteShards(temp_dir, config.compression,
-                                           config.target_shard_bytes, config.num_shards)
-            | "CollectShards" >> beam.combiners.ToList())
-        failures = ((source_failures, built[FAILURES])
-                    | "AllFailures" >> beam.Flatten())
+        if config.write_tfrecords:
+            shards = (
+                built.examples
+                | "WriteShards" >> WriteShards(temp_dir, config.compression,
+                                               config.target_shard_bytes, config.num_shards)
+                | "CollectShards" >> beam.combiners.ToList())
+        else:
+            shards = samples.pipeline | "NoShards" >> beam.Create([[]])
+        failures = [source_failures, built[FAILURES]]
+        if self._examples_sink is not None:
+            failures.append(built.examples | "WriteExamplesSink" >> self._examples_sink)
+        failures = failures | "AllFailures" >> beam.Flatten()
         tallies = (
             (samples | "TallyRead" >> beam.Map(lambda _: (("read", ""), 1)),
              source_failures

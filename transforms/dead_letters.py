@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-__all__ = ["FAILURES", "FILE", "SAMPLE", "MAX_MESSAGE", "dead_letter", "describe"]
+__all__ = ["FAILURES", "FILE", "SAMPLE", "EXAMPLE", "MAX_MESSAGE", "dead_letter", "describe"]
 
 FAILURES = "failures"
-# What a dead letter stands for: a whole sample, or a file that yielded no sample.
+# What a dead letter stands for: a whole sample, a file that yielded no sample,
+# or one example a sink refused (its sample is counted as written).
 SAMPLE = "sample"
 FILE = "file"
+EXAMPLE = "example"
 
 MAX_MESSAGE = 2000
 
