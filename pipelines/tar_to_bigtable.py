@@ -1,0 +1,213 @@
+"""Tar shards -> a raw Cloud Bigtable table: one row per sample, one cell per field.
+
+Locally, against the Bigtable emulator and the demo corpus:
+
+    gcloud beta emulators bigtable start --host-port=localhost:8086 &
+    export BIGTABLE_EMULATOR_HOST=localhost:8086
+    python -m pipelines.sample_corpus --kind av --output demo/av --shards 2 --samples_per_shard 8
+    python -m pipelines.tar_to_bigtable \
+        --input 'demo/av/*.tar' --project demo --instance demo --table raw --create_table \
+        [--family raw] [--failures_output demo/raw_failures.jsonl] [--max_failure_fraction 0.01]
+    cbt -project demo -instance demo count raw
+
+On Dataflow:
+
+    python -m pipelines.tar_to_bigtable \
+        --input 'gs://BUCKET/raw/*.tar' --project PROJECT --instance INSTANCE --table raw \
+        --failures_output gs://BUCKET/loads/raw_failures.jsonl \
+        --runner DataflowRunner --region REGION --temp_location gs://BUCKET/tmp \
+        --setup_file ./setup.py
+
+Row key = the sample key, qualifier = the field name, value = the member's
+bytes (layout and size limits: transforms/bigtable_sink.py). The table and the
+family are checked before any work; `--create_table` creates whichever is
+missing. Dead letters (unreadable tar members or files, refused rows) go to
+`--failures_output` as JSON lines, or to the log without it; the job prints one
+summary line and fails when more than `--max_failure_fraction` of the inputs
+became dead letters (rows already written stay).
+
+Flags (the flex template parameters): `--instance`, `--table`
+(BigtableTableOptions), `--family`, `--create_table`, `--failures_output`
+(TarToBigtableOptions), and flags other modules already define, because Beam
+parses every options class loaded in the process together and a flag defined
+twice is an error: `--input` (pipelines.tar_to_tfrecord), `--max_failure_fraction`
+(pipelines.dataset_options) and `--project` (Beam's GoogleCloudOptions, also the
+Dataflow project).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Iterable, Mapping
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
+from apache_beam.runners.runner import PipelineResult
+
+from pipelines.dataset_options import DatasetOptions
+from pipelines.tar_to_tfrecord import TarToTfrecordOptions
+from transforms.bigtable_sink import STAGE, BigtableTableConfig, WriteSamplesToBigtable, ensure_table
+from transforms.dead_letters import FAILURES, FILE, SAMPLE, describe
+from transforms.runtime import make_pipeline
+from transforms.tar_source import ReadTarSamples, match_files
+
+__all__ = ["BigtableTableOptions", "TarToBigtableOptions", "LoadFailed", "load_summary",
+           "summary_line", "run"]
+
+_LOG = logging.getLogger(__name__)
+
+# Without --failures_output, at most this many dead letters are logged one by one.
+_MAX_LOGGED = 100
+
+
+class BigtableTableOptions(PipelineOptions):
+    """Which Bigtable table (the project is --project)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument("--instance", help="Bigtable instance id. Required.")
+        parser.add_argument("--table", help="Bigtable table id. Required.")
+
+
+class TarToBigtableOptions(PipelineOptions):
+    """How the tar shards are loaded (the input is --input)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument(
+            "--family", default="raw",
+            help="Column family holding the fields: one cell per field, qualifier = the "
+            "field name (default raw).")
+        parser.add_argument(
+            "--create_table", action="store_true",
+            help="Create the table and the family when missing (else the job stops "
+            "before any work).")
+        parser.add_argument(
+            "--failures_output", default="",
+            help="Write dead letters here as JSON lines (local or gs://); empty logs them.")
+
+
+class LoadFailed(RuntimeError):
+    """More inputs became dead letters than --max_failure_fraction allows."""
+
+
+def load_summary(samples_yielded: int, failures: Iterable[Mapping]) -> dict:
+    """The load's accounting from the samples the source yielded and all dead letters.
+
+    Every sample read is either a row or a SAMPLE dead letter (of the tar
+    reader or of the writer); a FILE dead letter is a file that yielded none.
+    """
+    read_failed = write_refused = files_failed = 0
+    for record in failures:
+        if record["unit"] == FILE:
+            files_failed += 1
+        elif record["stage"] == STAGE:
+            write_refused += 1
+        elif record["unit"] == SAMPLE:
+            read_failed += 1
+    return {
+        "samples_read": samples_yielded + read_failed,
+        "rows_written": samples_yielded - write_refused,
+        "samples_failed": read_failed + write_refused,
+        "files_failed": files_failed,
+    }
+
+
+def summary_line(summary: Mapping, table: str) -> str:
+    """'datagen: 8 samples read -> 8 rows written to bigtable://p/i/t, 0 samples + 0 files failed'."""
+    return (f"datagen: {summary['samples_read']} samples read -> {summary['rows_written']} "
+            f"rows written to {table}, {summary['samples_failed']} samples + "
+            f"{summary['files_failed']} files failed")
+
+
+class _ReportFn(beam.DoFn):
+    """Runs once: writes or logs the dead letters, prints the summary, enforces the threshold."""
+
+    def __init__(self, table: str, failures_output: str, max_failure_fraction: float):
+        self._table = table
+        self._failures_output = failures_output
+        self._max_failure_fraction = max_failure_fraction
+
+    def _keep(self, failures: list) -> None:
+        if self._failures_output:
+            # Written even when empty, so the file always describes the latest load.
+            with FileSystems.create(self._failures_output) as f:
+                f.write("".join(json.dumps(r, sort_keys=True) + "\n"
+                                for r in failures).encode("utf-8"))
+            return
+        for record in failures[:_MAX_LOGGED]:
+            _LOG.warning("dead letter: %s", describe(record))
+        if len(failures) > _MAX_LOGGED:
+            _LOG.warning("... and %d more dead letters (pass --failures_output to keep them all)",
+                         len(failures) - _MAX_LOGGED)
+
+    def process(self, samples_yielded, failures):
+        failures = sorted(failures, key=lambda r: json.dumps(r, sort_keys=True))
+        self._keep(failures)
+        summary = load_summary(samples_yielded, failures)
+        print(summary_line(summary, self._table))
+        inputs = summary["samples_read"] + summary["files_failed"]
+        failed = summary["samples_failed"] + summary["files_failed"]
+        if inputs and failed / inputs > self._max_failure_fraction:
+            where = self._failures_output or "the log"
+            raise LoadFailed(
+                f"{failed} of {inputs} inputs failed ({failed / inputs:.2%} > "
+                f"--max_failure_fraction {self._max_failure_fraction:.2%}); dead letters in "
+                f"{where}; first: {describe(failures[0])}")
+
+
+def _table_config(options: PipelineOptions) -> BigtableTableConfig:
+    table = options.view_as(BigtableTableOptions)
+    project = options.view_as(GoogleCloudOptions).project
+    for flag, value in (("--project", project), ("--instance", table.instance),
+                        ("--table", table.table)):
+        if not value:
+            raise ValueError(f"{flag} is required")
+    return BigtableTableConfig(project=project, instance=table.instance, table=table.table)
+
+
+def run(argv=None) -> PipelineResult:
+    """Checks the flags and the table, then loads the shards; returns the finished job's result.
+
+    Flag, input and table problems are ValueErrors raised before the job starts.
+    """
+    options = PipelineOptions(argv)
+    load = options.view_as(TarToBigtableOptions)
+    max_failure_fraction = options.view_as(DatasetOptions).max_failure_fraction
+    tar_input = options.view_as(TarToTfrecordOptions).input
+    if not tar_input:
+        raise ValueError("--input is required (a tar file pattern)")
+    if not 0 <= max_failure_fraction <= 1:
+        raise ValueError("--max_failure_fraction must be between 0 and 1")
+    config = _table_config(options)
+    patterns = [p.strip() for p in tar_input.split(",") if p.strip()]
+    match_files(patterns)
+    write = WriteSamplesToBigtable(config, family=load.family)
+    created = ensure_table(config, write.families, create=load.create_table)
+    if created:
+        _LOG.info("created in %s: column families %s", config.address, ", ".join(created))
+
+    pipeline = make_pipeline(options)
+    read = pipeline | "ReadTar" >> ReadTarSamples(patterns)
+    refused = read.samples | "WriteBigtable" >> write
+    failures = (read[FAILURES], refused) | "AllFailures" >> beam.Flatten()
+    _ = (read.samples
+         | "CountSamples" >> beam.combiners.Count.Globally()
+         | "Report" >> beam.ParDo(
+             _ReportFn(config.address, load.failures_output, max_failure_fraction),
+             failures=beam.pvalue.AsList(failures)))
+    result = pipeline.run()
+    result.wait_until_finish()
+    return result
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("pipelines").setLevel(logging.INFO)
+    try:
+        run(sys.argv[1:])
+    except ValueError as e:
+        sys.exit(f"error: {e}")
