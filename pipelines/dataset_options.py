@@ -276,15 +276,17 @@ def read_manifest(output: str) -> dict:
 
 
 def run_dataset_job(options: PipelineOptions, config: DatasetConfig,
-                    read_samples: beam.PTransform) -> dict | None:
+                    read_samples: beam.PTransform,
+                    examples_sink: beam.PTransform | None = None) -> dict | None:
     """Runs source -> WriteDataset; returns the manifest when the job finished here.
 
     `read_samples` is a PTransform from the pipeline root to a DoOutputsTuple
-    with `samples` and `failures`.
+    with `samples` and `failures`; `examples_sink` see WriteDataset.
     """
     pipeline = make_pipeline(options)
     read = pipeline | "ReadSamples" >> read_samples
-    _ = {"samples": read.samples, "failures": read.failures} | "WriteDataset" >> WriteDataset(config)
+    _ = ({"samples": read.samples, "failures": read.failures}
+         | "WriteDataset" >> WriteDataset(config, examples_sink))
     result = pipeline.run()
     state = result.wait_until_finish()
     if state != PipelineState.DONE:

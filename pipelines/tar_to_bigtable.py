@@ -47,6 +47,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 from apache_beam.runners.runner import PipelineResult
 
+from pipelines.bigtable_options import BigtableTableOptions
 from pipelines.dataset_options import DatasetOptions
 from pipelines.tar_to_tfrecord import TarToTfrecordOptions
 from transforms.bigtable_sink import STAGE, BigtableTableConfig, WriteSamplesToBigtable, ensure_table
@@ -54,22 +55,13 @@ from transforms.dead_letters import FAILURES, FILE, SAMPLE, describe
 from transforms.runtime import make_pipeline
 from transforms.tar_source import ReadTarSamples, match_files
 
-__all__ = ["BigtableTableOptions", "TarToBigtableOptions", "LoadFailed", "load_summary",
+__all__ = ["TarToBigtableOptions", "LoadFailed", "load_summary",
            "summary_line", "run"]
 
 _LOG = logging.getLogger(__name__)
 
 # Without --failures_output, at most this many dead letters are logged one by one.
 _MAX_LOGGED = 100
-
-
-class BigtableTableOptions(PipelineOptions):
-    """Which Bigtable table (the project is --project)."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser):
-        parser.add_argument("--instance", help="Bigtable instance id. Required.")
-        parser.add_argument("--table", help="Bigtable table id. Required.")
 
 
 class TarToBigtableOptions(PipelineOptions):

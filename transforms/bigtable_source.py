@@ -238,11 +238,11 @@ class BigtableReadConfig:
                 raise ValueError(f"columns map two columns to field {field!r}")
             else:
                 named[(family, qualifier.encode("utf-8"))] = field
-        names = set(named.values()) | {f"{family}:*" for family in whole}
-        required = tuple(sorted(names)) if self.required is None else tuple(self.required)
-        if unknown := sorted(set(required) - names):
+        names = [spec if field == "*" else field for spec, field in columns.items()]
+        required = tuple(names) if self.required is None else tuple(self.required)
+        if unknown := sorted(set(required) - set(names)):
             raise ValueError(f"required fields {unknown} are not mapped columns "
-                             f"(fields: {', '.join(sorted(names))})")
+                             f"(fields: {', '.join(names)})")
         if not (isinstance(self.max_rows, int) and self.max_rows >= 0):
             raise ValueError(f"max_rows must be an integer >= 0, got {self.max_rows!r}")
         if not 0 < self.sample_fraction <= 1:

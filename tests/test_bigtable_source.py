@@ -1,0 +1,637 @@
+"""Tests for transforms/bigtable_source.py against the real Cloud Bigtable emulator.
+
+Tables are made in the session's emulator (tests/bigtable_emulator.py), one
+per test or module so tests do not see each other's rows:
+- a small table written with Google's `cbt` CLI (text values on its command
+  line), read back through the pipeline;
+- "bulk": 2,000 rows over 16 speaker prefixes, `raw:wav` of 1.5-4.5 KB made
+  from the key by SHA-256 so any byte can be checked, `meta:cls`, written by
+  the Python data client in batches of 250;
+- small tables for versions, missing columns, binary keys and check_table.
+Faults are real: a loopback TCP proxy resets the connection mid-scan (the
+client sees UNAVAILABLE), or a wrapper around a real table's stream raises
+ServiceUnavailable after some rows.
+"""
+
+import hashlib
+import re
+import socket
+import struct
+import subprocess
+import threading
+
+import apache_beam as beam
+import grpc
+import pytest
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.testing.util import assert_that, equal_to
+from google.api_core import exceptions as api_exceptions
+from google.cloud.bigtable.data import BigtableDataClient, RowMutationEntry, SetCell
+from google.cloud.bigtable.data.row import Cell, Row
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from transforms.bigtable_source import (
+    END_OF_RANGE, BigtableReadConfig, ByteKeyRange, ByteKeyRangeTracker, MissingColumnError,
+    ReadBigtableSamples, _ReadRangeFn, check_table, decode_key, is_transient, key_ranges,
+    parse_columns, read_range, row_filter, row_to_sample)
+from transforms.dead_letters import FAILURES, SAMPLE
+from transforms.sample import KEY, URL
+from transforms.splits import stable_hash64
+
+pytestmark = pytest.mark.filterwarnings("ignore:Connecting to Bigtable emulator:RuntimeWarning")
+
+PROJECT, INSTANCE = "test-project", "test-instance"
+BULK_ROWS = 2000
+
+
+def _cbt(*args):
+    """Google's cbt CLI against the emulator (it honours BIGTABLE_EMULATOR_HOST)."""
+    subprocess.run(["cbt", "-project", PROJECT, "-instance", INSTANCE, *args], check=True,
+                   capture_output=True, timeout=30)
+
+
+def _create(table, *families):
+    _cbt("createtable", table)
+    for family in families:
+        _cbt("createfamily", table, family)
+
+
+def _write(table_id, rows, batch=250):
+    """rows: (key, [(family, qualifier, value[, timestamp_micros]), ...]) via mutate_rows."""
+    with BigtableDataClient(project=PROJECT) as client:
+        table = client.get_table(INSTANCE, table_id)
+        entries = [RowMutationEntry(key, [SetCell(*cell) for cell in cells]) for key, cells in rows]
+        for i in range(0, len(entries), batch):
+            table.bulk_mutate_rows(entries[i:i + batch])
+
+
+def _config(table, columns="raw:wav=wav,meta:cls=cls", **kwargs):
+    return BigtableReadConfig(PROJECT, INSTANCE, table, columns, **kwargs)
+
+
+def _counter(result, name):
+    found = result.metrics().query(
+        MetricsFilter().with_namespace("datagen").with_name(name))["counters"]
+    return sum(c.committed for c in found)
+
+
+def _bulk_key(i: int) -> bytes:
+    return b"spk%02d/%05d" % (i % 16, i)
+
+
+def _bulk_wav(key: bytes) -> bytes:
+    size = 1536 + int.from_bytes(hashlib.sha256(key).digest()[:2], "big") % 3072
+    block = hashlib.sha256(b"wav" + key).digest()
+    return (block * (size // len(block) + 1))[:size]
+
+
+BULK_KEYS = sorted(_bulk_key(i) for i in range(BULK_ROWS))
+
+
+@pytest.fixture(scope="module")
+def bulk(bigtable_emulator):
+    """The 2,000-row table; its id."""
+    _create("bulk", "raw", "meta")
+    _write("bulk", [(key, [("raw", b"wav", _bulk_wav(key)), ("meta", b"cls", key[3:5])])
+                    for key in BULK_KEYS])
+    return "bulk"
+
+
+@pytest.fixture
+def bulk_table(bulk):
+    """A data client Table on the bulk table."""
+    with BigtableDataClient(project=PROJECT) as client:
+        yield client.get_table(INSTANCE, bulk)
+
+
+def _digest(sample):
+    """(key, sha256 of wav, cls): checks every byte of the values, compactly."""
+    return sample[KEY], hashlib.sha256(sample["wav"]).hexdigest(), sample["cls"]
+
+
+def _expected_digest(key: bytes):
+    return key.decode(), hashlib.sha256(_bulk_wav(key)).hexdigest(), key[3:5]
+
+
+# --- through the pipeline ----------------------------------------------------
+
+def test_rows_written_by_cbt_read_once(pipeline, bigtable_emulator):
+    _create("cbt_rows", "raw", "meta")
+    expected = []
+    for i in range(12):
+        key = f"clip-{i:02d}"
+        _cbt("set", "cbt_rows", key, f"raw:wav=RIFF-{i}", f"meta:label={i % 3}")
+        expected.append({KEY: key, URL: f"bigtable://{PROJECT}/{INSTANCE}/cbt_rows",
+                         "wav": f"RIFF-{i}".encode(), "cls": str(i % 3).encode()})
+
+    read = pipeline | ReadBigtableSamples(_config("cbt_rows", "raw:wav=wav,meta:label=cls",
+                                                  max_ranges=4))
+    assert_that(read.samples, equal_to(expected), label="Samples")
+    assert_that(read[FAILURES], equal_to([]), label="Failures")
+    result = pipeline.run()
+    result.wait_until_finish()
+    assert _counter(result, "samples_read") == 12
+
+
+def test_bulk_every_row_once_with_counters(pipeline, bulk):
+    read = pipeline | ReadBigtableSamples(_config(bulk, max_ranges=8))
+    assert_that(read.samples | beam.Map(_digest),
+                equal_to([_expected_digest(k) for k in BULK_KEYS]), label="Samples")
+    assert_that(read[FAILURES], equal_to([]), label="Failures")
+    result = pipeline.run()
+    result.wait_until_finish()
+
+    assert _counter(result, "bigtable_rows_read") == BULK_ROWS
+    assert _counter(result, "samples_read") == BULK_ROWS
+    # keys + newest values; the marker cell per row carries no value
+    assert _counter(result, "bigtable_bytes_read") == sum(
+        len(k) + len(_bulk_wav(k)) + 2 for k in BULK_KEYS)
+    # The emulator samples ~1% of keys at random, always including the last.
+    assert 2 <= _counter(result, "bigtable_ranges") <= 8
+    assert _counter(result, "bigtable_retries") == 0
+
+
+def _sampled(keys, fraction):
+    return [k for k in keys if stable_hash64(k.decode(), b"datagen-sample") < fraction * 2 ** 64]
+
+
+SELECTIONS = {
+    "prefix": (dict(prefix="spk03/"), [k for k in BULK_KEYS if k.startswith(b"spk03/")]),
+    "start_end": (dict(start_key=b"spk02/", end_key="spk05/00100"),
+                  [k for k in BULK_KEYS if b"spk02/" <= k < b"spk05/00100"]),
+    "prefix_and_start": (dict(prefix=b"spk03/", start_key=b"spk03/01000", end_key=b"spk09/"),
+                         [k for k in BULK_KEYS if k.startswith(b"spk03/") and k >= b"spk03/01000"]),
+    "empty_intersection": (dict(prefix=b"spk03/", end_key=b"spk02/"), []),
+    "key_regex": (dict(key_regex=rb"spk0[12]/\d*7"),  # RE2, matched against the whole key
+                  [k for k in BULK_KEYS if re.fullmatch(rb"spk0[12]/\d*7", k)]),
+    "sample_fraction": (dict(sample_fraction=0.25), _sampled(BULK_KEYS, 0.25)),
+    "max_rows": (dict(max_rows=37), BULK_KEYS[:37]),
+    "max_rows_prefix_sampled": (dict(max_rows=20, prefix="spk07/", sample_fraction=0.5),
+                                _sampled([k for k in BULK_KEYS if k.startswith(b"spk07/")],
+                                         0.5)[:20]),
+}
+
+
+@pytest.mark.parametrize("name", list(SELECTIONS))
+def test_key_selection(pipeline, bulk, name):
+    options, keys = SELECTIONS[name]
+    read = pipeline | ReadBigtableSamples(_config(bulk, max_ranges=8, **options))
+    assert_that(read.samples | beam.Map(_digest), equal_to([_expected_digest(k) for k in keys]))
+    result = pipeline.run()
+    result.wait_until_finish()
+    assert _counter(result, "samples_read") == len(keys)
+
+
+def test_sample_fraction_is_deterministic_and_near_fraction():
+    kept = _sampled(BULK_KEYS, 0.25)
+    assert kept == _sampled(BULK_KEYS, 0.25)
+    assert 400 <= len(kept) <= 600  # binomial(2000, 0.25): mean 500, sd 19
+    assert set(_sampled(BULK_KEYS, 0.1)) <= set(kept)  # a smaller fraction is a subset
+
+
+@pytest.fixture(scope="module")
+def odd_rows(bigtable_emulator):
+    """Versions, missing columns and a binary key; the table id."""
+    _create("odd", "raw", "meta", "other")
+    _write("odd", [
+        # newest version written first: the timestamp decides, not write order
+        (b"versions", [("raw", b"wav", b"new", 2_000_000), ("raw", b"wav", b"old", 1_000_000),
+                       ("meta", b"cls", b"1")]),
+        (b"no-wav", [("meta", b"cls", b"2")]),
+        (b"nothing-mapped", [("other", b"x", b"ignored")]),
+        (b"bin\xff\x00key", [("raw", b"wav", b"w"), ("meta", b"cls", b"3")]),
+    ])
+    return "odd"
+
+
+def test_versions_missing_columns_and_binary_keys(pipeline, odd_rows):
+    read = pipeline | ReadBigtableSamples(_config(odd_rows))
+    assert_that(read.samples | beam.Map(lambda s: (s[KEY], s["wav"], s["cls"])),
+                equal_to([("versions", b"new", b"1"), ("bin\\xff\x00key", b"w", b"3")]),
+                label="Samples")
+    assert_that(read[FAILURES] | beam.Map(lambda f: (f["unit"], f["stage"], f["key"],
+                                                      f["member"], f["message"])),
+                equal_to([(SAMPLE, "read_bigtable", "no-wav", "raw:wav",
+                           "row 'no-wav' has no cell in required column raw:wav (field 'wav')"),
+                          (SAMPLE, "read_bigtable", "nothing-mapped", "raw:wav, meta:cls",
+                           "row 'nothing-mapped' has no cell in required columns "
+                           "raw:wav (field 'wav'), meta:cls (field 'cls')")]),
+                label="Failures")
+    result = pipeline.run()
+    result.wait_until_finish()
+    assert _counter(result, "samples_read") == 4  # == 2 samples + 2 SAMPLE dead letters
+    # only the newest version travels: "new", not "old"
+    assert _counter(result, "bigtable_bytes_read") == sum(
+        len(k) + len(v) for k, v in [(b"versions", b"new1"), (b"no-wav", b"2"),
+                                     (b"nothing-mapped", b""), (b"bin\xff\x00key", b"w3")])
+
+
+def test_optional_column_and_family_wildcard(pipeline, odd_rows):
+    read = pipeline | ReadBigtableSamples(_config(odd_rows, "raw:wav=wav,meta:*,other:*",
+                                                  required=("meta:*",)))
+    url = f"bigtable://{PROJECT}/{INSTANCE}/odd"
+    assert_that(read.samples | beam.Map(lambda s: sorted(s.items())), equal_to([
+        sorted({KEY: key, URL: url, **fields}.items()) for key, fields in [
+            ("versions", {"wav": b"new", "cls": b"1"}),
+            ("no-wav", {"cls": b"2"}),  # wav is optional here
+            ("bin\\xff\x00key", {"wav": b"w", "cls": b"3"})]]), label="Samples")
+    assert_that(read[FAILURES] | beam.Map(lambda f: (f["key"], f["member"])),
+                equal_to([("nothing-mapped", "meta:*")]), label="Failures")
+    pipeline.run().wait_until_finish()
+
+
+class _CuttingProxy:
+    """A loopback TCP proxy to the emulator that resets connections mid-stream.
+
+    The first `cuts` connections to carry more than `after_bytes` bytes toward
+    the client are reset (RST), which the client reports as UNAVAILABLE, as
+    it would for a server restart or a dropped network path.
+    """
+
+    def __init__(self, target_port: int, after_bytes: int, cuts: int):
+        self._target = ("127.0.0.1", target_port)
+        self._after = after_bytes
+        self._cuts = cuts
+        self._lock = threading.Lock()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.host = f"127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self._target)
+            threading.Thread(target=self._pump, args=(client, upstream, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
+
+    def _cut_now(self, sent: int) -> bool:
+        with self._lock:
+            if sent <= self._after or self._cuts <= 0:
+                return False
+            self._cuts -= 1
+            return True
+
+    def _pump(self, source, sink, downstream):
+        sent = 0
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+                sent += len(data)
+                if downstream and self._cut_now(sent):
+                    for s in (source, sink):  # linger 0: close() sends RST
+                        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                        s.close()
+                    return
+        except OSError:
+            pass
+        for s in (source, sink):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self):
+        self._listener.close()
+
+
+def test_connection_reset_mid_scan_loses_and_repeats_nothing(pipeline, bulk, bigtable_emulator,
+                                                             monkeypatch):
+    proxy = _CuttingProxy(bigtable_emulator.port, after_bytes=400_000, cuts=3)
+    monkeypatch.setenv("BIGTABLE_EMULATOR_HOST", proxy.host)  # read in the DoFns' setup()
+    try:
+        read = pipeline | ReadBigtableSamples(_config(bulk, max_ranges=4))
+        assert_that(read.samples | beam.Map(_digest),
+                    equal_to([_expected_digest(k) for k in BULK_KEYS]))
+        result = pipeline.run()
+        result.wait_until_finish()
+    finally:
+        proxy.close()
+    assert _counter(result, "bigtable_retries") == 3
+    assert _counter(result, "samples_read") == BULK_ROWS
+
+
+# --- the reader with injected stream errors ----------------------------------
+
+class _FlakyTable:
+    """A real Table whose row streams raise `error` after `after` rows, `times` times."""
+
+    def __init__(self, table, after, times, error=None):
+        self._table = table
+        self._after = after
+        self.remaining = times
+        self._error = error or api_exceptions.ServiceUnavailable("injected: tablet moved")
+
+    def read_rows_stream(self, query, **kwargs):
+        for i, row in enumerate(self._table.read_rows_stream(query, **kwargs)):
+            if i == self._after and self.remaining > 0:
+                self.remaining -= 1
+                raise self._error
+            yield row
+
+
+def _prefix_keys(prefix: bytes):
+    return [k for k in BULK_KEYS if k.startswith(prefix)]
+
+
+def test_read_range_resumes_after_last_row(bulk_table):
+    flaky = _FlakyTable(bulk_table, after=40, times=3)
+    retries = []
+    rows = read_range(flaky, b"spk04/", b"spk05/", row_filter(_config("bulk")),
+                      on_retry=retries.append)
+    assert [r.row_key for r in rows] == _prefix_keys(b"spk04/")
+    assert len(retries) == 3 and all(isinstance(e, api_exceptions.ServiceUnavailable)
+                                     for e in retries)
+
+
+def test_read_range_attempts_reset_on_progress(bulk_table):
+    # 125 rows, 30 per attempt: 4 failures in a row would exceed max_attempts=2
+    # if the count did not restart after each delivered row.
+    flaky = _FlakyTable(bulk_table, after=30, times=4)
+    rows = read_range(flaky, b"spk06/", b"spk07/", max_attempts=2)
+    assert [r.row_key for r in rows] == _prefix_keys(b"spk06/")
+
+
+def test_read_range_gives_up_and_fails_fast(bulk_table):
+    stuck = _FlakyTable(bulk_table, after=0, times=100)
+    with pytest.raises(api_exceptions.ServiceUnavailable):
+        list(read_range(stuck, b"spk01/", b"spk02/", max_attempts=3))
+    assert stuck.remaining == 97
+
+    denied = _FlakyTable(bulk_table, after=5, times=1,
+                         error=api_exceptions.PermissionDenied("no bigtable.tables.readRows"))
+    retries = []
+    with pytest.raises(api_exceptions.PermissionDenied):
+        list(read_range(denied, b"spk01/", b"spk02/", on_retry=retries.append))
+    assert retries == []
+
+
+class _RpcError(grpc.RpcError):
+    def __init__(self, code):
+        self._code = code
+
+    def code(self):
+        return self._code
+
+
+def test_is_transient():
+    assert is_transient(api_exceptions.ServiceUnavailable("x"))
+    assert is_transient(api_exceptions.DeadlineExceeded("x"))
+    assert is_transient(api_exceptions.Aborted("x"))
+    assert is_transient(api_exceptions.InternalServerError("Received RST_STREAM with code 2"))
+    assert is_transient(_RpcError(grpc.StatusCode.UNAVAILABLE))
+    assert is_transient(_RpcError(grpc.StatusCode.ABORTED))
+    assert not is_transient(_RpcError(grpc.StatusCode.INVALID_ARGUMENT))
+    assert not is_transient(api_exceptions.InternalServerError("checksum mismatch"))
+    assert not is_transient(api_exceptions.NotFound("table"))
+    assert not is_transient(ValueError("x"))
+
+
+# --- the DoFn directly, split while it reads --------------------------------
+
+def _run_restriction(fn, tracker, split_after=None, fraction=0.5):
+    """Keys a DoFn yields for a tracker's range; optionally splits after `split_after` outputs."""
+    keys, residual = [], None
+    for i, output in enumerate(fn.process(None, tracker=tracker)):
+        keys.append(output[KEY].encode())
+        if split_after is not None and i + 1 == split_after:
+            residual = tracker.try_split(fraction)[1]
+    tracker.check_done()
+    return keys, residual
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.3, 0.5])
+def test_dofn_split_mid_read_covers_range_once(bulk, fraction):
+    fn = _ReadRangeFn(_config(bulk))
+    fn.setup()
+    try:
+        whole = ByteKeyRange(b"spk00/", b"spk08/")
+        tracker = ByteKeyRangeTracker(whole)
+        first, residual = _run_restriction(fn, tracker, split_after=100, fraction=fraction)
+        assert tracker.current_restriction().end == residual.start
+        second, _ = _run_restriction(fn, ByteKeyRangeTracker(residual))
+    finally:
+        fn.teardown()
+    expected = [k for k in BULK_KEYS if whole.start <= k < whole.end]
+    assert len(first) >= 100 and first + second == expected
+    if fraction == 0:
+        assert len(first) == 100  # a checkpoint: the rest goes to the residual
+
+
+def test_dofn_unbounded_range_split(bulk):
+    fn = _ReadRangeFn(_config(bulk))
+    fn.setup()
+    try:
+        tracker = ByteKeyRangeTracker(ByteKeyRange(b"spk14/", b""))
+        first, residual = _run_restriction(fn, tracker, split_after=10, fraction=0.5)
+        second, _ = _run_restriction(fn, ByteKeyRangeTracker(residual))
+    finally:
+        fn.teardown()
+    assert residual.end == b""
+    assert first + second == [k for k in BULK_KEYS if k >= b"spk14/"]
+
+
+# --- the tracker --------------------------------------------------------------
+
+def test_tracker_claims_and_done():
+    tracker = ByteKeyRangeTracker(ByteKeyRange(b"b", b"d"))
+    assert tracker.current_progress().completed_work == 0
+    assert tracker.try_claim(b"b")
+    assert tracker.try_claim(b"bz")
+    with pytest.raises(ValueError, match="increasing order"):
+        tracker.try_claim(b"ba")
+    with pytest.raises(ValueError, match="not fully read"):
+        tracker.check_done()
+    assert not tracker.try_claim(b"d")  # the end is exclusive
+    tracker.check_done()
+    assert not tracker.try_claim(b"e")
+    assert tracker.current_progress().completed_work == 1
+    assert tracker.try_split(0.5) is None and tracker.is_bounded()
+
+    with pytest.raises(ValueError, match="before the range start"):
+        ByteKeyRangeTracker(ByteKeyRange(b"b", b"d")).try_claim(b"a")
+
+
+def test_tracker_end_of_range_and_empty():
+    tracker = ByteKeyRangeTracker(ByteKeyRange(b"a", b""))
+    assert tracker.try_claim(b"zzzz")
+    assert not tracker.try_claim(END_OF_RANGE)
+    tracker.check_done()
+    ByteKeyRangeTracker(ByteKeyRange(b"k", b"k")).check_done()  # nothing to read
+    with pytest.raises(ValueError, match="after its end"):
+        ByteKeyRange(b"z", b"a")
+
+
+def test_tracker_split_bounded():
+    tracker = ByteKeyRangeTracker(ByteKeyRange(b"row-000", b"row-100"))
+    assert tracker.try_claim(b"row-010")
+    primary, residual = tracker.try_split(0.5)
+    assert primary.start == b"row-000" and residual.end == b"row-100"
+    assert b"row-010" < primary.end == residual.start < b"row-100"
+    assert b"row-05" <= residual.start < b"row-06"  # interpolated halfway through the rest
+    assert tracker.current_restriction() == primary
+    assert not tracker.try_claim(residual.start)  # belongs to the residual now
+    tracker.check_done()
+
+
+def test_tracker_checkpoint_and_unbounded_split():
+    tracker = ByteKeyRangeTracker(ByteKeyRange(b"a", b""))
+    assert tracker.try_split(0) == (ByteKeyRange(b"a", b"a"), ByteKeyRange(b"a", b""))
+    tracker.check_done()  # the primary is empty
+
+    tracker = ByteKeyRangeTracker(ByteKeyRange(b"", b""))
+    assert tracker.try_claim(b"m")
+    primary, residual = tracker.try_split(0)
+    assert primary == ByteKeyRange(b"", b"m\x00") and residual == ByteKeyRange(b"m\x00", b"")
+
+    tracker = ByteKeyRangeTracker(ByteKeyRange(b"", b""))
+    assert tracker.try_claim(b"m")
+    primary, residual = tracker.try_split(0.5)
+    assert b"m" < primary.end == residual.start and residual.end == b""
+    assert tracker.try_split(1.0) is None  # no key is "all the way" to an unbounded end
+
+
+def test_tracker_progress_moves_forward():
+    tracker = ByteKeyRangeTracker(ByteKeyRange(b"\x00", b"\xff"))
+    seen = []
+    for key in (b"\x10", b"\x40", b"\x80", b"\xc0"):
+        tracker.try_claim(key)
+        progress = tracker.current_progress()
+        assert progress.completed_work + progress.remaining_work == pytest.approx(1)
+        seen.append(progress.completed_work)
+    assert seen == sorted(seen) and 0.45 < seen[2] < 0.55
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=st.lists(st.binary(min_size=1, max_size=4), min_size=1, max_size=30, unique=True),
+       claimed=st.integers(0, 30), fraction=st.floats(0, 0.999), bounded=st.booleans())
+def test_tracker_split_partitions_keys(keys, claimed, fraction, bounded):
+    keys.sort()
+    end = b"\xff\xff\xff\xff\xff" if bounded else b""
+    tracker = ByteKeyRangeTracker(ByteKeyRange(b"", end))
+    claimed = min(claimed, len(keys))
+    for key in keys[:claimed]:
+        assert tracker.try_claim(key)
+    split = tracker.try_split(fraction)
+    if split is None:
+        return
+    primary, residual = split
+    assert primary.end == residual.start and residual.end == end
+    rest = [k for k in keys[claimed:] if tracker.try_claim(k)]
+    second = ByteKeyRangeTracker(residual)
+    later = [k for k in keys[claimed:] if residual.start <= k and second.try_claim(k)]
+    assert keys[:claimed] + rest + later == keys
+
+
+# --- key ranges -----------------------------------------------------------------
+
+def _check_cover(ranges, start, end):
+    ordered = sorted(ranges, key=lambda r: r[0])
+    assert ordered[0][0] == start and ordered[-1][1] == end
+    for (_, a_end), (b_start, _) in zip(ordered, ordered[1:]):
+        assert a_end == b_start  # no gap, no overlap
+    assert all(not e or s < e for s, e in ordered)
+
+
+@settings(max_examples=200, deadline=None)
+@given(samples=st.lists(st.binary(max_size=3), max_size=40), start=st.binary(max_size=2),
+       end=st.binary(max_size=2), max_ranges=st.integers(1, 12), seed=st.integers(0, 5))
+def test_key_ranges_cover_exactly(samples, start, end, max_ranges, seed):
+    ranges = key_ranges(samples, start, end, max_ranges, seed)
+    if end and start >= end:
+        assert ranges == []
+        return
+    _check_cover(ranges, start, end)
+    cuts = {k for k in samples if k and k > start and (not end or k < end)}
+    assert len(ranges) == min(len(cuts) + 1, max_ranges)
+    assert ranges == key_ranges(list(reversed(samples)), start, end, max_ranges, seed)
+    assert sorted(ranges) == sorted(key_ranges(samples, start, end, max_ranges, seed + 1))
+
+
+def test_key_ranges_merge_evenly_and_shuffle():
+    samples = [b"k%03d" % i for i in range(1, 100)]  # 100 pieces
+    ranges = key_ranges(samples, b"", b"", max_ranges=8, seed=1)
+    _check_cover(ranges, b"", b"")
+    sizes = sorted(sum(1 for k in [b"", *samples] if s <= k and (not e or k < e)) for s, e in ranges)
+    assert len(ranges) == 8 and sizes[-1] - sizes[0] <= 1
+    assert ranges != sorted(ranges)  # shuffled...
+    assert ranges == key_ranges(samples, b"", b"", max_ranges=8, seed=1)  # ...the same way
+    assert key_ranges([], b"a", b"b", 8, 0) == [(b"a", b"b")]
+    assert key_ranges([b"x"], b"b", b"b", 8, 0) == []
+
+
+# --- pure functions ---------------------------------------------------------------
+
+def _cell(family, qualifier, value, ts=1000, labels=None):
+    return Cell(value, b"k", family, qualifier, ts, labels or [])
+
+
+def test_row_to_sample():
+    config = _config("t", "raw:wav=wav,meta:*", required=("wav",))
+    row = Row(b"spk1/\xe2\x82\xac", [
+        _cell("raw", b"wav", b"old", ts=1), _cell("raw", b"wav", b"new", ts=2),
+        _cell("meta", b"cls", b"3"), _cell("meta", b"lang", b"en"),
+        _cell("raw", b"wav", b"", ts=2, labels=["datagen-row"]),  # the marker cell
+        _cell("raw", b"unmapped", b"x"),
+    ])
+    assert row_to_sample(row, config) == {
+        KEY: "spk1/\u20ac", URL: "bigtable://test-project/test-instance/t",
+        "wav": b"new", "cls": b"3", "lang": b"en"}
+
+    with pytest.raises(MissingColumnError, match="row 'k' has no cell in required column "
+                                                 "raw:wav") as error:
+        row_to_sample(Row(b"k", [_cell("meta", b"cls", b"3")]), config)
+    assert error.value.columns == ["raw:wav"]
+    with pytest.raises(ValueError, match="columns raw:wav and meta:wav both map to field 'wav'"):
+        row_to_sample(Row(b"k", [_cell("raw", b"wav", b"1"), _cell("meta", b"wav", b"2")]), config)
+    with pytest.raises(ValueError, match="reserved"):
+        row_to_sample(Row(b"k", [_cell("raw", b"wav", b"1"), _cell("meta", b"__key__", b"2")]),
+                      config)
+
+
+def test_decode_key():
+    assert decode_key(b"spk1/0001") == "spk1/0001"
+    assert decode_key("caf\u00e9".encode()) == "caf\u00e9"
+    assert decode_key(b"\x8a\x12spk1/0001") == "\\x8a\\x12spk1/0001"
+    assert decode_key(b"caf\xc3") == "caf\\xc3"  # a cut multi-byte sequence
+
+
+def test_parse_columns():
+    assert parse_columns("raw:wav=wav, raw:label=cls,meta:*,raw:mp4") == {
+        "raw:wav": "wav", "raw:label": "cls", "meta:*": "*", "raw:mp4": "raw:mp4"}
+    for bad, message in [("rawwav", "not family:qualifier"), ("raw:", "not family:qualifier"),
+                         ("r@w:x", "not family:qualifier"), ("raw:x=", "empty field name"),
+                         ("raw:*=x", "cannot be renamed"), ("raw:x=__key__", "reserved"),
+                         ("raw:x,raw:x=y", "twice")]:
+        with pytest.raises(ValueError, match=message):
+            parse_columns(bad)
+
+
+def test_config_validation():
+    config = _config("t", {"raw:wav": "wav", "meta:*": "*"}, start_key="a", prefix="p")
+    assert config.required == ("wav", "meta:*") and config.families == ("meta", "raw")
+    assert config.start_key == b"a" and config.key_range() == (b"p", b"q")
+    assert _config("t", prefix=b"a\xff\xff").key_range() == (b"a\xff\xff", b"b")
+    assert _config("t", prefix=b"\xff").key_range() == (b"\xff", b"")
+    for kwargs, message in [(dict(columns="raw:a=x,raw:b=x"), "two columns to field 'x'"),
+                            (dict(columns=""), "not family:qualifier"),
+                            (dict(columns={}), "at least one column"),
+                            (dict(required=("nope",)), "not mapped columns"),
+                            (dict(sample_fraction=0), "sample_fraction"),
+                            (dict(max_rows=-1), "max_rows"), (dict(max_ranges=0), "max_ranges")]:
+        with pytest.raises(ValueError, match=message):
+            _config("t", **kwargs)
+
+
+def test_check_table(bigtable_emulator):
+    _create("raw", "raw")
+    check_table(_config("raw", "raw:wav=wav,raw:*"))
+    with pytest.raises(ValueError, match=re.escape(
+            "table 'raw' has no column family 'audio' (families: raw)")):
+        check_table(_config("raw", "raw:wav=wav,audio:flac=flac"))
+    with pytest.raises(ValueError, match=re.escape(
+            "table 'missing' does not exist in Bigtable instance test-project/test-instance")):
+        check_table(_config("missing", "raw:wav"))
