@@ -116,6 +116,10 @@ _FAMILY = re.compile(r"[_a-zA-Z0-9][-_.a-zA-Z0-9]*")
 # try_claim(END_OF_RANGE) claims the rest of a range: the reader found no more
 # rows (the convention of Java's ByteKeyRangeTracker; row keys are never empty).
 END_OF_RANGE = b""
+# The smallest row key.
+_FIRST_KEY = b"\x00"
+# Smaller split fractions split at the next unclaimed key (see try_split).
+_MIN_SPLIT_FRACTION = 1e-9
 
 # Backoff between attempts at one range: base * 2**n, capped, with jitter.
 _BACKOFF_BASE_S = 0.1
@@ -557,7 +561,8 @@ class ByteKeyRange:
 
     @property
     def is_empty(self) -> bool:
-        return bool(self.end) and self.start >= self.end
+        # No row key sorts before b"\x00": keys are never empty.
+        return bool(self.end) and (self.start >= self.end or self.end == _FIRST_KEY)
 
     def fraction_of(self, key: bytes) -> float:
         """Where `key` lies in the range by key interpolation, 0..1."""
@@ -606,7 +611,11 @@ class ByteKeyRangeTracker(RestrictionTracker):
         return True
 
     def _next_unclaimed(self) -> bytes:
-        return self._range.start if self._last_claimed is None else self._last_claimed + b"\x00"
+        # The smallest key that may still be claimed. Never b"", which as an
+        # end would mean "unbounded" where a checkpoint needs "nothing".
+        if self._last_claimed is None:
+            return self._range.start or _FIRST_KEY
+        return self._last_claimed + b"\x00"
 
     def try_split(self, fraction_of_remainder: float):
         if self._done:
@@ -616,7 +625,9 @@ class ByteKeyRangeTracker(RestrictionTracker):
         if end and rest >= end:
             return None
         split = rest
-        if fraction_of_remainder > 0:
+        # Below this, interpolation needs more precision than a float holds
+        # (Beam's helper overflows); the split point is `rest` anyway.
+        if fraction_of_remainder > _MIN_SPLIT_FRACTION:
             split = LexicographicKeyRangeTracker.fraction_to_position(
                 min(fraction_of_remainder, 1.0), rest, end or None)
             # Interpolation never returns a key before `rest`; an unbounded end
