@@ -25,11 +25,10 @@ Bigtable table (`--examples_only`: only there).
 from __future__ import annotations
 
 import dataclasses
-import logging
-import sys
 
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 
+from pipelines import cli
 from pipelines.bigtable_options import BigtableTableOptions
 from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_job
 from transforms.bigtable_sink import BigtableTableConfig, WriteExamplesToBigtable, ensure_table
@@ -126,9 +125,4 @@ def run(argv=None) -> dict | None:
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("pipelines").setLevel(logging.INFO)
-    try:
-        run(sys.argv[1:])
-    except ValueError as e:
-        sys.exit(f"error: {e}")
+    cli.main(run)

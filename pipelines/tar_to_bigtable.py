@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
 from typing import Iterable, Mapping
 
 import apache_beam as beam
@@ -47,6 +46,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 from apache_beam.runners.runner import PipelineResult
 
+from pipelines import cli
 from pipelines.bigtable_options import BigtableTableOptions
 from pipelines.dataset_options import DatasetOptions
 from pipelines.tar_to_tfrecord import TarToTfrecordOptions
@@ -197,9 +197,4 @@ def run(argv=None) -> PipelineResult:
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("pipelines").setLevel(logging.INFO)
-    try:
-        run(sys.argv[1:])
-    except ValueError as e:
-        sys.exit(f"error: {e}")
+    cli.main(run)

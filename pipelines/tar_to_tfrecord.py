@@ -22,13 +22,12 @@ every other flag is shared by all pipelines (`pipelines.dataset_options`).
 
 from __future__ import annotations
 
-import logging
-import sys
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from pipelines import cli
 from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_job
 from transforms.tar_source import ReadTarSamples, iter_tar, match_files
 
@@ -69,9 +68,4 @@ def run(argv=None) -> dict | None:
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("pipelines").setLevel(logging.INFO)
-    try:
-        run(sys.argv[1:])
-    except ValueError as e:
-        sys.exit(f"error: {e}")
+    cli.main(run)

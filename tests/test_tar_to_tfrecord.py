@@ -13,7 +13,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from pipelines import tar_to_tfrecord
 from pipelines.sample_corpus import write_corpus
 from transforms import reader
-from transforms.dataset import DatasetConfig, DatasetFailed, WriteDataset
+from transforms.dataset import DatasetConfig, WriteDataset
 from transforms.examples import ExampleRecipe
 from transforms.spec import parse_features
 from transforms.splits import SplitPlan
