@@ -1,0 +1,410 @@
+"""Bigtable -> Samples: a serial scan vs our split read, with and without 20 ms per response.
+
+    python -m benchmarks.bigtable_bench [--rows 50000] [--value_kb 16] [--workers 8]
+                                        [--latency_ms 20] [--latency_rows 4000] [--no_beam]
+
+Starts a fresh Cloud Bigtable emulator (tests/bigtable_emulator.py), loads
+--rows rows of --value_kb KB random bytes (mutate_rows, 128 rows a request,
+4 loader threads), then times, in this process:
+
+  serial (classic)   google.cloud.bigtable's `Table.read_rows()`, iterated;
+  serial (data)      the data client's `read_rows_stream()` over the table, the
+                     faster of the two plain scans and the baseline of the ratios;
+  split, N threads   our read: `sample_row_keys` -> `key_ranges` -> N threads,
+                     each with its own client (like one DoFn instance each)
+                     reading ranges through `read_samples` (the code the
+                     splittable DoFn runs, Samples built and counted). As a
+                     runner would, an idle thread splits the busiest range
+                     in two with `ByteKeyRangeTracker.try_split` (through
+                     Beam's ThreadsafeRestrictionTracker);
+  split, N processes the same with processes (spawned and warmed up before
+                     the clock starts), as Beam runs workers: one process
+                     per core, never sharing a GIL;
+  beam, 1 / 2 workers ReadBigtableSamples in a pipeline on the local runner
+                     (in-process, then --direct_num_workers 2 processes),
+                     start-up included.
+
+Then with --latency_ms added to every ReadRows *response* the client
+receives, over the first --latency_rows rows: serial (data) vs split, N
+threads. The delay is a gRPC client interceptor on each client's channel:
+the reader gets each response message --latency_ms after it asks for it, so
+one stream pays it once per response, serially, while separate streams pay
+it side by side. It models a server or path needing that long per response;
+SampleRowKeys is not delayed. The emulator sends one row per response, so
+here it costs 20 ms per row - real Bigtable packs many rows into a response,
+so absolute rates under latency are pessimistic and the ratio is the point.
+
+The emulator runs on the same machine and competes for its cores; the
+report prints how much CPU 2 processes get vs 1 for pure Python work, which
+bounds any speed-up that CPU limits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import concurrent.futures
+import hashlib
+import importlib.util
+import multiprocessing
+import os
+import pathlib
+import threading
+import time
+import warnings
+from typing import NamedTuple
+
+import apache_beam as beam
+import grpc
+from apache_beam.runners.sdf_utils import ThreadsafeRestrictionTracker
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.options.pipeline_options import PipelineOptions
+from google.cloud import bigtable
+from google.cloud.bigtable.data import ReadRowsQuery, RowMutationEntry, RowRange, SetCell
+
+from transforms.bigtable_source import (
+    BigtableReadConfig, ByteKeyRange, ByteKeyRangeTracker, ReadBigtableSamples, key_ranges,
+    open_table, read_samples)
+from transforms.runtime import make_pipeline
+
+PROJECT, INSTANCE, TABLE = "bench", "bench", "media"
+LOAD_BATCH = 128  # rows a MutateRows request: 2 MB at 16 KB, under gRPC's 4 MB default
+# The data client warns on every client made for the emulator.
+warnings.filterwarnings("ignore", "Connecting to Bigtable emulator", RuntimeWarning)
+
+
+def _emulator_module():
+    """tests/bigtable_emulator.py, loaded by path (tests/ is not a package)."""
+    path = pathlib.Path(__file__).resolve().parent.parent / "tests" / "bigtable_emulator.py"
+    spec = importlib.util.spec_from_file_location("bigtable_emulator", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _key(i: int) -> bytes:
+    # 64 speakers: key order differs from write order, as in a real corpus.
+    return b"spk%02d/%07d" % (i % 64, i)
+
+
+def load(rows: int, value_bytes: int) -> float:
+    """Creates the table and writes `rows` rows; returns seconds taken."""
+    admin = bigtable.Client(project=PROJECT, admin=True)
+    admin.instance(INSTANCE).table(TABLE).create(column_families={"raw": None})
+    admin.close()
+    config = BigtableReadConfig(PROJECT, INSTANCE, TABLE, "raw:wav=wav")
+    client, table = open_table(config)
+    start = time.perf_counter()
+
+    def batch(first: int):
+        table.bulk_mutate_rows([
+            RowMutationEntry(_key(i), [SetCell("raw", b"wav", os.urandom(value_bytes))])
+            for i in range(first, min(rows, first + LOAD_BATCH))])
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        list(pool.map(batch, range(0, rows, LOAD_BATCH)))
+    client.close()
+    return time.perf_counter() - start
+
+
+class _DelayReadRows(grpc.UnaryStreamClientInterceptor):
+    """Hands each ReadRows response to the reader `delay_s` after it asks for it."""
+
+    def __init__(self, delay_s: float):
+        self._delay_s = delay_s
+
+    def intercept_unary_stream(self, continuation, client_call_details, request):
+        call = continuation(client_call_details, request)
+        if not client_call_details.method.endswith("/ReadRows"):
+            return call
+        return _DelayedStream(call, self._delay_s)
+
+
+class _DelayedStream:
+    """A response stream (grpc Call and iterator) whose every message comes late."""
+
+    def __init__(self, call, delay_s: float):
+        self._call = call
+        self._delay_s = delay_s
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        response = next(self._call)
+        time.sleep(self._delay_s)
+        return response
+
+    def __getattr__(self, name):  # cancel(), code(), trailing_metadata(), ...
+        return getattr(self._call, name)
+
+
+def _open(config: BigtableReadConfig, delay_s: float, opened: list):
+    """A table as the DoFn opens it, its ReadRows responses delayed if asked.
+
+    Everything to close later is appended to `opened`: closing a gRPC channel
+    while other threads are in calls can deadlock the process (grpc/grpc
+    #42247: Channel.close holds the GIL), so `_close_all` runs after the reads.
+    """
+    client, table = open_table(config)
+    opened.append(client)
+    if delay_s:
+        channel = grpc.intercept_channel(
+            grpc.insecure_channel(os.environ["BIGTABLE_EMULATOR_HOST"]), _DelayReadRows(delay_s))
+        opened.append(client.transport.grpc_channel.swap_channel(channel))
+        # What the client itself does after swapping in a refreshed channel.
+        client._invalidate_channel_stubs()
+    return table
+
+
+def _close_all(opened: list) -> None:
+    for closable in opened:
+        closable.close()
+
+
+def _row_bytes(row) -> int:
+    return len(row.row_key) + sum(len(c.value) for c in row.cells)
+
+
+class Measurement(NamedTuple):
+    rows: int
+    bytes: int
+    seconds: float
+    note: str = ""
+
+
+def serial_classic(end_key: bytes) -> Measurement:
+    """The classic client's scan of the table up to `end_key`."""
+    client = bigtable.Client(project=PROJECT)
+    table = client.instance(INSTANCE).table(TABLE)
+    rows = nbytes = 0
+    start = time.perf_counter()
+    for row in table.read_rows(end_key=end_key or None):
+        rows += 1
+        nbytes += len(row.row_key) + sum(len(c.value) for columns in row.cells.values()
+                                         for cells in columns.values() for c in cells)
+    seconds = time.perf_counter() - start
+    # Closed here, not by the garbage collector in the middle of later reads
+    # (see _open).
+    client.close()
+    return Measurement(rows, nbytes, seconds)
+
+
+def serial_data(end_key: bytes, delay_s: float = 0.0) -> Measurement:
+    """The data client's scan of the table up to `end_key`."""
+    opened = []
+    table = _open(BigtableReadConfig(PROJECT, INSTANCE, TABLE, "raw:wav"), delay_s, opened)
+    rows = nbytes = 0
+    start = time.perf_counter()
+    for row in table.read_rows_stream(ReadRowsQuery(row_ranges=RowRange(end_key=end_key or None))):
+        rows += 1
+        nbytes += _row_bytes(row)
+    seconds = time.perf_counter() - start
+    _close_all(opened)
+    return Measurement(rows, nbytes, seconds)
+
+
+def plan(config: BigtableReadConfig) -> list:
+    """The ranges ReadBigtableSamples would read (its planning DoFn's steps)."""
+    client, table = open_table(config)
+    samples = table.sample_row_keys()
+    client.close()
+    start, end = config.key_range()
+    return key_ranges([k for k, _ in samples], start, end, config.max_ranges, config.seed)
+
+
+def split_threads(config: BigtableReadConfig, workers: int, delay_s: float = 0.0) -> Measurement:
+    """Our split read with `workers` threads and dynamic splitting of stragglers.
+
+    Timed from planning on; each thread's client is made on the clock too,
+    as a DoFn's setup() would be.
+    """
+    start = time.perf_counter()
+    ranges = collections.deque(plan(config))
+    lock = threading.Lock()
+    active: dict = {}  # thread id -> ThreadsafeRestrictionTracker being read
+    totals = collections.Counter()
+
+    def next_range():
+        with lock:
+            if ranges:
+                return ranges.popleft()
+            # Like a runner's dynamic split: halve the busiest range still read.
+            for tracker in sorted(active.values(),
+                                  key=lambda t: -t.current_progress().remaining_work):
+                split = tracker.try_split(0.5)
+                if split is not None:
+                    residual = split[1]
+                    totals["splits"] += 1
+                    return residual.start, residual.end
+            return None
+
+    opened = []  # closed after every thread is done
+
+    def work():
+        with lock:
+            table = _open(config, delay_s, opened)
+        stats = collections.Counter()
+        try:
+            while (span := next_range()) is not None:
+                tracker = ThreadsafeRestrictionTracker(ByteKeyRangeTracker(ByteKeyRange(*span)))
+                with lock:
+                    active[threading.get_ident()] = tracker
+                for _ in read_samples(table, config, *span, claim=tracker.try_claim, stats=stats):
+                    pass
+                tracker.check_done()
+                with lock:
+                    del active[threading.get_ident()]
+        finally:
+            with lock:
+                totals.update(stats)
+
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        for future in [pool.submit(work) for _ in range(workers)]:
+            future.result()
+    seconds = time.perf_counter() - start
+    _close_all(opened)
+    return Measurement(totals["samples"], totals["bytes"], seconds,
+                       f"{totals['splits']} dynamic splits")
+
+
+_process_table = None  # one client per worker process, made on first use
+
+
+def _read_in_process(config: BigtableReadConfig, span) -> tuple:
+    global _process_table
+    if _process_table is None:
+        warnings.filterwarnings("ignore", "Connecting to Bigtable emulator", RuntimeWarning)
+        _, _process_table = open_table(config)
+    if span is None:
+        return 0, 0
+    stats = collections.Counter()
+    for _ in read_samples(_process_table, config, *span, stats=stats):
+        pass
+    return stats["samples"], stats["bytes"]
+
+
+def split_processes(config: BigtableReadConfig, workers: int) -> Measurement:
+    """Our split read over `workers` spawned processes, timed after their warm-up."""
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+        # Warm-up outside the clock: imports and one client per process.
+        list(pool.map(_read_in_process, [config] * workers * 4, [None] * workers * 4))
+        start = time.perf_counter()
+        ranges = plan(config)
+        results = list(pool.map(_read_in_process, [config] * len(ranges), ranges))
+        seconds = time.perf_counter() - start
+    return Measurement(sum(r for r, _ in results), sum(b for _, b in results), seconds)
+
+
+def beam_read(config: BigtableReadConfig, workers: int) -> Measurement:
+    """ReadBigtableSamples on the local runner, start-up included; counts from its counters."""
+    start = time.perf_counter()
+    options = PipelineOptions(direct_num_workers=workers)
+    with make_pipeline(options) as p:
+        (p | "Read" >> ReadBigtableSamples(config)
+         | "Size" >> beam.Map(lambda sample: len(sample["wav"]))
+         | "Total" >> beam.CombineGlobally(sum))
+    seconds = time.perf_counter() - start
+    metrics = p.result.metrics()
+
+    def total(name):
+        found = metrics.query(MetricsFilter().with_namespace("datagen").with_name(name))
+        return sum(c.committed for c in found["counters"])
+
+    return Measurement(total("samples_read"), total("bigtable_bytes_read"), seconds)
+
+
+def _burn(n: int) -> None:
+    digest = b"x"
+    for _ in range(n):
+        digest = hashlib.sha256(digest).digest()
+
+
+def cpu_scaling() -> float:
+    """Work done per second by 2 processes / by 1, for pure Python CPU work."""
+    n = 1_000_000
+    start = time.perf_counter()
+    _burn(n)
+    one = time.perf_counter() - start
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        list(pool.map(_burn, [1, 1]))
+        start = time.perf_counter()
+        list(pool.map(_burn, [n, n]))
+        two = time.perf_counter() - start
+    return 2 * one / two
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=50_000)
+    parser.add_argument("--value_kb", type=int, default=16)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--latency_ms", type=float, default=20.0)
+    parser.add_argument("--latency_rows", type=int, default=4000)
+    parser.add_argument("--no_beam", action="store_true", help="skip the pipeline runs")
+    args = parser.parse_args(argv)
+
+    emulators = _emulator_module()
+    binary = emulators.find_cbtemulator()
+    if binary is None:
+        raise SystemExit("cbtemulator not found (install the Google Cloud CLI's Bigtable emulator)")
+    emulator = emulators.Emulator(binary)
+    os.environ["BIGTABLE_EMULATOR_HOST"] = emulator.host
+    try:
+        seconds = load(args.rows, args.value_kb * 1024)
+        print(f"loaded {args.rows} rows x {args.value_kb} KB in {seconds:.1f} s "
+              f"({args.rows / seconds:.0f} rows/s); emulator RSS {_rss_mb(emulator.process.pid):.0f} MB")
+        config = BigtableReadConfig(PROJECT, INSTANCE, TABLE, "raw:wav=wav")
+        print(f"ranges planned: {len(plan(config))} (max_ranges {config.max_ranges}); "
+              f"2 processes do {cpu_scaling():.2f}x the CPU work of 1 on this machine")
+
+        results = []  # (conditions, method, Measurement)
+
+        def run(conditions, method, function, *fn_args):
+            measured = function(*fn_args)
+            results.append((conditions, method, measured))
+            print(f"  {conditions}: {method}: {measured.rows} rows in {measured.seconds:.2f} s",
+                  flush=True)
+
+        run("no latency", "serial (classic read_rows)", serial_classic, b"")
+        run("no latency", "serial (data read_rows_stream)", serial_data, b"")
+        run("no latency", f"split, {args.workers} threads", split_threads, config, args.workers)
+        run("no latency", f"split, {args.workers} processes", split_processes, config, args.workers)
+        if not args.no_beam:
+            run("no latency", "beam, 1 worker", beam_read, config, 1)
+            run("no latency", "beam, 2 worker processes", beam_read, config, 2)
+
+        keys = sorted(_key(i) for i in range(args.rows))
+        end = keys[args.latency_rows] if args.latency_rows < args.rows else b""
+        delay_s = args.latency_ms / 1000
+        conditions = f"{args.latency_ms:g} ms/response, first {args.latency_rows} rows"
+        slow = BigtableReadConfig(PROJECT, INSTANCE, TABLE, "raw:wav=wav", end_key=end)
+        run(conditions, "serial (data read_rows_stream)", serial_data, end, delay_s)
+        run(conditions, f"split, {args.workers} threads", split_threads, slow, args.workers,
+            delay_s)
+    finally:
+        emulator.stop()
+
+    baseline = {conditions: m.rows / m.seconds for conditions, method, m in results
+                if method.startswith("serial (data")}
+    print()
+    print("| table | conditions | method | rows | s | rows/s | MB/s | x serial (data) |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
+    for conditions, method, m in results:
+        rate = m.rows / m.seconds
+        print(f"| {args.rows} x {args.value_kb} KB | {conditions} | {method}"
+              f"{f' ({m.note})' if m.note else ''} | {m.rows} | {m.seconds:.2f} | {rate:,.0f} | "
+              f"{m.bytes / m.seconds / 1e6:,.1f} | {rate / baseline[conditions]:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
