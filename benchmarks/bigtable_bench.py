@@ -10,13 +10,12 @@ Starts a fresh Cloud Bigtable emulator (tests/bigtable_emulator.py), loads
   serial (classic)   google.cloud.bigtable's `Table.read_rows()`, iterated;
   serial (data)      the data client's `read_rows_stream()` over the table, the
                      faster of the two plain scans and the baseline of the ratios;
-  split, N threads   our read: `sample_row_keys` -> `key_ranges` -> N threads,
+  split, N threads   our read: `sample_row_keys` -> `key_ranges` (handed out
+                     largest first, see `plan`) -> N threads,
                      each with its own client (like one DoFn instance each)
-                     reading ranges through `read_samples` (the code the
-                     splittable DoFn runs, Samples built and counted). As a
-                     runner would, an idle thread splits the busiest range
-                     in two with `ByteKeyRangeTracker.try_split` (through
-                     Beam's ThreadsafeRestrictionTracker);
+                     reading ranges through `read_samples` with a
+                     ByteKeyRangeTracker claiming every key (the code the
+                     splittable DoFn runs, Samples built and counted);
   split, N processes the same with processes (spawned and warmed up before
                      the clock starts), as Beam runs workers: one process
                      per core, never sharing a GIL;
@@ -34,9 +33,11 @@ SampleRowKeys is not delayed. The emulator sends one row per response, so
 here it costs 20 ms per row - real Bigtable packs many rows into a response,
 so absolute rates under latency are pessimistic and the ratio is the point.
 
-The emulator runs on the same machine and competes for its cores; the
-report prints how much CPU 2 processes get vs 1 for pure Python work, which
-bounds any speed-up that CPU limits.
+Every row of the table shows "cores busy": machine-wide CPU time over wall
+time while it ran (/proc/stat), the emulator and every worker included. The
+emulator runs on the same machine and competes for its cores, and the run
+first prints how much pure-Python work 2 processes do vs 1 here: when one
+stream already keeps most cores busy, no split of the work can be much faster.
 """
 
 from __future__ import annotations
@@ -56,15 +57,14 @@ from typing import NamedTuple
 
 import apache_beam as beam
 import grpc
-from apache_beam.runners.sdf_utils import ThreadsafeRestrictionTracker
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
 from google.cloud import bigtable
 from google.cloud.bigtable.data import ReadRowsQuery, RowMutationEntry, RowRange, SetCell
 
 from transforms.bigtable_source import (
-    BigtableReadConfig, ByteKeyRange, ByteKeyRangeTracker, ReadBigtableSamples, key_ranges,
-    open_table, read_samples)
+    BigtableReadConfig, ByteKeyRange, ByteKeyRangeTracker, ReadBigtableSamples, estimated_bytes,
+    key_ranges, open_table, read_samples)
 from transforms.runtime import make_pipeline
 
 PROJECT, INSTANCE, TABLE = "bench", "bench", "media"
@@ -166,10 +166,29 @@ def _row_bytes(row) -> int:
     return len(row.row_key) + sum(len(c.value) for c in row.cells)
 
 
+def _busy_seconds() -> float:
+    """CPU time all cores of the machine have spent busy so far (/proc/stat)."""
+    with open("/proc/stat") as stat:
+        ticks = [int(t) for t in stat.readline().split()[1:9]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # minus idle, iowait
+
+
+class _Clock:
+    """Wall time and machine-wide busy CPU (emulator, workers, all) since it started."""
+
+    def __init__(self):
+        self._wall, self._busy = time.perf_counter(), _busy_seconds()
+
+    def read(self) -> tuple:
+        seconds = time.perf_counter() - self._wall
+        return seconds, (_busy_seconds() - self._busy) / seconds
+
+
 class Measurement(NamedTuple):
     rows: int
     bytes: int
     seconds: float
+    cores: float  # machine-wide CPU busy / wall time while it ran
     note: str = ""
 
 
@@ -178,16 +197,16 @@ def serial_classic(end_key: bytes) -> Measurement:
     client = bigtable.Client(project=PROJECT)
     table = client.instance(INSTANCE).table(TABLE)
     rows = nbytes = 0
-    start = time.perf_counter()
+    clock = _Clock()
     for row in table.read_rows(end_key=end_key or None):
         rows += 1
         nbytes += len(row.row_key) + sum(len(c.value) for columns in row.cells.values()
                                          for cells in columns.values() for c in cells)
-    seconds = time.perf_counter() - start
+    seconds, cores = clock.read()
     # Closed here, not by the garbage collector in the middle of later reads
     # (see _open).
     client.close()
-    return Measurement(rows, nbytes, seconds)
+    return Measurement(rows, nbytes, seconds, cores)
 
 
 def serial_data(end_key: bytes, delay_s: float = 0.0) -> Measurement:
@@ -195,77 +214,63 @@ def serial_data(end_key: bytes, delay_s: float = 0.0) -> Measurement:
     opened = []
     table = _open(BigtableReadConfig(PROJECT, INSTANCE, TABLE, "raw:wav"), delay_s, opened)
     rows = nbytes = 0
-    start = time.perf_counter()
+    clock = _Clock()
     for row in table.read_rows_stream(ReadRowsQuery(row_ranges=RowRange(end_key=end_key or None))):
         rows += 1
         nbytes += _row_bytes(row)
-    seconds = time.perf_counter() - start
+    seconds, cores = clock.read()
     _close_all(opened)
-    return Measurement(rows, nbytes, seconds)
+    return Measurement(rows, nbytes, seconds, cores)
 
 
 def plan(config: BigtableReadConfig) -> list:
-    """The ranges ReadBigtableSamples would read (its planning DoFn's steps)."""
+    """The ranges ReadBigtableSamples would read (its planning DoFn's steps), largest first.
+
+    The planner shuffles them (to spread readers over tablets); here they are
+    handed to the workers largest first by the samples' byte estimate, as a
+    runner's work balancing would, so one big range started last does not
+    decide the time. The emulator samples about 1% of keys at random, so its
+    ranges vary in size far more than Bigtable's.
+    """
     client, table = open_table(config)
     samples = table.sample_row_keys()
     client.close()
     start, end = config.key_range()
-    return key_ranges([k for k, _ in samples], start, end, config.max_ranges, config.seed)
+    ranges = key_ranges([k for k, _ in samples], start, end, config.max_ranges, config.seed)
+    return sorted(ranges, key=lambda span: -estimated_bytes(samples, *span))
 
 
 def split_threads(config: BigtableReadConfig, workers: int, delay_s: float = 0.0) -> Measurement:
-    """Our split read with `workers` threads and dynamic splitting of stragglers.
+    """Our split read: `workers` threads, one client each, taking ranges as they finish one.
 
-    Timed from planning on; each thread's client is made on the clock too,
-    as a DoFn's setup() would be.
+    Each range is read as the DoFn reads a restriction: through
+    `read_samples`, claiming every key on a ByteKeyRangeTracker. Timed from
+    planning on, clients (a DoFn's setup()) included.
     """
-    start = time.perf_counter()
-    ranges = collections.deque(plan(config))
+    clock = _Clock()
+    ranges = plan(config)
+    local = threading.local()
     lock = threading.Lock()
-    active: dict = {}  # thread id -> ThreadsafeRestrictionTracker being read
+    opened = []  # closed after every thread is done
     totals = collections.Counter()
 
-    def next_range():
-        with lock:
-            if ranges:
-                return ranges.popleft()
-            # Like a runner's dynamic split: halve the busiest range still read.
-            for tracker in sorted(active.values(),
-                                  key=lambda t: -t.current_progress().remaining_work):
-                split = tracker.try_split(0.5)
-                if split is not None:
-                    residual = split[1]
-                    totals["splits"] += 1
-                    return residual.start, residual.end
-            return None
-
-    opened = []  # closed after every thread is done
-
-    def work():
-        with lock:
-            table = _open(config, delay_s, opened)
-        stats = collections.Counter()
-        try:
-            while (span := next_range()) is not None:
-                tracker = ThreadsafeRestrictionTracker(ByteKeyRangeTracker(ByteKeyRange(*span)))
-                with lock:
-                    active[threading.get_ident()] = tracker
-                for _ in read_samples(table, config, *span, claim=tracker.try_claim, stats=stats):
-                    pass
-                tracker.check_done()
-                with lock:
-                    del active[threading.get_ident()]
-        finally:
+    def read(span) -> None:
+        if not hasattr(local, "table"):
             with lock:
-                totals.update(stats)
+                local.table = _open(config, delay_s, opened)
+        tracker = ByteKeyRangeTracker(ByteKeyRange(*span))
+        stats = collections.Counter()
+        for _ in read_samples(local.table, config, *span, claim=tracker.try_claim, stats=stats):
+            pass
+        tracker.check_done()
+        with lock:
+            totals.update(stats)
 
     with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-        for future in [pool.submit(work) for _ in range(workers)]:
-            future.result()
-    seconds = time.perf_counter() - start
+        list(pool.map(read, ranges))
+    seconds, cores = clock.read()
     _close_all(opened)
-    return Measurement(totals["samples"], totals["bytes"], seconds,
-                       f"{totals['splits']} dynamic splits")
+    return Measurement(totals["samples"], totals["bytes"], seconds, cores, f"{len(ranges)} ranges")
 
 
 _process_table = None  # one client per worker process, made on first use
@@ -290,29 +295,32 @@ def split_processes(config: BigtableReadConfig, workers: int) -> Measurement:
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
         # Warm-up outside the clock: imports and one client per process.
         list(pool.map(_read_in_process, [config] * workers * 4, [None] * workers * 4))
-        start = time.perf_counter()
+        clock = _Clock()
         ranges = plan(config)
         results = list(pool.map(_read_in_process, [config] * len(ranges), ranges))
-        seconds = time.perf_counter() - start
-    return Measurement(sum(r for r, _ in results), sum(b for _, b in results), seconds)
+        seconds, cores = clock.read()
+    return Measurement(sum(r for r, _ in results), sum(b for _, b in results), seconds, cores,
+                       f"{len(ranges)} ranges")
 
 
 def beam_read(config: BigtableReadConfig, workers: int) -> Measurement:
     """ReadBigtableSamples on the local runner, start-up included; counts from its counters."""
-    start = time.perf_counter()
+    clock = _Clock()
     options = PipelineOptions(direct_num_workers=workers)
     with make_pipeline(options) as p:
-        (p | "Read" >> ReadBigtableSamples(config)
+        read = p | "Read" >> ReadBigtableSamples(config)
+        (read.samples
          | "Size" >> beam.Map(lambda sample: len(sample["wav"]))
          | "Total" >> beam.CombineGlobally(sum))
-    seconds = time.perf_counter() - start
+    seconds, cores = clock.read()
     metrics = p.result.metrics()
 
     def total(name):
         found = metrics.query(MetricsFilter().with_namespace("datagen").with_name(name))
         return sum(c.committed for c in found["counters"])
 
-    return Measurement(total("samples_read"), total("bigtable_bytes_read"), seconds)
+    return Measurement(total("samples_read"), total("bigtable_bytes_read"), seconds, cores,
+                       f"{total('bigtable_ranges')} ranges")
 
 
 def _burn(n: int) -> None:
@@ -377,6 +385,7 @@ def main(argv=None):
 
         run("no latency", "serial (classic read_rows)", serial_classic, b"")
         run("no latency", "serial (data read_rows_stream)", serial_data, b"")
+        run("no latency", "split, 1 thread (our per-row cost)", split_threads, config, 1)
         run("no latency", f"split, {args.workers} threads", split_threads, config, args.workers)
         run("no latency", f"split, {args.workers} processes", split_processes, config, args.workers)
         if not args.no_beam:
@@ -389,6 +398,7 @@ def main(argv=None):
         conditions = f"{args.latency_ms:g} ms/response, first {args.latency_rows} rows"
         slow = BigtableReadConfig(PROJECT, INSTANCE, TABLE, "raw:wav=wav", end_key=end)
         run(conditions, "serial (data read_rows_stream)", serial_data, end, delay_s)
+        run(conditions, "split, 1 thread", split_threads, slow, 1, delay_s)
         run(conditions, f"split, {args.workers} threads", split_threads, slow, args.workers,
             delay_s)
     finally:
@@ -397,13 +407,13 @@ def main(argv=None):
     baseline = {conditions: m.rows / m.seconds for conditions, method, m in results
                 if method.startswith("serial (data")}
     print()
-    print("| table | conditions | method | rows | s | rows/s | MB/s | x serial (data) |")
-    print("|---|---|---|---:|---:|---:|---:|---:|")
+    print("| conditions | method | rows | s | rows/s | MB/s | cores busy | x serial (data) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for conditions, method, m in results:
         rate = m.rows / m.seconds
-        print(f"| {args.rows} x {args.value_kb} KB | {conditions} | {method}"
-              f"{f' ({m.note})' if m.note else ''} | {m.rows} | {m.seconds:.2f} | {rate:,.0f} | "
-              f"{m.bytes / m.seconds / 1e6:,.1f} | {rate / baseline[conditions]:.2f}x |")
+        print(f"| {conditions} | {method}{f' ({m.note})' if m.note else ''} | {m.rows} | "
+              f"{m.seconds:.2f} | {rate:,.0f} | {m.bytes / m.seconds / 1e6:,.1f} | "
+              f"{m.cores:.2f} | {rate / baseline[conditions]:.2f}x |")
 
 
 if __name__ == "__main__":

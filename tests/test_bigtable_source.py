@@ -35,8 +35,8 @@ from hypothesis import strategies as st
 
 from transforms.bigtable_source import (
     END_OF_RANGE, BigtableReadConfig, ByteKeyRange, ByteKeyRangeTracker, MissingColumnError,
-    ReadBigtableSamples, _ReadRangeFn, check_table, decode_key, is_transient, key_ranges,
-    parse_columns, read_range, row_filter, row_to_sample)
+    ReadBigtableSamples, _ReadRangeFn, check_table, decode_key, estimated_bytes, is_transient,
+    key_ranges, parse_columns, read_range, row_filter, row_to_sample)
 from transforms.dead_letters import FAILURES, SAMPLE
 from transforms.sample import KEY, URL
 from transforms.splits import stable_hash64
@@ -585,6 +585,16 @@ def test_key_ranges_merge_evenly_and_shuffle():
     assert ranges == key_ranges(samples, b"", b"", max_ranges=8, seed=1)  # ...the same way
     assert key_ranges([], b"a", b"b", 8, 0) == [(b"a", b"b")]
     assert key_ranges([b"x"], b"b", b"b", 8, 0) == []
+
+
+def test_estimated_bytes():
+    # sample_row_keys: (key, bytes stored before it), the last key b"" = the table end
+    samples = [(b"b", 100), (b"d", 300), (b"", 500)]
+    assert estimated_bytes(samples, b"", b"b") == 100
+    assert estimated_bytes(samples, b"b", b"d") == 200
+    assert estimated_bytes(samples, b"d", b"") == 200
+    assert estimated_bytes(samples, b"c", b"") == 400  # from the sample at or before b"c"
+    assert estimated_bytes([], b"", b"") == 0
 
 
 # --- pure functions ---------------------------------------------------------------

@@ -51,11 +51,25 @@ Every row of the requested range is accounted for: the server filter adds
 one value-stripped, labelled cell per row, so a row holding none of the mapped
 columns still arrives and becomes a dead letter instead of silently vanishing.
 
+Reading. The planner cuts the requested range at the table's
+`sample_row_keys` (tablet boundaries), so each range is served by few
+tablets, merges them into at most `max_ranges` and shuffles them. Runners may
+split a range while it is read (`ByteKeyRangeTracker.try_split`); a split
+point is interpolated between keys, which balances well for evenly spread
+keys but can cut off a key-space half that holds no rows when keys cluster.
+
+Retries are ours, not the client's: `read_range` passes
+`retryable_errors=()` and retries UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED
+(and reset streams) itself, with exponential backoff, resuming just after the
+last row delivered - so none is lost or repeated, the restriction's claims
+and dynamic splits stay the truth about what was read, and every retry is
+counted in `bigtable_retries`. Attempts are bounded per stretch without
+progress (`max_attempts`, default 8); then the error fails the bundle, as
+does any other error, and Beam retries the bundle.
+
 Failures (transforms/dead_letters.py, stage `read_bigtable`, unit SAMPLE): a
 row missing a required column (message and `member` name the column), or
-whose fields collide. Transient errors (UNAVAILABLE, DEADLINE_EXCEEDED,
-ABORTED) are retried with exponential backoff; any other error fails the
-bundle, which Beam retries.
+whose fields collide. Per-row mapping errors are the only dead letters.
 
 Counters (namespace `datagen`): `bigtable_rows_read` (rows received, sampled
 out or not), `bigtable_bytes_read` (keys + cell values), `bigtable_ranges`
@@ -97,6 +111,7 @@ __all__ = [
     "ReadBigtableSamples",
     "check_table",
     "decode_key",
+    "estimated_bytes",
     "is_transient",
     "key_ranges",
     "open_table",
@@ -174,8 +189,8 @@ def _split_column(spec: str, field: str) -> tuple:
     if qualifier == "*" and field != "*":
         raise ValueError(f"column {spec!r}: family:* takes its field names from the "
                          f"qualifiers and cannot be renamed to {field!r}")
-    if qualifier != "*" and (not field or field.startswith("__")):
-        raise ValueError(f"column {spec!r}: field name {field!r} is empty or reserved "
+    if qualifier != "*" and (not field or field == "*" or field.startswith("__")):
+        raise ValueError(f"column {spec!r}: field name {field!r} is empty, '*' or reserved "
                          f"(starts with '__')")
     return family, qualifier
 
@@ -191,7 +206,7 @@ class BigtableReadConfig:
     """What to read from one table. Configuration only: it is pickled to workers.
 
     - `columns`: `family:qualifier` -> field name, or the `--columns` text
-      (see `parse_columns`).
+      (see `parse_columns`); kept as ((column, field), ...) pairs.
     - `start_key`/`end_key` (end exclusive; empty = table start/end) and
       `prefix` select keys; given together, the intersection is read.
     - `key_regex`: RE2 over the whole key, applied by the server (Bigtable
@@ -319,6 +334,14 @@ def _is_sampled(key: str, fraction: float) -> bool:
     return fraction >= 1 or stable_hash64(key, _SAMPLE_SALT) < fraction * 2 ** 64
 
 
+class MissingColumnError(ValueError):
+    """A row lacks required columns; `columns` names them ('raw:wav', 'meta:*')."""
+
+    def __init__(self, message: str, columns: list):
+        super().__init__(message)
+        self.columns = columns
+
+
 def row_to_sample(row, config: BigtableReadConfig) -> dict:
     """One row (the data client's `Row`: `row_key`, `cells`) -> a Sample.
 
@@ -359,16 +382,8 @@ def row_to_sample(row, config: BigtableReadConfig) -> dict:
         columns = _columns_of(config, missing)
         described = ", ".join(c if c == f else f"{c} (field {f!r})" for c, f in zip(columns, missing))
         raise MissingColumnError(f"row {key!r} has no cell in required column"
-                              f"{'s' if len(columns) > 1 else ''} {described}", columns)
+                                 f"{'s' if len(columns) > 1 else ''} {described}", columns)
     return sample
-
-
-class MissingColumnError(ValueError):
-    """A row lacks required columns; `columns` names them ('raw:wav', 'meta:*')."""
-
-    def __init__(self, message: str, columns: list):
-        super().__init__(message)
-        self.columns = columns
 
 
 def _columns_of(config: BigtableReadConfig, fields: Iterable[str]) -> list:
@@ -404,8 +419,8 @@ def key_ranges(sample_keys: Iterable[bytes], start: bytes = b"", end: bytes = b"
     return ranges
 
 
-def _estimated_bytes(samples: Sequence[tuple], start: bytes, end: bytes) -> int:
-    """Bytes of [start, end) by the `sample_row_keys` offsets (key, bytes before it)."""
+def estimated_bytes(samples: Sequence[tuple], start: bytes, end: bytes) -> int:
+    """Bytes in [start, end) by `table.sample_row_keys()`: (key, bytes before it) pairs."""
     keys = [k for k, _ in samples if k]
     offsets = [o for k, o in samples if k]
     total = max((o for _, o in samples), default=0)
@@ -451,13 +466,13 @@ def read_range(table, start: bytes, end: bytes, filter_: row_filters.RowFilter |
     while not (end and resume >= end) and not (limit and delivered >= limit):
         query = ReadRowsQuery(row_ranges=RowRange(start_key=resume or None, end_key=end or None),
                               row_filter=filter_, limit=limit - delivered if limit else None)
+        # retryable_errors=(): the client's own retry would hide the retries
+        # from our counter and resume from its own idea of the range; here
+        # the caller's claims decide where a read stands.
+        stream = table.read_rows_stream(query, operation_timeout=_ATTEMPT_TIMEOUT_S,
+                                        attempt_timeout=_ATTEMPT_TIMEOUT_S, retryable_errors=())
         try:
-            # retryable_errors=(): the client's own retry would hide the
-            # retries from our counter and resume from its own idea of the
-            # range; here the caller's claims decide where a read stands.
-            for row in table.read_rows_stream(query, operation_timeout=_ATTEMPT_TIMEOUT_S,
-                                              attempt_timeout=_ATTEMPT_TIMEOUT_S,
-                                              retryable_errors=()):
+            for row in stream:
                 resume = row.row_key + b"\x00"
                 delivered += 1
                 failures = 0
@@ -470,6 +485,11 @@ def read_range(table, start: bytes, end: bytes, filter_: row_filters.RowFilter |
             if on_retry is not None:
                 on_retry(e)
             time.sleep(_backoff(failures))
+        finally:
+            # Ends the client's stream (and with it the RPC) now when the
+            # caller stops early or an error is handled, rather than whenever
+            # the generator is collected - an error's traceback keeps it alive.
+            stream.close()
 
 
 def read_samples(table, config: BigtableReadConfig, start: bytes, end: bytes, *,
@@ -709,7 +729,7 @@ class _PlanRangesFn(beam.DoFn):
         ranges = key_ranges([k for k, _ in samples], start, end, config.max_ranges, config.seed)
         self._ranges.inc(len(ranges))
         for range_start, range_end in ranges:
-            yield range_start, range_end, _estimated_bytes(samples, range_start, range_end)
+            yield range_start, range_end, estimated_bytes(samples, range_start, range_end)
 
     def _max_rows_end(self, start: bytes, end: bytes) -> bytes:
         """The end key that leaves exactly max_rows rows in [start, end), by a keys-only scan."""
