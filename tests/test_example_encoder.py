@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from transforms.example_encoder import ExampleEncoder
+from transforms.spec import Feature
 
 INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
 # Varint length boundaries, the int64 extremes, and values around them.
@@ -112,6 +113,58 @@ def test_matches_protobuf_and_round_trips(spec_values):
             assert list(feature.int64_list.value) == np.ravel(values[name]).tolist()
         else:
             assert list(feature.bytes_list.value) == _to_bytes_list(values[name])
+
+
+# -- declared dtypes (transforms.spec) ------------------------------------------------
+# A spec's declared dtype is coerced (Feature.coerce) to its tf.Example kind,
+# then encoded; the reference is protobuf given the declared numpy values
+# directly: bools and int32 in an Int64List, float64 in a FloatList (protobuf
+# rounds each through a C double to float), text as its UTF-8 bytes.
+
+def _declared_arrays(dtype, elements):
+    return st.booleans().flatmap(lambda scalar: (
+        hnp.arrays(dtype, (), elements=elements) if scalar
+        else hnp.arrays(dtype, st.integers(0, 60), elements=elements)))
+
+
+DECLARED = {
+    "bool": _declared_arrays(np.bool_, st.booleans()),
+    "int32": _declared_arrays(np.int32, st.integers(-2 ** 31, 2 ** 31 - 1)
+                              | st.sampled_from([-2 ** 31, 2 ** 31 - 1, 0, 127, 128])),
+    "int64": _declared_arrays(np.int64, int64_elements),
+    "float": _declared_arrays(np.float32, st.floats(width=32)),
+    "double": _declared_arrays(np.float64, st.floats()),
+    "string": st.text(max_size=10) | st.lists(st.text(max_size=10), max_size=5),
+    "bytes": byte_values,
+}
+
+
+def _reference_declared(dtype, value):
+    if dtype == "string":
+        return "bytes", value
+    if dtype in ("bool", "int32"):
+        return "int64", np.asarray(value).astype(np.int64)
+    return ("float" if dtype in ("float", "double") else dtype), value
+
+
+@st.composite
+def declared_specs_and_values(draw):
+    names = draw(st.lists(st.text(alphabet="abc_", min_size=1, max_size=4), min_size=1,
+                          max_size=6, unique=True))
+    spec = [Feature(name, draw(st.sampled_from(sorted(DECLARED))), (None,)) for name in names]
+    return spec, {f.name: draw(DECLARED[f.dtype]) for f in spec}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(declared_specs_and_values())
+def test_declared_dtypes_match_protobuf(spec_values):
+    spec, values = spec_values
+    encoder = ExampleEncoder([(f.name, f.kind) for f in spec])
+    encoded = encoder.encode({f.name: f.coerce(values[f.name]) for f in spec})
+    kinds, reference_values = {}, {}
+    for f in spec:
+        kinds[f.name], reference_values[f.name] = _reference_declared(f.dtype, values[f.name])
+    assert encoded == reference([(f.name, kinds[f.name]) for f in spec], reference_values)
 
 
 # -- direct tests ----------------------------------------------------------------------

@@ -18,11 +18,17 @@ from transforms.splits import SplitPlan
 N = 40
 
 
+SPEC = ("ids:int64[*],emb:float[2,3],name:bytes,cls:int64,"
+        "flag:bool,small:int32,ids32=ids:int32[*],trio:int32[3],x:double,text:string")
+
+
 def _sample(i):
-    # Made here: ids has i % 4 values (0 to 3), emb is a 2x3 float grid, name is text.
+    # Made here: ids has i % 4 values (0 to 3), emb is a 2x3 float grid, name is text;
+    # the typed fields: flag every third example, int32 extremes, a double, UTF-8 text.
     return {"__key__": f"k{i:03d}", "__url__": "mem://test", "ids": list(range(i % 4)),
             "emb": np.arange(6, dtype=np.float64).reshape(2, 3) + i, "name": f"n{i}".encode(),
-            "cls": str(i).encode()}
+            "cls": str(i).encode(), "flag": i % 3 == 0, "small": -1000 * i,
+            "trio": [i, -(2 ** 31), 2 ** 31 - 1], "x": i + 0.1, "text": f"тест {i}"}
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +36,7 @@ def dataset(tmp_path_factory):
     from transforms.runtime import local_runner
 
     output = str(tmp_path_factory.mktemp("reader") / "ds")
-    recipe = ExampleRecipe(spec=parse_features("ids:int64[*],emb:float[2,3],name:bytes,cls:int64"),
+    recipe = ExampleRecipe(spec=parse_features(SPEC),
                            split_plan=SplitPlan.from_flags("train=0.5,test=0.5", "__key__"))
     with beam.Pipeline(runner=local_runner()) as p:
         samples = p | "Samples" >> beam.Create([_sample(i) for i in range(N)])
@@ -54,6 +60,46 @@ def test_values_shapes_and_dtypes(dataset):
         assert ex["emb"].dtype == tf.float32 and ex["emb"].shape == (2, 3)
         np.testing.assert_array_equal(ex["emb"].numpy(), np.arange(6).reshape(2, 3) + i)
         assert ex["ids"].numpy().tolist() == list(range(i % 4))
+
+
+def test_typed_fields_come_back_as_their_declared_dtypes(dataset):
+    examples = _all(dataset, batch_size=None)
+    assert {name: t.dtype for name, t in examples[0].items()
+            if name in ("flag", "small", "ids32", "trio", "x", "text")} == {
+        "flag": tf.bool, "small": tf.int32, "ids32": tf.int32, "trio": tf.int32,
+        "x": tf.float64, "text": tf.string}
+    for ex in examples:
+        i = int(ex["cls"])
+        assert bool(ex["flag"]) is (i % 3 == 0)
+        assert int(ex["small"]) == -1000 * i
+        assert ex["ids32"].numpy().tolist() == list(range(i % 4))
+        assert ex["trio"].numpy().tolist() == [i, -(2 ** 31), 2 ** 31 - 1]
+        # A double travels as float32 (tf.Example has no wider float).
+        assert ex["x"].numpy() == np.float64(np.float32(i + 0.1))
+        assert ex["text"].numpy().decode("utf-8") == f"тест {i}"
+
+
+def test_tuples_in_declared_order_and_features_label_pairs_for_keras(dataset):
+    names = reader.load_info(dataset).spec.names
+    as_dict = next(iter(reader.load(dataset, "train", batch_size=4)))
+    as_tuple = next(iter(reader.load(dataset, "train", batch_size=4, as_tuple=True)))
+    assert isinstance(as_tuple, tuple) and len(as_tuple) == len(names)
+    for name, value in zip(names, as_tuple):
+        assert value.dtype == as_dict[name].dtype
+        assert tf.reduce_all(tf.equal(_flat(value), _flat(as_dict[name])))
+
+    features, label = next(iter(reader.load(dataset, "train", batch_size=4, label_key="cls")))
+    assert sorted(features) == sorted(n for n in names if n != "cls")
+    assert label.numpy().tolist() == as_dict["cls"].numpy().tolist()
+    features, label = next(iter(reader.load(dataset, "train", batch_size=None, as_tuple=True,
+                                            label_key="small")))
+    assert len(features) == len(names) - 1 and label.dtype == tf.int32
+    with pytest.raises(ValueError, match="label_key 'nope' is not a feature"):
+        reader.load(dataset, "train", label_key="nope")
+
+
+def _flat(t):
+    return t.flat_values if isinstance(t, tf.RaggedTensor) else tf.reshape(t, [-1])
 
 
 def test_batches_are_dense_or_ragged_with_drop_remainder(dataset):

@@ -83,3 +83,45 @@ def test_infer_spec_from_tar_like_samples():
 def test_infer_spec_widens_disagreeing_types():
     spec = infer_spec([{"cls": b"3"}, {"cls": b"3.5"}, {"cls": b"x"}])
     assert spec.features[0].dtype == "bytes"
+
+
+def test_parse_typed_fields_and_aliases():
+    spec = parse_features("ok:bool,n:int32,ids:int32[*],trio:int32[3],x:double,y:float64,"
+                          "emb:float32[4],text:string")
+    assert [(f.name, f.dtype, f.kind, f.shape) for f in spec] == [
+        ("ok", "bool", "int64", ()),
+        ("n", "int32", "int64", ()),
+        ("ids", "int32", "int64", (None,)),
+        ("trio", "int32", "int64", (3,)),
+        ("x", "double", "float", ()),
+        ("y", "double", "float", ()),
+        ("emb", "float", "float", (4,)),
+        ("text", "string", "bytes", ()),
+    ]
+    # The manifest keeps the declared dtype, so the reader can restore it.
+    assert FeatureSpec.from_json(spec.to_json()) == spec
+    assert [d["dtype"] for d in spec.to_json()][:3] == ["bool", "int32", "int32"]
+
+
+def test_coerce_typed_fields_to_their_stored_kind():
+    assert Feature("ok", "bool", (None,)).coerce(b"true, 0 FALSE").tolist() == [1, 0, 0]
+    assert Feature("ok", "bool", (None,)).coerce([True, np.bool_(False), 1, 0.0]).tolist() == [
+        1, 0, 1, 0]
+    assert Feature("ok", "bool").coerce(np.array(True)).dtype == np.int64
+    out = Feature("n", "int32", (None,)).coerce(np.array([-2 ** 31, 2 ** 31 - 1, 7], np.int32))
+    assert out.dtype == np.int64 and out.tolist() == [-2 ** 31, 2 ** 31 - 1, 7]
+    assert Feature("x", "double").coerce(0.1).tolist() == [np.float32(0.1)]
+    assert Feature("t", "string", (None,)).coerce(["é", b"ok"]) == ["é".encode(), b"ok"]
+
+
+@pytest.mark.parametrize("feature, value, message", [
+    (Feature("ok", "bool"), b"yes", "is not a bool"),
+    (Feature("ok", "bool"), 2, "is not a bool"),
+    (Feature("n", "int32"), 2 ** 31, "outside the int32 range"),
+    (Feature("n", "int32", (None,)), [0, -2 ** 31 - 1], "outside the int32 range"),
+    (Feature("n", "int32"), b"x", "is not int32"),
+    (Feature("t", "string"), b"\xff\xfe", "is not UTF-8 text"),
+])
+def test_typed_field_errors_name_the_feature(feature, value, message):
+    with pytest.raises(ValueError, match=f"'{feature.name}'.*{message}"):
+        feature.coerce(value)

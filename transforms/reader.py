@@ -8,9 +8,14 @@ Beam-free: a training job imports this with TensorFlow only.
         ...
 
 Fixed-shape features come back as dense tensors of their declared shape;
-variable-length ones as `tf.RaggedTensor`s. Media features are decoded from
-the manifest alone: packed `int16`/`uint8` arrays with `tf.io.decode_raw`,
-`jpeg` images with `tf.io.decode_jpeg`, each reshaped to its declared shape.
+variable-length ones as `tf.RaggedTensor`s. Each comes back as its declared
+dtype: `bool`, `int32` and `double` are cast from the int64/float lists they
+are stored in; media features are decoded from the manifest alone: packed
+`int16`/`uint8` arrays with `tf.io.decode_raw`, `jpeg` images with
+`tf.io.decode_jpeg`, each reshaped to its declared shape.
+
+For Keras `fit`, `load(..., label_key="label")` yields `(features, label)`
+and `as_tuple=True` yields the features as a tuple in declared order.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ __all__ = ["load", "load_info", "parsing_spec", "decode_features"]
 
 _TF_DTYPES = {"bytes": tf.string, "int64": tf.int64, "float": tf.float32}
 _PACKED_DTYPES = {"int16": tf.int16, "uint8": tf.uint8}
+# Declared dtypes stored in a wider tf.Example list, cast back after parsing.
+_CAST_DTYPES = {"bool": tf.bool, "int32": tf.int32, "double": tf.float64}
 _COMPRESSION = {"gzip": "GZIP", "none": ""}
 
 
@@ -65,6 +72,8 @@ def decode_features(spec: FeatureSpec, parsed: dict) -> dict:
                                      [-1, *f.shape])
         elif f.dtype == "jpeg":
             out[f.name] = _decode_jpegs(parsed[f.name], f.shape)
+        elif f.dtype in _CAST_DTYPES:
+            out[f.name] = tf.cast(parsed[f.name], _CAST_DTYPES[f.dtype])
     return out
 
 
@@ -84,16 +93,26 @@ def _check_crops(spec: FeatureSpec, crops: dict) -> None:
     by_name = {f.name: f for f in spec}
     for name, length in crops.items():
         f = by_name.get(name)
-        if f is None or f.is_variable or not f.shape or f.dtype in ("bytes", "jpeg"):
+        if f is None or f.is_variable or not f.shape or f.dtype in ("bytes", "string", "jpeg"):
             raise ValueError(f"random_crop: {name!r} is not a fixed-shape numeric feature")
         if not 0 < length <= f.shape[0]:
             raise ValueError(f"random_crop: {name!r} length {length} is not in 1..{f.shape[0]}")
 
 
+def _arrange(batch: dict, names: list, as_tuple: bool = False, label_key: str | None = None):
+    """A dict of features as `load` yields it: the dict, a tuple in `names` order,
+    or `(features, label)` with the label taken out of the features."""
+    if label_key is not None:
+        rest = [n for n in names if n != label_key]
+        return _arrange(batch, rest, as_tuple), batch[label_key]
+    return tuple(batch[n] for n in names) if as_tuple else {n: batch[n] for n in names}
+
+
 def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
          shuffle: bool = False, shuffle_buffer: int = 10_000, repeat: bool = False,
          seed: int | None = None, drop_remainder: bool = False,
-         random_crop: dict | None = None,
+         random_crop: dict | None = None, as_tuple: bool = False,
+         label_key: str | None = None,
          num_parallel_reads: int = tf.data.AUTOTUNE) -> tf.data.Dataset:
     """A tf.data pipeline over one split: interleaved reads, batched parsing, prefetch.
 
@@ -105,10 +124,18 @@ def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
     `random_crop={"audio": 8000}` cuts each example's `audio` to 8000 values
     at a random offset (seeded by `seed`), the read-time augmentation for
     fixed-length windows.
+
+    Each element is a dict of feature name -> tensor; with `as_tuple` a tuple
+    in the manifest's feature order; with `label_key` a pair `(features,
+    label)` whose features (dict, or tuple with `as_tuple`) leave the label
+    out, what Keras `fit` takes.
     """
     info = load_info(output_dir)
     crops = dict(random_crop or {})
     _check_crops(info.spec, crops)
+    if label_key is not None and label_key not in info.spec.names:
+        raise ValueError(f"label_key {label_key!r} is not a feature; the dataset has "
+                         f"{', '.join(info.spec.names)}")
     deterministic = not shuffle or seed is not None
     root = output_dir.rstrip("/")
     files = [f"{root}/{name}" for name in info.files(split)]
@@ -128,7 +155,8 @@ def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
         ds = ds.repeat()
     def parse(serialized):
         batch = decode_features(info.spec, tf.io.parse_example(serialized, features))
-        return _random_crop(batch, crops, seed) if crops else batch
+        batch = _random_crop(batch, crops, seed) if crops else batch
+        return _arrange(batch, info.spec.names, as_tuple, label_key)
 
     # Parsing and decoding work on batches (one op call per batch, not per
     # example); single examples are batches of one, unbatched after.

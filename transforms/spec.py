@@ -9,6 +9,14 @@ Flag grammar, comma separated: `[name=]source:dtype[shape]`, e.g.
 `source` is a Sample field (`cls`) or a JSON projection (`json.speaker`,
 `json.meta.age`); `shape` is `[]`-less for a scalar, `[k]` / `[h,w]` for a fixed
 shape and `[*]` for a variable-length list.
+
+Declared dtypes (TFRecorder's types and the media ones) and where they are
+stored: `bool`, `int32`, `int64` in an int64_list; `float` (alias `float32`)
+and `double` (alias `float64`) in a float_list, so a double is rounded to
+float32 on the wire (tf.Example has no wider float); `bytes` and `string`
+(UTF-8 text, checked when written) in a bytes_list; `int16`/`uint8` arrays and
+`jpeg` images packed into bytes. The manifest records the declared dtype and
+the reader restores it (tf.bool, tf.int32, tf.float64, ...).
 """
 
 from __future__ import annotations
@@ -26,13 +34,18 @@ __all__ = [
     "Feature",
     "FeatureSpec",
     "KINDS",
+    "ALIASES",
     "parse_features",
     "infer_spec",
 ]
 
 # Declared dtype -> the tf.Example list it is stored in.
-KINDS = {"bytes": "bytes", "int64": "int64", "float": "float",
+KINDS = {"bytes": "bytes", "string": "bytes", "bool": "int64", "int32": "int64",
+         "int64": "int64", "float": "float", "double": "float",
          "int16": "bytes", "uint8": "bytes", "jpeg": "bytes"}
+# numpy's names for the float dtypes, accepted in specs and stored as the dtype they mean.
+ALIASES = {"float32": "float", "float64": "double"}
+_INT32 = np.iinfo(np.int32)
 
 _NUMPY_DTYPES = {"int64": np.int64, "float": np.float32}
 # Packed arrays: declared dtype -> little-endian numpy dtype of the bytes.
@@ -54,6 +67,7 @@ class Feature:
     encoding: str = "raw"
 
     def __post_init__(self):
+        object.__setattr__(self, "dtype", ALIASES.get(self.dtype, self.dtype))
         if self.dtype not in KINDS:
             raise ValueError(
                 f"feature {self.name!r}: unknown dtype {self.dtype!r} "
@@ -114,14 +128,25 @@ class Feature:
     def coerce(self, value: Any):
         """Converts a Sample value to what the encoder takes for this feature.
 
-        Returns a list of bytes for bytes features and a flat numpy array of the
-        declared dtype otherwise. Raises ValueError naming the feature when the
+        Returns a list of bytes for bytes-stored features and otherwise a flat
+        numpy array of the stored kind (int64 for bool and int32, float32 for
+        float and double). Raises ValueError naming the feature when the
         value does not fit the declared dtype or shape.
         """
         if self.dtype in PACKED:
             return [_pack(value, self)]
-        values = (_to_bytes_list(value, self.name) if self.kind == "bytes"
-                  else _to_number_array(value, self.dtype, self.name))
+        if self.dtype == "bool":
+            values = _to_bool_array(value, self.name)
+        elif self.kind == "bytes":
+            values = _to_bytes_list(value, self.name)
+            if self.dtype == "string":
+                _check_utf8(values, self.name)
+        else:
+            values = _to_number_array(value, self)
+            if self.dtype == "int32" and values.size and (
+                    values.min() < _INT32.min or values.max() > _INT32.max):
+                raise ValueError(f"feature {self.name!r}: {_preview(value)} has values "
+                                 f"outside the int32 range")
         n = len(values)
         expected = None if self.is_variable else math.prod(self.stored_shape)
         if expected is not None and n != expected:
@@ -222,6 +247,31 @@ def _to_bytes_list(value, name: str) -> list:
                          for v in value], name)
 
 
+def _check_utf8(values: list, name: str) -> None:
+    for v in values:
+        try:
+            v.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"feature {name!r}: {_preview(v)} is not UTF-8 text: {e}") from None
+
+
+_BOOL_TEXT = {"true": 1, "false": 0, "1": 1, "0": 0}
+
+
+def _to_bool_array(value, name: str) -> np.ndarray:
+    """0/1 int64 values from bools, 0/1 numbers or the text true/false/1/0."""
+    if isinstance(value, (bytes, str)):
+        value = _text_numbers(value)
+    out = []
+    for v in np.ravel(np.asarray(value, dtype=object)).tolist():
+        text = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+        bit = _BOOL_TEXT.get(text.strip().lower()) if isinstance(text, str) else text
+        if bit is None or isinstance(bit, str) or bit not in (0, 1):
+            raise ValueError(f"feature {name!r}: {_preview(v)} is not a bool (true/false/1/0)")
+        out.append(int(bit))
+    return np.asarray(out, dtype=np.int64)
+
+
 def _pack(value, feature: Feature) -> bytes:
     """An integer array of the feature's shape as little-endian bytes."""
     array = np.asarray(value)
@@ -243,23 +293,25 @@ def _text_numbers(value: bytes | str) -> list:
     return [t for t in re.split(r"[\s,]+", text.strip()) if t]
 
 
-def _to_number_array(value, dtype: str, name: str) -> np.ndarray:
-    np_dtype = _NUMPY_DTYPES[dtype]
+def _to_number_array(value, feature: "Feature") -> np.ndarray:
+    """A flat array of the feature's tf.Example kind (int64 or float32)."""
+    kind, name = feature.kind, feature.name
     if isinstance(value, (bytes, str)):
         value = _text_numbers(value)
     if isinstance(value, np.ndarray) and value.dtype.kind in "iufb":
         array = value
     else:
         try:
-            array = np.asarray(value, dtype=np.float64 if dtype == "float" else object)
-            if dtype == "int64":
+            array = np.asarray(value, dtype=np.float64 if kind == "float" else object)
+            if kind == "int64":
                 array = np.asarray([_to_int(v) for v in np.ravel(array)], dtype=np.int64)
         except (TypeError, ValueError) as e:
             raise ValueError(
-                f"feature {name!r}: {_preview(value)} is not {dtype}: {e}") from None
-    if dtype == "int64" and array.dtype.kind == "f" and not np.all(np.mod(array, 1) == 0):
+                f"feature {name!r}: {_preview(value)} is not {feature.dtype}: {e}") from None
+    if kind == "int64" and array.dtype.kind == "f" and not np.all(np.mod(array, 1) == 0):
         raise ValueError(f"feature {name!r}: {_preview(value)} has non-integer values")
-    return np.ascontiguousarray(np.ravel(array), dtype=np_dtype)
+    with np.errstate(over="ignore"):               # 1e300 -> inf, as protobuf stores it
+        return np.ascontiguousarray(np.ravel(array), dtype=_NUMPY_DTYPES[kind])
 
 
 def _to_int(v) -> int:
