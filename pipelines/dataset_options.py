@@ -61,6 +61,17 @@ class DatasetOptions(PipelineOptions):
             "--splits", default="train=0.8,eval=0.1,test=0.1",
             help="Split names and ratios summing to 1, e.g. 'train=0.9,test=0.1'.")
         parser.add_argument(
+            "--split_column", default="",
+            help="Take each sample's split from this field (a manifest column, or e.g. "
+            "json.split) instead of the ratios; values match the --splits names "
+            "case-insensitively, validation/val/dev also naming eval. A value naming no "
+            "split is a dead letter.")
+        parser.add_argument(
+            "--stratify_by", default="",
+            help="Label field to stratify by: within each label, the --split_by groups are "
+            "split by the --splits ratios (each split within one group's size of its share); "
+            "the manifest counts examples per split and label.")
+        parser.add_argument(
             "--select", default="",
             help="Keep only these fields: names, prefix:P, suffix:S, contains:C.")
         parser.add_argument(
@@ -153,9 +164,9 @@ _CUT_FLAGS = ("cut", "audio_fields", "video_field", "sequence_fps", "sample_rate
 
 
 def _recorded_options(opts: DatasetOptions) -> dict:
-    names = ("features", "split_by", "splits", "select", "where", "rename", "filter_empty",
-             "sample_fn", "example_fn", "num_shards", "shard_size_mb", "compression",
-             "max_failure_fraction")
+    names = ("features", "split_by", "splits", "split_column", "stratify_by", "select",
+             "where", "rename", "filter_empty", "sample_fn", "example_fn", "num_shards",
+             "shard_size_mb", "compression", "max_failure_fraction")
     cut = _CUT_FLAGS if opts.cut != "none" else ("cut",)
     return {n: getattr(opts, n) for n in names + cut}
 
@@ -225,7 +236,8 @@ def dataset_config(options: PipelineOptions, spec: FeatureSpec,
     recipe = ExampleRecipe(
         cut=cut_options(options),
         spec=spec,
-        split_plan=SplitPlan.from_flags(opts.splits, opts.split_by),
+        split_plan=SplitPlan.from_flags(opts.splits, opts.split_by, opts.split_column,
+                                        opts.stratify_by),
         selection=sample_ops.parse_selection(opts.select) if opts.select else None,
         where=sample_ops.parse_pairs(opts.where, "--where"),
         renames=sample_ops.parse_pairs(opts.rename, "--rename"),

@@ -105,7 +105,8 @@ def test_dofn_routes_every_sample_to_exactly_one_output():
     )]
     written, filtered, failed = outputs
     split = _recipe().split_plan.split_of("spk01")
-    assert [(o.tag, o.value) for o in written if hasattr(o, "tag")] == [(BUILT, (split, 1, True))]
+    assert [(o.tag, o.value) for o in written if hasattr(o, "tag")] == [
+        (BUILT, (split, 1, True, "spk01", None))]
     assert len(written) == 2
     assert [(o.tag, o.value) for o in filtered] == [(FILTERED, "where")]
     [letter] = failed

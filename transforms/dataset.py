@@ -2,8 +2,11 @@
 
 `WriteDataset` takes a source's samples and dead letters and does the rest:
 build examples, write shards, and in one final step check the accounting,
-write the dead letters, enforce --max_failure_fraction, move the shards into
-place and write the manifest last (its presence means the dataset is complete).
+write the dead letters, enforce --max_failure_fraction, check that no group
+key is in two splits (transforms/leakage.py), move the shards into place and
+write the manifest last (its presence means the dataset is complete). With
+--stratify_by, the split assignment is computed from all samples first
+(transforms/stratify.py) and the manifest counts examples per split and label.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from apache_beam.io.filesystems import FileSystems
 from transforms import manifest
 from transforms.dead_letters import EXAMPLE, FAILURES, FILE, SAMPLE, describe
 from transforms.examples import BUILT, FILTERED, BuildExamples, ExampleRecipe
+from transforms.leakage import FindLeakingGroups, leakage_message
 from transforms.shard_writer import WriteShards, commit_shards, ensure_dir
+from transforms.stratify import StratifySplits
 
 __all__ = ["DatasetConfig", "WriteDataset", "DatasetFailed", "summary_line"]
 
@@ -72,8 +77,18 @@ def account(tallies: Mapping[tuple, int]) -> dict:
 
 
 def _built_tallies(built: tuple) -> list:
-    split, examples, complete = built
-    return [(("examples", split), examples)] + ([(("written", split), 1)] if complete else [])
+    split, examples, complete, _, label = built
+    return ([(("examples", split), examples)] + ([(("written", split), 1)] if complete else [])
+            + ([(("label", (split, label)), examples)] if label is not None else []))
+
+
+def _label_counts(tallies: Mapping[tuple, int]) -> dict:
+    """{split: {label: examples}} from the ("label", (split, label)) tallies."""
+    counts: dict = {}
+    for (what, detail), n in sorted(tallies.items()):
+        if what == "label":
+            counts.setdefault(detail[0], {})[detail[1]] = n
+    return counts
 
 
 def summary_line(info: Mapping[str, Any]) -> str:
@@ -111,7 +126,7 @@ class _FinaliseFn(beam.DoFn):
         self._config = config
         self._temp_dir = temp_dir
 
-    def process(self, shards, tallies, failures):
+    def process(self, shards, tallies, failures, leaks):
         config = self._config
         accounting = account(tallies)
         accounted = (accounting["samples_written"] + accounting["samples_filtered"]
@@ -143,6 +158,9 @@ class _FinaliseFn(beam.DoFn):
                 f"{failed} of {inputs} inputs failed ({failed / inputs:.2%} > "
                 f"--max_failure_fraction {config.max_failure_fraction:.2%}); dead letters in "
                 f"{failures_path}; first: {describe(failures[0])}")
+        if leaks:
+            _remove_tree(self._temp_dir)
+            raise DatasetFailed(leakage_message(leaks))
 
         if config.write_tfrecords:
             splits = commit_shards(shards, config.output)
@@ -153,7 +171,9 @@ class _FinaliseFn(beam.DoFn):
         info = manifest.build_manifest(
             spec=config.recipe.spec, splits=splits, compression=config.compression,
             accounting=accounting, num_failures=len(failures), source=config.source,
-            options=config.options, split_names=config.recipe.split_plan.names)
+            options=config.options, split_names=config.recipe.split_plan.names,
+            label_counts=(_label_counts(tallies) if config.recipe.split_plan.stratify_by
+                          else None))
         _write_text(FileSystems.join(config.output, manifest.SCHEMA),
                     manifest.schema_pbtxt(config.recipe.spec))
         _write_text(FileSystems.join(config.output, manifest.MANIFEST),
@@ -186,7 +206,9 @@ class WriteDataset(beam.PTransform):
         samples, source_failures = inputs["samples"], inputs[FAILURES]
         temp_dir = FileSystems.join(config.output, f".temp-datagen-{uuid.uuid4().hex}")
 
-        built = samples | "BuildExamples" >> BuildExamples(config.recipe)
+        strata = (samples | "StratifySplits" >> StratifySplits(config.recipe)
+                  if config.recipe.split_plan.stratify_by else None)
+        built = samples | "BuildExamples" >> BuildExamples(config.recipe, strata)
         if config.write_tfrecords:
             shards = (
                 built.examples
@@ -210,7 +232,11 @@ class WriteDataset(beam.PTransform):
             | "AllTallies" >> beam.Flatten()
             | "SumTallies" >> beam.CombinePerKey(sum)
             | "TallyDict" >> beam.combiners.ToDict())
+        leaks = (built[BUILT]
+                 | "GroupSplits" >> beam.Map(lambda b: (b[3], b[0]))  # (group key, split)
+                 | "FindLeakingGroups" >> FindLeakingGroups())
         return shards | "Finalise" >> beam.ParDo(
             _FinaliseFn(config, temp_dir),
             tallies=beam.pvalue.AsSingleton(tallies),
-            failures=beam.pvalue.AsList(failures))
+            failures=beam.pvalue.AsList(failures),
+            leaks=beam.pvalue.AsList(leaks))

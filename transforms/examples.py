@@ -1,7 +1,7 @@
 """One sample in, encoded tf.Examples out: the per-sample half of every pipeline.
 
 `build_examples` is the pure function: where → select → rename → sample_fn →
-filter empty → split, then lazily cut (transforms.cutting) → features →
+filter empty (`prepare_sample`) → split, then lazily cut (transforms.cutting) → features →
 example_fn → filter empty → encode, one example at a time so a long recording
 streams through in constant memory.
 
@@ -26,12 +26,15 @@ from transforms.dead_letters import FAILURES, dead_letter
 from transforms.example_encoder import ExampleEncoder
 from transforms.sample import KEY, URL, FieldReader
 from transforms.spec import FeatureSpec
-from transforms.splits import SplitPlan, stable_hash64
+from transforms.splits import SplitPlan, Strata, stable_hash64
 
-__all__ = ["ExampleRecipe", "BuildExamples", "build_examples", "BUILT", "FILTERED"]
+__all__ = ["ExampleRecipe", "BuildExamples", "build_examples", "prepare_sample", "BUILT",
+           "FILTERED"]
 
 # Extra outputs of BuildExamples: one element per sample, for the accounting.
-BUILT = "built"        # (split, examples emitted, complete) of a sample that reached cutting
+# BUILT: (split, examples emitted, complete, group key, label or None) of a
+# sample that reached cutting.
+BUILT = "built"
 FILTERED = "filtered"  # the reason a sample was deliberately dropped
 
 
@@ -58,19 +61,24 @@ class ExampleRecipe:
 class StageError(Exception):
     """A failure inside build_examples, tagged with its stage and the field it read."""
 
-    def __init__(self, stage: str, cause: BaseException):
+    def __init__(self, stage: str, cause: BaseException, member: str | None = None):
         super().__init__(str(cause))
         self.stage = getattr(cause, "stage", None) or stage
-        self.member = getattr(cause, "member", None)
+        self.member = member or getattr(cause, "member", None)
         self.cause = cause
 
 
 @dataclasses.dataclass(frozen=True)
 class Built:
-    """A sample's split and its examples: a lazy iterator of (order key, serialized)."""
+    """A sample's split and its examples: a lazy iterator of (order key, serialized).
+
+    `group` and `label` are the split's group key and --stratify_by label.
+    """
 
     split: str
     examples: Iterator
+    group: str | None = None
+    label: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,11 +86,11 @@ class Filtered:
     reason: str
 
 
-def _stage(name: str, fn: Callable, *args):
+def _stage(name: str, fn: Callable, *args, member: str | None = None):
     try:
         return fn(*args)
     except Exception as e:  # noqa: BLE001 - every failure becomes a dead letter
-        raise StageError(name, e) from e
+        raise StageError(name, e, member) from e
 
 
 def _stage_iter(name: str, iterator: Iterator) -> Iterator:
@@ -103,10 +111,6 @@ def _feature_values(example: Mapping[str, Any], spec: FeatureSpec) -> dict:
     return values
 
 
-def _encode(values: Mapping[str, Any], spec: FeatureSpec, encoder: ExampleEncoder) -> bytes:
-    return encoder.encode({f.name: f.coerce(values[f.name]) for f in spec})
-
-
 def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
               example_fn, stats: dict) -> Iterator[tuple]:
     """(order key, serialized) for each example the sample is cut into."""
@@ -118,18 +122,18 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
                 {f.name: values.get(f.name) for f in recipe.spec})):
             stats["examples_filtered"] = stats.get("examples_filtered", 0) + 1
             continue
-        serialized = _stage("encode", _encode, values, recipe.spec, encoder)
+        # Per feature, so a value that does not convert names the field it came
+        # from (a CSV column, a JSON member) as the dead letter's member.
+        coerced = {f.name: _stage("encode", f.coerce, values[f.name], member=f.source)
+                   for f in recipe.spec}
+        serialized = _stage("encode", encoder.encode, coerced)
         yield stable_hash64(f"{sample[KEY]}#{index}", b"datagen-order"), serialized
 
 
-def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
-                   sample_fn=None, example_fn=None, stats: dict | None = None) -> Built | Filtered:
-    """Runs the recipe on one sample; raises StageError naming the failing stage.
-
-    The sample-level steps run now; cutting and encoding run as the returned
-    `Built.examples` is iterated (and may raise StageError then). `stats`
-    collects counts of dropped windows, examples and frames.
-    """
+def prepare_sample(sample: Mapping[str, Any], recipe: ExampleRecipe,
+                   sample_fn=None) -> Mapping[str, Any] | Filtered:
+    """The recipe's sample-level steps, before the split: the sample as the
+    split and the cut see it, or why it is dropped; raises StageError."""
     if recipe.where and not sample_ops.matches_where(sample, recipe.where):
         return Filtered("where")
     if recipe.selection is not None:
@@ -142,9 +146,25 @@ def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
             return Filtered("sample_fn")
     if recipe.filter_empty and sample_ops.is_empty(sample):
         return Filtered("empty_sample")
-    split = _stage("split", lambda: recipe.split_plan.split_of(recipe.split_plan.group_key(sample)))
+    return sample
+
+
+def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
+                   sample_fn=None, example_fn=None, stats: dict | None = None,
+                   strata: Strata | None = None) -> Built | Filtered:
+    """Runs the recipe on one sample; raises StageError naming the failing stage.
+
+    The sample-level steps run now; cutting and encoding run as the returned
+    `Built.examples` is iterated (and may raise StageError then). `stats`
+    collects counts of dropped windows, examples and frames; `strata` is the
+    job's stratified assignment when the split plan stratifies.
+    """
+    sample = prepare_sample(sample, recipe, sample_fn)
+    if isinstance(sample, Filtered):
+        return sample
+    split, group, label = _stage("split", recipe.split_plan.assign, sample, strata)
     return Built(split, _examples(sample, recipe, encoder, example_fn,
-                                  stats if stats is not None else {}))
+                                  stats if stats is not None else {}), group, label)
 
 
 class _BuildExamplesFn(beam.DoFn):
@@ -169,11 +189,11 @@ class _BuildExamplesFn(beam.DoFn):
             error.stage, error.cause, url=sample.get(URL, ""), key=sample.get(KEY),
             member=error.member, **extra))
 
-    def process(self, sample):
+    def process(self, sample, strata=None):
         stats: dict = {}
         try:
             outcome = build_examples(sample, self._recipe, self._encoder,
-                                     self._sample_fn, self._example_fn, stats)
+                                     self._sample_fn, self._example_fn, stats, strata)
         except StageError as e:
             yield self._failure(sample, e)
             return
@@ -189,7 +209,8 @@ class _BuildExamplesFn(beam.DoFn):
         except StageError as e:
             yield self._failure(sample, e, examples_written=emitted)
             if emitted:
-                yield beam.pvalue.TaggedOutput(BUILT, (outcome.split, emitted, False))
+                yield beam.pvalue.TaggedOutput(BUILT, (outcome.split, emitted, False,
+                                                       outcome.group, outcome.label))
             return
         finally:
             self._count("examples_written", emitted)
@@ -197,7 +218,8 @@ class _BuildExamplesFn(beam.DoFn):
                 self._count(name, n)
         if emitted:
             self._count("samples_written")
-            yield beam.pvalue.TaggedOutput(BUILT, (outcome.split, emitted, True))
+            yield beam.pvalue.TaggedOutput(BUILT, (outcome.split, emitted, True,
+                                                   outcome.group, outcome.label))
         else:
             self._count("samples_filtered")
             yield beam.pvalue.TaggedOutput(FILTERED, "no_examples")
@@ -207,13 +229,17 @@ class BuildExamples(beam.PTransform):
     """Samples -> (split, order key, serialized tf.Example) tuples.
 
     Returns a DoOutputsTuple: `.examples` (the main output) plus `built`,
-    `filtered` and `failures` (dead letters) for the accounting.
+    `filtered` and `failures` (dead letters) for the accounting. A stratified
+    recipe needs `strata`, the singleton PCollection of the job's Strata
+    (transforms/stratify.py).
     """
 
-    def __init__(self, recipe: ExampleRecipe):
+    def __init__(self, recipe: ExampleRecipe, strata: beam.PCollection | None = None):
         super().__init__()
         self._recipe = recipe
+        self._strata = strata
 
     def expand(self, samples):
-        return samples | "Build" >> beam.ParDo(_BuildExamplesFn(self._recipe)).with_outputs(
+        side = {} if self._strata is None else {"strata": beam.pvalue.AsSingleton(self._strata)}
+        return samples | "Build" >> beam.ParDo(_BuildExamplesFn(self._recipe), **side).with_outputs(
             FAILURES, BUILT, FILTERED, main="examples")

@@ -35,12 +35,20 @@ def _package_version() -> str:
 
 def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression: str,
                    accounting: Mapping[str, Any], num_failures: int, source: Mapping[str, Any],
-                   options: Mapping[str, Any], split_names: list) -> dict:
+                   options: Mapping[str, Any], split_names: list,
+                   label_counts: Mapping[str, Mapping[str, int]] | None = None) -> dict:
     """The dataset_info.json document (a JSON-ready dict).
 
     Every split named by the options is listed, with zero examples if none fell
-    in it, so a reader can tell an empty split from a missing one.
+    in it, so a reader can tell an empty split from a missing one. With
+    `label_counts` ({split: {label: examples}}, for --stratify_by), each split
+    also records its examples per label.
     """
+    splits = {name: dict(splits.get(name, {"num_examples": 0, "num_bytes": 0, "shards": []}))
+              for name in split_names}
+    if label_counts is not None:
+        for name, split in splits.items():
+            split["label_counts"] = dict(label_counts.get(name, {}))
     return {
         "format_version": FORMAT_VERSION,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -49,8 +57,7 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
         "options": dict(options),
         "features": spec.to_json(),
         "compression": compression,
-        "splits": {name: splits.get(name, {"num_examples": 0, "num_bytes": 0, "shards": []})
-                   for name in split_names},
+        "splits": splits,
         "accounting": dict(accounting),
         "failures": {"count": num_failures, "file": FAILURES_FILE if num_failures else None},
     }

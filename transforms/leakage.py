@@ -1,0 +1,45 @@
+"""The leakage check: no group key in two splits, proven on every run.
+
+By ratio or stratified, a group's split is a function of the group, so a leak
+would be a bug; with an explicit split field (--split_column) it is the data's
+own doing - one speaker's rows marked train and test - and equally fatal for
+an honest evaluation. WriteDataset's final step fails the job, before anything
+is published, when `FindLeakingGroups` finds any.
+
+The check is distributed: only the (group, split) pairs that differ are
+shuffled, and only leaking groups (normally none) reach the final step.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import apache_beam as beam
+
+__all__ = ["FindLeakingGroups", "leakage_message"]
+
+_SHOWN = 5
+
+
+def leakage_message(leaks: Iterable[tuple]) -> str:
+    """(group, [splits]) pairs -> one line naming the first few."""
+    leaks = sorted(leaks)
+    shown = "; ".join(f"{group!r} in {', '.join(splits)}" for group, splits in leaks[:_SHOWN])
+    more = f" and {len(leaks) - _SHOWN} more" if len(leaks) > _SHOWN else ""
+    return (f"split leakage: {len(leaks)} group key(s) in more than one split: "
+            f"{shown}{more} (groups by --split_by; with --split_column the split field must "
+            f"agree for every sample of a group)")
+
+
+class FindLeakingGroups(beam.PTransform):
+    """(group key, split) pairs, one per sample -> (group key, sorted splits) of each
+    group found in more than one split."""
+
+    def expand(self, pairs):
+        return (
+            pairs
+            | "DistinctGroupSplits" >> beam.Distinct()
+            | "SplitsPerGroup" >> beam.GroupByKey()
+            # (group, [split, ...]), each split once
+            | "Sorted" >> beam.MapTuple(lambda group, splits: (group, sorted(splits)))
+            | "InSeveral" >> beam.Filter(lambda kv: len(kv[1]) > 1))

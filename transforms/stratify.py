@@ -1,0 +1,98 @@
+"""Stratified splits: the job-wide view of groups per label that `Strata` needs.
+
+    strata = samples | "StratifySplits" >> StratifySplits(recipe)   # one Strata
+    built = samples | "BuildExamples" >> BuildExamples(recipe, strata)
+
+A split that keeps each label's proportions must see every group of the label
+before placing any, so this runs over all samples first: each sample is
+prepared as BuildExamples will see it (where, select, rename, sample_fn,
+filter_empty; so --sample_fn runs twice per sample and must be a pure
+function), counted under its (group key, --stratify_by label); each group is
+stratified under its most frequent label (`group_stratum`); per label, the
+groups' (hash, size) are cut into splits by `stratum_cuts`. The result is
+small - per label, one hash threshold per split boundary, plus the stratum of
+each group that carries several labels - and reaches BuildExamples as a side
+input. Sizes count samples, not examples: how many examples a sample is cut
+into is known only once it is decoded.
+
+Samples that fail or are dropped before the split are left out here;
+BuildExamples makes them dead letters or filters them, as without
+stratification. Every step is a function of the data alone, so the assignment
+is the same on every runner and worker count.
+"""
+
+from __future__ import annotations
+
+import apache_beam as beam
+
+from transforms.examples import ExampleRecipe, Filtered, StageError, prepare_sample
+from transforms.splits import Strata, group_hash, group_stratum, stratum_cuts
+
+__all__ = ["StratifySplits"]
+
+
+class _GroupLabelFn(beam.DoFn):
+    """Sample -> (group key, label), or nothing when the sample never reaches the split."""
+
+    def __init__(self, recipe: ExampleRecipe):
+        self._recipe = recipe
+
+    def setup(self):
+        self._sample_fn, _ = self._recipe.load_functions()
+
+    def process(self, sample):
+        try:
+            prepared = prepare_sample(sample, self._recipe, self._sample_fn)
+        except StageError:
+            return  # BuildExamples makes it a dead letter
+        if isinstance(prepared, Filtered):
+            return
+        plan = self._recipe.split_plan
+        try:
+            yield plan.group_key(prepared), plan.label(prepared)
+        except ValueError:
+            return  # no group key or label: BuildExamples makes it a dead letter
+
+
+def _stratum(element) -> tuple:
+    """(group, [(label, n), ...]) -> (stratum, group, size, carries several labels)."""
+    group, label_counts = element
+    counts = dict(label_counts)
+    return group_stratum(counts), group, sum(counts.values()), len(counts) > 1
+
+
+class StratifySplits(beam.PTransform):
+    """Samples -> a single-element PCollection holding the job's `Strata`.
+
+    `recipe.split_plan` names the group key (--split_by), the label
+    (--stratify_by) and the ratios (--splits). See the module docstring.
+    """
+
+    def __init__(self, recipe: ExampleRecipe):
+        super().__init__()
+        self._recipe = recipe
+
+    def expand(self, samples):
+        ratios = [r for _, r in self._recipe.split_plan.splits]
+        groups = (
+            samples
+            | "GroupAndLabel" >> beam.ParDo(_GroupLabelFn(self._recipe))
+            | "CountGroupLabels" >> beam.combiners.Count.PerElement()
+            | "KeyByGroup" >> beam.MapTuple(lambda pair, n: (pair[0], (pair[1], n)))
+            | "LabelsPerGroup" >> beam.GroupByKey()
+            # (group, [(label, samples), ...])
+            | "Stratum" >> beam.Map(_stratum))
+        cuts = (
+            groups
+            | "KeyByStratum" >> beam.Map(lambda g: (g[0], (group_hash(g[1]), g[2])))
+            | "GroupsPerStratum" >> beam.GroupByKey()
+            # (label, [(group hash, samples), ...])
+            | "Cut" >> beam.MapTuple(lambda label, sizes: (label, stratum_cuts(sizes, ratios)))
+            | "CutsDict" >> beam.combiners.ToDict())
+        several = (
+            groups
+            | "SeveralLabels" >> beam.Filter(lambda g: g[3])
+            | "GroupStratum" >> beam.Map(lambda g: (g[1], g[0]))
+            | "SeveralDict" >> beam.combiners.ToDict())
+        return cuts | "Strata" >> beam.Map(
+            lambda c, labels: Strata(c, labels), labels=beam.pvalue.AsSingleton(several))
