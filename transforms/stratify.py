@@ -31,8 +31,23 @@ from transforms.splits import Strata, group_hash, group_stratum, stratum_cuts
 __all__ = ["StratifySplits"]
 
 
+def _group_and_label(sample, recipe: ExampleRecipe, sample_fn) -> tuple | None:
+    """(group key, label) of a sample as BuildExamples will split it, or None when it
+    never reaches the split (BuildExamples then makes it a dead letter or filters it)."""
+    try:
+        prepared = prepare_sample(sample, recipe, sample_fn)
+    except StageError:
+        return None
+    if isinstance(prepared, Filtered):
+        return None
+    try:
+        return recipe.split_plan.group_key(prepared), recipe.split_plan.label(prepared)
+    except ValueError:
+        return None
+
+
 class _GroupLabelFn(beam.DoFn):
-    """Sample -> (group key, label), or nothing when the sample never reaches the split."""
+    """Wraps _group_and_label; the user's sample function is loaded in setup()."""
 
     def __init__(self, recipe: ExampleRecipe):
         self._recipe = recipe
@@ -41,17 +56,9 @@ class _GroupLabelFn(beam.DoFn):
         self._sample_fn, _ = self._recipe.load_functions()
 
     def process(self, sample):
-        try:
-            prepared = prepare_sample(sample, self._recipe, self._sample_fn)
-        except StageError:
-            return  # BuildExamples makes it a dead letter
-        if isinstance(prepared, Filtered):
-            return
-        plan = self._recipe.split_plan
-        try:
-            yield plan.group_key(prepared), plan.label(prepared)
-        except ValueError:
-            return  # no group key or label: BuildExamples makes it a dead letter
+        pair = _group_and_label(sample, self._recipe, self._sample_fn)
+        if pair is not None:
+            yield pair
 
 
 def _stratum(element) -> tuple:

@@ -1,0 +1,226 @@
+"""The CSV/JSONL manifest source: row parsing, path resolution, launch checks, and
+ReadManifestSamples on the local runner over manifests written here."""
+
+import gzip
+import json
+
+import apache_beam as beam
+import pytest
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.testing.util import assert_that, equal_to
+
+from transforms.dead_letters import FAILURES
+from transforms.manifest_source import (ManifestLayout, MediaReadError, ReadManifestSamples,
+                                        inspect_manifests, iter_samples, manifest_format,
+                                        missing_fields, parse_row, resolve, row_to_sample)
+
+CSV = ManifestLayout("csv", ("path", "label", "note"), ("path",))
+
+
+@pytest.mark.parametrize("line, row", [
+    (b"a.wav,3,plain", {"path": "a.wav", "label": "3", "note": "plain"}),
+    (b'a.wav,3,"x, y"', {"path": "a.wav", "label": "3", "note": "x, y"}),
+    (b'a.wav,3,"say ""hi"""', {"path": "a.wav", "label": "3", "note": 'say "hi"'}),
+    (b'"dir/a b.wav",,', {"path": "dir/a b.wav", "label": "", "note": ""}),
+    ("é.wav,3,ü".encode(), {"path": "é.wav", "label": "3", "note": "ü"}),
+])
+def test_csv_rows_follow_rfc_4180_on_one_line(line, row):
+    assert parse_row(line, CSV) == row
+
+
+@pytest.mark.parametrize("line, message", [
+    (b'a.wav,3,"starts a quoted', "not one CSV row"),    # a quoted field's first line
+    (b'field ends",3,x', "not one CSV row"),             # ... and its last
+    (b'a.wav,"3"x,y', "not one CSV row"),
+    (b"a.wav,3", "has 2 fields, the header 3"),
+    (b"a.wav,3,x,extra", "has 4 fields"),
+    (b"a.wav,3,\xff", "not UTF-8"),
+])
+def test_lines_that_are_not_rows(line, message):
+    with pytest.raises(ValueError, match=message):
+        parse_row(line, CSV)
+
+
+def test_tsv_and_jsonl_rows():
+    tsv = ManifestLayout("tsv", ("path", "text"), ("path",))
+    assert parse_row(b'a.wav\t"some,\t""text"""', tsv) == {"path": "a.wav",
+                                                            "text": 'some,\t"text"'}
+    with pytest.raises(ValueError, match="not one CSV row"):
+        parse_row(b'a.wav\tsome "text"', tsv)
+    jsonl = ManifestLayout("jsonl", ("path",), ("path",))
+    assert parse_row(b'{"path": "a.wav", "n": [1, 2]}', jsonl) == {"path": "a.wav", "n": [1, 2]}
+    with pytest.raises(ValueError, match="not a JSON object"):
+        parse_row(b'["a.wav"]', jsonl)
+    with pytest.raises(ValueError, match="not JSON"):
+        parse_row(b'{"path": ', jsonl)
+
+
+@pytest.mark.parametrize("manifest, path, resolved", [
+    ("/data/lists/m.csv", "clips/a.wav", "/data/lists/clips/a.wav"),
+    ("/data/lists/m.csv", "../clips/a.wav", "/data/clips/a.wav"),
+    ("/data/lists/m.csv", "/elsewhere/a.wav", "/elsewhere/a.wav"),
+    ("/data/lists/m.csv", "gs://b/a.wav", "gs://b/a.wav"),
+    ("m.csv", "a.wav", "a.wav"),
+    ("gs://bucket/lists/m.csv", "clips/a.wav", "gs://bucket/lists/clips/a.wav"),
+    ("gs://bucket/lists/m.csv", "../clips/a.wav", "gs://bucket/clips/a.wav"),
+])
+def test_media_paths_resolve_against_the_manifest(manifest, path, resolved):
+    assert resolve(manifest, path) == resolved
+
+
+@pytest.mark.parametrize("path, fmt", [
+    ("a.csv", "csv"), ("gs://b/a.CSV.gz", "csv"), ("a.tsv.bz2", "tsv"), ("a.jsonl", "jsonl"),
+    ("a.ndjson.gz", "jsonl"),
+])
+def test_format_from_the_extension(path, fmt):
+    assert manifest_format(path) == fmt
+
+
+@pytest.mark.parametrize("path", ["a.txt", "a.json", "a", "a.gz"])
+def test_unknown_format_is_an_error(path):
+    with pytest.raises(ValueError, match="cannot tell its format"):
+        manifest_format(path)
+
+
+def test_row_to_sample_fields_and_keys():
+    files = {"/m/clips/spk1_001.flac": b"FLAC", "/m/v/x.mp4": b"MP4"}
+    layout = ManifestLayout("jsonl", ("audio", "video"), ("audio", "video"))
+    row = {"audio": "clips/spk1_001.flac", "video": "v/x.mp4", "label": 3, "tags": ["a", "b"],
+           "meta": {"age": 30}, "text": "hé", "gone": None, "ok": True}
+    sample = row_to_sample(row, "/m/list.jsonl", layout, files.__getitem__)
+    assert sample == {"__key__": "clips/spk1_001", "__url__": "/m/list.jsonl", "audio": b"FLAC",
+                      "video": b"MP4", "label": 3, "tags": ["a", "b"],
+                      "meta": b'{"age": 30}', "text": "hé".encode(), "ok": True}
+    keyed = ManifestLayout("jsonl", ("audio", "id"), ("audio",), key_column="id")
+    assert row_to_sample({"audio": "/m/clips/spk1_001.flac", "id": 17}, "/m/list.jsonl", keyed,
+                         files.__getitem__)["__key__"] == "17"
+
+
+def test_row_to_sample_failures_name_the_row_column_and_file():
+    layout = ManifestLayout("csv", ("path", "label"), ("path",))
+    with pytest.raises(MediaReadError) as e:
+        row_to_sample({"path": "gone.wav", "label": "1"}, "/m/list.csv", layout,
+                      lambda p: open(p, "rb").read())
+    assert (e.value.key, e.value.column, e.value.path) == ("gone", "path", "/m/gone.wav")
+    assert "FileNotFoundError" in str(e.value)
+    with pytest.raises(ValueError, match="media column 'path' holds no path"):
+        row_to_sample({"path": "", "label": "1"}, "/m/list.csv", layout, bytes)
+    with pytest.raises(ValueError, match="reserved"):
+        row_to_sample({"path": "a.wav", "__key__": "x"}, "/m/list.csv", layout, bytes)
+
+
+def _write(path, lines, *, header="path,label,speaker", newline="\n", opener=open):
+    with opener(path, "wt", encoding="utf-8", newline="") as f:
+        f.write("".join(line + newline for line in ([header] if header else []) + lines))
+
+
+def test_inspect_reads_headers_and_names_what_is_missing(tmp_path):
+    _write(tmp_path / "a.csv", ["x.wav,1,s"], header="\ufeffpath,label,speaker")  # Excel's BOM
+    _write(tmp_path / "b.csv", ["y.wav,2,s"])
+    files, layout = inspect_manifests([str(tmp_path / "*.csv")], ["path"])
+    assert files == [str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]
+    assert layout == ManifestLayout("csv", ("path", "label", "speaker"), ("path",))
+    with pytest.raises(ValueError, match="no column 'audio' in the manifest"):
+        inspect_manifests([str(tmp_path / "a.csv")], ["audio"])
+    with pytest.raises(ValueError, match="no column 'id'"):
+        inspect_manifests([str(tmp_path / "a.csv")], ["path"], "id")
+    with pytest.raises(ValueError, match="names no column"):
+        inspect_manifests([str(tmp_path / "a.csv")], [])
+    _write(tmp_path / "c.csv", ["z.wav,s,3"], header="path,speaker,label")
+    with pytest.raises(ValueError, match="differ in format or columns"):
+        inspect_manifests([str(tmp_path / "*.csv")], ["path"])
+    _write(tmp_path / "d.tsv", ["z.wav\tz.wav"], header="path\tpath")
+    with pytest.raises(ValueError, match="unique"):
+        inspect_manifests([str(tmp_path / "d.tsv")], ["path"])
+    _write(tmp_path / "e.csv", ["z.wav,1"], header="path,__key__")
+    with pytest.raises(ValueError, match="reserved: __key__"):
+        inspect_manifests([str(tmp_path / "e.csv")], ["path"])
+    with pytest.raises(ValueError, match="no files match"):
+        inspect_manifests([str(tmp_path / "none-*.csv")], ["path"])
+
+
+def test_missing_fields():
+    layout = ManifestLayout("jsonl", ("audio", "label", "meta"), ("audio",))
+    assert missing_fields(layout, [("--features", "label"), ("--features", "meta.age"),
+                                   ("--split_by", "__key__"), ("--split_column", None),
+                                   ("--stratify_by", "cls"), ("--features", "metadata")]) == [
+        "'cls' (--stratify_by)", "'metadata' (--features)"]
+
+
+# A manifest of 300 rows in a nested folder, made here: media files media/NNN.bin
+# holding b"payload NNN", every seventh missing; CRLF line ends and blank lines,
+# read in 1 KiB ranges so rows straddle many range boundaries.
+ROWS = 300
+
+
+def _corpus(tmp_path):
+    (tmp_path / "media").mkdir()
+    lines, missing = [], set()
+    for i in range(ROWS):
+        if i % 7 == 3:
+            missing.add(f"media/{i:03d}")
+        else:
+            (tmp_path / "media" / f"{i:03d}.bin").write_bytes(f"payload {i:03d}".encode())
+        lines.append(f'media/{i:03d}.bin,{i % 5},"spk{i % 11}, ""the {i % 2}"""')
+        if i % 50 == 0:
+            lines.append("")
+    _write(tmp_path / "list.csv", lines, newline="\r\n")
+    return missing
+
+
+def _counter(result, name):
+    found = result.metrics().query(
+        MetricsFilter().with_namespace("datagen").with_name(name))["counters"]
+    return sum(c.committed for c in found)
+
+
+def test_every_row_read_once_across_range_boundaries(tmp_path, pipeline):
+    missing = _corpus(tmp_path)
+    files, layout = inspect_manifests([str(tmp_path / "list.csv")], ["path"])
+    read = pipeline | ReadManifestSamples(files, layout, bundle_size=1024)
+    assert_that(read.samples | "Keys" >> beam.Map(
+        lambda s: (s["__key__"], s["path"], s["label"], s["speaker"])),
+        equal_to([(f"media/{i:03d}", f"payload {i:03d}".encode(), str(i % 5).encode(),
+                   f'spk{i % 11}, "the {i % 2}"'.encode())
+                  for i in range(ROWS) if f"media/{i:03d}" not in missing]),
+        label="samples")
+    manifest = str(tmp_path / "list.csv")
+    assert_that(read[FAILURES] | "Letters" >> beam.Map(
+        lambda r: (r["stage"], r["unit"], r["url"], r["key"], r["member"], r["column"])),
+        equal_to([("read_media", "sample", manifest, key, str(tmp_path / f"{key}.bin"), "path")
+                  for key in missing]), label="failures")
+    result = pipeline.run()
+    assert _counter(result, "samples_read") == _counter(result, "manifest_rows_read") == ROWS
+    assert _counter(result, "media_files_read") == ROWS - len(missing)
+    assert _counter(result, "media_bytes_read") == len(b"payload 000") * (ROWS - len(missing))
+
+
+def test_jsonl_gz_manifest_with_bad_lines(tmp_path, pipeline):
+    (tmp_path / "a.wav").write_bytes(b"RIFF")
+    rows = [json.dumps({"file": "a.wav", "label": 1, "tags": ["x"]}),
+            "not json", json.dumps({"file": 7}), json.dumps({"label": 2})]
+    _write(tmp_path / "m.jsonl.gz", rows, header=None, opener=gzip.open)
+    files, layout = inspect_manifests([str(tmp_path / "m.jsonl.gz")], ["file"])
+    assert layout.columns == ("file", "label", "tags")
+    read = pipeline | ReadManifestSamples(files, layout)
+    assert_that(read.samples, equal_to([{"__key__": "a", "__url__": files[0], "file": b"RIFF",
+                                         "label": 1, "tags": ["x"]}]), label="samples")
+    assert_that(read[FAILURES] | beam.Map(lambda r: (r["stage"], r["message"].split(":")[0])),
+                equal_to([("read_manifest", "line is not JSON (Expecting value"),
+                          ("read_manifest", "media column 'file' holds no path"),
+                          ("read_manifest", "media column 'file' holds no path")]),
+                label="failures")
+    pipeline.run()
+
+
+def test_iter_samples_reads_lazily_and_skips_bad_rows(tmp_path):
+    missing = _corpus(tmp_path)
+    files, layout = inspect_manifests([str(tmp_path / "list.csv")], ["path"])
+    first = []
+    for sample in iter_samples(files, layout):
+        first.append(sample["__key__"])
+        if len(first) == 5:
+            break
+    expected = [f"media/{i:03d}" for i in range(ROWS) if f"media/{i:03d}" not in missing][:5]
+    assert first == expected
+

@@ -1,0 +1,400 @@
+"""CSV and JSONL manifests to Samples: rows naming media files, read in parallel.
+
+    import apache_beam as beam
+    from transforms.dead_letters import FAILURES
+    from transforms.manifest_source import ReadManifestSamples, inspect_manifests
+
+    files, layout = inspect_manifests(["gs://bucket/lists/train-*.csv"],
+                                      media_columns=["audio"])  # launcher: checks headers
+    with beam.Pipeline() as p:
+        read = p | "ReadManifest" >> ReadManifestSamples(["gs://bucket/lists/train-*.csv"], layout)
+        samples = read.samples        # {"__key__": "clips/spk01_0001", "__url__": ".../train-0.csv",
+                                      #  "audio": b"fLaC...", "label": b"3", "speaker": b"spk01"}
+        failures = read[FAILURES]     # dead letters (transforms/dead_letters.py)
+
+A manifest is a CSV file (`.csv`; `.tsv` for tabs) with a header row, or a
+JSONL file (`.jsonl`, `.ndjson`) of one JSON object per line, either optionally
+compressed (`.gz`, `.bz2`, ...), local or `gs://`. Each row is one sample:
+
+- media columns (`media_columns`) hold a file path or URI; the file is read
+  whole through Beam's filesystems into the field named by the column - not
+  by the file's extension, so one column may mix `.wav` and `.flac` and the
+  spec still names one field (the decoders tell formats apart by content). A
+  relative path is relative to the manifest's directory;
+- every other column becomes a field of the same name: CSV cells and JSON
+  strings as UTF-8 bytes (as tar members are), JSON numbers, booleans and
+  lists as they are, JSON objects as JSON text (so `meta.age` projects into
+  them), JSON nulls left out;
+- `__key__` is the `key_column`'s value, or else the first media column's
+  path up to the first dot of its basename, as written in the manifest
+  (`clips/spk01_0001.flac` -> `clips/spk01_0001`, the key the same file would
+  have in a WebDataset tar); `__url__` is the manifest's path.
+
+Large manifests never pass through the launching machine: the launcher reads
+one line of each file (`inspect_manifests`), and workers read the rest with
+Beam's splittable text reader, then spread the rows out before the media
+reads. So a row is one physical line. CSV follows RFC 4180 on that line
+(quoted fields may hold the delimiter and doubled quotes), but a quoted field
+may not span lines: the line holding the opening quote fails as unterminated,
+and the one holding the closing quote as a quote inside an unquoted field;
+both become dead letters, as does any fragment whose field count is wrong.
+Use JSONL for text with newlines (JSON escapes them). Rows are identified by
+their key, not a line number: a split read does not know line numbers.
+Blank lines are skipped.
+
+Failures (transforms/dead_letters.py, unit SAMPLE, `url` = the manifest):
+stage `read_manifest` for a row that does not parse (not UTF-8, bad CSV or
+JSON, wrong field count, no key, a media column empty or not a path; the
+message quotes the line), stage `read_media` for a file that is missing or
+unreadable (`key` the row's, `member` the file's path or URI, `column` its
+column).
+
+Counters (namespace `datagen`): `manifest_rows_read`, `media_files_read`,
+`media_bytes_read`, and `samples_read` (every row, whether it became a Sample
+or a dead letter).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import posixpath
+import re
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import apache_beam as beam
+from apache_beam.coders import BytesCoder
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.io.textio import ReadAllFromText
+
+from transforms.counters import counter
+from transforms.dead_letters import FAILURES, dead_letter
+from transforms.sample import KEY, URL
+from transforms.tar_source import match_files
+
+__all__ = ["ManifestLayout", "ReadManifestSamples", "inspect_manifests", "iter_samples",
+           "missing_fields", "parse_row", "read_media", "resolve", "row_to_sample"]
+
+_ROW_STAGE = "read_manifest"
+_MEDIA_STAGE = "read_media"
+_DELIMITERS = {"csv": ",", "tsv": "\t"}
+_FORMATS = {"csv": "csv", "tsv": "tsv", "jsonl": "jsonl", "ndjson": "jsonl"}
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_PREVIEW = 200
+
+
+def _record_pattern(delimiter: str) -> re.Pattern:
+    """One RFC 4180 record on one line: fields quoted ("" escapes a quote) or
+    free of quotes and delimiters."""
+    d = re.escape(delimiter)
+    field = rf'(?:"(?:[^"]|"")*"|[^"{d}]*)'
+    return re.compile(rf"{field}(?:{d}{field})*")
+
+
+_RECORDS = {fmt: _record_pattern(d) for fmt, d in _DELIMITERS.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class ManifestLayout:
+    """How to read a manifest's rows; pickled to workers, so configuration only.
+
+    `columns` is the CSV header, or a JSONL file's first row's keys.
+    """
+
+    format: str  # csv, tsv or jsonl
+    columns: tuple
+    media_columns: tuple
+    key_column: str | None = None
+
+    def __post_init__(self):
+        if not self.media_columns:
+            raise ValueError("--media_columns names no column; which columns hold file paths?")
+        missing = [c for c in (*self.media_columns, self.key_column or "")
+                   if c and c not in self.columns]
+        if missing:
+            raise ValueError(f"no column {', '.join(map(repr, missing))} in the manifest "
+                             f"(columns: {', '.join(self.columns)})")
+
+
+def manifest_format(path: str) -> str:
+    """'a/b.csv.gz' -> 'csv'; ValueError for an extension that is not a manifest's."""
+    name = path.rsplit("/", 1)[-1]
+    if CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED:
+        name = name.rsplit(".", 1)[0]
+    ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    if ext not in _FORMATS:
+        raise ValueError(f"manifest {path!r}: cannot tell its format; name it .csv, .tsv, "
+                         f".jsonl or .ndjson (optionally compressed, e.g. .csv.gz)")
+    return _FORMATS[ext]
+
+
+def _preview(text: str) -> str:
+    return text if len(text) <= _PREVIEW else text[:_PREVIEW] + "…"
+
+
+def _text(line: bytes) -> str:
+    try:
+        return line.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"line is not UTF-8: {e}") from None
+
+
+def _json_object(text: str) -> dict:
+    try:
+        row = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"line is not JSON ({e}): {_preview(text)!r}") from None
+    if not isinstance(row, dict):
+        raise ValueError(f"line is not a JSON object: {_preview(text)!r}")
+    return row
+
+
+def _csv_record(text: str, fmt: str) -> list:
+    if not _RECORDS[fmt].fullmatch(text):
+        raise ValueError(
+            f"line is not one CSV row: an unterminated quote, or a quote inside an unquoted "
+            f"field (a quoted field may not span lines): {_preview(text)!r}")
+    return next(csv.reader([text], delimiter=_DELIMITERS[fmt]))
+
+
+def parse_row(line: bytes, layout: ManifestLayout) -> dict:
+    """One line -> {column: value}; ValueError saying why it is not a row."""
+    text = _text(line)
+    if layout.format == "jsonl":
+        return _json_object(text)
+    values = _csv_record(text, layout.format)
+    if len(values) != len(layout.columns):
+        raise ValueError(f"line has {len(values)} fields, the header {len(layout.columns)}: "
+                         f"{_preview(text)!r}")
+    return dict(zip(layout.columns, values))
+
+
+def resolve(manifest_url: str, path: str) -> str:
+    """A media path as written in the manifest -> the path or URI to open.
+
+    URIs (`gs://...`) and absolute paths stay; a relative path is joined to the
+    manifest's directory (`gs://b/lists/m.csv` + `../clips/a.wav` ->
+    `gs://b/clips/a.wav`).
+    """
+    if _URI.match(path) or posixpath.isabs(path):
+        return path
+    scheme = _URI.match(manifest_url)
+    prefix = scheme.group(0) if scheme else ""
+    directory = posixpath.dirname(manifest_url[len(prefix):])
+    return prefix + posixpath.normpath(posixpath.join(directory, path))
+
+
+def _key_of_path(path: str) -> str:
+    # WebDataset's key: the path up to the first dot of its basename.
+    directory, sep, name = path.rpartition("/")
+    return directory + sep + name.split(".", 1)[0]
+
+
+def _field_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True).encode("utf-8")
+    return value
+
+
+class MediaReadError(Exception):
+    """A media file that cannot be read; names the row's key, the column and the path."""
+
+    def __init__(self, key: str, column: str, path: str, cause: BaseException):
+        super().__init__(f"column {column!r}: cannot read {path!r}: "
+                         f"{type(cause).__name__}: {cause}")
+        self.key = key
+        self.column = column
+        self.path = path
+
+
+def row_to_sample(row: Mapping[str, Any], manifest_url: str, layout: ManifestLayout,
+                  read: Callable[[str], bytes]) -> dict:
+    """A parsed row -> a Sample, its media read with `read(path)`.
+
+    Raises ValueError for a row that cannot name a sample (no key, a media
+    column empty or not a path) and MediaReadError for a file `read` fails on.
+    """
+    for column in row:
+        if column.startswith("__"):
+            raise ValueError(f"column {column!r}: names starting with __ are reserved")
+    media = {}
+    for column in layout.media_columns:
+        path = row.get(column)
+        if not isinstance(path, str) or not path:
+            raise ValueError(f"media column {column!r} holds no path: {path!r}")
+        media[column] = path
+    key = row.get(layout.key_column) if layout.key_column else _key_of_path(
+        media[layout.media_columns[0]])
+    if key is None or key == "":
+        raise ValueError(f"key column {layout.key_column!r} is empty")
+    sample = {KEY: str(key), URL: manifest_url}
+    for column, value in row.items():
+        if column in media:
+            path = resolve(manifest_url, media[column])
+            try:
+                sample[column] = read(path)
+            except Exception as e:  # noqa: BLE001 - missing, forbidden, a directory: whatever the filesystem says
+                raise MediaReadError(sample[KEY], column, path, e) from e
+        elif value is not None:
+            sample[column] = _field_value(value)
+    return sample
+
+
+def read_media(path: str) -> bytes:
+    """A media file's bytes through Beam's filesystems, as stored (never decompressed)."""
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        return f.read()
+
+
+def _first_line(path: str) -> bytes:
+    with FileSystems.open(path) as f:  # compression from the extension
+        return f.readline().rstrip(b"\r\n")
+
+
+def inspect_manifests(patterns: Sequence[str], media_columns: Sequence[str],
+                      key_column: str | None = None) -> tuple:
+    """(files, ManifestLayout) for the launcher; ValueError before any pipeline work.
+
+    Reads only the first line of each file: every file must have one format
+    and the same header (a JSONL file's first row's keys stand for its header),
+    holding the media and key columns.
+    """
+    files = match_files(patterns)
+    layouts = {}
+    for path in files:
+        fmt = manifest_format(path)
+        line = _first_line(path).removeprefix(b"\xef\xbb\xbf")  # a UTF-8 BOM (spreadsheets)
+        if not line:
+            raise ValueError(f"manifest {path!r} has no header row")
+        try:
+            text = _text(line)
+            columns = tuple(_json_object(text) if fmt == "jsonl" else _csv_record(text, fmt))
+        except ValueError as e:
+            raise ValueError(f"manifest {path!r}, first line: {e}") from None
+        if len(set(columns)) != len(columns) or "" in columns:
+            raise ValueError(f"manifest {path!r}: header columns must be unique and named: "
+                             f"{', '.join(columns)}")
+        layouts[path] = (fmt, columns)
+    (fmt, columns), first = layouts[files[0]], files[0]
+    for path, found in layouts.items():
+        if found != (fmt, columns):
+            raise ValueError(f"manifests {first!r} and {path!r} differ in format or columns "
+                             f"({', '.join(columns)} vs {', '.join(found[1])})")
+    reserved = [c for c in columns if c.startswith("__")]
+    if reserved:
+        raise ValueError(f"manifest {first!r}: column names starting with __ are reserved: "
+                         f"{', '.join(reserved)}")
+    try:
+        layout = ManifestLayout(fmt, columns, tuple(media_columns), key_column or None)
+    except ValueError as e:
+        raise ValueError(f"manifest {first!r}: {e}") from None
+    return files, layout
+
+
+def missing_fields(layout: ManifestLayout, fields: Sequence[tuple]) -> list:
+    """The (flag, field) pairs whose field no column provides, as 'field (flag)' texts.
+
+    A field is a column, a projection into one (`meta.age` with a `meta`
+    column), or `__key__` / `__url__`.
+    """
+    def provided(field: str) -> bool:
+        return field in (KEY, URL) or any(
+            field == c or field.startswith(c + ".") for c in layout.columns)
+
+    return [f"{field!r} ({flag})" for flag, field in fields if field and not provided(field)]
+
+
+def iter_samples(files: Sequence[str], layout: ManifestLayout,
+                 read: Callable[[str], bytes] = read_media) -> Iterator[dict]:
+    """The readable samples of `files`, in order; lazy, so the launcher's
+    --features auto reads only the few rows it looks at."""
+    for path in files:
+        with FileSystems.open(path) as f:
+            if layout.format != "jsonl":
+                f.readline()  # the header
+            # readline, not iteration: Beam's CompressedFile is not iterable.
+            for line in iter(f.readline, b""):
+                if not line.strip():
+                    continue
+                try:
+                    yield row_to_sample(parse_row(line.rstrip(b"\r\n"), layout), path, layout,
+                                        read)
+                except (ValueError, MediaReadError):
+                    continue
+
+
+class _ReadRowFn(beam.DoFn):
+    """(manifest path, line) -> a Sample (main output) or a dead letter (FAILURES)."""
+
+    def __init__(self, layout: ManifestLayout):
+        self._layout = layout
+
+    def setup(self):
+        self._rows = counter("manifest_rows_read")
+        self._samples = counter("samples_read")
+        self._files = counter("media_files_read")
+        self._bytes = counter("media_bytes_read")
+
+    def _read(self, path: str) -> bytes:
+        data = read_media(path)
+        self._files.inc()
+        self._bytes.inc(len(data))
+        return data
+
+    def process(self, element):
+        url, line = element
+        if line.strip():  # a blank line (often the last) is not a row
+            yield self._sample(url, line)
+
+    def _sample(self, url: str, line: bytes):
+        """The row's Sample, or its dead letter as a tagged output."""
+        self._rows.inc()
+        self._samples.inc()
+        try:
+            return row_to_sample(parse_row(line, self._layout), url, self._layout, self._read)
+        except MediaReadError as e:
+            return beam.pvalue.TaggedOutput(FAILURES, dead_letter(
+                _MEDIA_STAGE, e, url=url, key=e.key, member=e.path, column=e.column))
+        except ValueError as e:
+            return beam.pvalue.TaggedOutput(FAILURES, dead_letter(_ROW_STAGE, e, url=url))
+
+
+class ReadManifestSamples(beam.PTransform):
+    """Reads the rows of CSV/JSONL manifests matching patterns into Samples.
+
+        files, layout = inspect_manifests(patterns, media_columns=["audio"])
+        read = p | "ReadManifest" >> ReadManifestSamples(patterns, layout)
+        read.samples      # PCollection of Sample dicts
+        read[FAILURES]    # dead letters (stages "read_manifest", "read_media")
+
+    Each file is read in ranges of about `bundle_size` bytes in parallel (a
+    compressed file as one range), the header line skipped once per file; the
+    rows are then spread over workers, which read the media files. The output
+    is in no particular order.
+    """
+
+    def __init__(self, file_pattern: str | Sequence[str], layout: ManifestLayout,
+                 bundle_size: int = 64 << 20):
+        super().__init__()
+        self._patterns = [file_pattern] if isinstance(file_pattern, str) else list(file_pattern)
+        if not self._patterns:
+            raise ValueError("ReadManifestSamples needs a file pattern")
+        self._layout = layout
+        self._bundle_size = bundle_size
+
+    def expand(self, pbegin):
+        rows = (
+            pbegin
+            | "Patterns" >> beam.Create(self._patterns)
+            | "ReadLines" >> ReadAllFromText(
+                desired_bundle_size=self._bundle_size, coder=BytesCoder(), with_filename=True,
+                skip_header_lines=0 if self._layout.format == "jsonl" else 1)
+            # One range is read by one worker; spread its rows so the media
+            # reads (the expensive part) run on all of them.
+            | "SpreadRows" >> beam.Reshuffle())
+        return rows | "ReadRows" >> beam.ParDo(_ReadRowFn(self._layout)).with_outputs(
+            FAILURES, main="samples")
