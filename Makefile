@@ -39,6 +39,7 @@ bench: $(VENV)/.installed
 	$(PY) -m benchmarks.tar_pipeline_bench
 	$(PY) -m benchmarks.audio_bench
 	$(PY) -m benchmarks.video_bench
+	$(PY) -m benchmarks.bigtable_bench
 
 clean:
 	rm -rf $(DEMO) benchmarks/out .pytest_cache .hypothesis

@@ -1,7 +1,8 @@
 """Bigtable -> Samples: a serial scan vs our split read, with and without 20 ms per response.
 
-    python -m benchmarks.bigtable_bench [--rows 50000] [--value_kb 16] [--workers 8]
-                                        [--latency_ms 20] [--latency_rows 4000] [--no_beam]
+    python -m benchmarks.bigtable_bench [--rows 50000] [--value_kb 16] [--processes CORES]
+                                        [--workers 8] [--latency_ms 20] [--latency_rows 4000]
+                                        [--no_beam]
 
 Starts a fresh Cloud Bigtable emulator (tests/bigtable_emulator.py), loads
 --rows rows of --value_kb KB random bytes (mutate_rows, 128 rows a request,
@@ -10,22 +11,23 @@ Starts a fresh Cloud Bigtable emulator (tests/bigtable_emulator.py), loads
   serial (classic)   google.cloud.bigtable's `Table.read_rows()`, iterated;
   serial (data)      the data client's `read_rows_stream()` over the table, the
                      faster of the two plain scans and the baseline of the ratios;
-  split, N threads   our read: `sample_row_keys` -> `key_ranges` (handed out
-                     largest first, see `plan`) -> N threads,
-                     each with its own client (like one DoFn instance each)
-                     reading ranges through `read_samples` with a
-                     ByteKeyRangeTracker claiming every key (the code the
-                     splittable DoFn runs, Samples built and counted);
-  split, N processes the same with processes (spawned and warmed up before
-                     the clock starts), as Beam runs workers: one process
-                     per core, never sharing a GIL;
+  split, 1 thread    our read: `sample_row_keys` -> `key_ranges` (handed out
+                     largest first, see `plan`) -> one thread with its own
+                     RowReader (transforms/bigtable_rows.py, like one DoFn
+                     instance) reading the ranges through `read_samples`
+                     with a ByteKeyRangeTracker claiming every key (the code
+                     the splittable DoFn runs, Samples built and counted):
+                     our per-row cost against the plain client's;
+  split, N processes the same over --processes processes (spawned and warmed
+                     up before the clock starts), as Beam runs workers: one
+                     process per core, never sharing a GIL;
   beam, 1 / 2 workers ReadBigtableSamples in a pipeline on the local runner
                      (in-process, then --direct_num_workers 2 processes),
                      start-up included.
 
 Then with --latency_ms added to every ReadRows *response* the client
-receives, over the first --latency_rows rows: serial (data) vs split, N
-threads. The delay is a gRPC client interceptor on each client's channel:
+receives, over the first --latency_rows rows: serial (data) vs split, 1
+thread and --workers threads. The delay is a gRPC client interceptor on each client's channel:
 the reader gets each response message --latency_ms after it asks for it, so
 one stream pays it once per response, serially, while separate streams pay
 it side by side. It models a server or path needing that long per response;
@@ -50,6 +52,7 @@ import importlib.util
 import multiprocessing
 import os
 import pathlib
+import sys
 import threading
 import time
 import warnings
@@ -62,9 +65,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from google.cloud import bigtable
 from google.cloud.bigtable.data import ReadRowsQuery, RowMutationEntry, RowRange, SetCell
 
+from transforms.bigtable_rows import RowReader, open_channel
 from transforms.bigtable_source import (
     BigtableReadConfig, ByteKeyRange, ByteKeyRangeTracker, ReadBigtableSamples, estimated_bytes,
-    key_ranges, open_table, read_samples)
+    key_ranges, open_reader, open_table, read_samples)
 from transforms.runtime import make_pipeline
 
 PROJECT, INSTANCE, TABLE = "bench", "bench", "media"
@@ -76,6 +80,7 @@ warnings.filterwarnings("ignore", "Connecting to Bigtable emulator", RuntimeWarn
 def _emulator_module():
     """tests/bigtable_emulator.py, loaded by path (tests/ is not a package)."""
     path = pathlib.Path(__file__).resolve().parent.parent / "tests" / "bigtable_emulator.py"
+    sys.path.insert(0, str(path.parent))  # for the helpers it imports (tests/loopback.py)
     spec = importlib.util.spec_from_file_location("bigtable_emulator", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -139,14 +144,14 @@ class _DelayedStream:
         return getattr(self._call, name)
 
 
-def _open(config: BigtableReadConfig, delay_s: float, opened: list):
-    """A table as the DoFn opens it, its ReadRows responses delayed if asked.
+def _data_table(delay_s: float, opened: list):
+    """A plain data client Table, its ReadRows responses delayed if asked.
 
     Everything to close later is appended to `opened`: closing a gRPC channel
     while other threads are in calls can deadlock the process (grpc/grpc
     #42247: Channel.close holds the GIL), so `_close_all` runs after the reads.
     """
-    client, table = open_table(config)
+    client, table = open_table(BigtableReadConfig(PROJECT, INSTANCE, TABLE, "raw:wav"))
     opened.append(client)
     if delay_s:
         channel = grpc.intercept_channel(
@@ -155,6 +160,17 @@ def _open(config: BigtableReadConfig, delay_s: float, opened: list):
         # What the client itself does after swapping in a refreshed channel.
         client._invalidate_channel_stubs()
     return table
+
+
+def _reader(config: BigtableReadConfig, delay_s: float, opened: list) -> RowReader:
+    """Our reader as the DoFn opens it, its ReadRows responses delayed if asked."""
+    if not delay_s:
+        reader = open_reader(config)
+    else:
+        channel = grpc.intercept_channel(open_channel(), _DelayReadRows(delay_s))
+        reader = RowReader(config.table_name, channel=channel)
+    opened.append(reader)
+    return reader
 
 
 def _close_all(opened: list) -> None:
@@ -204,7 +220,7 @@ def serial_classic(end_key: bytes) -> Measurement:
                                          for cells in columns.values() for c in cells)
     seconds, cores = clock.read()
     # Closed here, not by the garbage collector in the middle of later reads
-    # (see _open).
+    # (see _data_table).
     client.close()
     return Measurement(rows, nbytes, seconds, cores)
 
@@ -212,7 +228,7 @@ def serial_classic(end_key: bytes) -> Measurement:
 def serial_data(end_key: bytes, delay_s: float = 0.0) -> Measurement:
     """The data client's scan of the table up to `end_key`."""
     opened = []
-    table = _open(BigtableReadConfig(PROJECT, INSTANCE, TABLE, "raw:wav"), delay_s, opened)
+    table = _data_table(delay_s, opened)
     rows = nbytes = 0
     clock = _Clock()
     for row in table.read_rows_stream(ReadRowsQuery(row_ranges=RowRange(end_key=end_key or None))):
@@ -241,11 +257,11 @@ def plan(config: BigtableReadConfig) -> list:
 
 
 def split_threads(config: BigtableReadConfig, workers: int, delay_s: float = 0.0) -> Measurement:
-    """Our split read: `workers` threads, one client each, taking ranges as they finish one.
+    """Our split read: `workers` threads, one reader each, taking ranges as they finish one.
 
     Each range is read as the DoFn reads a restriction: through
     `read_samples`, claiming every key on a ByteKeyRangeTracker. Timed from
-    planning on, clients (a DoFn's setup()) included.
+    planning on, readers (a DoFn's setup()) included.
     """
     clock = _Clock()
     ranges = plan(config)
@@ -255,12 +271,12 @@ def split_threads(config: BigtableReadConfig, workers: int, delay_s: float = 0.0
     totals = collections.Counter()
 
     def read(span) -> None:
-        if not hasattr(local, "table"):
+        if not hasattr(local, "reader"):
             with lock:
-                local.table = _open(config, delay_s, opened)
+                local.reader = _reader(config, delay_s, opened)
         tracker = ByteKeyRangeTracker(ByteKeyRange(*span))
         stats = collections.Counter()
-        for _ in read_samples(local.table, config, *span, claim=tracker.try_claim, stats=stats):
+        for _ in read_samples(local.reader, config, *span, claim=tracker.try_claim, stats=stats):
             pass
         tracker.check_done()
         with lock:
@@ -273,18 +289,17 @@ def split_threads(config: BigtableReadConfig, workers: int, delay_s: float = 0.0
     return Measurement(totals["samples"], totals["bytes"], seconds, cores, f"{len(ranges)} ranges")
 
 
-_process_table = None  # one client per worker process, made on first use
+_process_reader = None  # one reader per worker process, made on first use
 
 
 def _read_in_process(config: BigtableReadConfig, span) -> tuple:
-    global _process_table
-    if _process_table is None:
-        warnings.filterwarnings("ignore", "Connecting to Bigtable emulator", RuntimeWarning)
-        _, _process_table = open_table(config)
+    global _process_reader
+    if _process_reader is None:
+        _process_reader = open_reader(config)
     if span is None:
         return 0, 0
     stats = collections.Counter()
-    for _ in read_samples(_process_table, config, *span, stats=stats):
+    for _ in read_samples(_process_reader, config, *span, stats=stats):
         pass
     return stats["samples"], stats["bytes"]
 
@@ -355,7 +370,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=50_000)
     parser.add_argument("--value_kb", type=int, default=16)
-    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--processes", type=int, default=os.cpu_count(),
+                        help="worker processes of the plain split read (default: one per core)")
+    parser.add_argument("--workers", type=int, default=8,
+                        help="reader threads of the split read under latency")
     parser.add_argument("--latency_ms", type=float, default=20.0)
     parser.add_argument("--latency_rows", type=int, default=4000)
     parser.add_argument("--no_beam", action="store_true", help="skip the pipeline runs")
@@ -385,9 +403,9 @@ def main(argv=None):
 
         run("no latency", "serial (classic read_rows)", serial_classic, b"")
         run("no latency", "serial (data read_rows_stream)", serial_data, b"")
-        run("no latency", "split, 1 thread (our per-row cost)", split_threads, config, 1)
-        run("no latency", f"split, {args.workers} threads", split_threads, config, args.workers)
-        run("no latency", f"split, {args.workers} processes", split_processes, config, args.workers)
+        run("no latency", "split, 1 thread", split_threads, config, 1)
+        run("no latency", f"split, {args.processes} processes", split_processes, config,
+            args.processes)
         if not args.no_beam:
             run("no latency", "beam, 1 worker", beam_read, config, 1)
             run("no latency", "beam, 2 worker processes", beam_read, config, 2)

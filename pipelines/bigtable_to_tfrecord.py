@@ -33,7 +33,7 @@ from pipelines.bigtable_options import BigtableTableOptions
 from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_job
 from transforms.bigtable_sink import BigtableTableConfig, WriteExamplesToBigtable, ensure_table
 from transforms.bigtable_source import (BigtableReadConfig, ReadBigtableSamples, check_table,
-                                        open_table, read_samples)
+                                        open_reader, read_samples)
 
 __all__ = ["BigtableToTfrecordOptions", "run"]
 
@@ -89,13 +89,13 @@ def _read_config(options: PipelineOptions) -> BigtableReadConfig:
 
 def _first_samples(config: BigtableReadConfig):
     """The table's first readable samples, in key order (for --features auto)."""
-    client, table = open_table(config)
+    reader = open_reader(config)
     try:
-        for kind, item in read_samples(table, config, *config.key_range()):
+        for kind, item in read_samples(reader, config, *config.key_range()):
             if kind == "sample":
                 yield item
     finally:
-        client.close()
+        reader.close()
 
 
 def _examples_sink(options: PipelineOptions, read: BigtableReadConfig):

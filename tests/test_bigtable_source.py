@@ -9,8 +9,8 @@ per test or module so tests do not see each other's rows:
   the Python data client in batches of 250;
 - small tables for versions, missing columns, binary keys and check_table.
 Faults are real: a loopback TCP proxy resets the connection mid-scan (the
-client sees UNAVAILABLE), or a wrapper around a real table's stream raises
-ServiceUnavailable after some rows.
+client sees UNAVAILABLE), or a wrapper around the real ReadRows stream raises
+a gRPC error after some rows.
 """
 
 import hashlib
@@ -27,16 +27,15 @@ import pytest
 from apache_beam.io.range_trackers import LexicographicKeyRangeTracker
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.util import assert_that, equal_to
-from google.api_core import exceptions as api_exceptions
 from google.cloud.bigtable.data import BigtableDataClient, RowMutationEntry, SetCell
-from google.cloud.bigtable.data.row import Cell, Row
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from transforms.bigtable_rows import Cell, Row
 from transforms.bigtable_source import (
     END_OF_RANGE, BigtableReadConfig, ByteKeyRange, ByteKeyRangeTracker, MissingColumnError,
     ReadBigtableSamples, _ReadRangeFn, check_table, decode_key, estimated_bytes, is_transient,
-    key_ranges, parse_columns, read_range, row_filter, row_to_sample)
+    key_ranges, open_reader, parse_columns, read_range, row_filter, row_to_sample)
 from transforms.dead_letters import FAILURES, SAMPLE
 from transforms.sample import KEY, URL
 from transforms.splits import stable_hash64
@@ -99,10 +98,11 @@ def bulk(bigtable_emulator):
 
 
 @pytest.fixture
-def bulk_table(bulk):
-    """A data client Table on the bulk table."""
-    with BigtableDataClient(project=PROJECT) as client:
-        yield client.get_table(INSTANCE, bulk)
+def bulk_reader(bulk):
+    """A RowReader of the bulk table."""
+    reader = open_reader(_config(bulk))
+    yield reader
+    reader.close()
 
 
 def _digest(sample):
@@ -331,17 +331,30 @@ def test_connection_reset_mid_scan_loses_and_repeats_nothing(pipeline, bulk, big
 
 # --- the reader with injected stream errors ----------------------------------
 
-class _FlakyTable:
-    """A real Table whose row streams raise `error` after `after` rows, `times` times."""
+class _RpcError(grpc.RpcError):
+    """A gRPC error as a call raises it: `code()` and `details()`."""
 
-    def __init__(self, table, after, times, error=None):
-        self._table = table
+    def __init__(self, code, details=""):
+        self._code, self._details = code, details
+
+    def code(self):
+        return self._code
+
+    def details(self):
+        return self._details
+
+
+class _FlakyReader:
+    """A real RowReader whose streams raise `error` after `after` rows, `times` times."""
+
+    def __init__(self, reader, after, times, error=None):
+        self._reader = reader
         self._after = after
         self.remaining = times
-        self._error = error or api_exceptions.ServiceUnavailable("injected: tablet moved")
+        self._error = error or _RpcError(grpc.StatusCode.UNAVAILABLE, "injected: tablet moved")
 
-    def read_rows_stream(self, query, **kwargs):
-        for i, row in enumerate(self._table.read_rows_stream(query, **kwargs)):
+    def read(self, *args, **kwargs):
+        for i, row in enumerate(self._reader.read(*args, **kwargs)):
             if i == self._after and self.remaining > 0:
                 self.remaining -= 1
                 raise self._error
@@ -352,56 +365,48 @@ def _prefix_keys(prefix: bytes):
     return [k for k in BULK_KEYS if k.startswith(prefix)]
 
 
-def test_read_range_resumes_after_last_row(bulk_table):
-    flaky = _FlakyTable(bulk_table, after=40, times=3)
+def test_read_range_resumes_after_last_row(bulk_reader):
+    flaky = _FlakyReader(bulk_reader, after=40, times=3)
     retries = []
     rows = read_range(flaky, b"spk04/", b"spk05/", row_filter(_config("bulk")),
                       on_retry=retries.append)
     assert [r.row_key for r in rows] == _prefix_keys(b"spk04/")
-    assert len(retries) == 3 and all(isinstance(e, api_exceptions.ServiceUnavailable)
-                                     for e in retries)
+    assert len(retries) == 3 and all(e.code() == grpc.StatusCode.UNAVAILABLE for e in retries)
 
 
-def test_read_range_attempts_reset_on_progress(bulk_table):
+def test_read_range_attempts_reset_on_progress(bulk_reader):
     # 125 rows, 30 per attempt: 4 failures in a row would exceed max_attempts=2
     # if the count did not restart after each delivered row.
-    flaky = _FlakyTable(bulk_table, after=30, times=4)
+    flaky = _FlakyReader(bulk_reader, after=30, times=4)
     rows = read_range(flaky, b"spk06/", b"spk07/", max_attempts=2)
     assert [r.row_key for r in rows] == _prefix_keys(b"spk06/")
 
 
-def test_read_range_gives_up_and_fails_fast(bulk_table):
-    stuck = _FlakyTable(bulk_table, after=0, times=100)
-    with pytest.raises(api_exceptions.ServiceUnavailable):
+def test_read_range_gives_up_and_fails_fast(bulk_reader):
+    stuck = _FlakyReader(bulk_reader, after=0, times=100)
+    with pytest.raises(grpc.RpcError) as raised:
         list(read_range(stuck, b"spk01/", b"spk02/", max_attempts=3))
+    assert raised.value.code() == grpc.StatusCode.UNAVAILABLE
     assert stuck.remaining == 97
 
-    denied = _FlakyTable(bulk_table, after=5, times=1,
-                         error=api_exceptions.PermissionDenied("no bigtable.tables.readRows"))
+    denied = _FlakyReader(bulk_reader, after=5, times=1,
+                          error=_RpcError(grpc.StatusCode.PERMISSION_DENIED,
+                                          "no bigtable.tables.readRows"))
     retries = []
-    with pytest.raises(api_exceptions.PermissionDenied):
+    with pytest.raises(grpc.RpcError) as raised:
         list(read_range(denied, b"spk01/", b"spk02/", on_retry=retries.append))
+    assert raised.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert retries == []
 
 
-class _RpcError(grpc.RpcError):
-    def __init__(self, code):
-        self._code = code
-
-    def code(self):
-        return self._code
-
-
 def test_is_transient():
-    assert is_transient(api_exceptions.ServiceUnavailable("x"))
-    assert is_transient(api_exceptions.DeadlineExceeded("x"))
-    assert is_transient(api_exceptions.Aborted("x"))
-    assert is_transient(api_exceptions.InternalServerError("Received RST_STREAM with code 2"))
-    assert is_transient(_RpcError(grpc.StatusCode.UNAVAILABLE))
-    assert is_transient(_RpcError(grpc.StatusCode.ABORTED))
+    for code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                 grpc.StatusCode.ABORTED):
+        assert is_transient(_RpcError(code))
+    assert is_transient(_RpcError(grpc.StatusCode.INTERNAL, "Received RST_STREAM with code 2"))
+    assert not is_transient(_RpcError(grpc.StatusCode.INTERNAL, "checksum mismatch"))
     assert not is_transient(_RpcError(grpc.StatusCode.INVALID_ARGUMENT))
-    assert not is_transient(api_exceptions.InternalServerError("checksum mismatch"))
-    assert not is_transient(api_exceptions.NotFound("table"))
+    assert not is_transient(_RpcError(grpc.StatusCode.NOT_FOUND))
     assert not is_transient(ValueError("x"))
 
 
@@ -600,7 +605,7 @@ def test_estimated_bytes():
 # --- pure functions ---------------------------------------------------------------
 
 def _cell(family, qualifier, value, ts=1000, labels=None):
-    return Cell(value, b"k", family, qualifier, ts, labels or [])
+    return Cell(family, qualifier, ts, tuple(labels or ()), value)
 
 
 def test_row_to_sample():

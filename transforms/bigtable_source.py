@@ -15,7 +15,9 @@
 
 Beam's own Python `ReadFromBigtable` is a cross-language transform needing a
 Java expansion service; this one reads natively with google-cloud-bigtable's
-data client (`google.cloud.bigtable.data`). Layers, each usable on its own:
+data client (`google.cloud.bigtable.data`): its admin calls, channel and
+`sample_row_keys`, with ReadRows itself decoded by transforms/bigtable_rows.py.
+Layers, each usable on its own:
 
 - `BigtableReadConfig` / `parse_columns`: what to read (configuration only;
   it is pickled to workers).
@@ -58,9 +60,8 @@ split a range while it is read (`ByteKeyRangeTracker.try_split`); a split
 point is interpolated between keys, which balances well for evenly spread
 keys but can cut off a key-space half that holds no rows when keys cluster.
 
-Retries are ours, not the client's: `read_range` passes
-`retryable_errors=()` and retries UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED
-(and reset streams) itself, with exponential backoff, resuming just after the
+Retries are ours, not the client's: `read_range` retries UNAVAILABLE,
+DEADLINE_EXCEEDED, ABORTED (and reset streams) itself, with exponential backoff, resuming just after the
 last row delivered - so none is lost or repeated, the restriction's claims
 and dynamic splits stay the truth about what was read, and every retry is
 counted in `bigtable_retries`. Attempts are bounded per stretch without
@@ -95,8 +96,9 @@ from apache_beam.io.range_trackers import LexicographicKeyRangeTracker
 from apache_beam.transforms.core import RestrictionProvider
 from google.api_core import exceptions as api_exceptions
 from google.cloud import bigtable
-from google.cloud.bigtable.data import BigtableDataClient, ReadRowsQuery, RowRange, row_filters
+from google.cloud.bigtable.data import BigtableDataClient, row_filters
 
+from transforms.bigtable_rows import RowReader
 from transforms.counters import counter
 from transforms.dead_letters import FAILURES, SAMPLE, dead_letter
 from transforms.sample import KEY, URL
@@ -114,6 +116,7 @@ __all__ = [
     "estimated_bytes",
     "is_transient",
     "key_ranges",
+    "open_reader",
     "open_table",
     "parse_columns",
     "read_range",
@@ -143,11 +146,9 @@ _BACKOFF_CAP_S = 10.0
 # last row like any transient error, so this bounds a stalled stream, not a
 # range's size.
 _ATTEMPT_TIMEOUT_S = 600.0
-# What InternalServerError says when a connection was reset under the stream;
+# What an INTERNAL error says when a connection was reset under the stream;
 # the data client retries these too (google.cloud.bigtable.data._helpers).
 _RESET_MESSAGES = ("rst_stream", "rst stream", "received unexpected eos on data frame from server")
-_TRANSIENT_TYPES = (api_exceptions.ServiceUnavailable, api_exceptions.DeadlineExceeded,
-                    api_exceptions.Aborted)
 _TRANSIENT_CODES = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
                               grpc.StatusCode.ABORTED})
 
@@ -278,6 +279,11 @@ class BigtableReadConfig:
             object.__setattr__(self, name, value)
 
     @property
+    def table_name(self) -> str:
+        """`projects/P/instances/I/tables/T`, the table's resource name."""
+        return f"projects/{self.project}/instances/{self.instance}/tables/{self.table}"
+
+    @property
     def url(self) -> str:
         """`bigtable://project/instance/table`, the Samples' `__url__`."""
         return f"bigtable://{self.project}/{self.instance}/{self.table}"
@@ -343,7 +349,7 @@ class MissingColumnError(ValueError):
 
 
 def row_to_sample(row, config: BigtableReadConfig) -> dict:
-    """One row (the data client's `Row`: `row_key`, `cells`) -> a Sample.
+    """One row (`transforms.bigtable_rows.Row`: `row_key`, `cells`) -> a Sample.
 
     Fields hold the newest cell's value of each mapped column. Raises
     ValueError naming the key and column when a required column is missing or
@@ -436,12 +442,12 @@ def estimated_bytes(samples: Sequence[tuple], start: bytes, end: bytes) -> int:
 
 def is_transient(error: BaseException) -> bool:
     """True for UNAVAILABLE, DEADLINE_EXCEEDED, ABORTED and reset streams: retry these."""
-    if isinstance(error, _TRANSIENT_TYPES):
-        return True
-    if isinstance(error, api_exceptions.InternalServerError):
-        return any(m in str(error.message).lower() for m in _RESET_MESSAGES)
     code = getattr(error, "code", None)
-    return isinstance(error, grpc.RpcError) and callable(code) and code() in _TRANSIENT_CODES
+    if not (isinstance(error, grpc.RpcError) and callable(code)):
+        return False
+    if code() == grpc.StatusCode.INTERNAL:
+        return any(m in (error.details() or "").lower() for m in _RESET_MESSAGES)
+    return code() in _TRANSIENT_CODES
 
 
 def _backoff(failures: int) -> float:
@@ -449,30 +455,26 @@ def _backoff(failures: int) -> float:
     return delay / 2 + random.uniform(0, delay / 2)
 
 
-def read_range(table, start: bytes, end: bytes, filter_: row_filters.RowFilter | None = None, *,
+def read_range(reader: RowReader, start: bytes, end: bytes,
+               filter_: row_filters.RowFilter | None = None, *,
                limit: int = 0, max_attempts: int = 8,
                on_retry: Callable[[BaseException], None] | None = None) -> Iterator:
     """The rows of [start, end) (b"" end = table end) in key order, each exactly once.
 
-    `table` is a data client Table (`client.get_table(...)`). Transient
-    errors are retried here, not by the client: a new ReadRows call starts
-    just after the last row delivered (last key + b"\\x00"), after an
-    exponential backoff, and `on_retry(error)` is called for each retry. After
-    `max_attempts` consecutive failures with no row delivered, the error is
-    raised; any other error is raised at once. `limit` (0 = none) caps the
-    rows delivered.
+    `reader` is a `RowReader` (`open_reader(config)`); rows are
+    `transforms.bigtable_rows.Row`s. Transient errors are retried here: a
+    new ReadRows call starts just after the last row delivered (last key +
+    b"\\x00"), after an exponential backoff, and `on_retry(error)` is called
+    for each retry. After `max_attempts` consecutive failures with no row
+    delivered, the error is raised; any other error is raised at once.
+    `limit` (0 = none) caps the rows delivered.
     """
     resume, delivered, failures = start, 0, 0
     while not (end and resume >= end) and not (limit and delivered >= limit):
-        query = ReadRowsQuery(row_ranges=RowRange(start_key=resume or None, end_key=end or None),
-                              row_filter=filter_, limit=limit - delivered if limit else None)
-        # retryable_errors=(): the client's own retry would hide the retries
-        # from our counter and resume from its own idea of the range; here
-        # the caller's claims decide where a read stands.
-        stream = table.read_rows_stream(query, operation_timeout=_ATTEMPT_TIMEOUT_S,
-                                        attempt_timeout=_ATTEMPT_TIMEOUT_S, retryable_errors=())
+        rows = reader.read(resume, end, filter_, limit - delivered if limit else 0,
+                           timeout=_ATTEMPT_TIMEOUT_S)
         try:
-            for row in stream:
+            for row in rows:
                 resume = row.row_key + b"\x00"
                 delivered += 1
                 failures = 0
@@ -486,13 +488,13 @@ def read_range(table, start: bytes, end: bytes, filter_: row_filters.RowFilter |
                 on_retry(e)
             time.sleep(_backoff(failures))
         finally:
-            # Ends the client's stream (and with it the RPC) now when the
-            # caller stops early or an error is handled, rather than whenever
-            # the generator is collected - an error's traceback keeps it alive.
-            stream.close()
+            # Ends the call now when the caller stops early or an error is
+            # handled, rather than whenever the generator is collected - an
+            # error's traceback keeps it alive.
+            rows.close()
 
 
-def read_samples(table, config: BigtableReadConfig, start: bytes, end: bytes, *,
+def read_samples(reader: RowReader, config: BigtableReadConfig, start: bytes, end: bytes, *,
                  claim: Callable[[bytes], bool] | None = None,
                  stats: MutableMapping[str, int] | None = None) -> Iterator[tuple]:
     """One key range -> `("sample", sample)` and `("failure", dead_letter)` events.
@@ -509,7 +511,7 @@ def read_samples(table, config: BigtableReadConfig, start: bytes, end: bytes, *,
     def retried(_error):
         stats["retries"] += 1
 
-    rows = read_range(table, start, end, row_filter(config), max_attempts=config.max_attempts,
+    rows = read_range(reader, start, end, row_filter(config), max_attempts=config.max_attempts,
                       on_retry=retried)
     try:
         for row in rows:
@@ -531,6 +533,11 @@ def read_samples(table, config: BigtableReadConfig, start: bytes, end: bytes, *,
             claim(END_OF_RANGE)
     finally:
         rows.close()  # cancels the stream when the claim stopped us early
+
+
+def open_reader(config: BigtableReadConfig) -> RowReader:
+    """A RowReader of the table (honours BIGTABLE_EMULATOR_HOST). Close it."""
+    return RowReader(config.table_name, config.app_profile)
 
 
 def open_table(config: BigtableReadConfig):
@@ -715,6 +722,7 @@ class _PlanRangesFn(beam.DoFn):
 
     def setup(self):
         self._client, self._table = open_table(self._config)
+        self._reader = open_reader(self._config)
         self._ranges = counter("bigtable_ranges")
         self._retries = counter("bigtable_retries")
 
@@ -736,7 +744,7 @@ class _PlanRangesFn(beam.DoFn):
         config = self._config
         sampling = config.sample_fraction < 1
         kept = 0
-        for row in read_range(self._table, start, end, _keys_only_filter(config),
+        for row in read_range(self._reader, start, end, _keys_only_filter(config),
                               limit=0 if sampling else config.max_rows,
                               max_attempts=config.max_attempts,
                               on_retry=lambda _e: self._retries.inc()):
@@ -748,6 +756,7 @@ class _PlanRangesFn(beam.DoFn):
         return end
 
     def teardown(self):
+        self._reader.close()
         self._client.close()
 
 
@@ -758,7 +767,7 @@ class _ReadRangeFn(beam.DoFn):
         self._config = config
 
     def setup(self):
-        self._client, self._table = open_table(self._config)
+        self._reader = open_reader(self._config)
         self._rows = counter("bigtable_rows_read")
         self._bytes = counter("bigtable_bytes_read")
         self._retries = counter("bigtable_retries")
@@ -768,7 +777,7 @@ class _ReadRangeFn(beam.DoFn):
         restriction = tracker.current_restriction()
         stats = collections.Counter()
         try:
-            for kind, value in read_samples(self._table, self._config, restriction.start,
+            for kind, value in read_samples(self._reader, self._config, restriction.start,
                                             restriction.end, claim=tracker.try_claim,
                                             stats=stats):
                 yield value if kind == "sample" else beam.pvalue.TaggedOutput(FAILURES, value)
@@ -779,7 +788,7 @@ class _ReadRangeFn(beam.DoFn):
             self._samples.inc(stats["samples"])
 
     def teardown(self):
-        self._client.close()
+        self._reader.close()
 
 
 class ReadBigtableSamples(beam.PTransform):
