@@ -35,13 +35,15 @@ __all__ = ["TarToTfrecordOptions", "run"]
 
 
 class TarToTfrecordOptions(PipelineOptions):
-    """The tar source's flags."""
+    """The tar source's flags (`--input` also names manifest_to_tfrecord's manifests:
+    Beam parses every options class together, so a flag is defined once)."""
 
     @classmethod
     def _add_argparse_args(cls, parser):
         parser.add_argument(
-            "--input", help="Tar shards: a file pattern (local or gs://), or several "
-            "comma separated, e.g. 'data/train-*.tar.gz'. Required.")
+            "--input", help="Tar shards (CSV/JSONL manifests for manifest_to_tfrecord): a "
+            "file pattern (local or gs://), or several comma separated, e.g. "
+            "'data/train-*.tar.gz'. Required.")
 
 
 def _samples_in(files: list):

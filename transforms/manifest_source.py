@@ -4,11 +4,12 @@
     from transforms.dead_letters import FAILURES
     from transforms.manifest_source import ReadManifestSamples, inspect_manifests
 
-    files, layout = inspect_manifests(["gs://bucket/lists/train-*.csv"],
-                                      media_columns=["audio"])  # launcher: checks headers
+    patterns = ["gs://bucket/lists/train-*.csv"]
+    files, layout = inspect_manifests(patterns, media_columns=["audio"])  # launcher: headers
     with beam.Pipeline() as p:
-        read = p | "ReadManifest" >> ReadManifestSamples(["gs://bucket/lists/train-*.csv"], layout)
-        samples = read.samples        # {"__key__": "clips/spk01_0001", "__url__": ".../train-0.csv",
+        read = p | "ReadManifest" >> ReadManifestSamples(patterns, layout)
+        samples = read.samples        # {"__key__": "clips/spk01_0001",
+                                      #  "__url__": "gs://bucket/lists/train-0.csv",
                                       #  "audio": b"fLaC...", "label": b"3", "speaker": b"spk01"}
         failures = read[FAILURES]     # dead letters (transforms/dead_letters.py)
 
@@ -74,8 +75,9 @@ from transforms.dead_letters import FAILURES, dead_letter
 from transforms.sample import KEY, URL
 from transforms.tar_source import match_files
 
-__all__ = ["ManifestLayout", "ReadManifestSamples", "inspect_manifests", "iter_samples",
-           "missing_fields", "parse_row", "read_media", "resolve", "row_to_sample"]
+__all__ = ["ManifestLayout", "MediaReadError", "ReadManifestSamples", "inspect_manifests",
+           "iter_samples", "manifest_format", "missing_fields", "parse_row", "read_media",
+           "resolve", "row_to_sample"]
 
 _ROW_STAGE = "read_manifest"
 _MEDIA_STAGE = "read_media"
@@ -235,9 +237,11 @@ def row_to_sample(row: Mapping[str, Any], manifest_url: str, layout: ManifestLay
     for column, value in row.items():
         if column in media:
             path = resolve(manifest_url, media[column])
+            # Missing, forbidden, a directory: whatever the filesystem raises is
+            # this row's failure (GCS retries transient errors itself).
             try:
                 sample[column] = read(path)
-            except Exception as e:  # noqa: BLE001 - missing, forbidden, a directory: whatever the filesystem says
+            except Exception as e:  # noqa: BLE001
                 raise MediaReadError(sample[KEY], column, path, e) from e
         elif value is not None:
             sample[column] = _field_value(value)

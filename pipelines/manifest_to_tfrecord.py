@@ -1,0 +1,99 @@
+"""CSV/JSONL manifests naming media files -> a sharded TFRecord dataset with a manifest.
+
+Locally (DirectRunner):
+
+    python -m pipelines.manifest_to_tfrecord \
+        --input data/clips.csv --media_columns audio --output out/ \
+        --features 'audio:bytes,label:int64,speaker:bytes' \
+        --split_by speaker --stratify_by label --splits train=0.8,eval=0.1,test=0.1 \
+        [--direct_num_workers 2]
+
+On Dataflow:
+
+    python -m pipelines.manifest_to_tfrecord \
+        --input 'gs://BUCKET/lists/clips-*.jsonl.gz' --media_columns audio \
+        --output gs://BUCKET/datasets/v1 --split_column split \
+        --cut audio_windows --audio_fields audio --features 'label:int64' \
+        --runner DataflowRunner --project PROJECT --region REGION \
+        --temp_location gs://BUCKET/tmp --setup_file ./setup.py
+
+Each row is a sample: its media columns' files (relative to the manifest, or
+absolute, or gs://) read into fields named by the columns, its other columns
+as label and metadata fields (`transforms.manifest_source`). The launcher reads
+only the first line of each manifest, to check that the columns the flags name
+exist; workers read the rows. Every other flag is shared by all pipelines
+(`pipelines.dataset_options`); `--input` is the tar pipeline's flag, here
+naming manifests.
+"""
+
+from __future__ import annotations
+
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines import cli
+from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_job
+from pipelines.tar_to_tfrecord import TarToTfrecordOptions
+from transforms.cutting import media_features
+from transforms.dataset import DatasetConfig
+from transforms.manifest_source import (ReadManifestSamples, inspect_manifests, iter_samples,
+                                        missing_fields)
+
+__all__ = ["ManifestToTfrecordOptions", "run"]
+
+
+class ManifestToTfrecordOptions(PipelineOptions):
+    """The manifest source's flags (the manifests themselves are --input)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        parser.add_argument(
+            "--media_columns", default="",
+            help="Columns holding media file paths or URIs (relative to the manifest, "
+            "absolute, or gs://), comma separated, e.g. 'audio,video'; each file is read "
+            "into the field named by its column. Required.")
+        parser.add_argument(
+            "--key_column", default="",
+            help="Column holding each row's sample key; default: the first media column's "
+            "path up to the first dot of its file name.")
+
+
+def _named_fields(config: DatasetConfig) -> list:
+    """(flag, field) for every sample field the flags name, or [] when --rename or
+    --sample_fn may make fields the manifest does not have."""
+    recipe = config.recipe
+    if recipe.renames or recipe.sample_fn:
+        return []
+    plan, cut = recipe.split_plan, recipe.cut
+    made_by_cut = len(media_features(cut))
+    fields = [("--features", f.source) for f in recipe.spec.features[made_by_cut:]]
+    fields += [("--split_by", plan.field), ("--split_column", plan.column),
+               ("--stratify_by", plan.stratify_by)]
+    if cut.mode != "none":
+        fields.append(("--video_field", cut.video_field))
+    return fields
+
+
+def run(argv=None) -> dict | None:
+    """Builds and runs the job; returns the manifest once it has finished."""
+    options = PipelineOptions(argv)
+    manifests = options.view_as(TarToTfrecordOptions).input
+    opts = options.view_as(ManifestToTfrecordOptions)
+    if not manifests:
+        raise ValueError("--input is required (CSV or JSONL manifests: a file pattern, or "
+                         "several comma separated)")
+    patterns = [p.strip() for p in manifests.split(",") if p.strip()]
+    media_columns = [c.strip() for c in opts.media_columns.split(",") if c.strip()]
+    files, layout = inspect_manifests(patterns, media_columns, opts.key_column)
+    spec = feature_spec(options, iter_samples(files, layout))
+    config = dataset_config(options, spec, source={
+        "type": "manifest", "input": manifests, "num_files": len(files),
+        "format": layout.format, "media_columns": media_columns})
+    missing = missing_fields(layout, _named_fields(config))
+    if missing:
+        raise ValueError(f"manifest {files[0]!r} has no column for {', '.join(missing)} "
+                         f"(columns: {', '.join(layout.columns)})")
+    return run_dataset_job(options, config, ReadManifestSamples(patterns, layout))
+
+
+if __name__ == "__main__":
+    cli.main(run)
