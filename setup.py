@@ -27,6 +27,7 @@ setuptools.setup(
             "pytest-xdist>=3.5",
             "hypothesis>=6.100",
             "webdataset>=0.2.90",
+            "gcp-storage-emulator>=2024.8",
         ],
     },
 )

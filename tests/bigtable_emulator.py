@@ -8,11 +8,11 @@ missing the Bigtable tests are skipped, except in CI (CI set), where they fail.
 
 import os
 import shutil
-import socket
 import subprocess
-import time
 
 import pytest
+
+from loopback import free_port, wait_until_listening
 
 _CANDIDATES = (
     "/usr/lib/google-cloud-sdk/platform/bigtable-emulator/cbtemulator",
@@ -31,35 +31,16 @@ def find_cbtemulator() -> str | None:
     return found or next((c for c in candidates if os.access(c, os.X_OK)), None)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for(port: int, process: subprocess.Popen, seconds: float = 20) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"cbtemulator exited with {process.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"cbtemulator did not listen on port {port} within {seconds} s")
-
-
 class Emulator:
     """A running emulator: `host` is what BIGTABLE_EMULATOR_HOST holds."""
 
     def __init__(self, binary: str):
-        self.port = _free_port()
+        self.port = free_port()
         self.host = f"127.0.0.1:{self.port}"
         self.process = subprocess.Popen(
             [binary, "-host", "127.0.0.1", "-port", str(self.port)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait_for(self.port, self.process)
+        wait_until_listening(self.port, self.process, "cbtemulator")
 
     def stop(self) -> None:
         self.process.terminate()

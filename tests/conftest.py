@@ -5,7 +5,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 
 from transforms.runtime import local_runner
 
-pytest_plugins = ["bigtable_emulator"]
+pytest_plugins = ["bigtable_emulator", "gcs_emulator"]
 
 
 @pytest.fixture

@@ -31,7 +31,8 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from transforms.dead_letters import FAILURES, FILE, SAMPLE
 from transforms.sample import KEY, URL, data_fields
-from transforms.tar_source import ReadTarSamples, _ReadTarFn, iter_tar, match_files
+from transforms.tar_source import (ReadTarSamples, StorageReadError, _ReadTarFn, iter_tar,
+                                   match_files)
 
 LONG_KEY = "corpus/long_" + "x" * 100  # member names over 100 characters
 
@@ -286,6 +287,32 @@ def test_not_a_tar_is_one_file_failure(content, message):
     assert (f["unit"], f["url"], f["key"], f["member"]) == (FILE, "bad.tar", None, None)
     assert message in f["message"]
     assert f["error_type"] == "ReadError"
+
+
+class _FailingFile(io.BytesIO):
+    """A file whose reads fail after `good` bytes, the way a gs:// read fails
+    once the storage client has given up (requests' ConnectionError is an OSError)."""
+
+    def __init__(self, data: bytes, good: int):
+        super().__init__(data)
+        self._good = good
+
+    def read(self, size=-1):
+        if self.tell() >= self._good:
+            raise ConnectionError("Connection reset by peer")
+        return super().read(min(size, self._good - self.tell()) if size >= 0 else self._good - self.tell())
+
+
+@pytest.mark.parametrize("compress", [lambda d: d, gzip.compress], ids=["tar", "tar.gz"])
+@pytest.mark.parametrize("good", [0, 1000])
+def test_storage_errors_propagate_instead_of_becoming_dead_letters(compress, good):
+    data = compress(_py_tar(_MEMBERS))
+    events = []
+    with pytest.raises(StorageReadError, match=r"gs://b/x\.tar .*ConnectionError: Connection reset") as info:
+        for event in iter_tar(_FailingFile(data, good), "gs://b/x.tar"):
+            events.append(event)
+    assert isinstance(info.value.__cause__, ConnectionError)
+    assert all(kind != "failure" for kind, _ in events)
 
 
 def test_valid_empty_tar_yields_nothing():

@@ -24,7 +24,8 @@ from transforms import manifest
 from transforms.dead_letters import EXAMPLE, FAILURES, FILE, SAMPLE, describe
 from transforms.examples import BUILT, FILTERED, BuildExamples, ExampleRecipe
 from transforms.leakage import FindLeakingGroups, leakage_message
-from transforms.shard_writer import WriteShards, commit_shards, ensure_dir
+from transforms.fileops import delete_if_exists, ensure_dir, remove_tree
+from transforms.shard_writer import WriteShards, commit_shards
 from transforms.stratify import StratifySplits
 
 __all__ = ["DatasetConfig", "WriteDataset", "DatasetFailed", "summary_line"]
@@ -109,16 +110,6 @@ def _write_text(path: str, text: str) -> None:
         f.write(text.encode("utf-8"))
 
 
-def _remove_tree(path: str) -> None:
-    files = [m.path for m in FileSystems.match([FileSystems.join(path, "*")])[0].metadata_list]
-    if files:
-        FileSystems.delete(files)
-    try:
-        FileSystems.delete([path])
-    except IOError:
-        pass  # object stores have no directory to delete
-
-
 class _FinaliseFn(beam.DoFn):
     """Runs once, after every shard is written (see the module docstring)."""
 
@@ -146,25 +137,28 @@ class _FinaliseFn(beam.DoFn):
             ensure_dir(FileSystems.join(config.output, "failures"))
             _write_text(failures_path,
                         "".join(json.dumps(r, sort_keys=True) + "\n" for r in failures))
-        elif FileSystems.exists(failures_path):
-            FileSystems.delete([failures_path])  # left by an earlier run
+        else:
+            delete_if_exists(failures_path)  # left by an earlier run
 
         inputs = accounting["samples_read"] + accounting["files_failed"]
         failed = (accounting["samples_failed"] + accounting["files_failed"]
                   + accounting["examples_failed"])
         if inputs and failed / inputs > config.max_failure_fraction:
-            _remove_tree(self._temp_dir)
+            remove_tree(self._temp_dir)
             raise DatasetFailed(
                 f"{failed} of {inputs} inputs failed ({failed / inputs:.2%} > "
                 f"--max_failure_fraction {config.max_failure_fraction:.2%}); dead letters in "
                 f"{failures_path}; first: {describe(failures[0])}")
         if leaks:
-            _remove_tree(self._temp_dir)
+            remove_tree(self._temp_dir)
             raise DatasetFailed(leakage_message(leaks))
 
+        # An earlier run's manifest goes first: while files are replaced, no
+        # reader takes this output for a complete dataset.
+        delete_if_exists(FileSystems.join(config.output, manifest.MANIFEST))
         if config.write_tfrecords:
-            splits = commit_shards(shards, config.output)
-            _remove_tree(self._temp_dir)
+            splits = commit_shards(shards, config.output, config.recipe.split_plan.names)
+            remove_tree(self._temp_dir)
         else:  # the examples went to another sink only: counts, no files
             splits = {name: {"num_examples": n, "num_bytes": None, "shards": []}
                       for name, n in accounting["examples_per_split"].items()}

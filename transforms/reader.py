@@ -7,6 +7,9 @@ Beam-free: a training job imports this with TensorFlow only.
     for batch in ds:  # dict of feature name -> tensor [batch, *shape]
         ...
 
+On a machine pointed at a storage emulator (STORAGE_EMULATOR_HOST), gs://
+files are fetched from the emulator first: transforms/tf_paths.py says why.
+
 Fixed-shape features come back as dense tensors of their declared shape;
 variable-length ones as `tf.RaggedTensor`s. Each comes back as its declared
 dtype: `bool`, `int32` and `double` are cast from the int64/float lists they
@@ -24,6 +27,7 @@ import tensorflow as tf
 
 from transforms.manifest import MANIFEST, DatasetInfo
 from transforms.spec import FeatureSpec
+from transforms.tf_paths import tf_readable
 
 __all__ = ["load", "load_info", "parsing_spec", "decode_features"]
 
@@ -37,10 +41,12 @@ _COMPRESSION = {"gzip": "GZIP", "none": ""}
 def load_info(output_dir: str) -> DatasetInfo:
     """The dataset's manifest, read through tf.io.gfile (local, gs://, ...)."""
     path = f"{output_dir.rstrip('/')}/{MANIFEST}"
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(f"{path} not found: not a finished beam-datagen dataset")
-    with tf.io.gfile.GFile(path, "rb") as f:
-        return DatasetInfo.from_json(f.read())
+    try:
+        with tf.io.gfile.GFile(tf_readable(path), "rb") as f:
+            return DatasetInfo.from_json(f.read())
+    except (FileNotFoundError, tf.errors.NotFoundError):
+        raise FileNotFoundError(
+            f"{path} not found: not a finished beam-datagen dataset") from None
 
 
 def parsing_spec(spec: FeatureSpec) -> dict:
@@ -138,7 +144,7 @@ def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
                          f"{', '.join(info.spec.names)}")
     deterministic = not shuffle or seed is not None
     root = output_dir.rstrip("/")
-    files = [f"{root}/{name}" for name in info.files(split)]
+    files = [tf_readable(f"{root}/{name}") for name in info.files(split)]
     features = parsing_spec(info.spec)
     compression = _COMPRESSION[info.compression]
 

@@ -6,8 +6,9 @@ only when a split has more than 65,536 distinct ones), from which a shard plan
 cuts the bucket range into `n` contiguous, non-empty runs of about equal count.
 Examples are then grouped by (split, shard), sorted by order key and written
 to temporary files that `commit_shards` renames into place once every shard is
-complete: the same input gives byte-identical shards on every run and runner,
-and no reader ever sees a partial file.
+complete (and again, harmlessly, if the runner retries it): the same input
+gives byte-identical shards on every run and runner, and no reader ever sees a
+partial file.
 
 The payload crosses one shuffle; the plan's side input is a few ints per shard.
 """
@@ -27,6 +28,7 @@ from apache_beam.io.filesystems import FileSystems
 from isal import isal_zlib
 
 from transforms.counters import counter
+from transforms.fileops import ensure_dir
 
 __all__ = ["WriteShards", "ShardPlan", "plan_shards", "commit_shards", "shard_name", "tfrecord_frame"]
 
@@ -235,31 +237,43 @@ class WriteShards(beam.PTransform):
             | "WriteShard" >> beam.ParDo(_WriteShardFn(self._temp_dir, self._compression)))
 
 
-def ensure_dir(path: str) -> None:
-    """Creates a directory if the filesystem has them (object stores do not need it)."""
-    try:
-        FileSystems.mkdirs(path)
-    except IOError:
-        pass  # it exists
+def _names(pattern: str) -> set:
+    """Base names of the files matching `pattern` (one listing, also on gs://)."""
+    return {FileSystems.split(m.path)[1]
+            for m in FileSystems.match([pattern])[0].metadata_list}
 
 
-def commit_shards(shards: list, output_dir: str) -> dict:
+def commit_shards(shards: list, output_dir: str, split_names=()) -> dict:
     """Renames temp shards into place; returns the manifest's per-split entries.
 
-    Data files of an earlier run in the same split directories are removed
-    first, so the directory holds exactly what the manifest lists.
+    Idempotent, so a runner may retry it after a failure partway (a GCS rename
+    is a copy and a delete per file, and any request can fail): a shard whose
+    temp file is gone and whose final file is there was moved by the earlier
+    attempt. Afterwards, data files of an earlier run that this one did not
+    overwrite are removed from every split directory (those of `shards` and
+    of `split_names`), so each holds exactly what the manifest lists.
     """
-    splits = sorted({s["split"] for s in shards})
-    stale = [m.path for split in splits
-             for m in FileSystems.match([FileSystems.join(output_dir, split, "data-*")])[0].metadata_list]
+    ordered = sorted(shards, key=lambda s: (s["split"], s["index"]))
+    splits = sorted({s["split"] for s in ordered} | set(split_names))
+    temps = set().union(*(_names(FileSystems.join(d, "*"))
+                          for d in {FileSystems.split(s["temp"])[0] for s in ordered}))
+    present = {split: _names(FileSystems.join(output_dir, split, "data-*")) for split in splits}
+    pending, moved = [], []
+    for s in ordered:
+        (pending if FileSystems.split(s["temp"])[1] in temps else moved).append(s)
+    lost = [s["file"] for s in moved if FileSystems.split(s["file"])[1] not in present[s["split"]]]
+    if lost:
+        raise IOError(f"shards {lost} are neither in the temp folder nor in {output_dir}")
+    for split in sorted({s["split"] for s in pending}):
+        ensure_dir(FileSystems.join(output_dir, split))
+    if pending:
+        FileSystems.rename([s["temp"] for s in pending],
+                           [FileSystems.join(output_dir, s["file"]) for s in pending])
+    written = {(s["split"], FileSystems.split(s["file"])[1]) for s in ordered}
+    stale = [FileSystems.join(output_dir, split, name) for split in splits
+             for name in sorted(present[split]) if (split, name) not in written]
     if stale:
         FileSystems.delete(stale)
-    for split in splits:
-        ensure_dir(FileSystems.join(output_dir, split))
-    ordered = sorted(shards, key=lambda s: (s["split"], s["index"]))
-    if ordered:
-        FileSystems.rename([s["temp"] for s in ordered],
-                           [FileSystems.join(output_dir, s["file"]) for s in ordered])
     result = {}
     for s in ordered:
         entry = result.setdefault(s["split"], {"num_examples": 0, "num_bytes": 0, "shards": []})

@@ -44,6 +44,10 @@ Failures (transforms/dead_letters.py, stage `read_tar`):
   one FILE dead letter. A valid but empty tar (only end-of-archive blocks)
   yields nothing and is not a failure.
 
+Not a failure of the data, so no dead letter: an error of the storage while
+reading the bytes (a gs:// read that still fails after the client's retries,
+a disk error) raises StorageReadError, and the runner retries the bundle.
+
 Counters (namespace `datagen`): `tar_files_read`, `tar_members_read`,
 `tar_members_skipped`, `tar_bytes_read`, `samples_read`. Every sample is
 counted once in `samples_read`, whether it is yielded or becomes a SAMPLE dead
@@ -68,7 +72,7 @@ from transforms.counters import counter
 from transforms.dead_letters import FAILURES, FILE, MAX_MESSAGE, SAMPLE, dead_letter
 from transforms.sample import KEY, URL
 
-__all__ = ["ReadTarSamples", "iter_tar", "match_files", "SKIP_REASONS"]
+__all__ = ["ReadTarSamples", "iter_tar", "match_files", "SKIP_REASONS", "StorageReadError"]
 
 _STAGE = "read_tar"
 
@@ -87,25 +91,42 @@ _META = re.compile(r"__[^/]*__($|/)")
 # ReadError/CompressionError (both TarError), including zlib errors while
 # reading headers, but a member's data read can still surface the codec's own
 # error (zlib.error, lzma.LZMAError, OSError from bz2 "Invalid data stream" or
-# gzip.BadGzipFile), EOFError from a cut compressed stream, and OSError for an
-# unreadable file. Anything else is a bug or a transient filesystem error and
-# propagates, so Beam retries the bundle instead of hiding it in a dead letter.
+# gzip.BadGzipFile) and EOFError from a cut compressed stream. Anything else is
+# a bug or a storage error (StorageReadError) and propagates, so Beam retries
+# the bundle instead of hiding it in a dead letter.
 _READ_ERRORS = (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError)
 
 
-class _CountingReader:
-    """A read-only file wrapper counting the bytes read from the raw file.
+class StorageReadError(Exception):
+    """Reading the file's bytes failed: the store's fault, not the archive's.
 
-    Only used to tell a zero-byte file (tarfile says "empty file" also for a
-    compressed stream that inflates to nothing) from other unreadable input.
+    Raised out of `iter_tar` instead of becoming a dead letter. It is not an
+    OSError on purpose: network errors from gs:// reads (requests'
+    ConnectionError, a disk's EIO) are OSErrors, like the codecs' "bad data"
+    errors above, and would otherwise be taken for a corrupt archive - a
+    transient outage would drop whole files from the dataset for good.
     """
 
-    def __init__(self, fileobj: IO[bytes]):
+
+class _CountingReader:
+    """A read-only file wrapper counting the bytes read from the raw file, and
+    telling errors of the storage (StorageReadError) from errors of the data.
+
+    The count only tells a zero-byte file (tarfile says "empty file" also for
+    a compressed stream that inflates to nothing) from other unreadable input.
+    """
+
+    def __init__(self, fileobj: IO[bytes], url: str):
         self._fileobj = fileobj
+        self._url = url
         self.bytes_read = 0
 
     def read(self, size: int = -1) -> bytes:
-        data = self._fileobj.read(size)
+        try:
+            data = self._fileobj.read(size)
+        except Exception as e:  # noqa: BLE001 - whatever the filesystem raises
+            raise StorageReadError(f"reading {self._url} at byte {self.bytes_read} failed: "
+                                   f"{type(e).__name__}: {e}") from e
         self.bytes_read += len(data)
         return data
 
@@ -182,7 +203,7 @@ def iter_tar(fileobj: IO[bytes], url: str, *,
     Memory holds one member and one sample, however large the archive.
     """
     stats = stats if stats is not None else collections.Counter()
-    reader = _CountingReader(fileobj)
+    reader = _CountingReader(fileobj, url)
     try:
         stream = tarfile.open(fileobj=reader, mode="r|*", tarinfo=_EndAwareTarInfo)
     except _READ_ERRORS as e:

@@ -1,0 +1,166 @@
+"""The tar pipeline with input and output on gs://, against gcp-storage-emulator.
+
+The corpus (pipelines.sample_corpus: 3 shards x 8 samples, sample 0 with an
+unparseable label) plus one archive cut in the middle of a member is made
+locally and uploaded to the emulator's bucket. The same job runs on the local
+copy and on gs://; what lands in the bucket must be what lands on disk: the
+same shards byte for byte, the same manifest, the same dead letters (but for
+their gs:// urls), and the reader reads it back from gs://.
+"""
+
+import json
+import os
+import shutil
+
+import pytest
+
+from pipelines import tar_to_tfrecord
+from pipelines.sample_corpus import write_corpus
+from transforms import dataset, manifest, reader
+from transforms.shard_writer import commit_shards, write_tfrecords
+
+FLAGS = ["--features", "payload=bin:bytes,label=cls:int64", "--split_by", "__key__:^([^_]+)",
+         "--splits", "train=0.5,eval=0.25,test=0.25", "--num_shards", "2",
+         "--max_failure_fraction", "0.2"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, gcs_emulator):
+    """Local tar shards, and the same files under gs://BUCKET/raw/."""
+    root = tmp_path_factory.mktemp("corpus")
+    paths = write_corpus(str(root), shards=3, samples_per_shard=8, payload_bytes=1024,
+                         speakers=6, bad_samples=1)
+    whole = open(paths[1], "rb").read()
+    (root / "cut.tar").write_bytes(whole[: len(whole) // 2])  # ends inside a member
+    for name in sorted(os.listdir(root)):
+        gcs_emulator.upload(root / name, f"raw/{name}")
+    return root
+
+
+@pytest.fixture(scope="module")
+def runs(corpus, gcs_emulator, tmp_path_factory):
+    """(local output dir, its manifest, gs:// output url, its manifest)."""
+    local = tmp_path_factory.mktemp("local") / "ds"
+    local_info = tar_to_tfrecord.run(["--input", f"{corpus}/*.tar", "--output", str(local), *FLAGS])
+    remote = gcs_emulator.url("out/ds")
+    remote_info = tar_to_tfrecord.run(
+        ["--input", gcs_emulator.url("raw/*.tar"), "--output", remote, *FLAGS])
+    return local, local_info, remote, remote_info
+
+
+def _local_files(root) -> dict:
+    return {os.path.relpath(os.path.join(d, f), root): open(os.path.join(d, f), "rb").read()
+            for d, _, files in os.walk(root) for f in files}
+
+
+def _without_run_details(info: dict) -> dict:
+    return {k: v for k, v in info.items() if k not in ("created", "source")}
+
+
+def test_dataset_lands_in_the_bucket(runs, gcs_emulator):
+    local, local_info, _, remote_info = runs
+    in_bucket = gcs_emulator.objects("out/ds/")
+    on_disk = _local_files(local)
+    shards = {s["file"] for split in remote_info["splits"].values() for s in split["shards"]}
+    # Exactly the dataset: no temp folder, no stray object.
+    assert set(in_bucket) == shards | {manifest.MANIFEST, manifest.SCHEMA, manifest.FAILURES_FILE}
+    assert set(in_bucket) == set(on_disk)
+    assert {name: in_bucket[name] for name in shards} == {name: on_disk[name] for name in shards}
+    assert json.loads(in_bucket[manifest.MANIFEST]) == remote_info
+    assert _without_run_details(remote_info) == _without_run_details(local_info)
+    assert remote_info["source"]["input"] == gcs_emulator.url("raw/*.tar")
+    assert in_bucket[manifest.SCHEMA] == on_disk[manifest.SCHEMA]
+
+
+def test_dead_letters_land_in_the_bucket(runs, gcs_emulator, corpus):
+    local, _, _, remote_info = runs
+    remote = [json.loads(line) for line in
+              gcs_emulator.objects("out/ds/")[manifest.FAILURES_FILE].decode().splitlines()]
+    on_disk = [json.loads(line) for line in
+               (local / manifest.FAILURES_FILE).read_text().splitlines()]
+    # The unparseable label and the sample the cut archive broke off.
+    assert {(r["stage"], r["key"]) for r in remote} == {
+        ("encode", "spk00_00000"), ("read_tar", "spk00_00012")}
+    assert {r["url"] for r in remote} == {gcs_emulator.url("raw/corpus-00000.tar"),
+                                          gcs_emulator.url("raw/cut.tar")}
+    for record in on_disk:
+        record["url"] = record["url"].replace(f"{corpus}/", gcs_emulator.url("raw/"))
+    assert sorted(remote, key=json.dumps) == sorted(on_disk, key=json.dumps)
+    assert remote_info["failures"] == {"count": 2, "file": manifest.FAILURES_FILE}
+
+
+def test_reader_reads_back_from_gs(runs):
+    local, local_info, remote, _ = runs
+    for split, entry in local_info["splits"].items():
+        from_gs = [(ex["payload"].numpy(), int(ex["label"]))
+                   for ex in reader.load(remote, split, batch_size=None)]
+        assert len(from_gs) == entry["num_examples"]
+        assert from_gs == [(ex["payload"].numpy(), int(ex["label"]))
+                           for ex in reader.load(str(local), split, batch_size=None)]
+
+
+def test_missing_dataset_on_gs_is_a_clear_error(gcs_emulator):
+    with pytest.raises(FileNotFoundError, match="out/nothing/dataset_info.json not found"):
+        reader.load_info(gcs_emulator.url("out/nothing"))
+
+
+def test_rerun_into_the_same_bucket_path_leaves_only_the_new_shards(corpus, gcs_emulator):
+    output = gcs_emulator.url("out/rerun")
+    tar_to_tfrecord.run(["--input", gcs_emulator.url("raw/*.tar"), "--output", output, *FLAGS])
+    flags = [f if f != "2" else "1" for f in FLAGS]  # --num_shards 1
+    info = tar_to_tfrecord.run(["--input", gcs_emulator.url("raw/*.tar"), "--output", output,
+                                *flags])
+    shards = {s["file"] for split in info["splits"].values() for s in split["shards"]}
+    assert all(name.endswith("-of-00001.tfrecord.gz") for name in shards)
+    assert set(gcs_emulator.objects("out/rerun/")) == shards | {
+        manifest.MANIFEST, manifest.SCHEMA, manifest.FAILURES_FILE}
+
+
+def test_a_rerun_failing_while_it_replaces_files_unpublishes_the_old_dataset(
+        corpus, gcs_emulator, monkeypatch):
+    output = gcs_emulator.url("out/failing")
+    tar_to_tfrecord.run(["--input", gcs_emulator.url("raw/*.tar"), "--output", output, *FLAGS])
+    assert manifest.MANIFEST in gcs_emulator.objects("out/failing/")
+
+    def fail(*_):
+        raise IOError("the store went away mid-commit")
+
+    monkeypatch.setattr(dataset, "commit_shards", fail)
+    with pytest.raises(Exception, match="mid-commit"):
+        tar_to_tfrecord.run(["--input", gcs_emulator.url("raw/*.tar"), "--output", output, *FLAGS])
+    # Old shards may be half replaced: without a manifest, no reader takes them.
+    assert manifest.MANIFEST not in gcs_emulator.objects("out/failing/")
+
+
+def _temp_shards(temp_dir: str) -> list:
+    shards = []
+    for split, index in (("train", 0), ("train", 1), ("eval", 0)):
+        name = f"{split}/data-{index:05d}-of-00002.tfrecord"
+        temp = f"{temp_dir}/{name.replace('/', '-')}"
+        records = [f"{split}{index}".encode()]
+        write_tfrecords(temp, records, "none")
+        shards.append({"split": split, "index": index, "num_shards": 2, "file": name,
+                       "temp": temp, "num_examples": 1, "num_bytes": len(records[0])})
+    return shards
+
+
+@pytest.mark.parametrize("where", ["local", "gs"])
+def test_commit_survives_a_retry_after_failing_partway(where, gcs_emulator, tmp_path):
+    """A runner retries the final step when it fails: a GCS rename is a copy and
+    a delete per shard, so a retry finds some shards moved and some not."""
+    output = str(tmp_path / "out") if where == "local" else gcs_emulator.url("commit/out")
+    shards = _temp_shards(f"{output}/.temp")
+    # The first attempt moved one shard, then failed.
+    commit_shards(shards[:1], output)
+    entries = commit_shards(shards, output, split_names=["train", "eval", "test"])
+    again = commit_shards(shards, output, split_names=["train", "eval", "test"])
+    assert entries == again
+    assert [s["file"] for s in entries["train"]["shards"]] == [
+        "train/data-00000-of-00002.tfrecord", "train/data-00001-of-00002.tfrecord"]
+    # A shard gone from both places is an error, not a silently smaller dataset.
+    lost = dict(shards[2], file="eval/data-00001-of-00002.tfrecord",
+                temp=shards[2]["temp"].replace("00000", "00001"))
+    with pytest.raises(IOError, match="eval/data-00001-of-00002"):
+        commit_shards(shards + [lost], output)
+    if where == "local":
+        shutil.rmtree(output)
