@@ -23,6 +23,8 @@ is the same on every runner and worker count.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import apache_beam as beam
 
 from transforms.examples import ExampleRecipe, Filtered, StageError, prepare_sample
@@ -61,11 +63,18 @@ class _GroupLabelFn(beam.DoFn):
             yield pair
 
 
-def _stratum(element) -> tuple:
-    """(group, [(label, n), ...]) -> (stratum, group, size, carries several labels)."""
-    group, label_counts = element
+class _Group(NamedTuple):
+    stratum: str          # the label it is split under
+    key: str
+    size: int             # samples
+    several_labels: bool
+
+
+def _group(element):
+    """(group key, [(label, samples), ...]) -> _Group."""
+    key, label_counts = element
     counts = dict(label_counts)
-    return group_stratum(counts), group, sum(counts.values()), len(counts) > 1
+    return _Group(group_stratum(counts), key, sum(counts.values()), len(counts) > 1)
 
 
 class StratifySplits(beam.PTransform):
@@ -88,18 +97,18 @@ class StratifySplits(beam.PTransform):
             | "KeyByGroup" >> beam.MapTuple(lambda pair, n: (pair[0], (pair[1], n)))
             | "LabelsPerGroup" >> beam.GroupByKey()
             # (group, [(label, samples), ...])
-            | "Stratum" >> beam.Map(_stratum))
+            | "Stratum" >> beam.Map(_group))
         cuts = (
             groups
-            | "KeyByStratum" >> beam.Map(lambda g: (g[0], (group_hash(g[1]), g[2])))
+            | "KeyByStratum" >> beam.Map(lambda g: (g.stratum, (group_hash(g.key), g.size)))
             | "GroupsPerStratum" >> beam.GroupByKey()
             # (label, [(group hash, samples), ...])
             | "Cut" >> beam.MapTuple(lambda label, sizes: (label, stratum_cuts(sizes, ratios)))
             | "CutsDict" >> beam.combiners.ToDict())
         several = (
             groups
-            | "SeveralLabels" >> beam.Filter(lambda g: g[3])
-            | "GroupStratum" >> beam.Map(lambda g: (g[1], g[0]))
+            | "SeveralLabels" >> beam.Filter(lambda g: g.several_labels)
+            | "GroupStratum" >> beam.Map(lambda g: (g.key, g.stratum))
             | "SeveralDict" >> beam.combiners.ToDict())
         return cuts | "Strata" >> beam.Map(
             lambda c, labels: Strata(c, labels), labels=beam.pvalue.AsSingleton(several))
