@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from pipelines import manifest_to_tfrecord
+from pipelines import inspect, manifest_to_tfrecord
 from transforms import reader
 
 RATE = 16000
@@ -142,6 +142,8 @@ def test_stratified_splits_from_a_jsonl_manifest_are_deterministic(tmp_path):
     counts = collections.Counter((split, ex["label"].numpy().decode()) for split, ex in examples)
     assert {(s, label): n for s, v in info["splits"].items()
             for label, n in v["label_counts"].items()} == counts
+    shown = inspect.describe_dataset(str(tmp_path / "one"), examples=0)
+    assert "labels: " + ", ".join(f"{label} {counts[('train', label)]}" for label in "abc") in shown
     for label in "abc":
         groups = {g: n for (lab, g), n in sizes.items() if lab == label}
         total, largest = sum(groups.values()), max(groups.values())
