@@ -36,6 +36,7 @@ from transforms.sample import FieldReader
 
 __all__ = ["SplitPlan", "Strata", "group_hash", "group_stratum", "parse_splits",
            "parse_split_by", "stable_hash64", "stratum_cuts"]
+
 # Split names a split field may use for a declared split of another name.
 _ALIASES = (frozenset({"eval", "validation", "valid", "val", "dev"}),
             frozenset({"train", "training"}),
