@@ -13,6 +13,7 @@ setuptools.setup(
         "apache-beam[gcp]==2.77.*",
         "tensorflow==2.21.*",
         "tensorflow-metadata==1.21.*",
+        "tensorflow-transform==1.21.*",
         "numpy>=1.26",
         "google-crc32c>=1.5",
         "isal>=1.6",

@@ -24,6 +24,7 @@ from transforms.audio_windows import WindowOptions
 from transforms.cutting import MODES, CutOptions, media_features, media_fields
 from transforms.dataset import DatasetConfig, WriteDataset, summary_line
 from transforms.examples import ExampleRecipe
+from transforms.preprocessing import Preprocessing
 from transforms.spec import FeatureSpec, infer_spec, parse_features
 from transforms.runtime import make_pipeline
 from transforms.splits import SplitPlan
@@ -87,6 +88,23 @@ class DatasetOptions(PipelineOptions):
         parser.add_argument(
             "--example_fn", default="", help="module:function applied to each example's "
             "feature values (returns a dict, or None to drop it).")
+        parser.add_argument(
+            "--preprocessing_fn", default="",
+            help="module:function, a tf.Transform preprocessing_fn: analyzed on the train "
+            "split, applied to every split; the shards hold its outputs, transform_fn/ is "
+            "written next to them.")
+        parser.add_argument(
+            "--normalize", default="",
+            help="Built-in tf.Transform scaling with train statistics, e.g. "
+            "'gain=zscore,age=0_1' (float32, replacing the feature).")
+        parser.add_argument(
+            "--vocabulary", default="",
+            help="Built-in tf.Transform vocabulary of the train split, e.g. 'speaker,lang': "
+            "each value becomes its int64 index, -1 if unseen in train.")
+        parser.add_argument(
+            "--bucketize", default="",
+            help="Built-in tf.Transform quantile buckets from the train split, e.g. 'age=4' "
+            "(int64 bucket 0..3).")
         parser.add_argument(
             "--cut", default="none", choices=list(MODES),
             help="How samples become examples: none (one example per sample), "
@@ -165,8 +183,9 @@ _CUT_FLAGS = ("cut", "audio_fields", "video_field", "sequence_fps", "sample_rate
 
 def _recorded_options(opts: DatasetOptions) -> dict:
     names = ("features", "split_by", "splits", "split_column", "stratify_by", "select",
-             "where", "rename", "filter_empty", "sample_fn", "example_fn", "num_shards",
-             "shard_size_mb", "compression", "max_failure_fraction")
+             "where", "rename", "filter_empty", "sample_fn", "example_fn", "preprocessing_fn",
+             "normalize", "vocabulary", "bucketize", "num_shards", "shard_size_mb",
+             "compression", "max_failure_fraction")
     cut = _CUT_FLAGS if opts.cut != "none" else ("cut",)
     return {n: getattr(opts, n) for n in names + cut}
 
@@ -245,6 +264,10 @@ def dataset_config(options: PipelineOptions, spec: FeatureSpec,
         sample_fn=opts.sample_fn or None,
         example_fn=opts.example_fn or None)
     recipe.load_functions()  # an unimportable function fails now, not on a worker
+    preprocessing = Preprocessing.from_flags(opts.preprocessing_fn, opts.normalize,
+                                             opts.vocabulary, opts.bucketize)
+    if preprocessing is not None:
+        preprocessing.check(spec, recipe.split_plan.names)
     return DatasetConfig(
         output=opts.output.rstrip("/"),
         recipe=recipe,
@@ -253,7 +276,8 @@ def dataset_config(options: PipelineOptions, spec: FeatureSpec,
         num_shards=opts.num_shards,
         max_failure_fraction=opts.max_failure_fraction,
         source=dict(source),
-        options=_recorded_options(opts))
+        options=_recorded_options(opts),
+        preprocessing=preprocessing)
 
 
 def feature_spec(options: PipelineOptions, samples: Iterable) -> FeatureSpec:

@@ -7,6 +7,9 @@ key is in two splits (transforms/leakage.py), move the shards into place and
 write the manifest last (its presence means the dataset is complete). With
 --stratify_by, the split assignment is computed from all samples first
 (transforms/stratify.py) and the manifest counts examples per split and label.
+With preprocessing (transforms/transform_stage.py), the built examples pass
+through tf.Transform one for one: the shards hold the transformed examples, and
+the final step moves transform_fn/ and its metadata next to them.
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ from transforms import manifest
 from transforms.dead_letters import EXAMPLE, FAILURES, FILE, SAMPLE, describe
 from transforms.examples import BUILT, FILTERED, BuildExamples, ExampleRecipe
 from transforms.leakage import FindLeakingGroups, leakage_message
+from transforms.preprocessing import TRANSFORM_DIRS, Preprocessing
 from transforms.fileops import delete_if_exists, ensure_dir, remove_tree
 from transforms.shard_writer import WriteShards, commit_shards
+from transforms.spec import FeatureSpec
 from transforms.stratify import StratifySplits
 
 __all__ = ["DatasetConfig", "WriteDataset", "DatasetFailed", "summary_line"]
@@ -50,6 +55,7 @@ class DatasetConfig:
     source: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     write_tfrecords: bool = True
+    preprocessing: Preprocessing | None = None
 
 
 def account(tallies: Mapping[tuple, int]) -> dict:
@@ -113,11 +119,28 @@ def _write_text(path: str, text: str) -> None:
 class _FinaliseFn(beam.DoFn):
     """Runs once, after every shard is written (see the module docstring)."""
 
-    def __init__(self, config: DatasetConfig, temp_dir: str):
+    def __init__(self, config: DatasetConfig, temp_dir: str,
+                 transformed_spec: FeatureSpec | None = None):
         self._config = config
         self._temp_dir = temp_dir
+        self._transformed_spec = transformed_spec
 
-    def process(self, shards, tallies, failures, leaks):
+    def _publish_transform(self) -> tuple:
+        """(spec of the shards, manifest transform section or None); moves a staged
+        transform next to the data, or removes an earlier run's."""
+        config = self._config
+        if self._transformed_spec is None:
+            for name in TRANSFORM_DIRS:
+                if FileSystems.exists(FileSystems.join(config.output, name)):
+                    remove_tree(FileSystems.join(config.output, name))
+            return config.recipe.spec, None
+        from transforms.transform_stage import STAGED_DIR, publish
+        publish(FileSystems.join(self._temp_dir, STAGED_DIR), config.output, config.recipe.spec)
+        return (self._transformed_spec,
+                config.preprocessing.manifest_section(config.recipe.spec))
+
+    def process(self, shards, tallies, failures, leaks, staged=None):
+        # `staged` (the transform's, when there is one) only orders this step after it.
         config = self._config
         accounting = account(tallies)
         accounted = (accounting["samples_written"] + accounting["samples_filtered"]
@@ -156,20 +179,22 @@ class _FinaliseFn(beam.DoFn):
         # An earlier run's manifest goes first: while files are replaced, no
         # reader takes this output for a complete dataset.
         delete_if_exists(FileSystems.join(config.output, manifest.MANIFEST))
+        spec, transform = self._publish_transform()
         if config.write_tfrecords:
             splits = commit_shards(shards, config.output, config.recipe.split_plan.names)
-            remove_tree(self._temp_dir)
         else:  # the examples went to another sink only: counts, no files
             splits = {name: {"num_examples": n, "num_bytes": None, "shards": []}
                       for name, n in accounting["examples_per_split"].items()}
+        remove_tree(self._temp_dir)
         info = manifest.build_manifest(
-            spec=config.recipe.spec, splits=splits, compression=config.compression,
+            spec=spec, splits=splits, compression=config.compression,
             accounting=accounting, num_failures=len(failures), source=config.source,
             options=config.options, split_names=config.recipe.split_plan.names,
             label_counts=(_label_counts(tallies) if config.recipe.split_plan.stratify_by
-                          else None))
+                          else None),
+            transform=transform)
         _write_text(FileSystems.join(config.output, manifest.SCHEMA),
-                    manifest.schema_pbtxt(config.recipe.spec))
+                    manifest.schema_pbtxt(spec))
         _write_text(FileSystems.join(config.output, manifest.MANIFEST),
                     json.dumps(info, indent=2, sort_keys=False) + "\n")
         _LOG.info(summary_line(info))
@@ -188,6 +213,9 @@ class WriteDataset(beam.PTransform):
     examples returning its dead letters, writes them somewhere else too (a
     Bigtable examples table); with `config.write_tfrecords` false, only there.
     The manifest is written after the sink has finished.
+
+    With `config.preprocessing`, tf.Transform analyzes the train split's examples
+    and the shards and sink get the transformed examples (AnalyzeAndTransform).
     """
 
     def __init__(self, config: DatasetConfig, examples_sink: beam.PTransform | None = None):
@@ -203,9 +231,16 @@ class WriteDataset(beam.PTransform):
         strata = (samples | "StratifySplits" >> StratifySplits(config.recipe)
                   if config.recipe.split_plan.stratify_by else None)
         built = samples | "BuildExamples" >> BuildExamples(config.recipe, strata)
+        examples, transform = built.examples, None
+        if config.preprocessing is not None:
+            # Imported only when asked for: it loads TensorFlow and tf.Transform.
+            from transforms.transform_stage import AnalyzeAndTransform
+            transform = examples | "Preprocess" >> AnalyzeAndTransform(
+                config.preprocessing, config.recipe.spec, temp_dir)
+            examples = transform.examples
         if config.write_tfrecords:
             shards = (
-                built.examples
+                examples
                 | "WriteShards" >> WriteShards(temp_dir, config.compression,
                                                config.target_shard_bytes, config.num_shards)
                 | "CollectShards" >> beam.combiners.ToList())
@@ -213,7 +248,7 @@ class WriteDataset(beam.PTransform):
             shards = samples.pipeline | "NoShards" >> beam.Create([[]])
         failures = [source_failures, built[FAILURES]]
         if self._examples_sink is not None:
-            failures.append(built.examples | "WriteExamplesSink" >> self._examples_sink)
+            failures.append(examples | "WriteExamplesSink" >> self._examples_sink)
         failures = failures | "AllFailures" >> beam.Flatten()
         tallies = (
             (samples | "TallyRead" >> beam.Map(lambda _: (("read", ""), 1)),
@@ -229,8 +264,9 @@ class WriteDataset(beam.PTransform):
         leaks = (built[BUILT]
                  | "GroupSplits" >> beam.Map(lambda b: (b[3], b[0]))  # (group key, split)
                  | "FindLeakingGroups" >> FindLeakingGroups())
+        staged = {"staged": beam.pvalue.AsList(transform.staged)} if transform else {}
         return shards | "Finalise" >> beam.ParDo(
-            _FinaliseFn(config, temp_dir),
+            _FinaliseFn(config, temp_dir, transform.spec if transform else None),
             tallies=beam.pvalue.AsSingleton(tallies),
             failures=beam.pvalue.AsList(failures),
-            leaks=beam.pvalue.AsList(leaks))
+            leaks=beam.pvalue.AsList(leaks), **staged)

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from transforms.spec import FeatureSpec
 
 __all__ = ["MANIFEST", "SCHEMA", "FAILURES_FILE", "FORMAT_VERSION", "build_manifest",
-           "schema_pbtxt", "DatasetInfo"]
+           "schema_pbtxt", "schema_proto", "DatasetInfo"]
 
 MANIFEST = "dataset_info.json"
 SCHEMA = "schema.pbtxt"
@@ -36,13 +36,16 @@ def _package_version() -> str:
 def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression: str,
                    accounting: Mapping[str, Any], num_failures: int, source: Mapping[str, Any],
                    options: Mapping[str, Any], split_names: list,
-                   label_counts: Mapping[str, Mapping[str, int]] | None = None) -> dict:
+                   label_counts: Mapping[str, Mapping[str, int]] | None = None,
+                   transform: Mapping[str, Any] | None = None) -> dict:
     """The dataset_info.json document (a JSON-ready dict).
 
     Every split named by the options is listed, with zero examples if none fell
     in it, so a reader can tell an empty split from a missing one. With
     `label_counts` ({split: {label: examples}}, for --stratify_by), each split
-    also records its examples per label.
+    also records its examples per label. With `transform` (tf.Transform's
+    section: its directories, the preprocessing and the raw features), `spec`
+    is the transformed examples'.
     """
     splits = {name: dict(splits.get(name, {"num_examples": 0, "num_bytes": 0, "shards": []}))
               for name in split_names}
@@ -60,12 +63,19 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
         "splits": splits,
         "accounting": dict(accounting),
         "failures": {"count": num_failures, "file": FAILURES_FILE if num_failures else None},
+        **({"transform": dict(transform)} if transform is not None else {}),
     }
 
 
 def schema_pbtxt(spec: FeatureSpec) -> str:
     """The spec as a tensorflow_metadata Schema in text format."""
     from google.protobuf import text_format
+
+    return text_format.MessageToString(schema_proto(spec))
+
+
+def schema_proto(spec: FeatureSpec):
+    """The spec as a tensorflow_metadata Schema (what TFXIO decodes tf.Examples with)."""
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     schema = schema_pb2.Schema()
@@ -77,7 +87,7 @@ def schema_pbtxt(spec: FeatureSpec) -> str:
             feature.value_count.min = 0
         else:
             feature.shape.dim.extend(schema_pb2.FixedShape.Dim(size=d) for d in f.stored_shape)
-    return text_format.MessageToString(schema)
+    return schema
 
 
 class DatasetInfo:
@@ -91,6 +101,10 @@ class DatasetInfo:
         self.spec = FeatureSpec.from_json(document["features"])
         self.compression = document["compression"]
         self.splits = document["splits"]
+        # With tf.Transform, `spec` is the transformed examples' and the raw one is here.
+        self.transform = document.get("transform")
+        self.raw_spec = (FeatureSpec.from_json(self.transform["raw_features"])
+                         if self.transform else self.spec)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "DatasetInfo":

@@ -19,6 +19,11 @@ are stored in; media features are decoded from the manifest alone: packed
 
 For Keras `fit`, `load(..., label_key="label")` yields `(features, label)`
 and `as_tuple=True` yields the features as a tuple in declared order.
+
+A dataset built with tf.Transform preprocessing holds the transformed
+examples: `load` reads them like any other (the manifest's spec is theirs).
+`transform_output` opens the saved transform, to apply the same transform to
+raw features when serving (`transform_features_layer()`).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from transforms.manifest import MANIFEST, DatasetInfo
 from transforms.spec import FeatureSpec
 from transforms.tf_paths import tf_readable
 
-__all__ = ["load", "load_info", "parsing_spec", "decode_features"]
+__all__ = ["load", "load_info", "parsing_spec", "decode_features", "transform_output"]
 
 _TF_DTYPES = {"bytes": tf.string, "int64": tf.int64, "float": tf.float32}
 _PACKED_DTYPES = {"int16": tf.int16, "uint8": tf.uint8}
@@ -47,6 +52,20 @@ def load_info(output_dir: str) -> DatasetInfo:
     except (FileNotFoundError, tf.errors.NotFoundError):
         raise FileNotFoundError(
             f"{path} not found: not a finished beam-datagen dataset") from None
+
+
+def transform_output(output_dir: str):
+    """`tft.TFTransformOutput` of a dataset built with preprocessing.
+
+    `transform_features_layer()` applies the transform to raw features in a
+    Keras model; `raw_feature_spec()` parses raw tf.Examples for it. ValueError
+    for a dataset built without preprocessing.
+    """
+    if load_info(output_dir).transform is None:
+        raise ValueError(f"{output_dir} was built without preprocessing: it has no transform_fn")
+    import tensorflow_transform as tft  # only datasets built with preprocessing need it
+
+    return tft.TFTransformOutput(output_dir)
 
 
 def parsing_spec(spec: FeatureSpec) -> dict:

@@ -1,0 +1,287 @@
+"""tf.Transform preprocessing through the tar pipeline: statistics from the train split
+only, every split transformed, the saved transform equal to the written values in Keras,
+exact accounting, and flag errors before any work."""
+
+import io
+import json
+import os
+import tarfile
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import tensorflow as tf
+import tensorflow_transform as tft
+from tensorflow_metadata.proto.v0 import schema_pb2
+from tfx_bsl.coders import example_coder
+from tfx_bsl.public import tfxio
+
+from pipelines import tar_to_tfrecord
+from transforms import manifest, reader
+from transforms.example_encoder import ExampleEncoder
+from transforms.sample import FieldReader
+from transforms.spec import Feature, FeatureSpec, parse_features
+from transforms.splits import SplitPlan
+from transforms.transform_stage import (ORDER_COLUMN, SPLIT_COLUMN, from_record_batch,
+                                        to_record_batch, transformed_spec)
+
+FEATURES = ("key=__key__:string,payload=bin:bytes,label=cls:int64,speaker=json.speaker:string,"
+            "gain=json.gain:float,score=json.score:double,age=json.age:int32,"
+            "lang=json.lang:string,flag=json.flag:bool")
+SPLITS = "train=0.6,eval=0.2,test=0.2"
+SPEAKERS, PER_SPEAKER = 16, 5
+BUILTINS = ["--normalize", "gain=zscore,score=0_1", "--vocabulary", "lang", "--bucketize", "age=4"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """One tar shard, 16 speakers x 5 samples, made here with tarfile.
+
+    Values are drawn so that train and the other splits differ: non-train
+    speakers' gains are 50 higher, and only they speak 'xx'. Sample 0's label
+    is 'unknown' (a dead letter). Returns (tar directory, {key: (cls, meta)}).
+    """
+    plan = SplitPlan.from_flags(SPLITS, "json.speaker")
+    rng = np.random.default_rng(5)
+    root = tmp_path_factory.mktemp("corpus")
+    truth = {}
+    with tarfile.open(root / "corpus-00000.tar", "w") as tar:
+        for index in range(SPEAKERS * PER_SPEAKER):
+            speaker = f"spk{index % SPEAKERS:02d}"
+            train = plan.split_of(speaker) == "train"
+            meta = {"speaker": speaker,
+                    "gain": round(float(rng.normal(10, 2)) + (0 if train else 50), 4),
+                    "score": float(rng.uniform(0, 100)), "age": int(rng.integers(18, 80)),
+                    "lang": str(rng.choice(["en", "en", "fr", "de"] if train else ["en", "xx"])),
+                    "flag": bool(index % 3)}
+            key = f"{speaker}_{index:04d}"
+            cls = b"unknown" if index == 0 else str(index % 7).encode()
+            truth[key] = (cls, meta)
+            for ext, data in (("bin", rng.bytes(16)), ("cls", cls),
+                              ("json", json.dumps(meta).encode())):
+                member = tarfile.TarInfo(f"{key}.{ext}")
+                member.size = len(data)
+                tar.addfile(member, io.BytesIO(data))
+    assert {plan.split_of(f"spk{s:02d}") for s in range(SPEAKERS)} == {"train", "eval", "test"}
+    return root, truth
+
+
+def _run(corpus, output, *flags):
+    return tar_to_tfrecord.run([
+        "--input", f"{corpus[0]}/*.tar", "--output", str(output), "--features", FEATURES,
+        "--split_by", "json.speaker", "--splits", SPLITS, "--num_shards", "2",
+        "--max_failure_fraction", "0.05", *flags])
+
+
+@pytest.fixture(scope="module")
+def transformed(corpus, tmp_path_factory):
+    output = tmp_path_factory.mktemp("built") / "dataset"
+    return str(output), _run(corpus, output, *BUILTINS)
+
+
+def _by_split(output):
+    """{split: [example dict of numpy values]} read back with the reader."""
+    info = reader.load_info(output)
+    return {split: [{k: v.numpy() for k, v in ex.items()}
+                    for ex in reader.load(output, split, batch_size=None)]
+            for split in info.splits}
+
+
+def _raw(corpus, example, field):
+    return corpus[1][example["key"].decode()][1][field]
+
+
+def test_manifest_records_the_transform_and_accounting_holds(corpus, transformed):
+    output, info = transformed
+    section = info["transform"]
+    assert section["analyzed_split"] == "train"
+    assert section["normalize"] == {"gain": "zscore", "score": "0_1"}
+    assert section["vocabulary"] == ["lang"] and section["bucketize"] == {"age": 4}
+    assert FeatureSpec.from_json(section["raw_features"]) == parse_features(FEATURES)
+    # The shards hold the transformed features, in the raw order; passed-through
+    # ones keep their declared dtype (flag stays bool, key stays string).
+    assert [(f["name"], f["dtype"]) for f in info["features"]] == [
+        ("key", "string"), ("payload", "bytes"), ("label", "int64"), ("speaker", "string"),
+        ("gain", "float"), ("score", "float"), ("age", "int64"), ("lang", "int64"),
+        ("flag", "bool")]
+    assert 'name: "lang"\n  type: INT' in (
+        open(os.path.join(output, "schema.pbtxt")).read())
+
+    tft_output = tft.TFTransformOutput(output)
+    assert sorted(tft_output.transformed_feature_spec()) == sorted(f["name"] for f in info["features"])
+    assert sorted(tft_output.raw_feature_spec()) == sorted(parse_features(FEATURES).names)
+    assert not [p for p in os.listdir(output) if p.startswith(".temp")]
+
+    acc = info["accounting"]
+    assert (acc["samples_read"], acc["samples_written"], acc["samples_failed"]) == (80, 79, 1)
+    assert acc["samples_read"] == acc["samples_written"] + acc["samples_filtered"] + acc["samples_failed"]
+    for name, split in info["splits"].items():
+        records = sum(1 for s in split["shards"] for _ in tf.data.TFRecordDataset(
+            os.path.join(output, s["file"]), compression_type="GZIP"))
+        assert records == split["num_examples"] == acc["examples_per_split"].get(name, 0)
+
+
+def test_normalize_uses_train_statistics_on_every_split(corpus, transformed):
+    splits = _by_split(transformed[0])
+    raw = {s: np.array([_raw(corpus, ex, "gain") for ex in exs], np.float32)
+           for s, exs in splits.items()}
+    gain = {s: np.array([ex["gain"] for ex in exs]) for s, exs in splits.items()}
+    assert gain["train"].mean() == pytest.approx(0, abs=1e-5)
+    assert gain["train"].std() == pytest.approx(1, rel=1e-4)
+    mean, std = raw["train"].astype(np.float64).mean(), raw["train"].astype(np.float64).std()
+    for split in ("eval", "test"):
+        np.testing.assert_allclose(gain[split], (raw[split] - mean) / std, rtol=1e-4)
+        # Their own statistics would have centred them; train's leave them ~25 std up.
+        assert gain[split].mean() > 10
+
+    score = {s: np.array([ex["score"] for ex in exs]) for s, exs in splits.items()}
+    raw_score = {s: np.array([_raw(corpus, ex, "score") for ex in exs], np.float32)
+                 for s, exs in splits.items()}
+    low, high = raw_score["train"].min(), raw_score["train"].max()
+    assert (score["train"].min(), score["train"].max()) == pytest.approx((0, 1), abs=1e-6)
+    for split in ("eval", "test"):
+        np.testing.assert_allclose(score[split], (raw_score[split] - low) / (high - low),
+                                   rtol=1e-4, atol=1e-6)
+
+
+def test_vocabulary_and_buckets_come_from_the_train_split_only(corpus, transformed):
+    output, _ = transformed
+    splits = _by_split(output)
+    vocabulary = [v.decode() for v in reader.transform_output(output).vocabulary_by_name("lang")]
+    assert sorted(vocabulary) == sorted({_raw(corpus, ex, "lang") for ex in splits["train"]})
+    assert "xx" not in vocabulary
+    seen_xx = 0
+    for ex in (ex for exs in splits.values() for ex in exs):
+        lang = _raw(corpus, ex, "lang")
+        assert ex["lang"] == (vocabulary.index(lang) if lang in vocabulary else -1)
+        seen_xx += lang == "xx"
+    assert seen_xx  # the unseen value is there, and maps to -1
+
+    ages = sorted((_raw(corpus, ex, "age"), ex["age"]) for exs in splits.values() for ex in exs)
+    buckets = [b for _, b in ages]
+    assert buckets == sorted(buckets)  # monotone in age, across all splits
+    assert {ex["age"] for ex in splits["train"]} == {0, 1, 2, 3}
+
+
+def _raw_examples(corpus, keys):
+    """The raw tf.Examples of `keys`, encoded from the corpus values as the pipeline does."""
+    spec = parse_features(FEATURES)
+    encoder = ExampleEncoder([(f.name, f.kind) for f in spec])
+    out = []
+    for key in keys:
+        cls, meta = corpus[1][key]
+        fields = FieldReader({"__key__": key, "cls": cls, "bin": b"",
+                              "json": json.dumps(meta).encode()})
+        out.append(encoder.encode({f.name: f.coerce(fields.get(f.source)) for f in spec}))
+    return out
+
+
+def test_saved_transform_in_keras_gives_exactly_the_transformed_values(corpus, transformed):
+    import tf_keras
+
+    output, _ = transformed
+    written = [ex for exs in _by_split(output).values() for ex in exs]
+    tft_output = reader.transform_output(output)
+    raw_spec = tft_output.raw_feature_spec()
+    inputs = {name: tf_keras.Input(shape=spec.shape, dtype=spec.dtype, name=name)
+              for name, spec in raw_spec.items()}
+    model = tf_keras.Model(inputs, tft_output.transform_features_layer()(inputs))
+
+    serialized = _raw_examples(corpus, [ex["key"].decode() for ex in written])
+    served = model(tf.io.parse_example(serialized, raw_spec))
+    for name in ("gain", "score", "lang", "age"):
+        np.testing.assert_array_equal(served[name].numpy(), [ex[name] for ex in written],
+                                      err_msg=name)
+    assert [k.decode() for k in served["key"].numpy()] == [ex["key"].decode() for ex in written]
+
+
+def gain_features(inputs):
+    """--preprocessing_fn for the test below: only its outputs are written."""
+    return {"key": inputs["key"], "gain_centred": inputs["gain"] - tft.mean(inputs["gain"]),
+            "lang_id": tft.compute_and_apply_vocabulary(inputs["lang"], num_oov_buckets=1)}
+
+
+def test_a_users_preprocessing_fn(corpus, tmp_path):
+    output = tmp_path / "user"
+    info = _run(corpus, output, "--preprocessing_fn", f"{__name__}:gain_features")
+    assert info["transform"]["preprocessing_fn"] == f"{__name__}:gain_features"
+    assert [(f["name"], f["dtype"]) for f in info["features"]] == [
+        ("key", "bytes"), ("gain_centred", "float"), ("lang_id", "int64")]  # its tensors' kinds
+    splits = _by_split(str(output))
+    train_mean = np.mean([_raw(corpus, ex, "gain") for ex in splits["train"]], dtype=np.float32)
+    for ex in (ex for exs in splits.values() for ex in exs):
+        assert ex["gain_centred"] == pytest.approx(_raw(corpus, ex, "gain") - train_mean, abs=1e-4)
+    # 'xx' is out of vocabulary: the one OOV bucket, after the train languages.
+    train_langs = {_raw(corpus, ex, "lang") for ex in splits["train"]}
+    assert {ex["lang_id"] for exs in splits.values() for ex in exs
+            if _raw(corpus, ex, "lang") == "xx"} == {len(train_langs)}
+    assert sum(s["num_examples"] for s in info["splits"].values()) == 79
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--preprocessing_fn", "no_such_module:fn"], "--preprocessing_fn .*cannot import"),
+    (["--preprocessing_fn", f"{__name__}:missing"], "has no function 'missing'"),
+    (["--preprocessing_fn", f"{__name__}:gain_features", "--vocabulary", "lang"],
+     "cannot be combined"),
+    (["--normalize", "nope=zscore"], "--normalize 'nope': no such feature"),
+    (["--normalize", "gain=minmax"], "method must be zscore or 0_1"),
+    (["--normalize", "lang=zscore"], "--normalize 'lang': a string feature"),
+    (["--vocabulary", "gain"], "--vocabulary 'gain': a float feature"),
+    (["--bucketize", "age=1"], "integer >= 2"),
+    (["--normalize", "gain=zscore", "--bucketize", "gain=3"], "already has a built-in"),
+    (["--vocabulary", "lang", "--splits", "a=0.5,b=0.5"], "analyzes the 'train' split"),
+])
+def test_bad_preprocessing_flags_fail_before_any_work(corpus, tmp_path, flags, message):
+    with pytest.raises(ValueError, match=message):
+        _run(corpus, tmp_path / "bad", *flags)
+    assert not (tmp_path / "bad").exists()
+
+
+# -- the stage's pure functions ----------------------------------------------------
+
+
+def test_record_batches_carry_split_and_order_and_encode_back():
+    spec = parse_features("x:float,ids:int64[*],s:bytes")
+    schema = manifest.schema_proto(spec)
+    source = tfxio.TFExampleBeamRecord(physical_format="tfrecord", schema=schema)
+    arrow_schema = (source.ArrowSchema().append(pa.field(SPLIT_COLUMN, pa.large_list(pa.large_binary())))
+                    .append(pa.field(ORDER_COLUMN, pa.large_list(pa.uint64()))))
+    encoder = ExampleEncoder([(f.name, f.kind) for f in spec])
+    examples = [(("train", "eval")[i % 2], 2 ** 64 - 1 - i,
+                 encoder.encode({"x": [i / 2], "ids": list(range(i)), "s": [f"s{i}"]}))
+                for i in range(5)]
+    batch = to_record_batch(examples, example_coder.ExamplesToRecordBatchDecoder(
+        schema.SerializeToString()), arrow_schema)
+    assert batch.num_rows == 5 and batch.schema == arrow_schema
+    back = from_record_batch(batch, tfxio.RecordBatchToExamplesEncoder(schema), spec.names)
+    assert [(s, o) for s, o, _ in back] == [(s, o) for s, o, _ in examples]
+    parse = reader.parsing_spec(spec)
+    for (_, _, got), (_, _, want) in zip(back, examples):
+        got, want = tf.io.parse_example([got], parse), tf.io.parse_example([want], parse)
+        assert got["x"].numpy() == want["x"].numpy() and got["s"].numpy() == want["s"].numpy()
+        assert got["ids"].to_list() == want["ids"].to_list()
+
+
+def test_transformed_spec_keeps_declared_dtypes_of_passed_through_features():
+    raw = parse_features("flag:bool,img:jpeg[8,8,3],n:int32,x:double,ids:int32[*]")
+    # What tf.Transform would write: every output as its tf.Example kind.
+    schema = manifest.schema_proto(parse_features(
+        "x:float,n:float,img:bytes,flag:int64,ids:int64[*],bucket:int64[2]"))
+    spec = transformed_spec(schema, raw, frozenset({"flag", "img", "ids"}))
+    assert [(f.name, f.dtype, f.shape) for f in spec] == [
+        ("flag", "bool", ()), ("img", "jpeg", (8, 8, 3)), ("n", "float", ()),
+        ("x", "float", ()), ("ids", "int32", (None,)), ("bucket", "int64", (2,))]
+    assert spec.features[1] == Feature("img", "jpeg", (8, 8, 3))
+    # Without pass-through (a user's preprocessing_fn) every output is its stored kind.
+    assert [f.dtype for f in transformed_spec(schema, raw)] == [
+        "int64", "bytes", "float", "float", "int64", "int64"]
+
+
+def test_unsupported_outputs_are_refused():
+    schema = schema_pb2.Schema()
+    feature = schema.feature.add(name="m", type=schema_pb2.FLOAT)
+    feature.value_count.min = 0
+    feature.value_count.max = 0
+    schema.tensor_representation_group[""].tensor_representation["m"].ragged_tensor.feature_path.step.append("m")
+    with pytest.raises(ValueError, match="'m' is a RaggedFeature"):
+        transformed_spec(schema, parse_features("x:float"))
