@@ -40,6 +40,7 @@ bench: $(VENV)/.installed
 	$(PY) -m benchmarks.audio_bench
 	$(PY) -m benchmarks.video_bench
 	$(PY) -m benchmarks.bigtable_bench
+	$(PY) -m benchmarks.transform_bench
 
 clean:
 	rm -rf $(DEMO) benchmarks/out .pytest_cache .hypothesis

@@ -217,6 +217,14 @@ def test_a_users_preprocessing_fn(corpus, tmp_path):
             if _raw(corpus, ex, "lang") == "xx"} == {len(train_langs)}
     assert sum(s["num_examples"] for s in info["splits"].values()) == 79
 
+    # A rerun without preprocessing leaves no transform of the earlier run behind.
+    plain = _run(corpus, output)
+    assert "transform" not in plain and [f["name"] for f in plain["features"]] == [
+        f.name for f in parse_features(FEATURES)]
+    assert not {"transform_fn", "transformed_metadata", "metadata"} & set(os.listdir(output))
+    with pytest.raises(ValueError, match="built without preprocessing"):
+        reader.transform_output(str(output))
+
 
 @pytest.mark.parametrize("flags, message", [
     (["--preprocessing_fn", "no_such_module:fn"], "--preprocessing_fn .*cannot import"),
