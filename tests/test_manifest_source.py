@@ -2,17 +2,21 @@
 ReadManifestSamples on the local runner over manifests written here."""
 
 import gzip
+import io
 import json
 
 import apache_beam as beam
 import pytest
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.util import assert_that, equal_to
 
 from transforms.dead_letters import FAILURES
 from transforms.manifest_source import (ManifestLayout, MediaReadError, ReadManifestSamples,
                                         inspect_manifests, iter_samples, manifest_format,
-                                        missing_fields, parse_row, resolve, row_to_sample)
+                                        missing_fields, parse_row, read_media, resolve,
+                                        row_to_sample)
+from transforms.tar_source import StorageReadError
 
 CSV = ManifestLayout("csv", ("path", "label", "note"), ("path",))
 
@@ -107,6 +111,21 @@ def test_row_to_sample_failures_name_the_row_column_and_file():
         row_to_sample({"path": "", "label": "1"}, "/m/list.csv", layout, bytes)
     with pytest.raises(ValueError, match="reserved"):
         row_to_sample({"path": "a.wav", "__key__": "x"}, "/m/list.csv", layout, bytes)
+
+
+class _BrokenFile(io.BytesIO):
+    """Opens, then fails to read, the way a gs:// read fails once the storage client
+    has given up (requests' ConnectionError is an OSError)."""
+
+    def read(self, size=-1):
+        raise ConnectionError("Connection reset by peer")
+
+
+def test_storage_errors_after_opening_propagate_instead_of_becoming_dead_letters(monkeypatch):
+    monkeypatch.setattr(FileSystems, "open", lambda path, **kwargs: _BrokenFile())
+    layout = ManifestLayout("csv", ("path",), ("path",))
+    with pytest.raises(StorageReadError, match="gs://b/a.wav failed: ConnectionError"):
+        row_to_sample({"path": "a.wav"}, "gs://b/list.csv", layout, read_media)
 
 
 def _write(path, lines, *, header="path,label,speaker", newline="\n", opener=open):

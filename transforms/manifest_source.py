@@ -48,7 +48,10 @@ stage `read_manifest` for a row that does not parse (not UTF-8, bad CSV or
 JSON, wrong field count, no key, a media column empty or not a path; the
 message quotes the line), stage `read_media` for a file that is missing or
 unreadable (`key` the row's, `member` the file's path or URI, `column` its
-column).
+column). As in the tar source, a file that opens but whose bytes then fail to
+arrive (a gs:// read still failing after the client's retries, a disk error)
+is the storage's fault, not the row's: StorageReadError propagates and the
+runner retries the bundle.
 
 Counters (namespace `datagen`): `manifest_rows_read`, `media_files_read`,
 `media_bytes_read`, and `samples_read` (every row, whether it became a Sample
@@ -73,7 +76,7 @@ from apache_beam.io.textio import ReadAllFromText
 from transforms.counters import counter
 from transforms.dead_letters import FAILURES, dead_letter
 from transforms.sample import KEY, URL
-from transforms.tar_source import match_files
+from transforms.tar_source import StorageReadError, match_files
 
 __all__ = ["ManifestLayout", "MediaReadError", "ReadManifestSamples", "inspect_manifests",
            "iter_samples", "manifest_format", "missing_fields", "parse_row", "read_media",
@@ -218,7 +221,8 @@ def row_to_sample(row: Mapping[str, Any], manifest_url: str, layout: ManifestLay
     """A parsed row -> a Sample, its media read with `read(path)`.
 
     Raises ValueError for a row that cannot name a sample (no key, a media
-    column empty or not a path) and MediaReadError for a file `read` fails on.
+    column empty or not a path) and MediaReadError for a file `read` fails on,
+    except that StorageReadError (the storage's fault) propagates.
     """
     for column in row:
         if column.startswith("__"):
@@ -237,11 +241,11 @@ def row_to_sample(row: Mapping[str, Any], manifest_url: str, layout: ManifestLay
     for column, value in row.items():
         if column in media:
             path = resolve(manifest_url, media[column])
-            # Missing, forbidden, a directory: whatever the filesystem raises is
-            # this row's failure (GCS retries transient errors itself).
             try:
                 sample[column] = read(path)
-            except Exception as e:  # noqa: BLE001
+            except StorageReadError:
+                raise
+            except Exception as e:  # noqa: BLE001 - missing, forbidden, a directory: the row's
                 raise MediaReadError(sample[KEY], column, path, e) from e
         elif value is not None:
             sample[column] = _field_value(value)
@@ -249,9 +253,16 @@ def row_to_sample(row: Mapping[str, Any], manifest_url: str, layout: ManifestLay
 
 
 def read_media(path: str) -> bytes:
-    """A media file's bytes through Beam's filesystems, as stored (never decompressed)."""
+    """A media file's bytes through Beam's filesystems, as stored (never decompressed).
+
+    What opening raises (missing, forbidden, a directory) passes through; a
+    read that fails once the file is open raises StorageReadError.
+    """
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        return f.read()
+        try:
+            return f.read()
+        except Exception as e:  # noqa: BLE001 - whatever the filesystem raises
+            raise StorageReadError(f"reading {path} failed: {type(e).__name__}: {e}") from e
 
 
 def _first_line(path: str) -> bytes:
