@@ -135,9 +135,11 @@ def test_missing_dataset_and_split_are_clear_errors(dataset, tmp_path):
 
 
 def test_reader_and_manifest_import_without_beam():
+    # Nor tf.Transform: only reader.transform_output loads it, when asked.
     code = ("import sys; import transforms.reader, transforms.manifest, transforms.spec, "
-            "transforms.example_encoder; "
-            "print(any(m.startswith('apache_beam') for m in sys.modules))")
+            "transforms.example_encoder, transforms.preprocessing; "
+            "print(any(m.startswith(('apache_beam', 'tensorflow_transform')) "
+            "for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
