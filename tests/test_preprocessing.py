@@ -19,6 +19,7 @@ from tfx_bsl.public import tfxio
 from pipelines import tar_to_tfrecord
 from transforms import manifest, reader
 from transforms.example_encoder import ExampleEncoder
+from transforms.preprocessing import RAW_METADATA_DIR, TRANSFORM_FN_DIR, TRANSFORMED_METADATA_DIR
 from transforms.sample import FieldReader
 from transforms.spec import Feature, FeatureSpec, parse_features
 from transforms.splits import SplitPlan
@@ -246,6 +247,13 @@ def test_bad_preprocessing_flags_fail_before_any_work(corpus, tmp_path, flags, m
 
 
 # -- the stage's pure functions ----------------------------------------------------
+
+
+def test_layout_is_tf_transforms():
+    # transforms.preprocessing names the directories without importing tf.Transform.
+    assert (TRANSFORM_FN_DIR, TRANSFORMED_METADATA_DIR, RAW_METADATA_DIR) == (
+        tft.TFTransformOutput.TRANSFORM_FN_DIR, tft.TFTransformOutput.TRANSFORMED_METADATA_DIR,
+        tft.TFTransformOutput.RAW_METADATA_DIR)
 
 
 def test_record_batches_carry_split_and_order_and_encode_back():

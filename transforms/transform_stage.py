@@ -23,7 +23,6 @@ from typing import NamedTuple
 import apache_beam as beam
 import pyarrow as pa
 import tensorflow as tf
-import tensorflow_transform as tft
 import tensorflow_transform.beam as tft_beam
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
@@ -33,7 +32,7 @@ from tfx_bsl.public import tfxio
 from transforms import manifest
 from transforms.counters import counter
 from transforms.preprocessing import (ANALYZED_SPLIT, RAW_METADATA_DIR, TRANSFORM_DIRS,
-                                      TRANSFORM_FN_DIR, TRANSFORMED_METADATA_DIR, Preprocessing)
+                                      Preprocessing)
 from transforms.spec import Feature, FeatureSpec
 
 __all__ = ["AnalyzeAndTransform", "Transformed", "transformed_spec", "to_record_batch",
@@ -56,10 +55,6 @@ _KINDS = {tf.string: "bytes", tf.int64: "int64", tf.float32: "float"}
 # output until `publish` moves it next to the data.
 _TFT_TEMP_DIR = "tft"
 STAGED_DIR = "transform"
-
-assert TRANSFORM_FN_DIR == tft.TFTransformOutput.TRANSFORM_FN_DIR
-assert TRANSFORMED_METADATA_DIR == tft.TFTransformOutput.TRANSFORMED_METADATA_DIR
-assert RAW_METADATA_DIR == tft.TFTransformOutput.RAW_METADATA_DIR
 
 
 # -- pure functions ------------------------------------------------------------------
