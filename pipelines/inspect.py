@@ -48,6 +48,12 @@ def describe_dataset(output_dir: str, examples: int = 2, failures: int = 3) -> s
     for f in info.spec:
         shape = "[*]" if f.is_variable else str(list(f.shape))
         lines.append(f"    {f.name:<20} {f.dtype:<6} {shape:<10} from {f.source}")
+    if info.transform:  # the features above are tf.Transform's outputs
+        steps = {k: v for k, v in info.transform.items()
+                 if k in ("preprocessing_fn", "normalize", "vocabulary", "bucketize") and v}
+        lines.append(f"  transform: {json.dumps(steps, sort_keys=True)}, statistics of "
+                     f"{info.transform['analyzed_split']}, in {info.transform['transform_fn']}/; "
+                     f"raw features: {', '.join(info.raw_spec.names)}")
     lines.append("  splits:")
     for name, split in info.splits.items():
         lines.append(f"    {name:<8} {split['num_examples']:>9} examples "

@@ -16,6 +16,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx_bsl.coders import example_coder
 from tfx_bsl.public import tfxio
 
+from pipelines import inspect as inspect_cli
 from pipelines import tar_to_tfrecord
 from transforms import manifest, reader
 from transforms.example_encoder import ExampleEncoder
@@ -112,6 +113,9 @@ def test_manifest_records_the_transform_and_accounting_holds(corpus, transformed
     assert sorted(tft_output.transformed_feature_spec()) == sorted(f["name"] for f in info["features"])
     assert sorted(tft_output.raw_feature_spec()) == sorted(parse_features(FEATURES).names)
     assert not [p for p in os.listdir(output) if p.startswith(".temp")]
+    assert ('transform: {"bucketize": {"age": 4}, "normalize": {"gain": "zscore", "score": '
+            '"0_1"}, "vocabulary": ["lang"]}, statistics of train, in transform_fn/; raw '
+            'features: key, payload, label') in inspect_cli.describe_dataset(output, examples=0)
 
     acc = info["accounting"]
     assert (acc["samples_read"], acc["samples_written"], acc["samples_failed"]) == (80, 79, 1)
