@@ -44,3 +44,52 @@ bench: $(VENV)/.installed
 
 clean:
 	rm -rf $(DEMO) benchmarks/out .pytest_cache .hypothesis
+
+# --- Dataflow flex templates (README: "Flex templates") ---------------------
+# Needs the Google Cloud CLI (and Docker for template-image-local). One image,
+# tagged once per pipeline, is both the launcher and the workers' SDK container.
+PROJECT    ?=
+REGION     ?= us-central1
+BUCKET     ?=
+IMAGE      ?= $(REGION)-docker.pkg.dev/$(PROJECT)/beam-datagen/beam-datagen
+PIPELINES  := tar_to_tfrecord manifest_to_tfrecord bigtable_to_tfrecord tar_to_bigtable
+# template-run: which template, its parameters (gcloud list syntax: for values with
+# commas, start with another delimiter, e.g. '^;^input=...;features=flac:bytes,cls:int64'),
+# and the job's name.
+PIPELINE   ?= tar_to_tfrecord
+PARAMETERS ?=
+BUILD_FLAGS ?=
+JOB        ?= datagen-$(subst _,-,$(PIPELINE))-$(shell date +%Y%m%d-%H%M%S)
+TEMPLATES  := gs://$(BUCKET)/templates
+
+.PHONY: template-image template-image-local template-build template-run template-vars
+
+template-vars:
+	@test -n "$(PROJECT)" || (echo "set PROJECT (and BUCKET, REGION, IMAGE)" >&2; exit 1)
+	@test -n "$(BUCKET)" || (echo "set BUCKET: templates, temp and staging files go there" >&2; exit 1)
+
+# Build and push $(IMAGE):<pipeline> for every pipeline, on Cloud Build.
+template-image: template-vars
+	gcloud builds submit --project=$(PROJECT) --config=dataflow_templates/cloudbuild.yaml \
+	    --substitutions=_IMAGE=$(IMAGE),_PIPELINES="$(PIPELINES)" .
+
+# The same with the local Docker engine.
+template-image-local: template-vars
+	dataflow_templates/build_images.sh $(IMAGE) $(PIPELINES)
+
+# Write each pipeline's template spec to $(TEMPLATES)/<pipeline>.json
+# (BUILD_FLAGS=--print-only shows the specs instead, offline).
+template-build: template-vars
+	for p in $(PIPELINES); do \
+	    gcloud dataflow flex-template build $(TEMPLATES)/$$p.json --project=$(PROJECT) \
+	        --image=$(IMAGE):$$p --sdk-language=PYTHON \
+	        --metadata-file=dataflow_templates/$$p/metadata.json $(BUILD_FLAGS) || exit 1; \
+	done
+
+# Launch $(PIPELINE)'s template; its workers run the same image.
+template-run: template-vars
+	gcloud dataflow flex-template run $(JOB) --project=$(PROJECT) --region=$(REGION) \
+	    --template-file-gcs-location=$(TEMPLATES)/$(PIPELINE).json \
+	    --temp-location=gs://$(BUCKET)/tmp --staging-location=gs://$(BUCKET)/staging \
+	    --additional-pipeline-options=sdk_container_image=$(IMAGE):$(PIPELINE) \
+	    --parameters='$(PARAMETERS)'

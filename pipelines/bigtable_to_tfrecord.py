@@ -30,6 +30,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 
 from pipelines import cli
 from pipelines.bigtable_options import BigtableTableOptions
+from pipelines.flag_types import SWITCH
 from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_job
 from transforms.bigtable_sink import BigtableTableConfig, WriteExamplesToBigtable, ensure_table
 from transforms.bigtable_source import (BigtableReadConfig, ReadBigtableSamples, check_table,
@@ -64,9 +65,9 @@ class BigtableToTfrecordOptions(PipelineOptions):
                             help="Also write the encoded examples to this table (same instance).")
         parser.add_argument("--examples_family", default="ex",
                             help="Column family of --examples_table (default ex).")
-        parser.add_argument("--create_examples_table", action="store_true",
+        parser.add_argument("--create_examples_table", **SWITCH,
                             help="Create --examples_table and its family when missing.")
-        parser.add_argument("--examples_only", action="store_true",
+        parser.add_argument("--examples_only", **SWITCH,
                             help="Write examples to --examples_table only, no TFRecord files "
                             "(the manifest and dead letters still go to --output).")
 

@@ -16,8 +16,8 @@ from typing import Any, Iterable, Mapping
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.runners.runner import PipelineState
 
+from pipelines.flag_types import SWITCH
 from transforms import manifest, sample_ops
 from transforms.audio import AudioOptions
 from transforms.audio_windows import WindowOptions
@@ -26,7 +26,7 @@ from transforms.dataset import DatasetConfig, WriteDataset, summary_line
 from transforms.examples import ExampleRecipe
 from transforms.preprocessing import Preprocessing
 from transforms.spec import FeatureSpec, infer_spec, parse_features
-from transforms.runtime import make_pipeline
+from transforms.runtime import make_pipeline, runs_locally, wait_for
 from transforms.splits import SplitPlan
 from transforms.video import FrameOptions
 
@@ -80,7 +80,7 @@ class DatasetOptions(PipelineOptions):
         parser.add_argument(
             "--rename", default="", help="Rename fields, e.g. 'flac=audio,cls=label'.")
         parser.add_argument(
-            "--filter_empty", action="store_true",
+            "--filter_empty", **SWITCH,
             help="Drop (and count) samples and examples that hold no data.")
         parser.add_argument(
             "--sample_fn", default="", help="module:function applied to each Sample "
@@ -152,8 +152,10 @@ class DatasetOptions(PipelineOptions):
                             help="Frames as JPEG bytes or raw uint8 pixels.")
         parser.add_argument("--jpeg_quality", type=int, default=90)
         parser.add_argument("--decode_threads", type=int, default=0,
-                            help="Video decoder threads (0 = FFmpeg's choice, 1 = unthreaded).")
-        parser.add_argument("--no_audio", action="store_true",
+                            help="Video decoder threads: 1 = unthreaded; 0 = automatic: FFmpeg's "
+                            "choice (one per core) on the DirectRunner, 1 on Dataflow, whose "
+                            "workers already run a process per vCPU, each with several threads.")
+        parser.add_argument("--no_audio", **SWITCH,
                             help="frames/clips without audio.")
         parser.add_argument("--av_window_s", type=float, default=1.0,
                             help="Length of the audio window centred on each frame, seconds.")
@@ -232,7 +234,7 @@ def cut_options(options: PipelineOptions) -> CutOptions:
                             timestamps=_number_list(opts.timestamps, "--timestamps"),
                             size=_frame_size(opts.frame_size), resize=opts.resize,
                             image_format=opts.frame_format, jpeg_quality=opts.jpeg_quality,
-                            threads=opts.decode_threads),
+                            threads=opts.decode_threads or (0 if runs_locally(options) else 1)),
         with_audio=not opts.no_audio,
         av_window_s=opts.av_window_s,
         clip_frames=opts.clip_frames)
@@ -314,7 +316,8 @@ def read_manifest(output: str) -> dict:
 def run_dataset_job(options: PipelineOptions, config: DatasetConfig,
                     read_samples: beam.PTransform,
                     examples_sink: beam.PTransform | None = None) -> dict | None:
-    """Runs source -> WriteDataset; returns the manifest when the job finished here.
+    """Runs source -> WriteDataset; returns the manifest when the job finished here
+    (not with --no_wait_until_finish, a flex template launch).
 
     `read_samples` is a PTransform from the pipeline root to a DoOutputsTuple
     with `samples` and `failures`; `examples_sink` see WriteDataset.
@@ -323,9 +326,7 @@ def run_dataset_job(options: PipelineOptions, config: DatasetConfig,
     read = pipeline | "ReadSamples" >> read_samples
     _ = ({"samples": read.samples, "failures": read.failures}
          | "WriteDataset" >> WriteDataset(config, examples_sink))
-    result = pipeline.run()
-    state = result.wait_until_finish()
-    if state != PipelineState.DONE:
+    if not wait_for(pipeline.run(), options):
         return None
     info = read_manifest(config.output)
     print(summary_line(info))

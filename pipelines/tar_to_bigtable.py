@@ -49,10 +49,11 @@ from apache_beam.runners.runner import PipelineResult
 from pipelines import cli
 from pipelines.bigtable_options import BigtableTableOptions
 from pipelines.dataset_options import DatasetOptions
+from pipelines.flag_types import SWITCH
 from pipelines.tar_to_tfrecord import TarToTfrecordOptions
 from transforms.bigtable_sink import STAGE, BigtableTableConfig, WriteSamplesToBigtable, ensure_table
 from transforms.dead_letters import FAILURES, FILE, SAMPLE, describe
-from transforms.runtime import make_pipeline
+from transforms.runtime import make_pipeline, wait_for
 from transforms.tar_source import ReadTarSamples, match_files
 
 __all__ = ["TarToBigtableOptions", "LoadFailed", "load_summary",
@@ -74,7 +75,7 @@ class TarToBigtableOptions(PipelineOptions):
             help="Column family holding the fields: one cell per field, qualifier = the "
             "field name (default raw).")
         parser.add_argument(
-            "--create_table", action="store_true",
+            "--create_table", **SWITCH,
             help="Create the table and the family when missing (else the job stops "
             "before any work).")
         parser.add_argument(
@@ -162,7 +163,8 @@ def _table_config(options: PipelineOptions) -> BigtableTableConfig:
 
 
 def run(argv=None) -> PipelineResult:
-    """Checks the flags and the table, then loads the shards; returns the finished job's result.
+    """Checks the flags and the table, then loads the shards; returns the job's result,
+    finished unless --no_wait_until_finish (a flex template launch).
 
     Flag, input and table problems are ValueErrors raised before the job starts.
     """
@@ -192,7 +194,7 @@ def run(argv=None) -> PipelineResult:
              _ReportFn(config.address, load.failures_output, max_failure_fraction),
              failures=beam.pvalue.AsList(failures)))
     result = pipeline.run()
-    result.wait_until_finish()
+    wait_for(result, options)
     return result
 
 

@@ -1,0 +1,34 @@
+"""Flag types the options classes share, so that a flex template can set every flag.
+
+A flex template launch passes each parameter as `--name=value`. An argparse
+`store_true` flag refuses a value (`--filter_empty=true`: "ignored explicit
+argument"), so a template could never turn one on. `SWITCH` keeps the bare
+flag working on the command line and also takes true/false:
+
+    parser.add_argument("--filter_empty", **SWITCH, help="...")
+
+    --filter_empty            -> True
+    --filter_empty=true       -> True   (what a template passes)
+    --filter_empty=false      -> False
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["SWITCH", "boolean"]
+
+_TRUE = {"true", "1", "yes"}
+_FALSE = {"false", "0", "no"}
+
+
+def boolean(text: str) -> bool:
+    """'true'/'false' (also 1/0, yes/no; any case) -> bool."""
+    value = text.strip().lower()
+    if value in _TRUE | _FALSE:
+        return value in _TRUE
+    raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+
+
+# A flag that is off by default, on when given bare, and takes an explicit value.
+SWITCH = {"type": boolean, "nargs": "?", "const": True, "default": False}

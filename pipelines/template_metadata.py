@@ -1,0 +1,297 @@
+"""Flex template metadata (dataflow_templates/<pipeline>/metadata.json), made from the flags.
+
+    python -m pipelines.template_metadata            # rewrite every metadata.json
+    python -m pipelines.template_metadata --check    # exit 1 naming the stale ones
+
+A template's parameters are exactly the flags its pipeline reads: every flag
+of the options classes it owns or shares whole (`Template.classes`), plus the
+single flags it borrows from a class another job owns (`Template.borrowed`:
+Beam parses every loaded options class together, so a flag is defined once
+per process and borrowed, never redefined). Beam's own flags (--project,
+--region, --temp_location, ...) are not parameters: Dataflow sets them for a
+template job, so the Bigtable pipelines' table is in the job's project.
+
+Each parameter comes from its argparse definition:
+
+- helpText: the flag's help, plus `Example: X.` (from EXAMPLES, else the
+  flag's default) when the help gives no `e.g.`;
+- isOptional: unless the help says "Required.";
+- regexes: from the type (int, float, true/false switch) or the choices, else
+  from REGEXES for text of a known shape (gs:// paths, HxW, ...);
+- label: from LABELS, else the flag's name in words.
+
+After adding or changing a flag, run the first command above and commit the
+metadata; tests/test_dataflow_templates.py fails while it is stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from typing import Any
+
+from pipelines.bigtable_options import BigtableTableOptions
+from pipelines.bigtable_to_tfrecord import BigtableToTfrecordOptions
+from pipelines.dataset_options import DatasetOptions
+from pipelines.flag_types import boolean
+from pipelines.manifest_to_tfrecord import ManifestToTfrecordOptions
+from pipelines.tar_to_bigtable import TarToBigtableOptions
+from pipelines.tar_to_tfrecord import TarToTfrecordOptions
+
+__all__ = ["TEMPLATES", "TEMPLATE_DIR", "Template", "example", "flags", "metadata", "path",
+           "render"]
+
+TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "dataflow_templates")
+
+
+@dataclasses.dataclass(frozen=True)
+class Template:
+    """One pipeline's flex template: what it is and which flags it reads."""
+
+    title: str
+    description: str
+    classes: tuple                     # options classes whose every flag the job reads
+    borrowed: tuple = ()               # (options class, flag name) it reads alone
+    help: dict = dataclasses.field(default_factory=dict)  # flag -> help for this job
+
+
+_GS = "gs://my-bucket/"
+
+TEMPLATES = {
+    "tar_to_tfrecord": Template(
+        "beam-datagen: tar shards to TFRecord",
+        "Tar shards of raw media (WebDataset layout) on Cloud Storage -> a sharded TFRecord "
+        "dataset of tf.train.Examples per split, with a manifest and dead letters.",
+        (TarToTfrecordOptions, DatasetOptions),
+        help={"input": "Tar shards on Cloud Storage: a file pattern, or several comma "
+                       "separated (.tar, .tar.gz, .tar.bz2, .tar.xz). Required."}),
+    "manifest_to_tfrecord": Template(
+        "beam-datagen: CSV/JSONL manifest to TFRecord",
+        "CSV or JSONL manifests whose rows name media files -> a sharded TFRecord dataset "
+        "of tf.train.Examples per split, with a manifest and dead letters.",
+        (TarToTfrecordOptions, ManifestToTfrecordOptions, DatasetOptions),
+        help={"input": "CSV/TSV or JSONL manifests on Cloud Storage (optionally compressed): "
+                       "a file pattern, or several comma separated. Required."}),
+    "bigtable_to_tfrecord": Template(
+        "beam-datagen: Bigtable to TFRecord",
+        "Cloud Bigtable rows of raw media (a table in the job's project) -> a sharded "
+        "TFRecord dataset per split, and/or the encoded examples in a Bigtable table.",
+        (BigtableTableOptions, BigtableToTfrecordOptions, DatasetOptions),
+        help={"instance": "Bigtable instance id (in the job's project). Required.",
+              "table": "Bigtable table of raw media rows. Required."}),
+    "tar_to_bigtable": Template(
+        "beam-datagen: tar shards to Bigtable",
+        "Tar shards of raw media on Cloud Storage -> a raw Cloud Bigtable table (in the "
+        "job's project): one row per sample, one cell per member.",
+        (BigtableTableOptions, TarToBigtableOptions),
+        borrowed=((TarToTfrecordOptions, "input"), (DatasetOptions, "max_failure_fraction")),
+        help={"input": "Tar shards on Cloud Storage: a file pattern, or several comma "
+                       "separated. Required.",
+              "instance": "Bigtable instance id (in the job's project). Required.",
+              "table": "Bigtable table to load (created with create_table). Required."}),
+}
+
+# Examples for flags whose help has none and whose default is no example.
+EXAMPLES = {
+    "input": _GS + "raw/train-*.tar",
+    "output": _GS + "datasets/v1",
+    "failures_output": _GS + "loads/raw_failures.jsonl",
+    "media_columns": "audio",
+    "key_column": "clip_id",
+    "instance": "media-instance",
+    "table": "raw",
+    "columns": "raw:wav=wav,raw:label=cls",
+    "app_profile": "batch-reads",
+    "start_key": "spk00",
+    "end_key": "spk10",
+    "prefix": "spk01/",
+    "key_regex": "spk0[0-4]/.*",
+    "max_rows": "1000",
+    "examples_table": "examples",
+    "examples_family": "ex",
+    "family": "raw",
+    "channel": "0",
+    "stratify_by": "label",
+    "select": "flac,cls,prefix:json",
+    "sample_fn": "mypackage.ops:clean_sample",
+    "example_fn": "mypackage.ops:augment",
+    "preprocessing_fn": "mypackage.transforms:preprocessing_fn",
+    "audio_fields": "flac,wav",
+    "video_field": "mp4",
+    "hop_s": "0.5",
+    "max_windows": "10",
+    "random_crops": "4",
+    "min_rms_db": "-60",
+    "num_frames": "8",
+    "timestamps": "0.5,1.5,2.5",
+    "frame_size": "224x224",
+    "decode_threads": "1",
+    "num_shards": "16",
+}
+
+_GS_PATHS = r"^gs://[^,]+(,gs://[^,]+)*$"
+_FUNCTION = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
+_BIGTABLE_ID = r"^[_a-zA-Z0-9][-_.a-zA-Z0-9]*$"
+REGEXES = {
+    "input": _GS_PATHS,
+    "output": r"^gs://.+$",
+    "failures_output": r"^gs://.+$",
+    "instance": r"^[a-z][-a-z0-9]{4,31}[a-z0-9]$",
+    "table": _BIGTABLE_ID,
+    "examples_table": _BIGTABLE_ID,
+    "family": r"^[_a-zA-Z0-9][-_.a-zA-Z0-9]*$",
+    "examples_family": r"^[_a-zA-Z0-9][-_.a-zA-Z0-9]*$",
+    "splits": r"^[\w-]+=[0-9.]+(,[\w-]+=[0-9.]+)*$",
+    "sample_fn": _FUNCTION,
+    "example_fn": _FUNCTION,
+    "preprocessing_fn": _FUNCTION,
+    "frame_size": r"^[0-9]+x[0-9]+$",
+    "timestamps": r"^[0-9.]+(,[0-9.]+)*$",
+    "channel": r"^(mono|[0-9]+)$",
+}
+
+_INT = r"^-?[0-9]+$"
+_FLOAT = r"^-?([0-9]+\.?[0-9]*|\.[0-9]+)$"
+_SWITCH = r"^(true|false)$"
+
+LABELS = {
+    "input": "Input files",
+    "output": "Output directory",
+    "failures_output": "Dead letters file",
+    "sample_fn": "Sample function",
+    "example_fn": "Example function",
+    "preprocessing_fn": "tf.Transform preprocessing function",
+    "av_window_s": "Audio window around each frame (s)",
+    "min_rms_db": "Minimum window RMS (dBFS)",
+    "fps": "Frames per second",
+    "sequence_fps": "Frame rate of image sequences",
+    "jpeg_quality": "JPEG quality",
+    "shard_size_mb": "Target shard size (MiB)",
+    "num_shards": "Shards per split",
+    "num_frames": "Frames per video",
+    "hop_s": "Window hop (s)",
+    "window_s": "Window length (s)",
+    "frame_size": "Frame size (HxW)",
+    "no_audio": "Frames without audio",
+    "max_failure_fraction": "Maximum failed fraction",
+    "app_profile": "Bigtable app profile",
+    "key_regex": "Row key regex",
+}
+
+
+def flags(template: Template) -> list:
+    """The argparse actions of every flag the template's pipeline reads, in definition order."""
+    parser = argparse.ArgumentParser(add_help=False)
+    for cls in template.classes:
+        cls._add_argparse_args(parser)
+    for cls, name in template.borrowed:
+        scratch = argparse.ArgumentParser(add_help=False)
+        cls._add_argparse_args(scratch)
+        parser._add_action(next(a for a in scratch._actions if a.dest == name))
+    return list(parser._actions)
+
+
+def _is_switch(action: argparse.Action) -> bool:
+    return action.type is boolean
+
+
+def example(action: argparse.Action) -> str | None:
+    """An example value for the flag: EXAMPLES, or for a switch true, or its last
+    choice, or its default unless that is empty."""
+    if action.dest in EXAMPLES:
+        return EXAMPLES[action.dest]
+    if _is_switch(action):
+        return "true"
+    if action.choices:
+        return str(action.choices[-1])
+    if action.default not in (None, ""):
+        return str(action.default)
+    return None
+
+
+def _regexes(action: argparse.Action) -> list:
+    if _is_switch(action):
+        return [_SWITCH]
+    if action.choices:
+        return ["^(" + "|".join(map(str, action.choices)) + ")$"]
+    if action.type is int:
+        return [_INT]
+    if action.type is float:
+        return [_FLOAT]
+    return [REGEXES[action.dest]] if action.dest in REGEXES else []
+
+
+def _label(name: str) -> str:
+    if name in LABELS:
+        return LABELS[name]
+    words = name.split("_")
+    if words[-1] == "s":
+        words[-1] = "(s)"
+    return " ".join(words).capitalize()
+
+
+def _parameter(action: argparse.Action, help_text: str) -> dict[str, Any]:
+    value = example(action)
+    if "e.g." not in help_text:
+        if value is None:
+            raise ValueError(f"--{action.dest}: its help gives no example; add one to EXAMPLES")
+        help_text = f"{help_text.rstrip()} Example: {value}."
+    parameter = {"name": action.dest, "label": _label(action.dest), "helpText": help_text,
+                 "isOptional": "Required." not in help_text}
+    regexes = _regexes(action)
+    if regexes:
+        parameter["regexes"] = regexes
+    return parameter
+
+
+def metadata(name: str) -> dict:
+    """The metadata.json document of the template for pipeline `name`."""
+    template = TEMPLATES[name]
+    return {
+        "name": template.title,
+        "description": template.description,
+        "parameters": [_parameter(a, template.help.get(a.dest, a.help or ""))
+                       for a in flags(template)],
+    }
+
+
+def path(name: str) -> str:
+    return os.path.join(TEMPLATE_DIR, name, "metadata.json")
+
+
+def render(name: str) -> str:
+    return json.dumps(metadata(name), indent=2) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="Write nothing; exit 1 if a metadata.json differs from the flags.")
+    args = parser.parse_args(argv)
+    stale = []
+    for name in TEMPLATES:
+        text = render(name)
+        try:
+            with open(path(name)) as f:
+                current = f.read()
+        except FileNotFoundError:
+            current = None
+        if current == text:
+            continue
+        stale.append(path(name))
+        if not args.check:
+            os.makedirs(os.path.dirname(path(name)), exist_ok=True)
+            with open(path(name), "w") as f:
+                f.write(text)
+    verb = "stale" if args.check else "written"
+    for p in stale:
+        print(f"{verb}: {os.path.relpath(p)}")
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
