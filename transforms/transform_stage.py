@@ -7,8 +7,10 @@ never into instance dicts. Each batch carries the split and order key as two
 extra columns that tf.Transform passes through untouched (Context
 `passthrough_keys`). `tft_beam.AnalyzeDataset` sees only the train rows;
 `tft_beam.TransformDataset` transforms every row and returns RecordBatches,
-which tfx_bsl encodes back to tf.Examples, one out per one in: the dataset's
-accounting (examples in shards = examples built) holds unchanged.
+encoded back to tf.Examples one out per one in, so the dataset's accounting
+(examples in shards = examples built) holds unchanged. The encoder is the
+project's own (transforms.example_encoder), not tfx_bsl's, whose bytes follow
+protobuf's per-process map order: ours keep reruns byte-identical.
 
 The transform_fn, transformed_metadata and the raw metadata are staged under
 the job's temporary directory and moved next to the data by `publish`, in the
@@ -31,6 +33,7 @@ from tfx_bsl.public import tfxio
 
 from transforms import manifest
 from transforms.counters import counter
+from transforms.example_encoder import ExampleEncoder
 from transforms.preprocessing import (ANALYZED_SPLIT, RAW_METADATA_DIR, TRANSFORM_DIRS,
                                       Preprocessing)
 from transforms.spec import Feature, FeatureSpec
@@ -69,10 +72,21 @@ def to_record_batch(examples: list, decoder, arrow_schema: pa.Schema) -> pa.Reco
     return pa.RecordBatch.from_arrays(decoded.columns + [split, order], schema=arrow_schema)
 
 
-def from_record_batch(batch: pa.RecordBatch, encoder, names: list) -> list:
+def _row_values(column: pa.Array) -> list:
+    """A list column -> each row's values: numpy slices of numbers, lists of bytes."""
+    # `offsets` index `values`, the unsliced child (flatten() would drop a slice's start).
+    offsets = column.offsets.to_numpy()
+    values = column.values
+    flat = (values.to_pylist() if pa.types.is_large_binary(values.type)
+            or pa.types.is_binary(values.type) else values.to_numpy(zero_copy_only=False))
+    return [flat[start:end] for start, end in zip(offsets[:-1], offsets[1:])]
+
+
+def from_record_batch(batch: pa.RecordBatch, encoder: ExampleEncoder) -> list:
     """A transformed RecordBatch -> [(split, order, serialized tf.Example)], in row order."""
-    features = pa.RecordBatch.from_arrays([batch.column(n) for n in names], names=names)
-    serialized = encoder.encode(features)
+    names = [name for name, _ in encoder.features]
+    rows = zip(*(_row_values(batch.column(name)) for name in names))
+    serialized = [encoder.encode(dict(zip(names, row))) for row in rows]
     splits = batch.column(SPLIT_COLUMN).flatten().to_pylist()
     orders = batch.column(ORDER_COLUMN).flatten().to_pylist()
     return [(s.decode("utf-8"), o, e) for s, o, e in zip(splits, orders, serialized)]
@@ -145,18 +159,16 @@ class _ToRecordBatchFn(beam.DoFn):
 class _EncodeFn(beam.DoFn):
     """(transformed RecordBatch, passthrough) -> (split, order, serialized) per row."""
 
-    def __init__(self, schema: bytes, names: list):
-        self._schema = schema
-        self._names = names
+    def __init__(self, spec: FeatureSpec):
+        self._spec = spec
 
     def setup(self):
-        self._encoder = tfxio.RecordBatchToExamplesEncoder(
-            schema_pb2.Schema.FromString(self._schema))
+        self._encoder = ExampleEncoder([(f.name, f.kind) for f in self._spec])
         self._transformed = counter("examples_transformed")
 
     def process(self, element):
         batch, _ = element  # the unary passthrough dict is empty: batch sizes match
-        rows = from_record_batch(batch, self._encoder, self._names)
+        rows = from_record_batch(batch, self._encoder)
         self._transformed.inc(len(rows))
         yield from rows
 
@@ -217,6 +229,5 @@ class AnalyzeAndTransform(beam.PTransform):
         out_schema = metadata.dataset_metadata.schema
         spec = transformed_spec(out_schema, self._raw_spec,
                                 self._preprocessing.passed_through(self._raw_spec))
-        encoded = transformed | "Encode" >> beam.ParDo(
-            _EncodeFn(out_schema.SerializeToString(), [f.name for f in spec]))
+        encoded = transformed | "Encode" >> beam.ParDo(_EncodeFn(spec))
         return Transformed(encoded, spec, staged)
