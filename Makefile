@@ -38,6 +38,7 @@ bench: $(VENV)/.installed
 	$(PY) -m benchmarks.encoder_bench
 	$(PY) -m benchmarks.tar_pipeline_bench
 	$(PY) -m benchmarks.audio_bench
+	$(PY) -m benchmarks.audio_pipeline_bench
 	$(PY) -m benchmarks.video_bench
 	$(PY) -m benchmarks.bigtable_bench
 	$(PY) -m benchmarks.transform_bench
