@@ -96,9 +96,9 @@ def test_each_job_has_its_steps(translations):
     assert {"ReadTar", "WriteBigtable", "Report"} <= translations["tar_to_bigtable"].transform_names()
 
 
-def test_every_pickled_fn_loads_in_a_fresh_interpreter(translations, tmp_path):
-    """As a worker loads them: a new process, the project installed, no main session."""
-    payloads = [p for t in translations.values() for p in t.fn_payloads()]
+def _load_in_a_fresh_interpreter(payloads: list, tmp_path) -> None:
+    """Unpickles every payload as a worker would: a new process, the project
+    installed, no main session, nothing of this test process."""
     listing = tmp_path / "payloads.txt"
     listing.write_text("\n".join(base64.b64encode(p).decode() for p in payloads))
     script = ("import base64, sys\n"
@@ -110,6 +110,11 @@ def test_every_pickled_fn_loads_in_a_fresh_interpreter(translations, tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split()[0] == str(len(payloads))
+
+
+def test_every_pickled_fn_loads_in_a_fresh_interpreter(translations, tmp_path):
+    _load_in_a_fresh_interpreter([p for t in translations.values() for p in t.fn_payloads()],
+                                 tmp_path)
 
 
 def test_pipelines_read_no_flag_their_template_lacks(translations):
@@ -128,6 +133,22 @@ def test_setup_file_stages_the_project(monkeypatch, inputs):
     [(image, staged)] = t.environments()
     assert "/beam_python3.11_sdk:2.77" in image  # Dataflow's Beam image, our sdist on it
     assert "workflow.tar.gz" in staged and "pickled_main_session" not in staged
+
+
+def test_tf_transform_preprocessing_translates(monkeypatch, inputs, tmp_path):
+    """tf.Transform's analyze-and-transform stage, on the image, pickles and translates.
+
+    Its output is local here: tf.Transform writes its temporary files while the
+    pipeline is built, through TensorFlow's GCS filesystem, which cannot reach
+    the emulator (transforms/tf_paths.py).
+    """
+    t = translate(monkeypatch, tar_to_tfrecord, [
+        "--input", inputs["tar"], "--output", str(tmp_path / "out"),
+        "--features", "label=cls:int64,gain=json.gain:float,speaker=json.speaker:bytes",
+        "--normalize", "gain=zscore", "--vocabulary", "speaker", "--sdk_container_image", IMAGE])
+    assert t.job.proto.type_ == JobType.JOB_TYPE_BATCH
+    assert any(name.startswith("WriteDataset/Preprocess/") for name in t.transform_names())
+    _load_in_a_fresh_interpreter(t.fn_payloads(), tmp_path)
 
 
 def test_video_decoding_is_single_threaded_on_dataflow_by_default():
