@@ -73,6 +73,10 @@ class DatasetOptions(PipelineOptions):
             "split by the --splits ratios (each split within one group's size of its share); "
             "the manifest counts examples per split and label.")
         parser.add_argument(
+            "--label_field", default="",
+            help="Label field to count: the manifest records examples per split and label "
+            "(e.g. 'cls' or 'json.label'); --stratify_by counts its label without it.")
+        parser.add_argument(
             "--select", default="",
             help="Keep only these fields: names, prefix:P, suffix:S, contains:C.")
         parser.add_argument(
@@ -184,10 +188,10 @@ _CUT_FLAGS = ("cut", "audio_fields", "video_field", "sequence_fps", "sample_rate
 
 
 def _recorded_options(opts: DatasetOptions) -> dict:
-    names = ("features", "split_by", "splits", "split_column", "stratify_by", "select",
-             "where", "rename", "filter_empty", "sample_fn", "example_fn", "preprocessing_fn",
-             "normalize", "vocabulary", "bucketize", "num_shards", "shard_size_mb",
-             "compression", "max_failure_fraction")
+    names = ("features", "split_by", "splits", "split_column", "stratify_by", "label_field",
+             "select", "where", "rename", "filter_empty", "sample_fn", "example_fn",
+             "preprocessing_fn", "normalize", "vocabulary", "bucketize", "num_shards",
+             "shard_size_mb", "compression", "max_failure_fraction")
     cut = _CUT_FLAGS if opts.cut != "none" else ("cut",)
     return {n: getattr(opts, n) for n in names + cut}
 
@@ -258,7 +262,7 @@ def dataset_config(options: PipelineOptions, spec: FeatureSpec,
         cut=cut_options(options),
         spec=spec,
         split_plan=SplitPlan.from_flags(opts.splits, opts.split_by, opts.split_column,
-                                        opts.stratify_by),
+                                        opts.stratify_by, opts.label_field),
         selection=sample_ops.parse_selection(opts.select) if opts.select else None,
         where=sample_ops.parse_pairs(opts.where, "--where"),
         renames=sample_ops.parse_pairs(opts.rename, "--rename"),

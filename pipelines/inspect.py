@@ -58,7 +58,7 @@ def describe_dataset(output_dir: str, examples: int = 2, failures: int = 3) -> s
     for name, split in info.splits.items():
         lines.append(f"    {name:<8} {split['num_examples']:>9} examples "
                      f"{split['num_bytes'] / 1e6:>10.2f} MB in {len(split['shards'])} shards")
-        if "label_counts" in split:  # --stratify_by
+        if "label_counts" in split:  # --label_field or --stratify_by
             lines.append("             labels: " + ", ".join(
                 f"{label} {n}" for label, n in sorted(split["label_counts"].items())))
     acc = doc["accounting"]

@@ -67,7 +67,7 @@ def _named_fields(config: DatasetConfig) -> list:
     made_by_cut = len(media_features(cut))
     fields = [("--features", f.source) for f in recipe.spec.features[made_by_cut:]]
     fields += [("--split_by", plan.field), ("--split_column", plan.column),
-               ("--stratify_by", plan.stratify_by)]
+               ("--stratify_by", plan.stratify_by), ("--label_field", plan.label_field)]
     if cut.mode != "none":
         fields.append(("--video_field", cut.video_field))
     return fields

@@ -116,6 +116,7 @@ EXAMPLES = {
     "family": "raw",
     "channel": "0",
     "stratify_by": "label",
+    "label_field": "cls",
     "select": "flac,cls,prefix:json",
     "sample_fn": "mypackage.ops:clean_sample",
     "example_fn": "mypackage.ops:augment",

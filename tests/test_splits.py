@@ -115,6 +115,18 @@ def test_split_plan_modes_exclude_each_other():
         SplitPlan.from_flags("a=0.5,A=0.5", "__key__", "split")
 
 
+def test_label_field_names_a_label_without_stratifying():
+    plan = SplitPlan.from_flags("train=0.5,test=0.5", "json.speaker", label_field="cls")
+    sample = {"__key__": "k", "json": b'{"speaker": "ann"}', "cls": b"3"}
+    assert plan.assign(sample) == (plan.split_of("ann"), "ann", "3")  # no strata needed
+    with pytest.raises(ValueError, match="--label_field label: 'cls'"):
+        plan.assign({"__key__": "k", "json": b'{"speaker": "ann"}'})
+    assert SplitPlan.from_flags("train=1", "__key__", stratify_by="cls",
+                                label_field="cls").label_source == "cls"
+    with pytest.raises(ValueError, match="name different labels"):
+        SplitPlan.from_flags("train=1", "__key__", stratify_by="cls", label_field="lang")
+
+
 def test_assign_reads_group_label_and_split_field():
     plan = SplitPlan.from_flags("train=0.5,test=0.5", "json.speaker", "json.split")
     sample = {"__key__": "k", "json": b'{"speaker": "ann", "split": "TEST"}'}
@@ -241,6 +253,20 @@ def test_stratified_splits_keep_label_proportions_through_the_pipeline(pipeline,
     # The check is not vacuous: hashing groups by ratio alone misses on this data.
     plan = SplitPlan.from_flags("train=0.6,eval=0.2,test=0.2", "speaker")
     assert _within_one_group(rows, plan.split_of) != {}
+
+
+def test_label_counts_with_ratio_splits(pipeline, tmp_path):
+    samples = _labelled_samples()
+    info = _write(pipeline, samples, tmp_path / "ds", "train=0.6,eval=0.2,test=0.2",
+                  label_field="cls")
+    rows = _read_back(tmp_path / "ds", info)
+    counted = collections.Counter((split, label) for split, _, label in rows)
+    assert {(s, label): n for s, split in info["splits"].items()
+            for label, n in split["label_counts"].items()} == counted
+    assert sum(counted.values()) == len(samples)
+    # Still the plain ratio split: no stratification was asked for.
+    plan = SplitPlan.from_flags("train=0.6,eval=0.2,test=0.2", "speaker")
+    assert all(split == plan.split_of(speaker) for split, speaker, _ in rows)
 
 
 def test_a_group_with_several_labels_stays_in_one_split(pipeline, tmp_path):

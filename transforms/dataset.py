@@ -190,7 +190,7 @@ class _FinaliseFn(beam.DoFn):
             spec=spec, splits=splits, compression=config.compression,
             accounting=accounting, num_failures=len(failures), source=config.source,
             options=config.options, split_names=config.recipe.split_plan.names,
-            label_counts=(_label_counts(tallies) if config.recipe.split_plan.stratify_by
+            label_counts=(_label_counts(tallies) if config.recipe.split_plan.label_source
                           else None),
             transform=transform)
         _write_text(FileSystems.join(config.output, manifest.SCHEMA),

@@ -72,7 +72,8 @@ class StageError(Exception):
 class Built:
     """A sample's split and its examples: a lazy iterator of (order key, serialized).
 
-    `group` and `label` are the split's group key and --stratify_by label.
+    `group` and `label` are the split's group key and label (--label_field or
+    --stratify_by).
     """
 
     split: str

@@ -42,10 +42,10 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
 
     Every split named by the options is listed, with zero examples if none fell
     in it, so a reader can tell an empty split from a missing one. With
-    `label_counts` ({split: {label: examples}}, for --stratify_by), each split
-    also records its examples per label. With `transform` (tf.Transform's
-    section: its directories, the preprocessing and the raw features), `spec`
-    is the transformed examples'.
+    `label_counts` ({split: {label: examples}}, for --label_field or
+    --stratify_by), each split also records its examples per label. With
+    `transform` (tf.Transform's section: its directories, the preprocessing
+    and the raw features), `spec` is the transformed examples'.
     """
     splits = {name: dict(splits.get(name, {"num_examples": 0, "num_bytes": 0, "shards": []}))
               for name in split_names}

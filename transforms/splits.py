@@ -163,18 +163,26 @@ class Strata:
 @dataclasses.dataclass(frozen=True)
 class SplitPlan:
     """Which split a sample belongs to: ratios, the group key's field and regex, and
-    optionally the field naming the split (`column`) or the label to stratify by."""
+    optionally the field naming the split (`column`) or the label to stratify by.
+
+    `label_field` names a label to count per split without stratifying by it;
+    `stratify_by` counts its label too (`label_source`)."""
 
     splits: tuple  # ((name, ratio), ...)
     field: str = "__key__"
     pattern: str | None = None
     column: str | None = None
     stratify_by: str | None = None
+    label_field: str | None = None
 
     def __post_init__(self):
         if self.column and self.stratify_by:
             raise ValueError("--split_column and --stratify_by exclude each other: the split "
                              "field already fixes every split")
+        if self.stratify_by and self.label_field and self.stratify_by != self.label_field:
+            raise ValueError(f"--label_field {self.label_field!r} and --stratify_by "
+                             f"{self.stratify_by!r} name different labels; --stratify_by "
+                             f"alone counts its label")
         lowered = [n.lower() for n in self.names]
         if self.column and len(set(lowered)) != len(lowered):
             raise ValueError(f"--split_column matches split names case-insensitively, but "
@@ -182,14 +190,19 @@ class SplitPlan:
 
     @classmethod
     def from_flags(cls, splits: str, split_by: str, split_column: str = "",
-                   stratify_by: str = "") -> "SplitPlan":
+                   stratify_by: str = "", label_field: str = "") -> "SplitPlan":
         field, pattern = parse_split_by(split_by)
         return cls(parse_splits(splits), field, pattern, split_column or None,
-                   stratify_by or None)
+                   stratify_by or None, label_field or None)
 
     @property
     def names(self) -> list:
         return [n for n, _ in self.splits]
+
+    @property
+    def label_source(self) -> str | None:
+        """The field whose values are counted per split (and stratified, if so asked)."""
+        return self.stratify_by or self.label_field
 
     def group_key(self, sample: Mapping[str, Any], reader: FieldReader | None = None) -> str:
         """The sample's group key; ValueError when the field is missing or the regex misses."""
@@ -208,13 +221,14 @@ class SplitPlan:
         return m.group(1)
 
     def label(self, sample: Mapping[str, Any], reader: FieldReader | None = None) -> str | None:
-        """The sample's --stratify_by label as text (None when not stratified)."""
-        if not self.stratify_by:
+        """The sample's label (`label_source`) as text; None when no label is named."""
+        if not self.label_source:
             return None
         try:
-            return _text((reader or FieldReader(sample)).get(self.stratify_by))
+            return _text((reader or FieldReader(sample)).get(self.label_source))
         except KeyError as e:
-            raise ValueError(f"--stratify_by label: {e.args[0]}") from None
+            flag = "--stratify_by" if self.stratify_by else "--label_field"
+            raise ValueError(f"{flag} label: {e.args[0]}") from None
 
     def split_of(self, group_key: str) -> str:
         """The split for a group key: its hash's position in [0, 1) against the ratios."""
