@@ -231,6 +231,22 @@ def test_a_users_preprocessing_fn(corpus, tmp_path):
         reader.transform_output(str(output))
 
 
+
+def test_a_rerun_without_preprocessing_removes_the_transform_in_a_bucket(corpus, gcs_emulator,
+                                                                          tmp_path):
+    # An earlier run's transform under gs://, as objects only: a bucket has no
+    # directory objects, so `transform_fn` itself does not "exist" there.
+    old = tmp_path / "old"
+    old.write_bytes(b"earlier run")
+    for name in ("transform_fn/saved_model.pb", "transform_fn/variables/variables.index",
+                 "transformed_metadata/schema.pbtxt", "metadata/schema.pbtxt"):
+        gcs_emulator.upload(old, f"rerun/ds/{name}")
+    info = _run(corpus, gcs_emulator.url("rerun/ds"))
+    assert "transform" not in info
+    left = {name.split("/")[0] for name in gcs_emulator.objects("rerun/ds/")}
+    assert not left & {TRANSFORM_FN_DIR, TRANSFORMED_METADATA_DIR, RAW_METADATA_DIR}
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--preprocessing_fn", "no_such_module:fn"], "--preprocessing_fn .*cannot import"),
     (["--preprocessing_fn", f"{__name__}:missing"], "has no function 'missing'"),

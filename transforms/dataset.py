@@ -131,8 +131,8 @@ class _FinaliseFn(beam.DoFn):
         config = self._config
         if self._transformed_spec is None:
             for name in TRANSFORM_DIRS:
-                if FileSystems.exists(FileSystems.join(config.output, name)):
-                    remove_tree(FileSystems.join(config.output, name))
+                # Unconditionally: on gs:// a directory never "exists", its objects do.
+                remove_tree(FileSystems.join(config.output, name))
             return config.recipe.spec, None
         from transforms.transform_stage import STAGED_DIR, publish
         publish(FileSystems.join(self._temp_dir, STAGED_DIR), config.output, config.recipe.spec)
