@@ -232,6 +232,21 @@ def test_jsonl_gz_manifest_with_bad_lines(tmp_path, pipeline):
     pipeline.run()
 
 
+def test_a_jsonl_files_byte_order_mark_does_not_cost_its_first_row(tmp_path, pipeline):
+    # Made here: a JSONL file as some Windows editors save it, a UTF-8 BOM first.
+    (tmp_path / "a.wav").write_bytes(b"RIFF")
+    _write(tmp_path / "m.jsonl", ["\ufeff" + json.dumps({"file": "a.wav", "label": 1})],
+           header=None)
+    files, layout = inspect_manifests([str(tmp_path / "m.jsonl")], ["file"])
+    assert layout.columns == ("file", "label")
+    expected = {"__key__": "a", "__url__": files[0], "file": b"RIFF", "label": 1}
+    assert list(iter_samples(files, layout)) == [expected]
+    read = pipeline | ReadManifestSamples(files, layout)
+    assert_that(read.samples, equal_to([expected]), label="samples")
+    assert_that(read[FAILURES], equal_to([]), label="failures")
+    pipeline.run()
+
+
 def test_iter_samples_reads_lazily_and_skips_bad_rows(tmp_path):
     missing = _corpus(tmp_path)
     files, layout = inspect_manifests([str(tmp_path / "list.csv")], ["path"])

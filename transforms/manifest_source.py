@@ -140,8 +140,10 @@ def _preview(text: str) -> str:
 
 
 def _text(line: bytes) -> str:
+    """A line as text, without a UTF-8 BOM (spreadsheets and editors put one at the
+    start of a file: a CSV header's, a JSONL file's first row)."""
     try:
-        return line.decode("utf-8")
+        return line.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as e:
         raise ValueError(f"line is not UTF-8: {e}") from None
 
@@ -282,7 +284,7 @@ def inspect_manifests(patterns: Sequence[str], media_columns: Sequence[str],
     layouts = {}
     for path in files:
         fmt = manifest_format(path)
-        line = _first_line(path).removeprefix(b"\xef\xbb\xbf")  # a UTF-8 BOM (spreadsheets)
+        line = _first_line(path)
         if not line:
             raise ValueError(f"manifest {path!r} has no header row")
         try:
