@@ -164,3 +164,28 @@ def test_commit_survives_a_retry_after_failing_partway(where, gcs_emulator, tmp_
         commit_shards(shards + [lost], output)
     if where == "local":
         shutil.rmtree(output)
+
+
+def test_publishing_the_transform_survives_a_retry(tmp_path):
+    """The final step moves the staged transform next to the data before it commits
+    the shards; when a later part of it fails (a shard rename, the manifest write)
+    the runner runs it again, and the staged directories are gone by then."""
+    from transforms.preprocessing import TRANSFORM_FN_DIR, TRANSFORMED_METADATA_DIR
+    from transforms.spec import parse_features
+    from transforms.transform_stage import publish
+
+    staged, output = tmp_path / "temp" / "transform", tmp_path / "out"
+    for name in (f"{TRANSFORM_FN_DIR}/saved_model.pb", f"{TRANSFORMED_METADATA_DIR}/schema.pbtxt"):
+        (staged / name).parent.mkdir(parents=True, exist_ok=True)
+        (staged / name).write_bytes(b"this run's")
+    (output / TRANSFORM_FN_DIR).mkdir(parents=True)
+    (output / TRANSFORM_FN_DIR / "old.pb").write_bytes(b"an earlier run's")
+    spec = parse_features("label:int64")
+    publish(str(staged), str(output), spec)
+    published = _local_files(output)
+    publish(str(staged), str(output), spec)  # the retry, temp folder still there
+    shutil.rmtree(tmp_path / "temp")
+    publish(str(staged), str(output), spec)  # the retry, temp folder removed
+    assert _local_files(output) == published
+    assert published[f"{TRANSFORM_FN_DIR}/saved_model.pb"] == b"this run's"
+    assert f"{TRANSFORM_FN_DIR}/old.pb" not in published

@@ -128,15 +128,20 @@ def publish(staged_dir: str, output_dir: str, raw_spec: FeatureSpec) -> None:
     writes the raw metadata/ beside them (tft.TFTransformOutput's raw_feature_spec).
 
     Through tf.io.gfile, as tf.Transform itself writes them (local, gs://).
+    Runs again when the runner retries the final step: a directory already
+    moved by the earlier attempt (gone from `staged_dir`, there in
+    `output_dir`) is left where it is.
     """
     metadata_io.write_metadata(
         dataset_metadata.DatasetMetadata(manifest.schema_proto(raw_spec)),
         os.path.join(staged_dir, RAW_METADATA_DIR))
     for name in TRANSFORM_DIRS:
-        target = os.path.join(output_dir, name)
+        source, target = os.path.join(staged_dir, name), os.path.join(output_dir, name)
+        if not tf.io.gfile.exists(source) and tf.io.gfile.exists(target):
+            continue  # moved by an earlier attempt of this step
         if tf.io.gfile.exists(target):
             tf.io.gfile.rmtree(target)  # an earlier run's
-        tf.io.gfile.rename(os.path.join(staged_dir, name), target)
+        tf.io.gfile.rename(source, target)
 
 
 # -- Beam ---------------------------------------------------------------------------
