@@ -49,10 +49,13 @@ def _commands(*args) -> str:
 
 def test_a_template_for_every_pipeline():
     """Every Beam job in pipelines/ has a template, a metadata file and a Makefile entry."""
+    def is_job(name):
+        with open(os.path.join(REPO, "pipelines", name)) as f:
+            text = f.read()
+        return "def run(" in text and ("run_dataset_job(" in text or "make_pipeline(" in text)
+
     jobs = {name[:-3] for name in os.listdir(os.path.join(REPO, "pipelines"))
-            if name.endswith(".py") and "def run(" in open(os.path.join(REPO, "pipelines", name)).read()
-            and ("run_dataset_job(" in open(os.path.join(REPO, "pipelines", name)).read()
-                 or "make_pipeline(" in open(os.path.join(REPO, "pipelines", name)).read())}
+            if name.endswith(".py") and is_job(name)}
     with_metadata = {d for d in os.listdir(template_metadata.TEMPLATE_DIR)
                      if os.path.exists(template_metadata.path(d))}
     make_list = re.search(r"^PIPELINES\s*:=\s*(.*)$", open(os.path.join(REPO, "Makefile")).read(),
