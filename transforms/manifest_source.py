@@ -76,7 +76,7 @@ from apache_beam.io.textio import ReadAllFromText
 from transforms.counters import counter
 from transforms.dead_letters import FAILURES, dead_letter
 from transforms.sample import KEY, URL
-from transforms.tar_source import StorageReadError, match_files
+from transforms.tar_source import StorageReadError, _as_patterns, match_files
 
 __all__ = ["ManifestLayout", "MediaReadError", "ReadManifestSamples", "inspect_manifests",
            "iter_samples", "manifest_format", "missing_fields", "parse_row", "read_media",
@@ -397,9 +397,7 @@ class ReadManifestSamples(beam.PTransform):
     def __init__(self, file_pattern: str | Sequence[str], layout: ManifestLayout,
                  bundle_size: int = 64 << 20):
         super().__init__()
-        self._patterns = [file_pattern] if isinstance(file_pattern, str) else list(file_pattern)
-        if not self._patterns:
-            raise ValueError("ReadManifestSamples needs a file pattern")
+        self._patterns = _as_patterns(file_pattern)
         self._layout = layout
         self._bundle_size = bundle_size
 
