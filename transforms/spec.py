@@ -266,7 +266,7 @@ def _to_bool_array(value, name: str) -> np.ndarray:
     for v in np.ravel(np.asarray(value, dtype=object)).tolist():
         text = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
         bit = _BOOL_TEXT.get(text.strip().lower()) if isinstance(text, str) else text
-        if bit is None or isinstance(bit, str) or bit not in (0, 1):
+        if bit is None or bit not in (0, 1):
             raise ValueError(f"feature {name!r}: {_preview(v)} is not a bool (true/false/1/0)")
         out.append(int(bit))
     return np.asarray(out, dtype=np.int64)
