@@ -67,9 +67,10 @@ from google.cloud.bigtable.data import ReadRowsQuery, RowMutationEntry, RowRange
 
 from transforms.bigtable_rows import RowReader, open_channel
 from transforms.bigtable_source import (
-    BigtableReadConfig, ByteKeyRange, ByteKeyRangeTracker, ReadBigtableSamples, estimated_bytes,
-    key_ranges, open_reader, open_table, read_samples)
+    BigtableReadConfig, ByteKeyRange, ByteKeyRangeTracker, ReadBigtableSamples, open_reader,
+    plan_key_ranges, read_samples)
 from transforms.runtime import make_pipeline
+from transforms.units import units_in_order
 
 PROJECT, INSTANCE, TABLE = "bench", "bench", "media"
 LOAD_BATCH = 128  # rows a MutateRows request: 2 MB at 16 KB, under gRPC's 4 MB default
@@ -240,20 +241,14 @@ def serial_data(end_key: bytes, delay_s: float = 0.0) -> Measurement:
 
 
 def plan(config: BigtableReadConfig) -> list:
-    """The ranges ReadBigtableSamples would read (its planning DoFn's steps), largest first.
+    """The key ranges the pipelines read (`plan_key_ranges`), largest first.
 
-    The planner shuffles them (to spread readers over tablets); here they are
-    handed to the workers largest first by the samples' byte estimate, as a
-    runner's work balancing would, so one big range started last does not
-    decide the time. The emulator samples about 1% of keys at random, so its
-    ranges vary in size far more than Bigtable's.
+    Handed to the workers largest first by the samples' byte estimate, as the
+    pipelines hand out units (transforms.units.units_in_order), so one big
+    range started last does not decide the time. The emulator samples about 1%
+    of keys at random, so its ranges vary in size far more than Bigtable's.
     """
-    client, table = open_table(config)
-    samples = table.sample_row_keys()
-    client.close()
-    start, end = config.key_range()
-    ranges = key_ranges([k for k, _ in samples], start, end, config.max_ranges, config.seed)
-    return sorted(ranges, key=lambda span: -estimated_bytes(samples, *span))
+    return [u.inputs for u in units_in_order(plan_key_ranges(config))]
 
 
 def split_threads(config: BigtableReadConfig, workers: int, delay_s: float = 0.0) -> Measurement:
@@ -335,7 +330,7 @@ def beam_read(config: BigtableReadConfig, workers: int) -> Measurement:
         return sum(c.committed for c in found["counters"])
 
     return Measurement(total("samples_read"), total("bigtable_bytes_read"), seconds, cores,
-                       f"{total('bigtable_ranges')} ranges")
+                       f"{len(plan(config))} ranges")
 
 
 def _burn(n: int) -> None:

@@ -16,9 +16,12 @@ On Dataflow:
         --setup_file ./setup.py
 
 Rows are read natively with the Python client, the table cut into key ranges
-read in parallel (`transforms.bigtable_source`); every other step — cutting,
-splits, shards, manifest, dead letters — is the same composite the tar
-pipeline uses. `--examples_table` also writes the encoded examples to a
+(at the table's tablet boundaries, when the job is launched) that workers
+convert and write in parallel (`transforms.bigtable_source`); every other step
+— cutting, splits, shards, manifest, dead letters — is the same composite the
+tar pipeline uses. Tablet boundaries move as a table grows, so two runs may
+cut it differently: each split holds the same examples on every run, in
+shards that may differ. `--examples_table` also writes the encoded examples to a
 Bigtable table (`--examples_only`: only there).
 """
 
@@ -33,8 +36,9 @@ from pipelines.bigtable_options import BigtableTableOptions
 from pipelines.flag_types import SWITCH
 from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_job
 from transforms.bigtable_sink import BigtableTableConfig, WriteExamplesToBigtable, ensure_table
-from transforms.bigtable_source import (BigtableReadConfig, ReadBigtableSamples, check_table,
-                                        open_reader, read_samples)
+from transforms.bigtable_source import (BigtableReadConfig, BigtableReader, check_table,
+                                        open_reader, plan_key_ranges, read_samples)
+from transforms.units import Source
 
 __all__ = ["BigtableToTfrecordOptions", "run"]
 
@@ -122,7 +126,8 @@ def run(argv=None) -> dict | None:
             BigtableToTfrecordOptions).columns})
     if options.view_as(BigtableToTfrecordOptions).examples_only:
         config = dataclasses.replace(config, write_tfrecords=False)
-    return run_dataset_job(options, config, ReadBigtableSamples(read), examples_sink=sink)
+    source = Source(plan_key_ranges(read), BigtableReader(read))
+    return run_dataset_job(options, config, source, examples_sink=sink)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """Flags and launch steps every dataset-building pipeline shares.
 
 A pipeline module adds its source's flags in its own `PipelineOptions`
-subclass, reads its source into Samples, and hands them to `run_dataset_job`,
-which applies the shared `WriteDataset` composite, runs the job and prints the
-summary. Flag names here are also the flex template parameter names.
+subclass, plans its source's work units (transforms/units.py) and hands them to
+`run_dataset_job`, which applies the shared `WriteDataset` composite, runs the
+job and prints the summary. Flag names here are also the flex template
+parameter names.
 """
 
 from __future__ import annotations
@@ -15,19 +16,22 @@ from typing import Any, Iterable, Mapping
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from pipelines.flag_types import SWITCH
 from transforms import manifest, sample_ops
 from transforms.audio import AudioOptions
 from transforms.audio_windows import WindowOptions
 from transforms.cutting import MODES, CutOptions, media_features, media_fields
-from transforms.dataset import DatasetConfig, WriteDataset, summary_line
+from transforms.dataset import SHUFFLES, DatasetConfig, WriteDataset
 from transforms.examples import ExampleRecipe
+from transforms.finalise import summary_line
 from transforms.preprocessing import Preprocessing
 from transforms.spec import FeatureSpec, infer_spec, parse_features
 from transforms.runtime import make_pipeline, runs_locally, wait_for
 from transforms.splits import SplitPlan
+from transforms.tfrecord import COMPRESSIONS
+from transforms.units import Source
 from transforms.video import FrameOptions
 
 __all__ = ["DatasetOptions", "cut_options", "dataset_config", "feature_spec", "read_manifest",
@@ -166,13 +170,21 @@ class DatasetOptions(PipelineOptions):
         parser.add_argument("--clip_frames", type=int, default=8,
                             help="Frames per clip (--cut clips), sampled at --fps.")
         parser.add_argument(
+            "--shuffle", default="none", choices=list(SHUFFLES),
+            help="Where examples are written. none (default): each worker writes the "
+            "examples it builds, in source order, into rolling shards: nothing is shuffled, "
+            "memory stays flat, and the reader mixes shards when it shuffles. global: every "
+            "shard a uniform hash-ordered sample of its split (TFDS-style), at the cost of "
+            "shuffling every example.")
+        parser.add_argument(
             "--num_shards", type=int, default=0,
-            help="Shards per split; 0 sizes them by --shard_size_mb.")
+            help="With --shuffle global, shards per split; 0 sizes them by --shard_size_mb.")
         parser.add_argument(
             "--shard_size_mb", type=float, default=128,
-            help="Target shard size in MiB of serialized examples (default 128).")
+            help="Target shard size in MiB of serialized examples (default 128); also the "
+            "input a work unit gathers (a tar file, or consecutive smaller ones).")
         parser.add_argument(
-            "--compression", default="gzip", choices=["gzip", "none"],
+            "--compression", default="gzip", choices=list(COMPRESSIONS),
             help="TFRecord compression (default gzip).")
         parser.add_argument(
             "--max_failure_fraction", type=float, default=0.01,
@@ -190,8 +202,8 @@ _CUT_FLAGS = ("cut", "audio_fields", "video_field", "sequence_fps", "sample_rate
 def _recorded_options(opts: DatasetOptions) -> dict:
     names = ("features", "split_by", "splits", "split_column", "stratify_by", "label_field",
              "select", "where", "rename", "filter_empty", "sample_fn", "example_fn",
-             "preprocessing_fn", "normalize", "vocabulary", "bucketize", "num_shards",
-             "shard_size_mb", "compression", "max_failure_fraction")
+             "preprocessing_fn", "normalize", "vocabulary", "bucketize", "shuffle",
+             "num_shards", "shard_size_mb", "compression", "max_failure_fraction")
     cut = _CUT_FLAGS if opts.cut != "none" else ("cut",)
     return {n: getattr(opts, n) for n in names + cut}
 
@@ -258,6 +270,15 @@ def dataset_config(options: PipelineOptions, spec: FeatureSpec,
         raise ValueError("--num_shards must be >= 0 and --shard_size_mb > 0")
     if not 0 <= opts.max_failure_fraction <= 1:
         raise ValueError("--max_failure_fraction must be between 0 and 1")
+    workers = options.view_as(DirectOptions).direct_num_workers
+    if opts.shuffle == "global" and runs_locally(options) and workers != 1:
+        # README, "Writer layouts": Beam 2.77's local runner sends a stage's input
+        # to its workers through a stream a background thread flushes every
+        # second without a lock, dropping whatever is written meanwhile.
+        raise ValueError(f"--shuffle global cannot run with --direct_num_workers {workers}: "
+                         "Beam 2.77's local runner loses part of a large stage's input "
+                         "between its processes; use the default --shuffle none, or "
+                         "--direct_num_workers 1")
     recipe = ExampleRecipe(
         cut=cut_options(options),
         spec=spec,
@@ -283,7 +304,8 @@ def dataset_config(options: PipelineOptions, spec: FeatureSpec,
         max_failure_fraction=opts.max_failure_fraction,
         source=dict(source),
         options=_recorded_options(opts),
-        preprocessing=preprocessing)
+        preprocessing=preprocessing,
+        shuffle=opts.shuffle)
 
 
 def feature_spec(options: PipelineOptions, samples: Iterable) -> FeatureSpec:
@@ -317,19 +339,15 @@ def read_manifest(output: str) -> dict:
         return json.loads(f.read())
 
 
-def run_dataset_job(options: PipelineOptions, config: DatasetConfig,
-                    read_samples: beam.PTransform,
+def run_dataset_job(options: PipelineOptions, config: DatasetConfig, source: Source,
                     examples_sink: beam.PTransform | None = None) -> dict | None:
-    """Runs source -> WriteDataset; returns the manifest when the job finished here
-    (not with --no_wait_until_finish, a flex template launch).
+    """Runs WriteDataset over the planned `source`; returns the manifest when the
+    job finished here (not with --no_wait_until_finish, a flex template launch).
 
-    `read_samples` is a PTransform from the pipeline root to a DoOutputsTuple
-    with `samples` and `failures`; `examples_sink` see WriteDataset.
+    `examples_sink` see WriteDataset.
     """
     pipeline = make_pipeline(options)
-    read = pipeline | "ReadSamples" >> read_samples
-    _ = ({"samples": read.samples, "failures": read.failures}
-         | "WriteDataset" >> WriteDataset(config, examples_sink))
+    _ = pipeline | "WriteDataset" >> WriteDataset(config, source, examples_sink)
     if not wait_for(pipeline.run(), options):
         return None
     info = read_manifest(config.output)

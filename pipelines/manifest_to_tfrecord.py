@@ -35,8 +35,9 @@ from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_
 from pipelines.tar_to_tfrecord import TarToTfrecordOptions
 from transforms.cutting import media_features
 from transforms.dataset import DatasetConfig
-from transforms.manifest_source import (ReadManifestSamples, inspect_manifests, iter_samples,
-                                        missing_fields)
+from transforms.manifest_source import (ListingReader, inspect_manifests, iter_samples,
+                                        missing_fields, plan_listing_units)
+from transforms.units import Source
 
 __all__ = ["ManifestToTfrecordOptions", "run"]
 
@@ -92,7 +93,8 @@ def run(argv=None) -> dict | None:
     if missing:
         raise ValueError(f"manifest {files[0]!r} has no column for {', '.join(missing)} "
                          f"(columns: {', '.join(layout.columns)})")
-    return run_dataset_job(options, config, ReadManifestSamples(patterns, layout))
+    units = plan_listing_units(patterns, layout, config.target_shard_bytes)
+    return run_dataset_job(options, config, Source(units, ListingReader(layout)))
 
 
 if __name__ == "__main__":

@@ -54,7 +54,8 @@ from pipelines.tar_to_tfrecord import TarToTfrecordOptions
 from transforms.bigtable_sink import STAGE, BigtableTableConfig, WriteSamplesToBigtable, ensure_table
 from transforms.dead_letters import FAILURES, FILE, SAMPLE, describe
 from transforms.runtime import make_pipeline, wait_for
-from transforms.tar_source import ReadTarSamples, match_files
+from transforms.file_match import match_files
+from transforms.tar_source import ReadTarSamples
 
 __all__ = ["TarToBigtableOptions", "LoadFailed", "load_summary",
            "summary_line", "run"]

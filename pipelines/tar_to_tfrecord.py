@@ -17,7 +17,9 @@ On Dataflow:
         --temp_location gs://BUCKET/tmp --setup_file ./setup.py
 
 Members are grouped into samples by WebDataset's rules (`transforms.tar_source`);
-every other flag is shared by all pipelines (`pipelines.dataset_options`).
+each worker converts whole tar files (consecutive small ones grouped up to
+--shard_size_mb) and writes their examples itself. Every other flag is shared
+by all pipelines (`pipelines.dataset_options`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import cli
 from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_job
-from transforms.tar_source import ReadTarSamples, iter_tar, match_files
+from transforms.file_match import match_files
+from transforms.tar_source import TarReader, iter_tar, plan_tar_units
+from transforms.units import Source
 
 __all__ = ["TarToTfrecordOptions", "run"]
 
@@ -66,7 +70,8 @@ def run(argv=None) -> dict | None:
     spec = feature_spec(options, _samples_in(files))
     config = dataset_config(options, spec,
                             source={"type": "tar", "input": tar.input, "num_files": len(files)})
-    return run_dataset_job(options, config, ReadTarSamples(patterns))
+    units = plan_tar_units(patterns, config.target_shard_bytes)
+    return run_dataset_job(options, config, Source(units, TarReader()))
 
 
 if __name__ == "__main__":

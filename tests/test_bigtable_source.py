@@ -33,12 +33,14 @@ from hypothesis import strategies as st
 
 from transforms.bigtable_rows import Cell, Row
 from transforms.bigtable_source import (
-    END_OF_RANGE, BigtableReadConfig, ByteKeyRange, ByteKeyRangeTracker, MissingColumnError,
-    ReadBigtableSamples, _ReadRangeFn, check_table, decode_key, estimated_bytes, is_transient,
-    key_ranges, open_reader, parse_columns, read_range, row_filter, row_to_sample)
+    END_OF_RANGE, BigtableReadConfig, BigtableReader, ByteKeyRange, ByteKeyRangeTracker,
+    MissingColumnError, ReadBigtableSamples, check_table, decode_key, estimated_bytes,
+    is_transient, key_ranges, open_reader, parse_columns, plan_key_ranges, read_range,
+    row_filter, row_to_sample)
 from transforms.dead_letters import FAILURES, SAMPLE
 from transforms.sample import KEY, URL
 from transforms.splits import stable_hash64
+from transforms.units import WorkUnit
 
 pytestmark = pytest.mark.filterwarnings("ignore:Connecting to Bigtable emulator:RuntimeWarning")
 
@@ -153,9 +155,20 @@ def test_bulk_every_row_once_with_counters(pipeline, bulk):
     # keys + newest values; the marker cell per row carries no value
     assert _counter(result, "bigtable_bytes_read") == sum(
         len(k) + len(_bulk_wav(k)) + 2 for k in BULK_KEYS)
-    # The emulator samples ~1% of keys at random, always including the last.
-    assert 2 <= _counter(result, "bigtable_ranges") <= 8
     assert _counter(result, "bigtable_retries") == 0
+
+
+def test_planned_key_ranges_tile_the_requested_range_in_key_order(bulk):
+    units = plan_key_ranges(_config(bulk, max_ranges=8))
+    # The emulator samples ~1% of keys at random, always including the last.
+    assert 2 <= len(units) <= 8
+    assert [u.index for u in units] == list(range(len(units)))
+    assert units[0].inputs[0] == b"" and units[-1].inputs[1] == b""
+    assert all(a.inputs[1] == b.inputs[0] for a, b in zip(units, units[1:]))
+    assert sum(u.size for u in units) > 0
+    limited = plan_key_ranges(_config(bulk, prefix="spk03/", max_rows=10))
+    tenth = [k for k in BULK_KEYS if k.startswith(b"spk03/")][9]
+    assert limited[0].inputs[0] == b"spk03/" and limited[-1].inputs[1] == tenth + b"\x00"
 
 
 def _sampled(keys, fraction):
@@ -412,10 +425,11 @@ def test_is_transient():
 
 # --- the DoFn directly, split while it reads --------------------------------
 
-def _run_restriction(fn, tracker, split_after=None, fraction=0.5):
-    """Keys a DoFn yields for a tracker's range; optionally splits after `split_after` outputs."""
+def _run_restriction(reader, tracker, split_after=None, fraction=0.5):
+    """Keys a reader yields for a tracker's range; optionally splits after `split_after` outputs."""
     keys, residual = [], None
-    for i, output in enumerate(fn.process(None, tracker=tracker)):
+    unit = WorkUnit(0, (tracker.current_restriction().start, tracker.current_restriction().end), 0)
+    for i, output in enumerate(reader.read(unit, tracker)):
         keys.append(output[KEY].encode())
         if split_after is not None and i + 1 == split_after:
             residual = tracker.try_split(fraction)[1]
@@ -424,32 +438,32 @@ def _run_restriction(fn, tracker, split_after=None, fraction=0.5):
 
 
 @pytest.mark.parametrize("fraction", [0.0, 0.3, 0.5])
-def test_dofn_split_mid_read_covers_range_once(bulk, fraction):
-    fn = _ReadRangeFn(_config(bulk))
-    fn.setup()
+def test_reader_split_mid_read_covers_range_once(bulk, fraction):
+    reader = BigtableReader(_config(bulk))
+    reader.setup()
     try:
         whole = ByteKeyRange(b"spk00/", b"spk08/")
         tracker = ByteKeyRangeTracker(whole)
-        first, residual = _run_restriction(fn, tracker, split_after=100, fraction=fraction)
+        first, residual = _run_restriction(reader, tracker, split_after=100, fraction=fraction)
         assert tracker.current_restriction().end == residual.start
-        second, _ = _run_restriction(fn, ByteKeyRangeTracker(residual))
+        second, _ = _run_restriction(reader, ByteKeyRangeTracker(residual))
     finally:
-        fn.teardown()
+        reader.teardown()
     expected = [k for k in BULK_KEYS if whole.start <= k < whole.end]
     assert len(first) >= 100 and first + second == expected
     if fraction == 0:
         assert len(first) == 100  # a checkpoint: the rest goes to the residual
 
 
-def test_dofn_unbounded_range_split(bulk):
-    fn = _ReadRangeFn(_config(bulk))
-    fn.setup()
+def test_reader_unbounded_range_split(bulk):
+    reader = BigtableReader(_config(bulk))
+    reader.setup()
     try:
         tracker = ByteKeyRangeTracker(ByteKeyRange(b"spk14/", b""))
-        first, residual = _run_restriction(fn, tracker, split_after=10, fraction=0.5)
-        second, _ = _run_restriction(fn, ByteKeyRangeTracker(residual))
+        first, residual = _run_restriction(reader, tracker, split_after=10, fraction=0.5)
+        second, _ = _run_restriction(reader, ByteKeyRangeTracker(residual))
     finally:
-        fn.teardown()
+        reader.teardown()
     assert residual.end == b""
     assert first + second == [k for k in BULK_KEYS if k >= b"spk14/"]
 
@@ -567,29 +581,27 @@ def _check_cover(ranges, start, end):
 
 @settings(max_examples=200, deadline=None)
 @given(samples=st.lists(st.binary(max_size=3), max_size=40), start=st.binary(max_size=2),
-       end=st.binary(max_size=2), max_ranges=st.integers(1, 12), seed=st.integers(0, 5))
-def test_key_ranges_cover_exactly(samples, start, end, max_ranges, seed):
-    ranges = key_ranges(samples, start, end, max_ranges, seed)
+       end=st.binary(max_size=2), max_ranges=st.integers(1, 12))
+def test_key_ranges_cover_exactly_in_key_order(samples, start, end, max_ranges):
+    ranges = key_ranges(samples, start, end, max_ranges)
     if end and start >= end:
         assert ranges == []
         return
     _check_cover(ranges, start, end)
+    assert ranges == sorted(ranges, key=lambda r: r[0])
     cuts = {k for k in samples if k and k > start and (not end or k < end)}
     assert len(ranges) == min(len(cuts) + 1, max_ranges)
-    assert ranges == key_ranges(list(reversed(samples)), start, end, max_ranges, seed)
-    assert sorted(ranges) == sorted(key_ranges(samples, start, end, max_ranges, seed + 1))
+    assert ranges == key_ranges(list(reversed(samples)), start, end, max_ranges)
 
 
-def test_key_ranges_merge_evenly_and_shuffle():
+def test_key_ranges_merge_evenly():
     samples = [b"k%03d" % i for i in range(1, 100)]  # 100 pieces
-    ranges = key_ranges(samples, b"", b"", max_ranges=8, seed=1)
+    ranges = key_ranges(samples, b"", b"", max_ranges=8)
     _check_cover(ranges, b"", b"")
     sizes = sorted(sum(1 for k in [b"", *samples] if s <= k and (not e or k < e)) for s, e in ranges)
     assert len(ranges) == 8 and sizes[-1] - sizes[0] <= 1
-    assert ranges != sorted(ranges)  # shuffled...
-    assert ranges == key_ranges(samples, b"", b"", max_ranges=8, seed=1)  # ...the same way
-    assert key_ranges([], b"a", b"b", 8, 0) == [(b"a", b"b")]
-    assert key_ranges([b"x"], b"b", b"b", 8, 0) == []
+    assert key_ranges([], b"a", b"b", 8) == [(b"a", b"b")]
+    assert key_ranges([b"x"], b"b", b"b", 8) == []
 
 
 def test_estimated_bytes():

@@ -90,8 +90,8 @@ def test_every_pipeline_translates_to_a_batch_job_on_the_image(translations):
 def test_each_job_has_its_steps(translations):
     for name in ("tar_to_tfrecord", "manifest_to_tfrecord", "bigtable_to_tfrecord"):
         names = translations[name].transform_names()
-        assert {"ReadSamples", "WriteDataset/BuildExamples", "WriteDataset/WriteShards",
-                "WriteDataset/Finalise"} <= names, name
+        assert {"WriteDataset/Units", "WriteDataset/Convert", "WriteDataset/Finalise"} <= names, name
+        assert "WriteDataset/WriteShards" not in names, name  # written where built
     assert "WriteDataset/WriteExamplesSink" in translations["bigtable_to_tfrecord"].transform_names()
     assert {"ReadTar", "WriteBigtable", "Report"} <= translations["tar_to_bigtable"].transform_names()
 

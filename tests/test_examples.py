@@ -1,17 +1,18 @@
-"""One sample -> examples: outcomes, stage names in dead letters, the DoFn directly."""
+"""One sample -> examples: outcomes, stage names in dead letters; the converter DoFn
+directly, writing real shards read back with TensorFlow."""
 
 import dataclasses
 
-import apache_beam as beam
 import pytest
 import tensorflow as tf
-from apache_beam.testing.util import assert_that, equal_to
+from memory_source import memory_source
 
 from transforms import sample_ops
+from transforms.convert import REPORTS, SHARDS, ConvertOptions, _ConvertFn
 from transforms.dead_letters import FAILURES
 from transforms.example_encoder import ExampleEncoder
-from transforms.examples import (BUILT, FILTERED, Built, BuildExamples, ExampleRecipe, Filtered,
-                                 StageError, _BuildExamplesFn, build_examples)
+from transforms.examples import (Built, ExampleRecipe, Filtered, SampleOutcome, StageError,
+                                 build_examples, convert_sample)
 from transforms.spec import parse_features
 from transforms.splits import SplitPlan
 
@@ -95,25 +96,70 @@ def test_build_does_not_mutate_its_input():
     assert sample == SAMPLE
 
 
-def test_dofn_routes_every_sample_to_exactly_one_output():
-    fn = _BuildExamplesFn(_recipe(where=(("json.speaker", "spk01"),)))
-    fn.setup()
-    outputs = [list(fn.process(s)) for s in (
-        SAMPLE,                                            # written
-        {**SAMPLE, "json": b'{"speaker": "spk02"}'},       # filtered by where
-        {**SAMPLE, "cls": b"x"},                           # dead letter
-    )]
-    written, filtered, failed = outputs
+def _convert(sample, recipe=None):
+    """(examples, outcome) of convert_sample run to the end."""
+    recipe = recipe or _recipe()
+    gen = convert_sample(sample, recipe, ExampleEncoder([(f.name, f.kind) for f in recipe.spec]))
+    examples = []
+    while True:
+        try:
+            examples.append(next(gen))
+        except StopIteration as done:
+            return examples, done.value
+
+
+def test_convert_sample_ends_every_sample_in_one_outcome():
     split = _recipe().split_plan.split_of("spk01")
-    assert [(o.tag, o.value) for o in written if hasattr(o, "tag")] == [
-        (BUILT, (split, 1, True, "spk01", None))]
-    assert len(written) == 2
-    assert [(o.tag, o.value) for o in filtered] == [(FILTERED, "where")]
-    [letter] = failed
-    assert letter.tag == FAILURES
-    assert letter.value["key"] == "spk01_0001" and letter.value["url"] == "file.tar"
-    assert letter.value["stage"] == "encode" and letter.value["unit"] == "sample"
-    assert letter.value["examples_written"] == 0
+    examples, outcome = _convert(SAMPLE)
+    assert [e.split for e in examples] == [split]
+    assert outcome == SampleOutcome(split, 1, True, "spk01", None)
+    assert _convert(SAMPLE, _recipe(where=(("cls", "5"),))) == ([], SampleOutcome(filtered="where"))
+    examples, outcome = _convert({**SAMPLE, "cls": b"x"})
+    assert examples == [] and (outcome.split, outcome.examples) == (split, 0)
+    assert outcome.failure.stage == "encode"
+    _, outcome = _convert({**SAMPLE, "__key__": "nounderscore"},
+                          ExampleRecipe(spec=SPEC, split_plan=SplitPlan.from_flags(
+                              "train=1", "__key__:^(\\w+)_")))
+    assert outcome.split is None and outcome.failure.stage == "split"
+
+
+def _convert_fn(recipe, tmp_path, **options):
+    fn = _ConvertFn(memory_source([]).reader, recipe,
+                    ConvertOptions(temp_dir=str(tmp_path), compression="none", **options))
+    fn.setup()
+    return fn
+
+
+def _tagged(outputs):
+    by_tag = {}
+    for o in outputs:
+        by_tag.setdefault(getattr(o, "tag", "examples"), []).append(getattr(o, "value", o))
+    return by_tag
+
+
+def test_converter_writes_a_units_shards_and_reports_every_sample(tmp_path):
+    samples = [SAMPLE,                                            # written
+               {**SAMPLE, "json": b'{"speaker": "spk02"}'},       # filtered by where
+               {**SAMPLE, "cls": b"x"}]                           # dead letter
+    fn = _convert_fn(_recipe(where=(("json.speaker", "spk01"),)), tmp_path)
+    [unit] = memory_source(samples).units
+    out = _tagged(fn.process(unit))
+    split = _recipe().split_plan.split_of("spk01")
+    [shard] = out[SHARDS]
+    assert (shard.split, shard.order, shard.num_examples) == (split, (0, 0), 1)
+    [record] = [r.numpy() for r in tf.data.TFRecordDataset(shard.temp)]
+    assert tf.train.Example.FromString(record).features.feature["label"].int64_list.value == [4]
+    assert len(record) == shard.num_bytes
+    [report] = out[REPORTS]
+    assert dict(report.tallies) == {("read", ""): 3, ("written", split): 1,
+                                    ("examples", split): 1, ("filtered", "where"): 1,
+                                    ("failed", "sample"): 1}
+    assert report.groups == (("spk01", split),) and report.span is None
+    [letter] = out[FAILURES]
+    assert letter["key"] == "spk01_0001" and letter["url"] == "file.tar"
+    assert letter["stage"] == "encode" and letter["unit"] == "sample"
+    assert letter["examples_written"] == 0
+    assert "examples" not in out  # written where built: nothing else leaves the worker
 
 
 def drop_every_example(values):
@@ -121,17 +167,18 @@ def drop_every_example(values):
     return None
 
 
-def test_dofn_reports_a_sample_whose_examples_were_all_dropped_as_filtered():
-    fn = _BuildExamplesFn(_recipe(example_fn=f"{__name__}:drop_every_example"))
-    fn.setup()
-    assert [(o.tag, o.value) for o in fn.process(SAMPLE)] == [(FILTERED, "no_examples")]
+def test_a_sample_whose_examples_were_all_dropped_is_filtered(tmp_path):
+    fn = _convert_fn(_recipe(example_fn=f"{__name__}:drop_every_example"), tmp_path,
+                     emit_examples=True)
+    [unit] = memory_source([SAMPLE]).units
+    out = _tagged(fn.process(unit))
+    assert dict(out[REPORTS][0].tallies) == {("read", ""): 1, ("filtered", "no_examples"): 1}
+    assert SHARDS not in out and "examples" not in out
 
 
-def test_build_examples_transform(pipeline):
-    samples = pipeline | beam.Create([SAMPLE, {**SAMPLE, "__key__": "spk01_0002", "cls": b"?"}])
-    out = samples | BuildExamples(_recipe())
-    assert_that(out.examples | beam.Map(lambda e: (e[0], len(e[2]) > 0)),
-                equal_to([(_recipe().split_plan.split_of("spk01"), True)]), label="examples")
-    assert_that(out[FAILURES] | beam.Map(lambda r: (r["key"], r["stage"])),
-                equal_to([("spk01_0002", "encode")]), label="failures")
-    pipeline.run()
+def test_converter_emits_examples_when_asked(tmp_path):
+    fn = _convert_fn(_recipe(), tmp_path, write_shards=False, emit_examples=True)
+    [unit] = memory_source([SAMPLE, {**SAMPLE, "__key__": "spk01_0002"}]).units
+    out = _tagged(fn.process(unit))
+    assert [e.split for e in out["examples"]] == [_recipe().split_plan.split_of("spk01")] * 2
+    assert SHARDS not in out and len(out[REPORTS]) == 1

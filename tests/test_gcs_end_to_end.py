@@ -13,14 +13,19 @@ import os
 import shutil
 
 import pytest
+import tensorflow as tf
 
 from pipelines import tar_to_tfrecord
 from pipelines.sample_corpus import write_corpus
-from transforms import dataset, manifest, reader
-from transforms.shard_writer import commit_shards, write_tfrecords
+from transforms import finalise, manifest, reader
+from transforms.commit import move_shards, name_shards
+from transforms.fileops import ensure_dir
+from transforms.tf_paths import tf_readable
+from transforms.tfrecord import ShardRecord, write_tfrecords
 
+# 5 KB shards of 1 KB payloads: every file a unit, several shards per split.
 FLAGS = ["--features", "payload=bin:bytes,label=cls:int64", "--split_by", "__key__:^([^_]+)",
-         "--splits", "train=0.5,eval=0.25,test=0.25", "--num_shards", "2",
+         "--splits", "train=0.5,eval=0.25,test=0.25", "--shard_size_mb", "0.005",
          "--max_failure_fraction", "0.2"]
 
 
@@ -106,8 +111,10 @@ def test_missing_dataset_on_gs_is_a_clear_error(gcs_emulator):
 
 def test_rerun_into_the_same_bucket_path_leaves_only_the_new_shards(corpus, gcs_emulator):
     output = gcs_emulator.url("out/rerun")
-    tar_to_tfrecord.run(["--input", gcs_emulator.url("raw/*.tar"), "--output", output, *FLAGS])
-    flags = [f if f != "2" else "1" for f in FLAGS]  # --num_shards 1
+    first = tar_to_tfrecord.run(["--input", gcs_emulator.url("raw/*.tar"), "--output", output,
+                                 *FLAGS])
+    assert len(first["splits"]["train"]["shards"]) > 1
+    flags = [f if f != "0.005" else "128" for f in FLAGS]  # one unit: a shard per split
     info = tar_to_tfrecord.run(["--input", gcs_emulator.url("raw/*.tar"), "--output", output,
                                 *flags])
     shards = {s["file"] for split in info["splits"].values() for s in split["shards"]}
@@ -125,7 +132,7 @@ def test_a_rerun_failing_while_it_replaces_files_unpublishes_the_old_dataset(
     def fail(*_):
         raise IOError("the store went away mid-commit")
 
-    monkeypatch.setattr(dataset, "commit_shards", fail)
+    monkeypatch.setattr(finalise, "move_shards", fail)
     with pytest.raises(Exception, match="mid-commit"):
         tar_to_tfrecord.run(["--input", gcs_emulator.url("raw/*.tar"), "--output", output, *FLAGS])
     # Old shards may be half replaced: without a manifest, no reader takes them.
@@ -134,34 +141,36 @@ def test_a_rerun_failing_while_it_replaces_files_unpublishes_the_old_dataset(
 
 def _temp_shards(temp_dir: str) -> list:
     shards = []
-    for split, index in (("train", 0), ("train", 1), ("eval", 0)):
-        name = f"{split}/data-{index:05d}-of-00002.tfrecord"
-        temp = f"{temp_dir}/{name.replace('/', '-')}"
-        records = [f"{split}{index}".encode()]
-        write_tfrecords(temp, records, "none")
-        shards.append({"split": split, "index": index, "num_shards": 2, "file": name,
-                       "temp": temp, "num_examples": 1, "num_bytes": len(records[0])})
+    for split, part in (("train", 0), ("train", 1), ("eval", 0)):
+        temp = f"{temp_dir}/{split}-{part}.tfrecord"
+        record = f"{split}{part}".encode()
+        write_tfrecords(temp, [record], "none")
+        shards.append(ShardRecord(split, (0, part), temp, 1, len(record)))
     return shards
 
 
 @pytest.mark.parametrize("where", ["local", "gs"])
-def test_commit_survives_a_retry_after_failing_partway(where, gcs_emulator, tmp_path):
-    """A runner retries the final step when it fails: a GCS rename is a copy and
-    a delete per shard, so a retry finds some shards moved and some not."""
+def test_moves_survive_a_retry_after_failing_partway(where, gcs_emulator, tmp_path):
+    """A runner retries a batch of moves that failed: a GCS rename is a copy and a
+    delete per shard, so a retry finds some shards moved and some not."""
     output = str(tmp_path / "out") if where == "local" else gcs_emulator.url("commit/out")
-    shards = _temp_shards(f"{output}/.temp")
-    # The first attempt moved one shard, then failed.
-    commit_shards(shards[:1], output)
-    entries = commit_shards(shards, output, split_names=["train", "eval", "test"])
-    again = commit_shards(shards, output, split_names=["train", "eval", "test"])
-    assert entries == again
-    assert [s["file"] for s in entries["train"]["shards"]] == [
-        "train/data-00000-of-00002.tfrecord", "train/data-00001-of-00002.tfrecord"]
+    named = name_shards(_temp_shards(f"{output}/.temp"), "none")
+    for split in ("train", "eval"):
+        ensure_dir(f"{output}/{split}")
+    moves = [(n.shard.temp, f"{output}/{n.file}") for n in named]
+    move_shards(moves[:1])  # the first attempt moved one shard, then failed
+    move_shards(moves)
+    move_shards(moves)
+    assert [n.file for n in named] == ["eval/data-00000-of-00001.tfrecord",
+                                       "train/data-00000-of-00002.tfrecord",
+                                       "train/data-00001-of-00002.tfrecord"]
+    for (_, final), split_part in zip(moves, ("eval0", "train0", "train1")):
+        assert [r.numpy() for r in tf.data.TFRecordDataset(tf_readable(final))] == [
+            split_part.encode()]
     # A shard gone from both places is an error, not a silently smaller dataset.
-    lost = dict(shards[2], file="eval/data-00001-of-00002.tfrecord",
-                temp=shards[2]["temp"].replace("00000", "00001"))
     with pytest.raises(IOError, match="eval/data-00001-of-00002"):
-        commit_shards(shards + [lost], output)
+        move_shards([(f"{output}/.temp/gone.tfrecord",
+                      f"{output}/eval/data-00001-of-00002.tfrecord")])
     if where == "local":
         shutil.rmtree(output)
 

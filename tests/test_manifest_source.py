@@ -14,6 +14,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from transforms.dead_letters import FAILURES
 from transforms.manifest_source import (ManifestLayout, MediaReadError, ReadManifestSamples,
                                         inspect_manifests, iter_samples, manifest_format,
+                                        plan_listing_units,
                                         missing_fields, parse_row, read_media, resolve,
                                         row_to_sample)
 from transforms.tar_source import StorageReadError
@@ -196,7 +197,11 @@ def _counter(result, name):
 def test_every_row_read_once_across_range_boundaries(tmp_path, pipeline):
     missing = _corpus(tmp_path)
     files, layout = inspect_manifests([str(tmp_path / "list.csv")], ["path"])
-    read = pipeline | ReadManifestSamples(files, layout, bundle_size=1024)
+    # 300 bytes of media a unit: rows of 11-byte files make ranges of about 1 KB.
+    units = plan_listing_units(files, layout, target_bytes=300)
+    assert len(units) > 10 and sum(u.inputs[2] - u.inputs[1] for u in units) == (
+        tmp_path / "list.csv").stat().st_size
+    read = pipeline | ReadManifestSamples(files, layout, target_bytes=300)
     assert_that(read.samples | "Keys" >> beam.Map(
         lambda s: (s["__key__"], s["path"], s["label"], s["speaker"])),
         equal_to([(f"media/{i:03d}", f"payload {i:03d}".encode(), str(i % 5).encode(),

@@ -50,8 +50,10 @@ def corpus(tmp_path_factory):
 
 
 def _run(manifest, output, *flags):
+    # 50 KB shards: units of a few rows (their 8-16 KB audio files), several shards.
     return manifest_to_tfrecord.run(["--input", str(manifest), "--output", str(output),
-                                     "--media_columns", "audio", "--num_shards", "2", *flags])
+                                     "--media_columns", "audio", "--shard_size_mb", "0.05",
+                                     *flags])
 
 
 def _examples(output, info):
@@ -127,10 +129,11 @@ def _stratified_manifest(root):
 
 def test_stratified_splits_from_a_jsonl_manifest_are_deterministic(tmp_path):
     rows = _stratified_manifest(tmp_path)
+    # 200-byte units of 3-5 byte files: ranges of the manifest of about 5 KB.
     flags = ["--media_columns", "file", "--key_column", "id",
              "--features", "file:bytes,label:bytes,speaker:bytes,n:int64",
              "--split_by", "speaker", "--stratify_by", "label",
-             "--splits", "train=0.5,eval=0.25,test=0.25"]
+             "--splits", "train=0.5,eval=0.25,test=0.25", "--shard_size_mb", "0.0002"]
     info = _run(tmp_path / "list.jsonl", tmp_path / "one", *flags)
     examples = _examples(tmp_path / "one", info)
     assert len(examples) == rows
@@ -151,8 +154,11 @@ def test_stratified_splits_from_a_jsonl_manifest_are_deterministic(tmp_path):
             assert abs(counts[(split, label)] - ratio * total) <= largest, (label, split)
     # Another run with two worker processes assigns and writes the very same.
     _run(tmp_path / "list.jsonl", tmp_path / "two", *flags, "--direct_num_workers", "2")
+    assert len(info["splits"]["train"]["shards"]) > 3
     for split in info["splits"]:
-        for name in os.listdir(tmp_path / "one" / split):
+        names = sorted(os.listdir(tmp_path / "one" / split))
+        assert names == sorted(os.listdir(tmp_path / "two" / split))
+        for name in names:
             assert (tmp_path / "two" / split / name).read_bytes() == (
                 tmp_path / "one" / split / name).read_bytes()
 

@@ -8,13 +8,10 @@ import os
 import tarfile
 
 import numpy as np
-import pyarrow as pa
 import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 from tensorflow_metadata.proto.v0 import schema_pb2
-from tfx_bsl.coders import example_coder
-from tfx_bsl.public import tfxio
 
 from pipelines import inspect as inspect_cli
 from pipelines import tar_to_tfrecord
@@ -24,8 +21,7 @@ from transforms.preprocessing import RAW_METADATA_DIR, TRANSFORM_FN_DIR, TRANSFO
 from transforms.sample import FieldReader
 from transforms.spec import Feature, FeatureSpec, parse_features
 from transforms.splits import SplitPlan
-from transforms.transform_stage import (ORDER_COLUMN, SPLIT_COLUMN, from_record_batch,
-                                        to_record_batch, transformed_spec)
+from transforms.transform_stage import _rows, transformed_spec
 
 FEATURES = ("key=__key__:string,payload=bin:bytes,label=cls:int64,speaker=json.speaker:string,"
             "gain=json.gain:float,score=json.score:double,age=json.age:int32,"
@@ -71,7 +67,7 @@ def corpus(tmp_path_factory):
 def _run(corpus, output, *flags):
     return tar_to_tfrecord.run([
         "--input", f"{corpus[0]}/*.tar", "--output", str(output), "--features", FEATURES,
-        "--split_by", "json.speaker", "--splits", SPLITS, "--num_shards", "2",
+        "--split_by", "json.speaker", "--splits", SPLITS, "--shard_size_mb", "0.002",
         "--max_failure_fraction", "0.05", *flags])
 
 
@@ -276,23 +272,19 @@ def test_layout_is_tf_transforms():
         tft.TFTransformOutput.RAW_METADATA_DIR)
 
 
-def test_record_batches_carry_split_and_order_and_encode_back():
-    spec = parse_features("x:float,ids:int64[*],s:bytes")
-    schema = manifest.schema_proto(spec)
-    source = tfxio.TFExampleBeamRecord(physical_format="tfrecord", schema=schema)
-    arrow_schema = (source.ArrowSchema().append(pa.field(SPLIT_COLUMN, pa.large_list(pa.large_binary())))
-                    .append(pa.field(ORDER_COLUMN, pa.large_list(pa.uint64()))))
+def test_transformed_batches_become_per_example_values_that_encode_back():
+    spec = parse_features("x:float,ids:int64[*],s:bytes,grid:float[2,2]")
     encoder = ExampleEncoder([(f.name, f.kind) for f in spec])
-    examples = [(("train", "eval")[i % 2], 2 ** 64 - 1 - i,
-                 encoder.encode({"x": [i / 2], "ids": list(range(i)), "s": [f"s{i}"]}))
-                for i in range(5)]
-    batch = to_record_batch(examples, example_coder.ExamplesToRecordBatchDecoder(
-        schema.SerializeToString()), arrow_schema)
-    assert batch.num_rows == 5 and batch.schema == arrow_schema
-    # Decoding then encoding gives back the very bytes, also from a slice of a
-    # batch (tf.Transform slices large ones).
-    assert from_record_batch(batch, encoder) == examples
-    assert from_record_batch(batch.slice(2, 2), encoder) == examples[2:4]
+    values = [{"x": [i / 2], "ids": list(range(i)), "s": [f"s{i}".encode()],
+               "grid": np.full(4, i, np.float32)} for i in range(5)]
+    serialized = [encoder.encode(v) for v in values]
+    parsed = tf.io.parse_example(serialized, {
+        "x": tf.io.FixedLenFeature([], tf.float32), "ids": tf.io.VarLenFeature(tf.int64),
+        "s": tf.io.FixedLenFeature([], tf.string), "grid": tf.io.FixedLenFeature([2, 2], tf.float32)})
+    columns = {name: _rows(parsed[name]) for name in spec.names}
+    # Dense, sparse (empty rows too), string and multi-dimensional features alike
+    # give each example's flat values, which encode back to the very bytes.
+    assert [encoder.encode({n: columns[n][i] for n in spec.names}) for i in range(5)] == serialized
 
 
 def test_transformed_spec_keeps_declared_dtypes_of_passed_through_features():

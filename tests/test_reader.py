@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from memory_source import memory_source
+
 from pipelines import inspect as inspect_cli
 from transforms import reader
 from transforms.dataset import DatasetConfig, WriteDataset
@@ -39,10 +41,9 @@ def dataset(tmp_path_factory):
     recipe = ExampleRecipe(spec=parse_features(SPEC),
                            split_plan=SplitPlan.from_flags("train=0.5,test=0.5", "__key__"))
     with beam.Pipeline(runner=local_runner()) as p:
-        samples = p | "Samples" >> beam.Create([_sample(i) for i in range(N)])
-        failures = p | "NoFailures" >> beam.Create([])
-        _ = {"samples": samples, "failures": failures} | WriteDataset(
-            DatasetConfig(output=output, recipe=recipe, num_shards=3))
+        # 3 units of 14 samples or fewer: shards of both splits from each.
+        _ = p | WriteDataset(DatasetConfig(output=output, recipe=recipe),
+                             memory_source([_sample(i) for i in range(N)], per_unit=14))
     return output
 
 

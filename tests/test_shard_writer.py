@@ -1,11 +1,15 @@
-"""Shard planning and TFRecord framing, read back with TensorFlow's own reader."""
+"""Shard writing: TFRecord framing, rolling shards, naming in order, the global
+layout's plan; everything read back with TensorFlow's own reader."""
 
 import random
 
 import pytest
 import tensorflow as tf
 
-from transforms.shard_writer import _BucketHistogram, plan_shards, shard_name, write_tfrecords
+from transforms.commit import name_shards
+from transforms.rolling_shards import RollingShards
+from transforms.shard_writer import _BucketHistogram, plan_shards
+from transforms.tfrecord import ShardRecord, shard_name, write_tfrecords
 
 
 def _histogram(orders, sizes=None, chunks=1):
@@ -71,3 +75,53 @@ def test_tfrecords_read_back_with_tensorflow(tmp_path):
 def test_shard_name():
     assert shard_name("train", 3, 8, "gzip") == "train/data-00003-of-00008.tfrecord.gz"
     assert shard_name("eval", 0, 1, "none") == "eval/data-00000-of-00001.tfrecord"
+
+
+def _records(path, compression="GZIP"):
+    return [r.numpy() for r in tf.data.TFRecordDataset(path, compression_type=compression)]
+
+
+def test_rolling_shards_roll_before_the_target_and_keep_order(tmp_path):
+    shards = RollingShards(str(tmp_path), order=(7,), compression="gzip", target_bytes=1000)
+    written = {"train": [], "test": []}
+    for i in range(50):
+        split = "test" if i % 5 == 0 else "train"
+        record = bytes([i]) * (100 + i)       # 100..149 bytes
+        shards.write(split, record)
+        written[split].append(record)
+    shards.write("eval", b"x" * 3000)         # larger than the target: a shard of its own
+    records = shards.close()
+    assert records == sorted(records)  # by split, then order
+    by_split = {}
+    for r in records:
+        assert r.order[0] == 7 and r.num_examples > 0
+        assert r.num_bytes <= 1000 or r.num_examples == 1
+        back = _records(r.temp)
+        assert len(back) == r.num_examples and sum(map(len, back)) == r.num_bytes
+        by_split.setdefault(r.split, []).extend(back)
+    assert by_split == {**written, "eval": [b"x" * 3000]}   # every example, in order
+    train = [r for r in records if r.split == "train"]
+    # Each shard closed only when the next example (at most 149 bytes) would not fit.
+    assert len(train) > 1 and all(r.num_bytes > 1000 - 149 for r in train[:-1])
+
+
+def test_rolling_shards_of_two_attempts_never_share_a_file(tmp_path):
+    paths = set()
+    for _ in range(2):
+        shards = RollingShards(str(tmp_path), order=(0,), compression="none", target_bytes=100)
+        shards.write("train", b"x")
+        paths.update(r.temp for r in shards.close())
+    assert len(paths) == 2
+
+
+def test_shards_are_named_by_their_order_not_their_arrival():
+    def shard(split, *order):
+        return ShardRecord(split, order, f"/tmp/{split}{order}", 1, 1)
+
+    named = name_shards([shard("train", 2, 0), shard("test", 0, 0), shard("train", 0, 1),
+                         shard("train", 0, 0)], "gzip")
+    assert [(n.shard.split, n.shard.order, n.file) for n in named] == [
+        ("test", (0, 0), "test/data-00000-of-00001.tfrecord.gz"),
+        ("train", (0, 0), "train/data-00000-of-00003.tfrecord.gz"),
+        ("train", (0, 1), "train/data-00001-of-00003.tfrecord.gz"),
+        ("train", (2, 0), "train/data-00002-of-00003.tfrecord.gz")]

@@ -15,6 +15,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memory_source import memory_source
+
 from transforms import reader
 from transforms.dataset import DatasetConfig, WriteDataset
 from transforms.examples import ExampleRecipe
@@ -207,10 +209,9 @@ def _labelled_samples():
 def _write(pipeline, samples, output, splits, **plan):
     recipe = ExampleRecipe(spec=parse_features("speaker:bytes,cls:bytes"),
                            split_plan=SplitPlan.from_flags(splits, "speaker", **plan))
-    read = pipeline | "Samples" >> beam.Create(samples)
-    _ = {"samples": read, "failures": pipeline | "NoFailures" >> beam.Create([])} | WriteDataset(
-        DatasetConfig(output=str(output), recipe=recipe, num_shards=1,
-                      max_failure_fraction=0.5))
+    _ = pipeline | WriteDataset(
+        DatasetConfig(output=str(output), recipe=recipe, max_failure_fraction=0.5),
+        memory_source(samples))
     pipeline.run()
     return json.loads((output / "dataset_info.json").read_text())
 

@@ -31,8 +31,10 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from transforms.dead_letters import FAILURES, FILE, SAMPLE
 from transforms.sample import KEY, URL, data_fields
-from transforms.tar_source import (ReadTarSamples, StorageReadError, _ReadTarFn, iter_tar,
-                                   match_files)
+from transforms.file_match import match_files
+from transforms.tar_source import (ReadTarSamples, StorageReadError, TarReader, iter_tar,
+                                   plan_tar_units)
+from transforms.units import Failed, ReadUnits, Source, WorkUnit
 
 LONG_KEY = "corpus/long_" + "x" * 100  # member names over 100 characters
 
@@ -336,17 +338,17 @@ def test_no_exception_escapes_random_damage():
 
 # --- the DoFn and the PTransform ----------------------------------------------
 
-def test_read_fn_directly(tmp_path):
+def test_reader_directly(tmp_path):
     good = tmp_path / "good.tar"
     good.write_bytes(_py_tar(_MEMBERS))
-    fn = _ReadTarFn()
-    assert len(pickle.dumps(fn)) < 2000  # configuration only
-    fn.setup()
-    out = list(fn.process(str(good)))
+    reader = TarReader()
+    assert len(pickle.dumps(reader)) < 2000  # configuration only
+    reader.setup()
+    out = list(reader.read(WorkUnit(0, (str(good),), 0)))
     assert [s[KEY] for s in out] == ["a", "b", "c"]
-    missing = list(fn.process(str(tmp_path / "missing.tar")))
-    assert len(missing) == 1 and missing[0].tag == FAILURES
-    record = missing[0].value
+    missing = list(reader.read(WorkUnit(1, (str(tmp_path / "missing.tar"),), 0)))
+    assert len(missing) == 1 and isinstance(missing[0], Failed)
+    record = missing[0].record
     assert (record["unit"], record["url"], record["key"], record["error_type"]) == (
         FILE, str(tmp_path / "missing.tar"), None, "FileNotFoundError")
     assert record["message"].startswith("cannot open file")
@@ -402,9 +404,10 @@ def test_failures_through_pipeline(pipeline, tmp_path):
     (tmp_path / "junk.tar").write_bytes(random.Random(3).randbytes(2048))
     (tmp_path / "empty.tar").write_bytes(b"")
 
-    read = (pipeline
-            | beam.Create(sorted(paths.values()))
-            | beam.ParDo(_ReadTarFn()).with_outputs(FAILURES, main="samples"))
+    # Two units of three files (the missing one among them), read on the runner.
+    ordered = sorted(paths.values())
+    units = (WorkUnit(0, tuple(ordered[:3]), 0), WorkUnit(1, tuple(ordered[3:]), 0))
+    read = pipeline | ReadUnits(Source(units, TarReader()))
     assert_that(read.samples | beam.Map(lambda s: (os.path.basename(s[URL]), s[KEY])),
                 equal_to([("good.tar", "a"), ("good.tar", "b"), ("good.tar", "c"),
                           ("cut.tar", "a"), ("dup.tar", "b")]), label="Samples")
@@ -420,6 +423,15 @@ def test_failures_through_pipeline(pipeline, tmp_path):
     # samples_read == samples yielded (5) + SAMPLE dead letters (2)
     assert _counter(result, "samples_read") == 7
     assert _counter(result, "tar_files_read") == 5  # the missing file never opened
+
+
+def test_plan_tar_units_groups_small_files_in_path_order(tmp_path):
+    for name, size in (("a.tar", 30), ("b.tar", 30), ("c.tar", 50), ("d.tar", 10),
+                       ("e.tar", 20), ("f.tar", 5)):
+        (tmp_path / name).write_bytes(b"x" * size)
+    units = plan_tar_units(str(tmp_path / "*.tar"), target_bytes=50)
+    assert [(u.index, [os.path.basename(p) for p in u.inputs], u.size) for u in units] == [
+        (0, ["a.tar", "b.tar"], 60), (1, ["c.tar"], 50), (2, ["d.tar", "e.tar", "f.tar"], 35)]
 
 
 def test_match_files(tmp_path):

@@ -17,10 +17,15 @@ from transforms.dataset import DatasetConfig, WriteDataset
 from transforms.examples import ExampleRecipe
 from transforms.spec import parse_features
 from transforms.splits import SplitPlan
-from transforms.tar_source import ReadTarSamples
+from transforms.tar_source import TarReader, plan_tar_units
+from transforms.units import Source
 
 FEATURES = "payload=bin:bytes,label=cls:int64,speaker=json.speaker:bytes,json.gain:float"
 SPLITS = "train=0.6,eval=0.2,test=0.2"
+# 20 KB: every tar file (about 50 KB) is a work unit of its own, and shards roll
+# after about ten 2 KB examples, so every split has several.
+SHARD_MB = 0.02
+SHARD_BYTES = int(SHARD_MB * (1 << 20))
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +51,7 @@ def _originals(corpus):
 def _run(corpus, output, *extra):
     return tar_to_tfrecord.run([
         "--input", f"{corpus}/*.tar", "--output", str(output), "--features", FEATURES,
-        "--split_by", "__key__:^([^_]+)", "--splits", SPLITS, "--num_shards", "2",
+        "--split_by", "__key__:^([^_]+)", "--splits", SPLITS, "--shard_size_mb", str(SHARD_MB),
         "--max_failure_fraction", "0.05", *extra])
 
 
@@ -84,11 +89,13 @@ def test_manifest_layout_and_accounting(dataset):
     assert info["accounting"]["samples_failed"] == 1
     assert sum(s["num_examples"] for s in info["splits"].values()) == 59
     for name, split in info["splits"].items():
-        assert 1 <= len(split["shards"]) <= 2
+        assert len(split["shards"]) >= 3  # a shard or more from each of the 3 units
         for shard in split["shards"]:
             path = output / shard["file"]
-            count = sum(1 for _ in tf.data.TFRecordDataset(str(path), compression_type="GZIP"))
-            assert count == shard["num_examples"] > 0
+            records = [r.numpy() for r in
+                       tf.data.TFRecordDataset(str(path), compression_type="GZIP")]
+            assert len(records) == shard["num_examples"] > 0
+            assert sum(map(len, records)) == shard["num_bytes"] <= SHARD_BYTES
         on_disk = sorted(os.listdir(output / name))
         assert on_disk == sorted(os.path.basename(s["file"]) for s in split["shards"])
     assert sorted(os.listdir(output)) == [
@@ -117,6 +124,8 @@ def test_reruns_are_byte_identical_also_with_two_worker_processes(corpus, datase
     output, _ = dataset
     _run(corpus, tmp_path / "again", "--direct_num_workers", "2")
     assert _shard_bytes(tmp_path / "again") == _shard_bytes(output)
+    with open(output / "dataset_info.json") as f, open(tmp_path / "again" / "dataset_info.json") as g:
+        assert json.load(f)["splits"] == json.load(g)["splits"]
 
 
 def test_failure_threshold_fails_the_job_and_publishes_nothing(corpus, tmp_path):
@@ -191,8 +200,8 @@ def test_counters_match_the_manifest(corpus, tmp_path, pipeline):
     recipe = ExampleRecipe(spec=parse_features(FEATURES),
                            split_plan=SplitPlan.from_flags(SPLITS, "__key__:^([^_]+)"))
     config = DatasetConfig(output=str(tmp_path / "c"), recipe=recipe, max_failure_fraction=0.05)
-    read = pipeline | ReadTarSamples(f"{corpus}/*.tar")
-    _ = {"samples": read.samples, "failures": read.failures} | WriteDataset(config)
+    source = Source(plan_tar_units(f"{corpus}/*.tar", SHARD_BYTES), TarReader())
+    _ = pipeline | WriteDataset(config, source)
     result = pipeline.run()
     result.wait_until_finish()
 

@@ -7,7 +7,7 @@
     config = BigtableReadConfig(project="my-project", instance="media", table="clips",
                                 columns="raw:wav=wav,meta:label=cls", prefix="spk1/")
     check_table(config)  # launcher: ValueError before any pipeline work
-    with beam.Pipeline() as p:
+    with beam.Pipeline() as p:  # the key ranges are planned here, from sample_row_keys
         read = p | "ReadBigtable" >> ReadBigtableSamples(config)
         samples = read.samples        # {"__key__": "spk1/0001", "__url__": "bigtable://...",
                                       #  "wav": b"...", "cls": b"3"}
@@ -25,12 +25,14 @@ Layers, each usable on its own:
   requested range cut at the table's `sample_row_keys` into at most
   `max_ranges` ranges), `decode_key`.
 - `read_range` / `read_samples`: one key range read with retries, resuming
-  after the last row delivered; the splittable DoFn and the benchmark both use
-  them.
+  after the last row delivered; the reader and the benchmark both use them.
 - `ByteKeyRange` / `ByteKeyRangeTracker`: the SDF restriction and its tracker
   (claims, dynamic splits, progress).
-- `ReadBigtableSamples`: Impulse -> plan ranges (at run time, from
-  `sample_row_keys`) -> Reshuffle -> splittable read.
+- `plan_key_ranges` / `BigtableReader`: the key ranges as work units
+  (transforms/units.py), planned when the job is launched, and the splittable
+  reader of one.
+- `ReadBigtableSamples`: plans the ranges, spreads them over workers and reads
+  them with a splittable DoFn.
 - `check_table`: the launcher's check that instance, table and families exist.
 
 What reaches the Sample:
@@ -55,7 +57,9 @@ columns still arrives and becomes a dead letter instead of silently vanishing.
 
 Reading. The planner cuts the requested range at the table's
 `sample_row_keys` (tablet boundaries), so each range is served by few
-tablets, merges them into at most `max_ranges` and shuffles them. Runners may
+tablets, and merges them into at most `max_ranges`. Tablet boundaries move as
+a table grows and splits, so two runs may cut the same rows differently:
+each row is still read exactly once. Runners may
 split a range while it is read (`ByteKeyRangeTracker.try_split`); a split
 point is interpolated between keys, which balances well for evenly spread
 keys but can cut off a key-space half that holds no rows when keys cluster.
@@ -73,10 +77,9 @@ row missing a required column (message and `member` name the column), or
 whose fields collide. Per-row mapping errors are the only dead letters.
 
 Counters (namespace `datagen`): `bigtable_rows_read` (rows received, sampled
-out or not), `bigtable_bytes_read` (keys + cell values), `bigtable_ranges`
-(ranges planned), `bigtable_retries`, and `samples_read`: every row kept by
-sampling, whether it became a Sample or a dead letter, so samples_read ==
-samples + SAMPLE dead letters.
+out or not), `bigtable_bytes_read` (keys + cell values), `bigtable_retries`,
+and `samples_read`: every row kept by sampling, whether it became a Sample or a
+dead letter, so samples_read == samples + SAMPLE dead letters.
 """
 
 from __future__ import annotations
@@ -93,20 +96,21 @@ import apache_beam as beam
 import grpc
 from apache_beam.io.iobase import RestrictionProgress, RestrictionTracker
 from apache_beam.io.range_trackers import LexicographicKeyRangeTracker
-from apache_beam.transforms.core import RestrictionProvider
 from google.api_core import exceptions as api_exceptions
 from google.cloud import bigtable
 from google.cloud.bigtable.data import BigtableDataClient, row_filters
 
 from transforms.bigtable_rows import RowReader
 from transforms.counters import counter
-from transforms.dead_letters import FAILURES, SAMPLE, dead_letter
+from transforms.dead_letters import SAMPLE, dead_letter
 from transforms.sample import KEY, URL
 from transforms.splits import stable_hash64
+from transforms.units import Failed, ReadUnits, Source, WorkUnit
 
 __all__ = [
     "END_OF_RANGE",
     "BigtableReadConfig",
+    "BigtableReader",
     "ByteKeyRange",
     "ByteKeyRangeTracker",
     "MissingColumnError",
@@ -119,6 +123,7 @@ __all__ = [
     "open_reader",
     "open_table",
     "parse_columns",
+    "plan_key_ranges",
     "read_range",
     "read_samples",
     "row_filter",
@@ -220,8 +225,7 @@ class BigtableReadConfig:
     - `sample_fraction`: keep a row iff the stable hash of its `__key__` is
       below the fraction: the same rows on every run. Applied as rows arrive,
       so the whole range is still read.
-    - `max_ranges`: how many key ranges (parallel reads) the range is cut into;
-      `seed` orders them.
+    - `max_ranges`: how many key ranges (parallel reads) the range is cut into.
     - `max_attempts`: attempts at a range without progress before a transient
       error fails the bundle.
     """
@@ -239,7 +243,6 @@ class BigtableReadConfig:
     max_rows: int = 0
     sample_fraction: float = 1.0
     max_ranges: int = 64
-    seed: int = 0
     max_attempts: int = 8
     # Derived in __post_init__: (family, qualifier) -> field; families read whole.
     _named: Mapping = dataclasses.field(init=False, repr=False, compare=False)
@@ -400,15 +403,15 @@ def _columns_of(config: BigtableReadConfig, fields: Iterable[str]) -> list:
 
 
 def key_ranges(sample_keys: Iterable[bytes], start: bytes = b"", end: bytes = b"",
-               max_ranges: int = 64, seed: int = 0) -> list:
-    """[start, end) cut at the sample keys into at most `max_ranges` contiguous ranges.
+               max_ranges: int = 64) -> list:
+    """[start, end) cut at the sample keys into at most `max_ranges` contiguous
+    ranges, in key order.
 
     `sample_keys` are the keys of `table.sample_row_keys()` (tablet
     boundaries; any order, duplicates and b"" ignored). b"" as `end` is the end
     of the table. When there are more pieces than `max_ranges`, adjacent pieces
-    are merged into `max_ranges` ranges of (nearly) equal piece counts. The
-    result is shuffled with `seed`, so parallel readers start on different
-    tablets, and is the same for the same input. An empty range gives [].
+    are merged into `max_ranges` ranges of (nearly) equal piece counts. An
+    empty range gives [].
     """
     if max_ranges < 1:
         raise ValueError(f"max_ranges must be >= 1, got {max_ranges}")
@@ -420,9 +423,7 @@ def key_ranges(sample_keys: Iterable[bytes], start: bytes = b"", end: bytes = b"
     count = min(pieces, max_ranges)
     # Integer steps: floor((i+1)p/n) - floor(ip/n) >= 1 whenever p >= n.
     edges = [bounds[i * pieces // count] for i in range(count + 1)]
-    ranges = list(zip(edges, edges[1:]))
-    random.Random(seed).shuffle(ranges)
-    return ranges
+    return list(zip(edges, edges[1:]))
 
 
 def estimated_bytes(samples: Sequence[tuple], start: bytes, end: bytes) -> int:
@@ -688,107 +689,104 @@ class ByteKeyRangeTracker(RestrictionTracker):
         return True
 
 
-class _KeyRangeProvider(RestrictionProvider):
-    """Restrictions for `(start, end, estimated_bytes)` elements.
+def _max_rows_end(reader: RowReader, config: BigtableReadConfig, start: bytes,
+                  end: bytes) -> bytes:
+    """The end key that leaves exactly max_rows rows in [start, end), by a keys-only scan."""
+    sampling = config.sample_fraction < 1
+    kept = 0
+    for row in read_range(reader, start, end, _keys_only_filter(config),
+                          limit=0 if sampling else config.max_rows,
+                          max_attempts=config.max_attempts):
+        if sampling and not _is_sampled(decode_key(row.row_key), config.sample_fraction):
+            continue
+        kept += 1
+        if kept == config.max_rows:
+            return row.row_key + b"\x00"
+    return end
 
-    Initial splitting is done before this, by the planner: ranges cut at
+
+def plan_key_ranges(config: BigtableReadConfig) -> tuple:
+    """The requested key range as work units (transforms/units.py), at launch:
+    cut at the table's `sample_row_keys` into at most `max_ranges` ranges,
+    indexed in key order, each sized by the samples' byte offsets.
+
+    With `max_rows`, a keys-only scan first finds the end key that leaves that
+    many rows.
+    """
+    start, end = config.key_range()
+    if end and start >= end:
+        return ()
+    client, table = open_table(config)
+    reader = open_reader(config)
+    try:
+        if config.max_rows:
+            end = _max_rows_end(reader, config, start, end)
+        samples = table.sample_row_keys()
+    finally:
+        reader.close()
+        client.close()
+    ranges = key_ranges([k for k, _ in samples], start, end, config.max_ranges)
+    return tuple(WorkUnit(i, (range_start, range_end),
+                          estimated_bytes(samples, range_start, range_end))
+                 for i, (range_start, range_end) in enumerate(ranges))
+
+
+class BigtableReader:
+    """Reads key-range units (transforms/units.py) into Samples and dead letters;
+    splittable: with a restriction's tracker it reads that restriction, claiming
+    every row key, so a runner may split a range while it is read.
+
+    Initial splitting is done before this, by `plan_key_ranges`: ranges cut at
     tablet boundaries and bounded by max_ranges. Cutting them again here could
     only interpolate blindly between keys and would break that bound, so
-    `split` keeps Beam's default (the whole restriction); runners split a
-    straggler dynamically through `ByteKeyRangeTracker.try_split`.
+    restrictions start as the whole unit; runners split a straggler
+    dynamically through `ByteKeyRangeTracker.try_split`.
     """
 
-    def initial_restriction(self, element) -> ByteKeyRange:
-        start, end, _ = element
-        return ByteKeyRange(start, end)
-
-    def create_tracker(self, restriction: ByteKeyRange) -> ByteKeyRangeTracker:
-        return ByteKeyRangeTracker(restriction)
-
-    def restriction_size(self, element, restriction: ByteKeyRange) -> float:
-        start, end, estimated = element
-        whole = ByteKeyRange(start, end)
-        share = whole.fraction_of(restriction.end) if restriction.end else 1.0
-        share -= whole.fraction_of(restriction.start)
-        # Never 0: a range the samples saw no bytes in may still hold rows.
-        return max(1.0, estimated * share)
-
-
-class _PlanRangesFn(beam.DoFn):
-    """Impulse -> `(start, end, estimated_bytes)` ranges, from `sample_row_keys` at run time."""
+    splittable = True
 
     def __init__(self, config: BigtableReadConfig):
         self._config = config
 
-    def setup(self):
-        self._client, self._table = open_table(self._config)
+    def setup(self, counting: bool = True) -> None:
         self._reader = open_reader(self._config)
-        self._ranges = counter("bigtable_ranges")
-        self._retries = counter("bigtable_retries")
+        self._rows = counter("bigtable_rows_read", counting)
+        self._bytes = counter("bigtable_bytes_read", counting)
+        self._retries = counter("bigtable_retries", counting)
+        self._samples = counter("samples_read", counting)
 
-    def process(self, _):
-        config = self._config
-        start, end = config.key_range()
-        if end and start >= end:
-            return
-        if config.max_rows:
-            end = self._max_rows_end(start, end)
-        samples = self._table.sample_row_keys()
-        ranges = key_ranges([k for k, _ in samples], start, end, config.max_ranges, config.seed)
-        self._ranges.inc(len(ranges))
-        for range_start, range_end in ranges:
-            yield range_start, range_end, estimated_bytes(samples, range_start, range_end)
-
-    def _max_rows_end(self, start: bytes, end: bytes) -> bytes:
-        """The end key that leaves exactly max_rows rows in [start, end), by a keys-only scan."""
-        config = self._config
-        sampling = config.sample_fraction < 1
-        kept = 0
-        for row in read_range(self._reader, start, end, _keys_only_filter(config),
-                              limit=0 if sampling else config.max_rows,
-                              max_attempts=config.max_attempts,
-                              on_retry=lambda _e: self._retries.inc()):
-            if sampling and not _is_sampled(decode_key(row.row_key), config.sample_fraction):
-                continue
-            kept += 1
-            if kept == config.max_rows:
-                return row.row_key + b"\x00"
-        return end
-
-    def teardown(self):
-        self._reader.close()
-        self._client.close()
-
-
-class _ReadRangeFn(beam.DoFn):
-    """A splittable read of one key range: Samples and dead letters (FAILURES)."""
-
-    def __init__(self, config: BigtableReadConfig):
-        self._config = config
-
-    def setup(self):
-        self._reader = open_reader(self._config)
-        self._rows = counter("bigtable_rows_read")
-        self._bytes = counter("bigtable_bytes_read")
-        self._retries = counter("bigtable_retries")
-        self._samples = counter("samples_read")
-
-    def process(self, element, tracker=beam.DoFn.RestrictionParam(_KeyRangeProvider())):
-        restriction = tracker.current_restriction()
+    def read(self, unit: WorkUnit, tracker=None) -> Iterator[dict | Failed]:
+        restriction = tracker.current_restriction() if tracker else self.initial_restriction(unit)
         stats = collections.Counter()
         try:
             for kind, value in read_samples(self._reader, self._config, restriction.start,
-                                            restriction.end, claim=tracker.try_claim,
+                                            restriction.end,
+                                            claim=tracker.try_claim if tracker else None,
                                             stats=stats):
-                yield value if kind == "sample" else beam.pvalue.TaggedOutput(FAILURES, value)
+                yield value if kind == "sample" else Failed(value)
         finally:
             self._rows.inc(stats["rows"])
             self._bytes.inc(stats["bytes"])
             self._retries.inc(stats["retries"])
             self._samples.inc(stats["samples"])
 
-    def teardown(self):
+    def teardown(self) -> None:
         self._reader.close()
+
+    # -- restrictions (transforms.units.SplittableUnits) --
+
+    def initial_restriction(self, unit: WorkUnit) -> ByteKeyRange:
+        return ByteKeyRange(*unit.inputs)
+
+    def create_tracker(self, restriction: ByteKeyRange) -> ByteKeyRangeTracker:
+        return ByteKeyRangeTracker(restriction)
+
+    def restriction_size(self, unit: WorkUnit, restriction: ByteKeyRange) -> float:
+        whole = self.initial_restriction(unit)
+        share = whole.fraction_of(restriction.end) if restriction.end else 1.0
+        share -= whole.fraction_of(restriction.start)
+        # Never 0: a range the samples saw no bytes in may still hold rows.
+        return max(1.0, unit.size * share)
 
 
 class ReadBigtableSamples(beam.PTransform):
@@ -799,12 +797,12 @@ class ReadBigtableSamples(beam.PTransform):
         read.samples      # PCollection of Sample dicts
         read[FAILURES]    # PCollection of dead letters (stage "read_bigtable")
 
-    When the job runs, one worker asks the table for `sample_row_keys` and cuts
-    the requested range into at most `config.max_ranges` ranges; they are
-    spread over workers and each is read by a splittable DoFn (runners may
-    split a range further while it is read). The output is in no particular
-    order. Call `check_table(config)` first for a clear error on a missing
-    table or family.
+    When the pipeline is built, the table's `sample_row_keys` cut the
+    requested range into at most `config.max_ranges` ranges
+    (`plan_key_ranges`); they are spread over workers and each is read by a
+    splittable DoFn (runners may split a range further while it is read). The
+    output is in no particular order. Call `check_table(config)` first for a
+    clear error on a missing table or family.
     """
 
     def __init__(self, config: BigtableReadConfig):
@@ -812,12 +810,5 @@ class ReadBigtableSamples(beam.PTransform):
         self._config = config
 
     def expand(self, pbegin):
-        ranges = (
-            pbegin
-            | "Start" >> beam.Impulse()
-            | "PlanRanges" >> beam.ParDo(_PlanRangesFn(self._config))
-            # Planning yields every range from one worker; reshuffle so the
-            # reads spread across workers.
-            | "SpreadRanges" >> beam.Reshuffle())
-        return ranges | "ReadRanges" >> beam.ParDo(_ReadRangeFn(self._config)).with_outputs(
-            FAILURES, main="samples")
+        source = Source(plan_key_ranges(self._config), BigtableReader(self._config))
+        return pbegin | "ReadUnits" >> ReadUnits(source)

@@ -7,6 +7,19 @@ __all__ = ["NAMESPACE", "counter"]
 NAMESPACE = "datagen"
 
 
-def counter(name: str):
-    """The `datagen` counter called `name` (create it in a DoFn's setup())."""
-    return Metrics.counter(NAMESPACE, name)
+class _Uncounted:
+    def inc(self, n: int = 1) -> None:
+        pass
+
+
+_UNCOUNTED = _Uncounted()
+
+
+def counter(name: str, counting: bool = True):
+    """The `datagen` counter called `name` (create it in a DoFn's setup()).
+
+    With `counting` false, a counter that counts nothing: a light pass over the
+    input (stratification, tf.Transform's analysis) reads every sample again,
+    and those reads are not the job's.
+    """
+    return Metrics.counter(NAMESPACE, name) if counting else _UNCOUNTED

@@ -5,37 +5,28 @@ filter empty (`prepare_sample`) → split, then lazily cut (transforms.cutting) 
 example_fn → filter empty → encode, one example at a time so a long recording
 streams through in constant memory.
 
-A sample ends in exactly one outcome: written (it produced all its examples),
-filtered (with a reason), or a dead letter naming the stage that failed. A
-sample that fails after some examples were emitted is a dead letter saying how
-many; those examples stay in the dataset, and the `built` tally counts them,
-so the shards always hold exactly the examples built.
+`convert_sample` runs it to the end: it yields the sample's `Example`s and
+returns its `SampleOutcome`. A sample ends in exactly one outcome: written (it
+produced all its examples), filtered (with a reason), or failed, naming the
+stage. A sample that fails after some examples were emitted says how many;
+those examples stay in the dataset and are counted, so the shards always hold
+exactly the examples built (transforms/convert.py keeps the tallies).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterator, Mapping
-
-import apache_beam as beam
+from typing import Any, Callable, Generator, Iterator, Mapping, NamedTuple
 
 from transforms import sample_ops
-from transforms.counters import counter
 from transforms.cutting import CutOptions, cut_sample
-from transforms.dead_letters import FAILURES, dead_letter
 from transforms.example_encoder import ExampleEncoder
-from transforms.sample import KEY, URL, FieldReader
+from transforms.sample import KEY, FieldReader
 from transforms.spec import FeatureSpec
 from transforms.splits import SplitPlan, Strata, stable_hash64
 
-__all__ = ["ExampleRecipe", "BuildExamples", "build_examples", "prepare_sample", "BUILT",
-           "FILTERED"]
-
-# Extra outputs of BuildExamples: one element per sample, for the accounting.
-# BUILT: (split, examples emitted, complete, group key, label or None) of a
-# sample that reached cutting.
-BUILT = "built"
-FILTERED = "filtered"  # the reason a sample was deliberately dropped
+__all__ = ["Example", "ExampleRecipe", "SampleOutcome", "StageError", "build_examples",
+           "convert_sample", "prepare_sample"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,79 +159,51 @@ def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
                                   stats if stats is not None else {}), group, label)
 
 
-class _BuildExamplesFn(beam.DoFn):
-    """Wraps build_examples; the encoder and user functions are made in setup()."""
+class Example(NamedTuple):
+    """One encoded tf.Example and where it goes."""
 
-    def __init__(self, recipe: ExampleRecipe):
-        self._recipe = recipe
-
-    def setup(self):
-        self._encoder = ExampleEncoder([(f.name, f.kind) for f in self._recipe.spec])
-        self._sample_fn, self._example_fn = self._recipe.load_functions()
-        self._counters = {}
-
-    def _count(self, name: str, n: int = 1) -> None:
-        if name not in self._counters:
-            self._counters[name] = counter(name)
-        self._counters[name].inc(n)
-
-    def _failure(self, sample, error: "StageError", **extra):
-        self._count("samples_failed")
-        return beam.pvalue.TaggedOutput(FAILURES, dead_letter(
-            error.stage, error.cause, url=sample.get(URL, ""), key=sample.get(KEY),
-            member=error.member, **extra))
-
-    def process(self, sample, strata=None):
-        stats: dict = {}
-        try:
-            outcome = build_examples(sample, self._recipe, self._encoder,
-                                     self._sample_fn, self._example_fn, stats, strata)
-        except StageError as e:
-            yield self._failure(sample, e)
-            return
-        if isinstance(outcome, Filtered):
-            self._count("samples_filtered")
-            yield beam.pvalue.TaggedOutput(FILTERED, outcome.reason)
-            return
-        emitted = 0
-        try:
-            for order, serialized in outcome.examples:
-                yield outcome.split, order, serialized
-                emitted += 1
-        except StageError as e:
-            yield self._failure(sample, e, examples_written=emitted)
-            if emitted:
-                yield beam.pvalue.TaggedOutput(BUILT, (outcome.split, emitted, False,
-                                                       outcome.group, outcome.label))
-            return
-        finally:
-            self._count("examples_written", emitted)
-            for name, n in stats.items():
-                self._count(name, n)
-        if emitted:
-            self._count("samples_written")
-            yield beam.pvalue.TaggedOutput(BUILT, (outcome.split, emitted, True,
-                                                   outcome.group, outcome.label))
-        else:
-            self._count("samples_filtered")
-            yield beam.pvalue.TaggedOutput(FILTERED, "no_examples")
+    split: str
+    order: int        # a stable 64-bit hash of (sample key, index): the global layout's order
+    serialized: bytes
 
 
-class BuildExamples(beam.PTransform):
-    """Samples -> (split, order key, serialized tf.Example) tuples.
+class SampleOutcome(NamedTuple):
+    """What became of one sample: written, filtered (`filtered` says why) or failed
+    (`failure`), and how many examples it gave in `split`."""
 
-    Returns a DoOutputsTuple: `.examples` (the main output) plus `built`,
-    `filtered` and `failures` (dead letters) for the accounting. A stratified
-    recipe needs `strata`, the singleton PCollection of the job's Strata
-    (transforms/stratify.py).
+    split: str | None = None
+    examples: int = 0
+    complete: bool = False          # every example it was cut into was built
+    group: str | None = None        # the split's group key
+    label: str | None = None        # --label_field / --stratify_by value
+    filtered: str | None = None
+    failure: StageError | None = None
+
+
+def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
+                   sample_fn=None, example_fn=None, stats: dict | None = None,
+                   strata: Strata | None = None) -> Generator[Example, None, SampleOutcome]:
+    """Yields the sample's examples one at a time; returns its SampleOutcome.
+
+        outcome = yield from convert_sample(sample, recipe, encoder)
+
+    Never raises a StageError: a failure ends the examples and is the outcome.
+    A sample whose examples were all dropped (by the cut or --example_fn) is
+    filtered as "no_examples".
     """
-
-    def __init__(self, recipe: ExampleRecipe, strata: beam.PCollection | None = None):
-        super().__init__()
-        self._recipe = recipe
-        self._strata = strata
-
-    def expand(self, samples):
-        side = {} if self._strata is None else {"strata": beam.pvalue.AsSingleton(self._strata)}
-        return samples | "Build" >> beam.ParDo(_BuildExamplesFn(self._recipe), **side).with_outputs(
-            FAILURES, BUILT, FILTERED, main="examples")
+    try:
+        built = build_examples(sample, recipe, encoder, sample_fn, example_fn, stats, strata)
+    except StageError as e:
+        return SampleOutcome(failure=e)
+    if isinstance(built, Filtered):
+        return SampleOutcome(filtered=built.reason)
+    emitted = 0
+    try:
+        for order, serialized in built.examples:
+            yield Example(built.split, order, serialized)
+            emitted += 1
+    except StageError as e:
+        return SampleOutcome(built.split, emitted, False, built.group, built.label, failure=e)
+    if not emitted:
+        return SampleOutcome(filtered="no_examples")
+    return SampleOutcome(built.split, emitted, True, built.group, built.label)

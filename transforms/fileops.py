@@ -2,19 +2,24 @@
 
 Object stores have no directories: `gs://b/out/train/x` exists without any
 `gs://b/out/train`, `mkdirs` is a no-op and deleting the "directory" object
-fails or deletes nothing. Code that writes a dataset needs three things on
-both kinds of store, and gets them here:
+fails or deletes nothing. Code that writes a dataset needs these on both
+kinds of store, and gets them here:
 
 - `ensure_dir`: make the directory before a local rename into it;
 - `remove_tree`: delete a directory and everything under it, at any depth;
+- `remove_trees_named`: the same for every directory in a folder whose name
+  starts with a prefix (the temporary folders of earlier runs);
 - `delete_if_exists`: delete one file that may be absent.
 """
 
 from __future__ import annotations
 
-from apache_beam.io.filesystems import FileSystems
+import os
 
-__all__ = ["ensure_dir", "remove_tree", "delete_if_exists"]
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.io.localfilesystem import LocalFileSystem
+
+__all__ = ["ensure_dir", "remove_tree", "remove_trees_named", "delete_if_exists"]
 
 
 def ensure_dir(path: str) -> None:
@@ -37,6 +42,22 @@ def remove_tree(path: str) -> None:
         filesystem.delete([path + "/"])
     elif filesystem.exists(path):
         filesystem.delete([path])  # a directory goes with its contents
+
+
+def remove_trees_named(parent: str, prefix: str) -> None:
+    """Deletes every directory directly in `parent` whose name starts with
+    `prefix`, with everything under it."""
+    filesystem = FileSystems.get_filesystem(parent)
+    if isinstance(filesystem, LocalFileSystem):
+        # Beam's match lists files only; an emptied folder is found by its name.
+        if os.path.isdir(parent):
+            for entry in os.scandir(parent):
+                if entry.is_dir() and entry.name.startswith(prefix):
+                    remove_tree(entry.path)
+        return
+    objects = FileSystems.match([FileSystems.join(parent, prefix + "*", "**")])[0].metadata_list
+    if objects:
+        FileSystems.delete([m.path for m in objects])
 
 
 def delete_if_exists(path: str) -> None:

@@ -32,9 +32,12 @@ compressed (`.gz`, `.bz2`, ...), local or `gs://`. Each row is one sample:
   have in a WebDataset tar); `__url__` is the manifest's path.
 
 Large manifests never pass through the launching machine: the launcher reads
-one line of each file (`inspect_manifests`), and workers read the rest with
-Beam's splittable text reader, then spread the rows out before the media
-reads. So a row is one physical line. CSV follows RFC 4180 on that line
+one line of each file (`inspect_manifests`) and a few rows of the first to
+size the work units (`plan_listing_units`): byte ranges of the manifests, each
+holding about `target_bytes` of media by the first rows' sizes (a compressed
+manifest is one unit: it cannot be read from the middle). Workers read a
+unit's rows - the lines that start in its range - and their media. So a row
+is one physical line. CSV follows RFC 4180 on that line
 (quoted fields may hold the delimiter and doubled quotes), but a quoted field
 may not span lines: the line holding the opening quote fails as unterminated,
 and the one holding the closing quote as a quote inside an unquoted field;
@@ -62,25 +65,26 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import itertools
 import json
 import posixpath
 import re
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import apache_beam as beam
-from apache_beam.coders import BytesCoder
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.io.textio import ReadAllFromText
 
 from transforms.counters import counter
-from transforms.dead_letters import FAILURES, dead_letter
+from transforms.dead_letters import dead_letter
 from transforms.sample import KEY, URL
-from transforms.tar_source import StorageReadError, _as_patterns, match_files
+from transforms.file_match import as_patterns, match_files, matched_files
+from transforms.tar_source import StorageReadError
+from transforms.units import Failed, ReadUnits, Source, WorkUnit
 
-__all__ = ["ManifestLayout", "MediaReadError", "ReadManifestSamples", "inspect_manifests",
-           "iter_samples", "manifest_format", "missing_fields", "parse_row", "read_media",
-           "resolve", "row_to_sample"]
+__all__ = ["ListingReader", "ManifestLayout", "MediaReadError", "ReadManifestSamples",
+           "inspect_manifests", "iter_samples", "manifest_format", "missing_fields",
+           "parse_row", "plan_listing_units", "read_media", "resolve", "row_to_sample"]
 
 _ROW_STAGE = "read_manifest"
 _MEDIA_STAGE = "read_media"
@@ -88,6 +92,10 @@ _DELIMITERS = {"csv": ",", "tsv": "\t"}
 _FORMATS = {"csv": "csv", "tsv": "tsv", "jsonl": "jsonl", "ndjson": "jsonl"}
 _URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _PREVIEW = 200
+# Rows of the first manifest whose media sizes estimate a unit's range.
+_SIZING_ROWS = 16
+# Rows a unit holds when no sized row was found to estimate from.
+_DEFAULT_UNIT_ROWS = 1000
 
 
 def _record_pattern(delimiter: str) -> re.Pattern:
@@ -325,36 +333,101 @@ def missing_fields(layout: ManifestLayout, fields: Sequence[tuple]) -> list:
     return [f"{field!r} ({flag})" for flag, field in fields if field and not provided(field)]
 
 
+def _is_compressed(path: str) -> bool:
+    return CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED
+
+
+def _lines(path: str, start: int = 0, end: int | None = None,
+           skip_header: bool = False) -> Iterator[bytes]:
+    """The lines (without line ends) that start in [start, end) of a manifest;
+    `end` None reads to the end (how a compressed manifest, one unit, is read).
+
+    `skip_header` leaves out the file's first line (a CSV header) when the range
+    starts at 0. Reads through Beam's filesystems: local or gs://.
+    """
+    compression = (CompressionTypes.AUTO if _is_compressed(path)
+                   else CompressionTypes.UNCOMPRESSED)
+    with FileSystems.open(path, compression_type=compression) as f:
+        if start:
+            f.seek(start - 1)
+            f.readline()  # the rest of the line that byte start-1 is in: a range before ours
+        elif skip_header:
+            f.readline()
+        # readline, not iteration: Beam's CompressedFile is not iterable.
+        while end is None or f.tell() < end:
+            line = f.readline()
+            if not line:
+                return
+            yield line.rstrip(b"\r\n")
+
+
 def iter_samples(files: Sequence[str], layout: ManifestLayout,
                  read: Callable[[str], bytes] = read_media) -> Iterator[dict]:
     """The readable samples of `files`, in order; lazy, so the launcher's
     --features auto reads only the few rows it looks at."""
     for path in files:
-        with FileSystems.open(path) as f:
-            if layout.format != "jsonl":
-                f.readline()  # the header
-            # readline, not iteration: Beam's CompressedFile is not iterable.
-            for line in iter(f.readline, b""):
-                if not line.strip():
-                    continue
-                try:
-                    yield row_to_sample(parse_row(line.rstrip(b"\r\n"), layout), path, layout,
-                                        read)
-                except (ValueError, MediaReadError):
-                    continue
+        for line in _lines(path, skip_header=layout.format != "jsonl"):
+            if not line.strip():
+                continue
+            try:
+                yield row_to_sample(parse_row(line, layout), path, layout, read)
+            except (ValueError, MediaReadError):
+                continue
 
 
-class _ReadRowFn(beam.DoFn):
-    """(manifest path, line) -> a Sample (main output) or a dead letter (FAILURES)."""
+def _media_bytes_per_line_byte(path: str, layout: ManifestLayout) -> float | None:
+    """Media bytes per manifest byte over the first rows of `path` whose media
+    exist (sized from their metadata, not read); None when there are none."""
+    media = text = 0
+    rows = (line for line in _lines(path, skip_header=layout.format != "jsonl") if line.strip())
+    for line in itertools.islice(rows, _SIZING_ROWS):
+        try:
+            row = parse_row(line, layout)
+            sizes = [FileSystems.match([resolve(path, row[c])])[0].metadata_list[0].size_in_bytes
+                     for c in layout.media_columns]
+        except Exception:  # noqa: BLE001 - a row that will be a dead letter does not size units
+            continue
+        media += sum(sizes)
+        text += len(line) + 1
+    return media / text if text else None
+
+
+def plan_listing_units(patterns: str | Sequence[str], layout: ManifestLayout,
+                       target_bytes: int) -> tuple:
+    """The work units of the manifests matching `patterns`: byte ranges of about
+    `target_bytes` of media each, by the sizes of the first manifest's first
+    rows' media; a compressed manifest is one unit whatever its size."""
+    sizes = {m.path: m.size_in_bytes for m in matched_files(patterns)}
+    files = sorted(sizes)
+    ratio = _media_bytes_per_line_byte(files[0], layout)
+    line_bytes = max(1, len(_first_line(files[0])))
+    range_bytes = (max(line_bytes, int(target_bytes / ratio)) if ratio
+                   else line_bytes * _DEFAULT_UNIT_ROWS)
+    spans = []
+    for path in files:
+        if _is_compressed(path):
+            spans.append(((path, 0, None), sizes[path]))
+            continue
+        for start in range(0, max(1, sizes[path]), range_bytes):
+            end = min(start + range_bytes, sizes[path])
+            spans.append(((path, start, end), int((end - start) * (ratio or 1))))
+    return tuple(WorkUnit(i, inputs, size) for i, (inputs, size) in enumerate(spans))
+
+
+class ListingReader:
+    """Reads manifest units (transforms/units.py): each row of the unit's byte
+    range into a Sample, its media read, or a dead letter."""
+
+    splittable = False
 
     def __init__(self, layout: ManifestLayout):
         self._layout = layout
 
-    def setup(self):
-        self._rows = counter("manifest_rows_read")
-        self._samples = counter("samples_read")
-        self._files = counter("media_files_read")
-        self._bytes = counter("media_bytes_read")
+    def setup(self, counting: bool = True) -> None:
+        self._rows = counter("manifest_rows_read", counting)
+        self._samples = counter("samples_read", counting)
+        self._files = counter("media_files_read", counting)
+        self._bytes = counter("media_bytes_read", counting)
 
     def _read(self, path: str) -> bytes:
         data = read_media(path)
@@ -362,22 +435,26 @@ class _ReadRowFn(beam.DoFn):
         self._bytes.inc(len(data))
         return data
 
-    def process(self, element):
-        url, line = element
-        if line.strip():  # a blank line (often the last) is not a row
-            yield self._sample(url, line)
+    def read(self, unit: WorkUnit, tracker=None) -> Iterator[dict | Failed]:
+        url, start, end = unit.inputs
+        for line in _lines(url, start, end, skip_header=self._layout.format != "jsonl"):
+            if line.strip():  # a blank line (often the last) is not a row
+                yield self._sample(url, line)
 
-    def _sample(self, url: str, line: bytes):
-        """The row's Sample, or its dead letter as a tagged output."""
+    def _sample(self, url: str, line: bytes) -> dict | Failed:
+        """The row's Sample, or its dead letter."""
         self._rows.inc()
         self._samples.inc()
         try:
             return row_to_sample(parse_row(line, self._layout), url, self._layout, self._read)
         except MediaReadError as e:
-            return beam.pvalue.TaggedOutput(FAILURES, dead_letter(
-                _MEDIA_STAGE, e, url=url, key=e.key, member=e.path, column=e.column))
+            return Failed(dead_letter(_MEDIA_STAGE, e, url=url, key=e.key, member=e.path,
+                                      column=e.column))
         except ValueError as e:
-            return beam.pvalue.TaggedOutput(FAILURES, dead_letter(_ROW_STAGE, e, url=url))
+            return Failed(dead_letter(_ROW_STAGE, e, url=url))
+
+    def teardown(self) -> None:
+        pass
 
 
 class ReadManifestSamples(beam.PTransform):
@@ -388,28 +465,18 @@ class ReadManifestSamples(beam.PTransform):
         read.samples      # PCollection of Sample dicts
         read[FAILURES]    # dead letters (stages "read_manifest", "read_media")
 
-    Each file is read in ranges of about `bundle_size` bytes in parallel (a
-    compressed file as one range), the header line skipped once per file; the
-    rows are then spread over workers, which read the media files. The output
-    is in no particular order.
+    The manifests are cut into units of about `target_bytes` of media
+    (`plan_listing_units`) when the pipeline is built; workers read the units'
+    rows and media. The output is in no particular order.
     """
 
     def __init__(self, file_pattern: str | Sequence[str], layout: ManifestLayout,
-                 bundle_size: int = 64 << 20):
+                 target_bytes: int = 128 << 20):
         super().__init__()
-        self._patterns = _as_patterns(file_pattern)
+        self._patterns = as_patterns(file_pattern)
         self._layout = layout
-        self._bundle_size = bundle_size
+        self._target_bytes = target_bytes
 
     def expand(self, pbegin):
-        rows = (
-            pbegin
-            | "Patterns" >> beam.Create(self._patterns)
-            | "ReadLines" >> ReadAllFromText(
-                desired_bundle_size=self._bundle_size, coder=BytesCoder(), with_filename=True,
-                skip_header_lines=0 if self._layout.format == "jsonl" else 1)
-            # One range is read by one worker; spread its rows so the media
-            # reads (the expensive part) run on all of them.
-            | "SpreadRows" >> beam.Reshuffle())
-        return rows | "ReadRows" >> beam.ParDo(_ReadRowFn(self._layout)).with_outputs(
-            FAILURES, main="samples")
+        units = plan_listing_units(self._patterns, self._layout, self._target_bytes)
+        return pbegin | "ReadUnits" >> ReadUnits(Source(units, ListingReader(self._layout)))

@@ -1,13 +1,15 @@
 """Stratified splits: the job-wide view of groups per label that `Strata` needs.
 
-    strata = samples | "StratifySplits" >> StratifySplits(recipe)   # one Strata
-    built = samples | "BuildExamples" >> BuildExamples(recipe, strata)
+    strata = units | "StratifySplits" >> StratifySplits(recipe, reader)   # one Strata
+    converted = units | "Convert" >> ConvertUnits(reader, recipe, options, strata)
 
 A split that keeps each label's proportions must see every group of the label
-before placing any, so this runs over all samples first: each sample is
-prepared as BuildExamples will see it (where, select, rename, sample_fn,
-filter_empty; so --sample_fn runs twice per sample and must be a pure
-function), counted under its (group key, --stratify_by label); each group is
+before placing any, so this is a light pass of its own over the work units
+(transforms/units.py), before any example is built: it reads the samples again
+but keeps only two strings of each. Each sample is prepared as the converter
+will see it (where, select, rename, sample_fn, filter_empty; so --sample_fn
+runs twice per sample and must be a pure function), counted under its (group
+key, --stratify_by label); each group is
 stratified under its most frequent label (`group_stratum`); per label, the
 groups' (hash, size) are cut into splits by `stratum_cuts`. The result is
 small - per label, one hash threshold per split boundary, plus the stratum of
@@ -15,9 +17,8 @@ each group that carries several labels - and reaches BuildExamples as a side
 input. Sizes count samples, not examples: how many examples a sample is cut
 into is known only once it is decoded.
 
-Samples that fail or are dropped before the split are left out here;
-BuildExamples makes them dead letters or filters them, as without
-stratification. Every step is a function of the data alone, so the assignment
+Samples that fail or are dropped before the split are left out here; the
+converter makes them dead letters or filters them, as without stratification. Every step is a function of the data alone, so the assignment
 is the same on every runner and worker count.
 """
 
@@ -29,13 +30,14 @@ import apache_beam as beam
 
 from transforms.examples import ExampleRecipe, Filtered, StageError, prepare_sample
 from transforms.splits import Strata, group_hash, group_stratum, stratum_cuts
+from transforms.units import Failed
 
 __all__ = ["StratifySplits"]
 
 
 def _group_and_label(sample, recipe: ExampleRecipe, sample_fn) -> tuple | None:
-    """(group key, label) of a sample as BuildExamples will split it, or None when it
-    never reaches the split (BuildExamples then makes it a dead letter or filters it)."""
+    """(group key, label) of a sample as the converter will split it, or None when it
+    never reaches the split (the converter then makes it a dead letter or filters it)."""
     try:
         prepared = prepare_sample(sample, recipe, sample_fn)
     except StageError:
@@ -49,18 +51,26 @@ def _group_and_label(sample, recipe: ExampleRecipe, sample_fn) -> tuple | None:
 
 
 class _GroupLabelFn(beam.DoFn):
-    """Wraps _group_and_label; the user's sample function is loaded in setup()."""
+    """A work unit -> (group key, label) of each of its samples (_group_and_label);
+    the reader's clients and the user's sample function are made in setup()."""
 
-    def __init__(self, recipe: ExampleRecipe):
+    def __init__(self, recipe: ExampleRecipe, reader):
         self._recipe = recipe
+        self._reader = reader
 
     def setup(self):
+        self._reader.setup(counting=False)  # the converter's read is the job's
         self._sample_fn, _ = self._recipe.load_functions()
 
-    def process(self, sample):
-        pair = _group_and_label(sample, self._recipe, self._sample_fn)
-        if pair is not None:
-            yield pair
+    def process(self, unit):
+        for event in self._reader.read(unit):
+            if not isinstance(event, Failed):
+                pair = _group_and_label(event, self._recipe, self._sample_fn)
+                if pair is not None:
+                    yield pair
+
+    def teardown(self):
+        self._reader.teardown()
 
 
 class _Group(NamedTuple):
@@ -78,21 +88,23 @@ def _group(element):
 
 
 class StratifySplits(beam.PTransform):
-    """Samples -> a single-element PCollection holding the job's `Strata`.
+    """Work units -> a single-element PCollection holding the job's `Strata`.
 
-    `recipe.split_plan` names the group key (--split_by), the label
-    (--stratify_by) and the ratios (--splits). See the module docstring.
+    `reader` reads the units (transforms/units.py); `recipe.split_plan` names
+    the group key (--split_by), the label (--stratify_by) and the ratios
+    (--splits). See the module docstring.
     """
 
-    def __init__(self, recipe: ExampleRecipe):
+    def __init__(self, recipe: ExampleRecipe, reader):
         super().__init__()
         self._recipe = recipe
+        self._reader = reader
 
-    def expand(self, samples):
+    def expand(self, units):
         ratios = [r for _, r in self._recipe.split_plan.splits]
         groups = (
-            samples
-            | "GroupAndLabel" >> beam.ParDo(_GroupLabelFn(self._recipe))
+            units
+            | "GroupAndLabel" >> beam.ParDo(_GroupLabelFn(self._recipe, self._reader))
             | "CountGroupLabels" >> beam.combiners.Count.PerElement()
             | "KeyByGroup" >> beam.MapTuple(lambda pair, n: (pair[0], (pair[1], n)))
             | "LabelsPerGroup" >> beam.GroupByKey()

@@ -15,10 +15,12 @@ Three layers, each usable on its own:
 - `iter_tar(fileobj, url)`: a pure generator (no Beam) over one archive. It
   streams (`tarfile` mode `r|*`, so .tar, .tar.gz/.tgz, .tar.bz2 and .tar.xz
   are told apart by content) and holds one member and one sample at a time.
-- `_ReadTarFn`: opens one path or URL through Beam's filesystems (local,
-  gs://, ...) and turns the generator's events into outputs and counters.
-- `ReadTarSamples`: matches file patterns, spreads the files over workers and
-  reads them.
+- `TarReader`: reads a work unit (transforms/units.py) - one tar file, or
+  consecutive small ones (`plan_tar_units`) - opening each path or URL through
+  Beam's filesystems (local, gs://, ...) and turning the generator's events
+  into Samples, dead letters and counters.
+- `ReadTarSamples`: matches file patterns when the pipeline is built, spreads
+  the files over workers and reads them.
 
 Grouping follows WebDataset (webdataset/tariterators.py `base_plus_ext` and
 `group_by_keys`): the key is the member path up to the first dot of its
@@ -61,18 +63,20 @@ import lzma
 import re
 import tarfile
 import zlib
-from typing import IO, Iterable, Iterator, MutableMapping, Sequence
+from typing import IO, Iterator, MutableMapping, Sequence
 
 import apache_beam as beam
-from apache_beam.io import fileio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.counters import counter
-from transforms.dead_letters import FAILURES, FILE, MAX_MESSAGE, SAMPLE, dead_letter
+from transforms.dead_letters import FILE, MAX_MESSAGE, SAMPLE, dead_letter
+from transforms.file_match import as_patterns, matched_files
 from transforms.sample import KEY, URL
+from transforms.units import Failed, ReadUnits, Source, WorkUnit, group_by_size
 
-__all__ = ["ReadTarSamples", "iter_tar", "match_files", "SKIP_REASONS", "StorageReadError"]
+__all__ = ["ReadTarSamples", "TarReader", "iter_tar", "plan_tar_units", "SKIP_REASONS",
+           "StorageReadError"]
 
 _STAGE = "read_tar"
 
@@ -287,27 +291,34 @@ def iter_tar(fileobj: IO[bytes], url: str, *,
                                   key=current[KEY], member=member, unit=SAMPLE)
 
 
-class _ReadTarFn(beam.DoFn):
-    """One tar path or URL -> Samples (main output) and dead letters (FAILURES).
+class TarReader:
+    """Reads tar units (transforms/units.py): each file of the unit streamed by
+    `iter_tar` into Samples and dead letters.
 
-    Holds no state but counters, made in setup(); the file is opened per
-    element through Beam's filesystems, uncompressed because tarfile detects
-    the compression itself.
+    Configuration only until setup() makes its counters; each file is opened
+    through Beam's filesystems, uncompressed because tarfile detects the
+    compression itself.
     """
 
-    def setup(self):
-        self._files = counter("tar_files_read")
-        self._members = counter("tar_members_read")
-        self._skipped = counter("tar_members_skipped")
-        self._samples = counter("samples_read")
-        self._bytes = counter("tar_bytes_read")
+    splittable = False
 
-    def process(self, path: str):
+    def setup(self, counting: bool = True) -> None:
+        self._files = counter("tar_files_read", counting)
+        self._members = counter("tar_members_read", counting)
+        self._skipped = counter("tar_members_skipped", counting)
+        self._samples = counter("samples_read", counting)
+        self._bytes = counter("tar_bytes_read", counting)
+
+    def read(self, unit: WorkUnit, tracker=None) -> Iterator[dict | Failed]:
+        for path in unit.inputs:
+            yield from self._read_file(path)
+
+    def _read_file(self, path: str) -> Iterator[dict | Failed]:
         try:
             fileobj = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
         except Exception as e:  # noqa: BLE001 - missing, forbidden, a directory: whatever the filesystem says
-            yield beam.pvalue.TaggedOutput(FAILURES, _failure(
-                e, "cannot open file", url=path, key=None, member=None, unit=FILE))
+            yield Failed(_failure(e, "cannot open file", url=path, key=None, member=None,
+                                  unit=FILE))
             return
         self._files.inc()
         stats = collections.Counter()
@@ -321,34 +332,23 @@ class _ReadTarFn(beam.DoFn):
                 else:
                     if value["unit"] == SAMPLE:
                         self._samples.inc()
-                    yield beam.pvalue.TaggedOutput(FAILURES, value)
+                    yield Failed(value)
         finally:
             fileobj.close()
             self._members.inc(stats["members"])
             self._bytes.inc(stats["bytes"])
 
-
-def _as_patterns(file_pattern: str | Iterable[str]) -> list[str]:
-    patterns = [file_pattern] if isinstance(file_pattern, str) else list(file_pattern)
-    if not patterns or not all(isinstance(p, str) and p for p in patterns):
-        raise ValueError(f"expected a file pattern or a list of them, got {file_pattern!r}")
-    return patterns
+    def teardown(self) -> None:
+        pass
 
 
-def match_files(patterns: str | Sequence[str]) -> list[str]:
-    """The files matching `patterns` (sorted, unique); ValueError naming any that match none.
-
-    For launchers, to fail before the job starts: `no files match --input 'X'`.
-    """
-    paths = set()
-    for pattern in _as_patterns(patterns):
-        # One call per pattern: FileSystems.match picks the filesystem of the
-        # first pattern for all of them, which breaks mixed local/gs:// lists.
-        result = FileSystems.match([pattern])[0]
-        if not result.metadata_list:
-            raise ValueError(f"no files match --input {pattern!r}")
-        paths.update(m.path for m in result.metadata_list)
-    return sorted(paths)
+def plan_tar_units(patterns: str | Sequence[str], target_bytes: int) -> tuple:
+    """The work units of the tar files matching `patterns`: in path order, each file
+    of at least `target_bytes` alone, smaller consecutive ones grouped up to it."""
+    sizes = [(m.path, m.size_in_bytes) for m in matched_files(patterns)]
+    size_of = dict(sizes)
+    return tuple(WorkUnit(i, paths, sum(size_of[p] for p in paths))
+                 for i, paths in enumerate(group_by_size(sizes, target_bytes)))
 
 
 class ReadTarSamples(beam.PTransform):
@@ -358,24 +358,17 @@ class ReadTarSamples(beam.PTransform):
         read.samples      # PCollection of Sample dicts
         read[FAILURES]    # PCollection of dead letters (stage "read_tar")
 
-    Patterns use Beam's filesystem syntax (`*`, `**`, `?`, `[...]`); a pattern
-    with a wildcard may match nothing, a plain path that does not exist fails
-    the job (use `match_files` first for a friendlier error). Each file is read
-    whole by one worker; the output is in no particular order.
+    Patterns use Beam's filesystem syntax (`*`, `**`, `?`, `[...]`) and are
+    matched when the pipeline is built: one that matches nothing is a
+    ValueError. Each file is read whole by one worker; the output is in no
+    particular order.
     """
 
     def __init__(self, file_pattern: str | Sequence[str]):
         super().__init__()
-        self._patterns = _as_patterns(file_pattern)
+        self._patterns = as_patterns(file_pattern)
 
     def expand(self, pbegin):
-        files = (
-            pbegin
-            | "Patterns" >> beam.Create(self._patterns)
-            | "MatchFiles" >> fileio.MatchAll(fileio.EmptyMatchTreatment.ALLOW_IF_WILDCARD)
-            | "Paths" >> beam.Map(lambda metadata: metadata.path)
-            # Matching yields all files from one worker; reshuffle so the reads
-            # (the expensive part) spread across workers.
-            | "SpreadFiles" >> beam.Reshuffle())
-        return files | "ReadTarFiles" >> beam.ParDo(_ReadTarFn()).with_outputs(
-            FAILURES, main="samples")
+        # A unit per file: the samples go on to other transforms, not into shards.
+        units = plan_tar_units(self._patterns, target_bytes=0)
+        return pbegin | "ReadUnits" >> ReadUnits(Source(units, TarReader()))

@@ -1,20 +1,29 @@
-"""The optional tf.Transform stage: analyze the train split, transform every split.
+"""The optional tf.Transform stage: analyze the train split, transform every example.
 
-Raw examples `(split, order key, serialized)` are decoded in batches into Arrow
-RecordBatches with TFXIO's tf.Example schema (`tfxio.TFExampleBeamRecord`'s
-Arrow schema and tensor representations, decoded by tfx_bsl's C++ decoder),
-never into instance dicts. Each batch carries the split and order key as two
-extra columns that tf.Transform passes through untouched (Context
-`passthrough_keys`). `tft_beam.AnalyzeDataset` sees only the train rows;
-`tft_beam.TransformDataset` transforms every row and returns RecordBatches,
-encoded back to tf.Examples one out per one in, so the dataset's accounting
-(examples in shards = examples built) holds unchanged. The encoder is the
-project's own (transforms.example_encoder), not tfx_bsl's, whose bytes follow
-protobuf's per-process map order: ours keep reruns byte-identical.
+    analysis = units | "Preprocess" >> AnalyzeTrainSplit(preprocessing, reader, recipe,
+                                                         temp_dir, strata)
+    analysis.staged      # one element once transform_fn/ and metadata are staged
+    analysis.directory   # where: <temp_dir>/transform
+    analysis.spec        # the transformed examples' spec, known before the job runs
 
-The transform_fn, transformed_metadata and the raw metadata are staged under
-the job's temporary directory and moved next to the data by `publish`, in the
-job's final step, so a failed job leaves no transform behind.
+The analysis is a pass of its own over the work units (transforms/units.py):
+it builds the train split's raw examples - other samples stop at their split,
+before any decoding - and decodes them in batches into Arrow RecordBatches
+with TFXIO's tf.Example schema (tfx_bsl's C++ decoder), never into instance
+dicts. `tft_beam.AnalyzeDataset` runs on them and `WriteTransformFn` stages
+its output under the job's temporary directory; `publish` moves it next to
+the data in the final step, so a failed job leaves no transform behind.
+tf.Transform's analyzers combine per bundle, so only their accumulators are
+shuffled; a preprocessing_fn whose analyzers feed other analyzers (several
+phases) makes tf.Transform read its input once per phase, which the local
+runner does by holding the train examples in memory.
+
+The converter (transforms/convert.py) then applies the staged transform to
+every example with an `ExampleTransformer`, in batches, one out per one in,
+before writing it: the same `transform_features_layer` a Keras model serves
+with, so the shards hold exactly what serving computes. The encoder is the
+project's own (transforms.example_encoder), whose bytes do not depend on
+protobuf's per-process map order: reruns are byte-identical.
 """
 
 from __future__ import annotations
@@ -23,8 +32,8 @@ import os
 from typing import NamedTuple
 
 import apache_beam as beam
-import pyarrow as pa
 import tensorflow as tf
+import tensorflow_transform as tft
 import tensorflow_transform.beam as tft_beam
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
@@ -34,21 +43,16 @@ from tfx_bsl.public import tfxio
 from transforms import manifest
 from transforms.counters import counter
 from transforms.example_encoder import ExampleEncoder
-from transforms.preprocessing import (ANALYZED_SPLIT, RAW_METADATA_DIR, TRANSFORM_DIRS,
-                                      Preprocessing)
+from transforms.examples import Example, ExampleRecipe, Filtered, StageError, build_examples
+from transforms.preprocessing import ANALYZED_SPLIT, RAW_METADATA_DIR, TRANSFORM_DIRS, Preprocessing
 from transforms.spec import Feature, FeatureSpec
+from transforms.units import Failed
 
-__all__ = ["AnalyzeAndTransform", "Transformed", "transformed_spec", "to_record_batch",
-           "from_record_batch", "publish", "STAGED_DIR"]
+__all__ = ["Analysis", "AnalyzeTrainSplit", "ExampleTransformer", "transformed_spec", "publish",
+           "STAGED_DIR"]
 
-# Hidden from the preprocessing_fn, carried through the transform unchanged.
-SPLIT_COLUMN = "__datagen_split__"
-ORDER_COLUMN = "__datagen_order__"
-_SPLIT_TYPE = pa.large_list(pa.large_binary())
-_ORDER_TYPE = pa.large_list(pa.uint64())
-
-# A RecordBatch holds up to 64 MiB of examples, each counted as at least 64 KiB:
-# up to 1,000 small examples (TensorFlow's per-call cost is then small), fewer
+# A batch holds up to 64 MiB of examples, each counted as at least 64 KiB: up
+# to 1,000 small examples (TensorFlow's per-call cost is then small), fewer
 # media ones (memory stays bounded).
 _BATCH_BYTES = 64 << 20
 _MIN_EXAMPLE_BYTES = 64 << 10
@@ -63,39 +67,21 @@ STAGED_DIR = "transform"
 # -- pure functions ------------------------------------------------------------------
 
 
-def to_record_batch(examples: list, decoder, arrow_schema: pa.Schema) -> pa.RecordBatch:
-    """[(split, order, serialized)] -> one RecordBatch: the decoded features, then
-    the split and order columns (a one-value list per row, as passthrough needs)."""
-    decoded = decoder.DecodeBatch([serialized for _, _, serialized in examples])
-    split = pa.array([[s.encode("utf-8")] for s, _, _ in examples], _SPLIT_TYPE)
-    order = pa.array([[o] for _, o, _ in examples], _ORDER_TYPE)
-    return pa.RecordBatch.from_arrays(decoded.columns + [split, order], schema=arrow_schema)
+def _batch_cost(serialized: bytes) -> int:
+    return max(len(serialized), _MIN_EXAMPLE_BYTES)
 
 
-def _row_values(column: pa.Array) -> list:
-    """A list column -> each row's values: numpy slices of numbers, lists of bytes."""
-    # `offsets` index `values`, the unsliced child (flatten() would drop a slice's start).
-    offsets = column.offsets.to_numpy()
-    values = column.values
-    flat = (values.to_pylist() if pa.types.is_large_binary(values.type)
-            or pa.types.is_binary(values.type) else values.to_numpy(zero_copy_only=False))
-    return [flat[start:end] for start, end in zip(offsets[:-1], offsets[1:])]
-
-
-def from_record_batch(batch: pa.RecordBatch, encoder: ExampleEncoder) -> list:
-    """A transformed RecordBatch -> [(split, order, serialized tf.Example)], in row order."""
-    names = [name for name, _ in encoder.features]
-    rows = zip(*(_row_values(batch.column(name)) for name in names))
-    serialized = [encoder.encode(dict(zip(names, row))) for row in rows]
-    splits = batch.column(SPLIT_COLUMN).flatten().to_pylist()
-    orders = batch.column(ORDER_COLUMN).flatten().to_pylist()
-    return [(s.decode("utf-8"), o, e) for s, o, e in zip(splits, orders, serialized)]
-
-
-def _only_split(batch: pa.RecordBatch, split: str) -> pa.RecordBatch:
-    """The rows of one split."""
-    values = batch.column(SPLIT_COLUMN).flatten()
-    return batch.filter(pa.compute.equal(values, split.encode("utf-8")))
+def _rows(tensor) -> list:
+    """A transformed feature of a batch -> each example's values, flat: numbers
+    as numpy arrays, strings as lists of bytes (what the encoder takes)."""
+    if isinstance(tensor, tf.SparseTensor):
+        ragged = tf.RaggedTensor.from_sparse(tensor)
+        values, splits = ragged.flat_values.numpy(), ragged.row_splits.numpy()
+        rows = [values[a:b] for a, b in zip(splits[:-1], splits[1:])]
+    else:
+        array = tensor.numpy()
+        rows = list(array.reshape(len(array), -1))
+    return [list(r) if r.dtype == object else r for r in rows]
 
 
 def transformed_spec(schema: schema_pb2.Schema, raw_spec: FeatureSpec,
@@ -144,95 +130,144 @@ def publish(staged_dir: str, output_dir: str, raw_spec: FeatureSpec) -> None:
         tf.io.gfile.rename(source, target)
 
 
+class ExampleTransformer:
+    """Applies a staged transform to raw examples, in batches, in order.
+
+        transformer = ExampleTransformer(staged_dir, raw_spec, transformed_spec)
+        for example in examples:
+            write(transformer.add(example))   # [] until a batch is full
+        write(transformer.flush())
+
+    Each Example keeps its split and order key; its bytes become the
+    transformed example's. Loads TensorFlow and the SavedModel when made.
+    """
+
+    def __init__(self, staged_dir: str, raw_spec: FeatureSpec, spec: FeatureSpec):
+        self._layer = tft.TFTransformOutput(staged_dir).transform_features_layer()
+        self._parsing = schema_utils.schema_as_feature_spec(
+            manifest.schema_proto(raw_spec)).feature_spec
+        self._encoder = ExampleEncoder([(f.name, f.kind) for f in spec])
+        self._names = spec.names
+        self._batch: list = []
+        self._cost = 0
+        self._transformed = counter("examples_transformed")
+
+    def add(self, example: Example) -> list:
+        self._batch.append(example)
+        self._cost += _batch_cost(example.serialized)
+        return self.flush() if self._cost >= _BATCH_BYTES else []
+
+    def flush(self) -> list:
+        """The transformed examples of the batch so far (and an empty batch)."""
+        batch, self._batch, self._cost = self._batch, [], 0
+        if not batch:
+            return []
+        parsed = tf.io.parse_example([e.serialized for e in batch], self._parsing)
+        outputs = self._layer(parsed)
+        columns = [_rows(outputs[name]) for name in self._names]
+        self._transformed.inc(len(batch))
+        return [Example(e.split, e.order, self._encoder.encode(dict(zip(self._names, values))))
+                for e, values in zip(batch, zip(*columns))]
+
+
 # -- Beam ---------------------------------------------------------------------------
 
 
-class _ToRecordBatchFn(beam.DoFn):
-    """A batch of raw examples -> one RecordBatch; the decoder is made in setup()."""
+class _TrainExamplesFn(beam.DoFn):
+    """A work unit -> the serialized raw examples of its train samples; the rest
+    stop at their split. Dead letters are the converter's to report."""
 
-    def __init__(self, schema: bytes, arrow_schema: pa.Schema):
+    def __init__(self, reader, recipe: ExampleRecipe):
+        self._reader = reader
+        self._recipe = recipe
+
+    def setup(self):
+        self._reader.setup(counting=False)  # the converter's read is the job's
+        self._encoder = ExampleEncoder([(f.name, f.kind) for f in self._recipe.spec])
+        self._sample_fn, self._example_fn = self._recipe.load_functions()
+
+    def process(self, unit, strata=None):
+        for sample in self._reader.read(unit):
+            if isinstance(sample, Failed):
+                continue
+            try:
+                built = build_examples(sample, self._recipe, self._encoder, self._sample_fn,
+                                       self._example_fn, strata=strata)
+                if isinstance(built, Filtered) or built.split != ANALYZED_SPLIT:
+                    continue
+                for _, serialized in built.examples:
+                    yield serialized
+            except StageError:
+                continue  # what it built before failing is in the dataset: analyzed too
+
+    def teardown(self):
+        self._reader.teardown()
+
+
+class _ToRecordBatchFn(beam.DoFn):
+    """A batch of serialized raw examples -> one RecordBatch; the decoder is made in setup()."""
+
+    def __init__(self, schema: bytes):
         self._schema = schema
-        self._arrow_schema = arrow_schema
 
     def setup(self):
         self._decoder = example_coder.ExamplesToRecordBatchDecoder(self._schema)
 
-    def process(self, examples):
-        yield to_record_batch(examples, self._decoder, self._arrow_schema)
+    def process(self, serialized: list):
+        yield self._decoder.DecodeBatch(serialized)
 
 
-class _EncodeFn(beam.DoFn):
-    """(transformed RecordBatch, passthrough) -> (split, order, serialized) per row."""
+class Analysis(NamedTuple):
+    """AnalyzeTrainSplit's result."""
 
-    def __init__(self, spec: FeatureSpec):
-        self._spec = spec
-
-    def setup(self):
-        self._encoder = ExampleEncoder([(f.name, f.kind) for f in self._spec])
-        self._transformed = counter("examples_transformed")
-
-    def process(self, element):
-        batch, _ = element  # the unary passthrough dict is empty: batch sizes match
-        rows = from_record_batch(batch, self._encoder)
-        self._transformed.inc(len(rows))
-        yield from rows
+    staged: beam.PCollection   # one element once transform_fn/ and metadata are staged
+    directory: str             # where they are staged
+    spec: FeatureSpec          # of the transformed examples, known before the job runs
 
 
-class Transformed(NamedTuple):
-    """AnalyzeAndTransform's result."""
+class AnalyzeTrainSplit(beam.PTransform):
+    """Work units -> `Analysis`: tf.Transform's analysis of the train split's examples.
 
-    examples: beam.PCollection   # (split, order key, serialized transformed tf.Example)
-    spec: FeatureSpec            # of the transformed examples, known before the job runs
-    staged: beam.PCollection     # one element once transform_fn/ and metadata are staged
-
-
-class AnalyzeAndTransform(beam.PTransform):
-    """(split, order key, serialized raw tf.Example) -> `Transformed`.
-
-    Analyzes the train split with the preprocessing_fn inside a
-    `tft_beam.Context(temp_dir=<temp_dir>/tft)`, transforms every example and
-    stages tf.Transform's output under `<temp_dir>/transform` (`publish` moves it).
+    Runs the preprocessing_fn's analyzers inside a
+    `tft_beam.Context(temp_dir=<temp_dir>/tft)` over the train examples built
+    by its own pass over the units (`reader`, `recipe`; `strata` for a
+    stratified split), and stages tf.Transform's output under
+    `<temp_dir>/transform` (`publish` moves it).
     """
 
-    def __init__(self, preprocessing: Preprocessing, raw_spec: FeatureSpec, temp_dir: str):
+    def __init__(self, preprocessing: Preprocessing, reader, recipe: ExampleRecipe,
+                 temp_dir: str, strata: beam.PCollection | None = None):
         super().__init__()
         self._preprocessing = preprocessing
-        self._raw_spec = raw_spec
+        self._reader = reader
+        self._recipe = recipe
         self._temp_dir = temp_dir
+        self._strata = strata
 
-    def expand(self, examples):
-        schema = manifest.schema_proto(self._raw_spec)
+    def expand(self, units):
+        raw_spec = self._recipe.spec
+        schema = manifest.schema_proto(raw_spec)
         source = tfxio.TFExampleBeamRecord(physical_format="tfrecord", schema=schema)
-        arrow_schema = (source.ArrowSchema()
-                        .append(pa.field(SPLIT_COLUMN, _SPLIT_TYPE))
-                        .append(pa.field(ORDER_COLUMN, _ORDER_TYPE)))
-        adapter = tfxio.TensorAdapterConfig(arrow_schema, source.TensorRepresentations())
-        with tft_beam.Context(temp_dir=os.path.join(self._temp_dir, _TFT_TEMP_DIR),
-                              passthrough_keys={SPLIT_COLUMN, ORDER_COLUMN}):
+        adapter = tfxio.TensorAdapterConfig(source.ArrowSchema(), source.TensorRepresentations())
+        side = {} if self._strata is None else {"strata": beam.pvalue.AsSingleton(self._strata)}
+        staged_dir = os.path.join(self._temp_dir, STAGED_DIR)
+        with tft_beam.Context(temp_dir=os.path.join(self._temp_dir, _TFT_TEMP_DIR)):
             batches = (
-                examples
+                units
+                | "TrainExamples" >> beam.ParDo(_TrainExamplesFn(self._reader, self._recipe),
+                                                **side)
                 # min = max: fixed-size batches, not Beam's adaptive sizing that
                 # starts at one example (and a TensorFlow call per example).
-                | "Batch" >> beam.BatchElements(
-                    min_batch_size=_BATCH_BYTES, max_batch_size=_BATCH_BYTES,
-                    element_size_fn=lambda e: max(len(e[2]), _MIN_EXAMPLE_BYTES))
-                | "ToRecordBatches" >> beam.ParDo(
-                    _ToRecordBatchFn(schema.SerializeToString(), arrow_schema)))
-            train = (batches
-                     | "TrainRows" >> beam.Map(_only_split, ANALYZED_SPLIT)
-                     | "NonEmpty" >> beam.Filter(lambda b: b.num_rows > 0))
-            transform_fn = ((train, adapter)
+                | "Batch" >> beam.BatchElements(min_batch_size=_BATCH_BYTES,
+                                                max_batch_size=_BATCH_BYTES,
+                                                element_size_fn=_batch_cost)
+                | "ToRecordBatches" >> beam.ParDo(_ToRecordBatchFn(schema.SerializeToString())))
+            transform_fn = ((batches, adapter)
                             | "Analyze" >> tft_beam.AnalyzeDataset(
                                 self._preprocessing.preprocessing_fn()))
-            transformed, metadata = (
-                ((batches, adapter), transform_fn)
-                | "Transform" >> tft_beam.TransformDataset(output_record_batches=True))
-            staged = transform_fn | "StageTransformFn" >> tft_beam.WriteTransformFn(
-                os.path.join(self._temp_dir, STAGED_DIR))
+            staged = transform_fn | "StageTransformFn" >> tft_beam.WriteTransformFn(staged_dir)
         # The schema traced from the preprocessing_fn fixes every output's type
         # and shape before the job runs; analysis adds only value domains.
-        out_schema = metadata.dataset_metadata.schema
-        spec = transformed_spec(out_schema, self._raw_spec,
-                                self._preprocessing.passed_through(self._raw_spec))
-        encoded = transformed | "Encode" >> beam.ParDo(_EncodeFn(spec))
-        return Transformed(encoded, spec, staged)
+        spec = transformed_spec(transform_fn[1].dataset_metadata.schema, raw_spec,
+                                self._preprocessing.passed_through(raw_spec))
+        return Analysis(staged, staged_dir, spec)

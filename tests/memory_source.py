@@ -1,0 +1,34 @@
+"""A source whose work units carry their Samples: for tests of what happens after reading.
+
+    source = memory_source(samples, per_unit=4)
+    pipeline | WriteDataset(config, source)
+
+Each unit holds `per_unit` consecutive samples (transforms/units.py); the
+reader yields them as they are and counts `samples_read` like a real source.
+"""
+
+from transforms.counters import counter
+from transforms.units import Source, WorkUnit
+
+__all__ = ["MemoryReader", "memory_source"]
+
+
+class MemoryReader:
+    splittable = False
+
+    def setup(self, counting=True):
+        self._samples = counter("samples_read", counting)
+
+    def read(self, unit, tracker=None):
+        for sample in unit.inputs:
+            self._samples.inc()
+            yield sample
+
+    def teardown(self):
+        pass
+
+
+def memory_source(samples, per_unit=8) -> Source:
+    chunks = [tuple(samples[i:i + per_unit]) for i in range(0, len(samples), per_unit)]
+    return Source(tuple(WorkUnit(i, chunk, len(chunk)) for i, chunk in enumerate(chunks)),
+                  MemoryReader())
