@@ -68,7 +68,7 @@ from google.cloud.bigtable.data import ReadRowsQuery, RowMutationEntry, RowRange
 from transforms.bigtable_rows import RowReader, open_channel
 from transforms.bigtable_source import (
     BigtableReadConfig, ByteKeyRange, ByteKeyRangeTracker, ReadBigtableSamples, open_reader,
-    plan_key_ranges, read_samples)
+    open_table, plan_key_ranges, read_samples)
 from transforms.runtime import make_pipeline
 from transforms.units import units_in_order
 

@@ -32,7 +32,7 @@ import apache_beam as beam
 from transforms.counters import counter
 from transforms.dead_letters import FAILURES, SAMPLE, dead_letter
 from transforms.example_encoder import ExampleEncoder
-from transforms.examples import Example, ExampleRecipe, SampleOutcome, convert_sample
+from transforms.examples import ExampleRecipe, SampleOutcome, convert_sample
 from transforms.rolling_shards import RollingShards
 from transforms.sample import KEY, URL
 from transforms.spec import FeatureSpec
