@@ -1,0 +1,58 @@
+"""The baseline of the writer benchmarks: tar shards to TFRecords in a plain loop on one core.
+
+    python -m benchmarks.plain_loop --input 'corpus/*.tar' --output out/ [tar_to_tfrecord's flags]
+
+What the pipeline does to each work unit, with nothing else: the same flags
+parsed by the same launch code (pipelines.dataset_options), the same units
+(transforms.tar_source.plan_tar_units), then for each unit in order the tar
+reader, `convert_sample` (decode, cut, encode) and `RollingShards` (frame,
+compress, write). No Beam runner, no final naming, no manifest: the fastest
+this project's own functions convert a corpus on one core, so a pipeline's
+ratio to it is the price (or the gain) of running them in Beam.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines.dataset_options import dataset_config, feature_spec
+from pipelines.tar_to_tfrecord import TarToTfrecordOptions
+from transforms.example_encoder import ExampleEncoder
+from transforms.examples import convert_sample
+from transforms.file_match import match_files
+from transforms.rolling_shards import RollingShards
+from transforms.tar_source import TarReader, plan_tar_units
+from transforms.units import Failed
+
+
+def convert(argv: list) -> int:
+    """Converts the corpus the flags name; returns the examples written."""
+    options = PipelineOptions(argv)
+    patterns = options.view_as(TarToTfrecordOptions).input.split(",")
+    match_files(patterns)
+    config = dataset_config(options, feature_spec(options, iter(())), source={})
+    recipe = config.recipe
+    reader = TarReader()
+    reader.setup()
+    encoder = ExampleEncoder([(f.name, f.kind) for f in recipe.spec])
+    sample_fn, example_fn = recipe.load_functions()
+    temp_dir = FileSystems.join(config.output, "plain-loop")
+    written = 0
+    for unit in plan_tar_units(patterns, config.target_shard_bytes):
+        shards = RollingShards(temp_dir, (unit.index,), config.compression,
+                               config.target_shard_bytes)
+        for sample in reader.read(unit):
+            if isinstance(sample, Failed):
+                continue
+            for example in convert_sample(sample, recipe, encoder, sample_fn, example_fn):
+                shards.write(example.split, example.serialized)
+                written += 1
+        shards.close()
+    return written
+
+
+if __name__ == "__main__":
+    print(f"plain loop: {convert(sys.argv[1:])} examples written")
