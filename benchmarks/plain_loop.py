@@ -1,6 +1,7 @@
 """The baseline of the writer benchmarks: tar shards to TFRecords in a plain loop on one core.
 
-    python -m benchmarks.plain_loop --input 'corpus/*.tar' --output out/ [tar_to_tfrecord's flags]
+    python -m benchmarks.plain_loop [--part I/N] --input 'corpus/*.tar' --output out/ \
+        [tar_to_tfrecord's flags]
 
 What the pipeline does to each work unit, with nothing else: the same flags
 parsed by the same launch code (pipelines.dataset_options), the same units
@@ -9,11 +10,15 @@ reader, `convert_sample` (decode, cut, encode) and `RollingShards` (frame,
 compress, write). No Beam runner, no final naming, no manifest: the fastest
 this project's own functions convert a corpus on one core, so a pipeline's
 ratio to it is the price (or the gain) of running them in Beam.
+
+`--part I/N` converts only the units whose index is I modulo N (how the
+local runner deals units to N workers): N such loops side by side are the most
+any N-way split of this work can gain on the machine, Beam or not.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
@@ -28,8 +33,9 @@ from transforms.tar_source import TarReader, plan_tar_units
 from transforms.units import Failed
 
 
-def convert(argv: list) -> int:
-    """Converts the corpus the flags name; returns the examples written."""
+def convert(argv: list, part: int = 0, parts: int = 1) -> int:
+    """Converts the corpus the flags name (units `part` modulo `parts`); returns the
+    examples written."""
     options = PipelineOptions(argv)
     patterns = options.view_as(TarToTfrecordOptions).input.split(",")
     match_files(patterns)
@@ -41,7 +47,7 @@ def convert(argv: list) -> int:
     sample_fn, example_fn = recipe.load_functions()
     temp_dir = FileSystems.join(config.output, "plain-loop")
     written = 0
-    for unit in plan_tar_units(patterns, config.target_shard_bytes):
+    for unit in plan_tar_units(patterns, config.target_shard_bytes)[part::parts]:
         shards = RollingShards(temp_dir, (unit.index,), config.compression,
                                config.target_shard_bytes)
         for sample in reader.read(unit):
@@ -54,5 +60,13 @@ def convert(argv: list) -> int:
     return written
 
 
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", default="0/1", help="I/N: the units I modulo N")
+    args, flags = parser.parse_known_args()
+    part, parts = (int(n) for n in args.part.split("/"))
+    print(f"plain loop: {convert(flags, part, parts)} examples written")
+
+
 if __name__ == "__main__":
-    print(f"plain loop: {convert(sys.argv[1:])} examples written")
+    main()

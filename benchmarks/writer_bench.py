@@ -17,6 +17,9 @@ Runs per corpus:
 
   loop     benchmarks/plain_loop.py: the pipeline's own functions over the
            same units in one process, no Beam - the baseline;
+  loop x2  two such loops side by side, each converting every other unit:
+           the most a 2-way split of this work gains on this machine, Beam or
+           not (data movement shares memory bandwidth between the cores);
   beam-1   pipelines.tar_to_tfrecord on the local runner, one worker;
   beam-2   the same with --direct_num_workers 2 (worker processes).
 
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import sys
 import tempfile
@@ -46,6 +50,7 @@ SPEECH_FLAGS = ["--cut", "audio_windows", "--audio_fields", "flac", "--window_s"
                 "--features", "label=cls:int64", "--split_by", "__key__:^([^_]+)"]
 RUNS = {
     "loop": ["-m", "benchmarks.plain_loop"],
+    "loop x2": None,  # two loops at once: _two_loops
     "beam-1": ["-m", "pipelines.tar_to_tfrecord", "--direct_num_workers", "1"],
     "beam-2": ["-m", "pipelines.tar_to_tfrecord", "--direct_num_workers", "2"],
 }
@@ -61,14 +66,23 @@ def payload_corpus(root: str, megabytes: float, files: int = 16) -> float:
     return sum(os.path.getsize(p) for p in paths) / 1e6
 
 
+def _two_loops(args: list) -> list:
+    """One shell running two plain loops at once, every other unit each; it fails
+    if either does."""
+    first, second = (shlex.join([sys.executable, "-m", "benchmarks.plain_loop",
+                                 "--part", f"{i}/2", *args]) for i in range(2))
+    return ["sh", "-c", f"{first} & {second}; b=$?; wait $!; a=$?; exit $((a | b))"]
+
+
 def _run(name: str, corpus: str, flags: list, workdir: str):
-    output = os.path.join(workdir, f"out-{name}")
+    output = os.path.join(workdir, f"out-{name.replace(' ', '')}")
     shutil.rmtree(output, ignore_errors=True)
     # Every run starts with nothing left to write back (the corpus just made,
     # the last run's output): the disk's background work would be timed too.
     os.sync()
-    run = measure([sys.executable, *RUNS[name], "--input", f"{corpus}/*.tar",
-                   "--output", output, *flags])
+    args = ["--input", f"{corpus}/*.tar", "--output", output, *flags]
+    command = _two_loops(args) if RUNS[name] is None else [sys.executable, *RUNS[name], *args]
+    run = measure(command)
     shutil.rmtree(output, ignore_errors=True)
     return run
 
