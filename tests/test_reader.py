@@ -152,3 +152,57 @@ def test_inspect_shows_counts_and_decoded_examples(dataset):
         assert f"{split:<8} {info.num_examples(split):>9} examples" in text
     assert "emb                  float  [2, 3]" in text
     assert "first examples of train:" in text and "name                 b'n" in text
+
+
+@pytest.fixture(scope="module")
+def label_sorted(tmp_path_factory):
+    """32 labels, each in a tar file of its own (16 samples), written by tar_to_tfrecord:
+    every work unit writes one shard, so every shard holds one label, as a corpus
+    sorted by class or speaker gives."""
+    import io
+    import os
+    import tarfile
+
+    from pipelines import tar_to_tfrecord
+
+    root = tmp_path_factory.mktemp("sorted")
+    for label in range(32):
+        with tarfile.open(root / f"label-{label:02d}.tar", "w") as tar:
+            for i in range(16):
+                for ext, data in (("bin", os.urandom(256)), ("cls", str(label).encode())):
+                    member = tarfile.TarInfo(f"s{label:02d}_{i:03d}.{ext}")
+                    member.size = len(data)
+                    tar.addfile(member, io.BytesIO(data))
+    output = str(root / "out")
+    info = tar_to_tfrecord.run(["--input", f"{root}/*.tar", "--output", output,
+                                "--features", "payload=bin:bytes,label=cls:int64",
+                                "--splits", "train=1", "--shard_size_mb", "0.02"])
+    shards = info["splits"]["train"]["shards"]
+    assert len(shards) == 32
+    return output
+
+
+def _labels_in_first_batches(output, batches=2, **kwargs):
+    ds = reader.load(output, "train", batch_size=32, shuffle=True, **kwargs).take(batches)
+    return [set(b["label"].numpy().tolist()) for b in ds]
+
+
+def test_shuffled_reads_mix_labels_from_streaming_shards(label_sorted, monkeypatch):
+    # A buffer far smaller than the data, as in training on a large corpus: the
+    # mixing has to come from reading many shards at once.
+    for seed in range(3):
+        first = _labels_in_first_batches(label_sorted, seed=seed, shuffle_buffer=64)
+        # 64 uniform draws from 32 labels cover about 28; one batch about 20.
+        assert len(set().union(*first)) >= 24, first
+        assert all(len(batch) >= 14 for batch in first), first
+    # The measure tells poor mixing apart: reading 16 shards at once, the first
+    # batches draw on 16 labels at most.
+    monkeypatch.setattr(reader, "_INTERLEAVE", 16)
+    assert len(set().union(*_labels_in_first_batches(label_sorted, seed=0,
+                                                     shuffle_buffer=64))) <= 16
+
+
+def test_default_shuffle_buffer_holds_about_64_mib_of_examples():
+    assert reader._shuffle_buffer({"num_examples": 1000, "num_bytes": 64_000_000}) == 1_048
+    assert reader._shuffle_buffer({"num_examples": 10, "num_bytes": 10 << 30}) == 1_000
+    assert reader._shuffle_buffer({"num_examples": 10**7, "num_bytes": 10**9}) == 100_000

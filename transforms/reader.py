@@ -20,6 +20,13 @@ are stored in; media features are decoded from the manifest alone: packed
 For Keras `fit`, `load(..., label_key="label")` yields `(features, label)`
 and `as_tuple=True` yields the features as a tuple in declared order.
 
+Shards are written where examples are built, in the order of their source
+(a tar file's samples, a listing's rows), so one shard may hold one speaker or
+one class. With `shuffle=True` the reader mixes them: it shuffles the shard
+order every epoch, reads up to 64 shards at once taking one example from each
+in turn, and shuffles a buffer of about 64 MiB of examples (sized from the
+manifest's mean example size).
+
 A dataset built with tf.Transform preprocessing holds the transformed
 examples: `load` reads them like any other (the manifest's spec is theirs).
 `transform_output` opens the saved transform, to apply the same transform to
@@ -41,6 +48,13 @@ _PACKED_DTYPES = {"int16": tf.int16, "uint8": tf.uint8}
 # Declared dtypes stored in a wider tf.Example list, cast back after parsing.
 _CAST_DTYPES = {"bool": tf.bool, "int32": tf.int32, "double": tf.float64}
 _COMPRESSION = {"gzip": "GZIP", "none": ""}
+# Shards read at once, one example from each in turn: with shuffling, how many
+# sources (speakers, classes) the first batches can draw from.
+_INTERLEAVE = 64
+# The default shuffle buffer holds about this many bytes of serialized
+# examples, and from 1,000 to 100,000 of them.
+_SHUFFLE_BUFFER_BYTES = 64 << 20
+_SHUFFLE_BUFFER_EXAMPLES = (1_000, 100_000)
 
 
 def load_info(output_dir: str) -> DatasetInfo:
@@ -133,18 +147,28 @@ def _arrange(batch: dict, names: list, as_tuple: bool = False, label_key: str | 
     return tuple(batch[n] for n in names) if as_tuple else {n: batch[n] for n in names}
 
 
+def _shuffle_buffer(split: dict) -> int:
+    """Examples in about _SHUFFLE_BUFFER_BYTES of the split's serialized examples."""
+    mean = (split["num_bytes"] or 0) / max(1, split["num_examples"])
+    low, high = _SHUFFLE_BUFFER_EXAMPLES
+    return int(min(high, max(low, _SHUFFLE_BUFFER_BYTES // max(1, mean))))
+
+
 def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
-         shuffle: bool = False, shuffle_buffer: int = 10_000, repeat: bool = False,
+         shuffle: bool = False, shuffle_buffer: int | None = None, repeat: bool = False,
          seed: int | None = None, drop_remainder: bool = False,
          random_crop: dict | None = None, as_tuple: bool = False,
          label_key: str | None = None,
          num_parallel_reads: int = tf.data.AUTOTUNE) -> tf.data.Dataset:
     """A tf.data pipeline over one split: interleaved reads, batched parsing, prefetch.
 
-    Without `shuffle` the examples come in the order they were written. With
-    it, shard order and examples are shuffled; with a `seed` too, the same
-    order on every run, else reads also interleave nondeterministically for
-    speed. `batch_size=None` yields single parsed examples.
+    Without `shuffle` the examples come in a fixed order: up to 64 shards
+    read at once, one example from each in turn. With it, the shard order is
+    shuffled every epoch and the examples pass a shuffle buffer of
+    `shuffle_buffer` examples (default: about 64 MiB of them); with a `seed`
+    too, the same order on every run, else reads also interleave
+    nondeterministically for speed. `batch_size=None` yields single parsed
+    examples.
 
     `random_crop={"audio": 8000}` cuts each example's `audio` to 8000 values
     at a random offset (seeded by `seed`), the read-time augmentation for
@@ -172,10 +196,11 @@ def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
         file_ds = file_ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
     ds = file_ds.interleave(
         lambda path: tf.data.TFRecordDataset(path, compression_type=compression),
-        cycle_length=max(1, min(len(files), 16)), num_parallel_calls=num_parallel_reads,
-        deterministic=deterministic)
+        cycle_length=max(1, min(len(files), _INTERLEAVE)), block_length=1,
+        num_parallel_calls=num_parallel_reads, deterministic=deterministic)
     if shuffle:
-        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        buffer = shuffle_buffer or _shuffle_buffer(info.split(split))
+        ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
     if repeat:
         ds = ds.repeat()
     def parse(serialized):
