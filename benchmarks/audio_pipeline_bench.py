@@ -3,17 +3,18 @@
     python -m benchmarks.audio_pipeline_bench [--workdir DIR] [--megabytes 250]
 
 benchmarks/audio_bench.py times decoding and cutting alone, and
-benchmarks/tar_pipeline_bench.py the pipeline around a payload that needs no
-decoding; this runs pipelines.tar_to_tfrecord with `--cut audio_windows`
-(1 s windows, no overlap) on the DirectRunner with one worker (the in-process
-runner: one core) over tar shards of FLAC files (generated, tone + noise), so
-the two can be checked against the whole:
+benchmarks/writer_bench.py the writer around a payload that needs no decoding;
+this runs pipelines.tar_to_tfrecord with `--cut audio_windows` (1 s windows,
+no overlap) on the DirectRunner with one worker (the in-process runner: one
+core) over tar shards of FLAC files (generated, tone + noise), so the two can
+be checked against the whole:
 
   music   44.1 kHz stereo FLAC -> 16 kHz mono float32 windows (resampled);
-  speech  16 kHz mono FLAC     -> float32 windows, and int16 PCM windows.
+  speech  16 kHz mono FLAC     -> float32 windows, and int16 PCM windows,
+          each written where built (the default) and with --shuffle global.
 
 Reports input MB/s, the serialized examples' size relative to the input (what
-the shuffle and the writers carry), and the GZIP shards' size on disk.
+the global layout's shuffle carries), and the GZIP shards' size on disk.
 """
 
 from __future__ import annotations
@@ -62,14 +63,14 @@ def write_shards(files: list, root: str, shards: int = 4) -> float:
     return sum(os.path.getsize(os.path.join(root, f)) for f in os.listdir(root)) / 1e6
 
 
-def run(corpus: str, output: str, dtype: str) -> tuple:
+def run(corpus: str, output: str, dtype: str, shuffle: str) -> tuple:
     """(seconds, windows, examples MB, GZIP shards MB) of one job on one core."""
     start = time.perf_counter()
     info = tar_to_tfrecord.run([
         "--input", f"{corpus}/*.tar", "--output", output, "--cut", "audio_windows",
         "--audio_fields", "flac", "--window_s", "1", "--audio_dtype", dtype,
         "--features", "label=cls:int64", "--split_by", "__key__:^([^_]+)",
-        "--direct_num_workers", "1"])
+        "--shuffle", shuffle, "--direct_num_workers", "1"])
     seconds = time.perf_counter() - start
     splits = info["splits"].values()
     on_disk = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(output)
@@ -85,19 +86,21 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(dir=args.workdir or None) as tmp:
         music_files = max(1, round(args.megabytes / 1.29))  # make_corpus: ~1.29 MB per 10 s file
-        cases = [("music 44.1k stereo", make_corpus(music_files, 10.0), ["float32"]),
-                 ("speech 16k mono", speech_corpus(args.megabytes), ["float32", "int16"])]
-        print(f"{'corpus':20s} {'windows':8s} {'MB in':>7s} {'seconds':>8s} {'MB/s in':>8s} "
-              f"{'examples/in':>12s} {'gz/in':>6s}")
-        for label, files, dtypes in cases:
+        cases = [("music 44.1k stereo", make_corpus(music_files, 10.0), ["float32"], ["none"]),
+                 ("speech 16k mono", speech_corpus(args.megabytes), ["float32", "int16"],
+                  ["none", "global"])]
+        print(f"{'corpus':20s} {'windows':8s} {'--shuffle':9s} {'MB in':>7s} {'seconds':>8s} "
+              f"{'MB/s in':>8s} {'examples/in':>12s} {'gz/in':>6s}")
+        for label, files, dtypes, layouts in cases:
             corpus = os.path.join(tmp, label.split()[0])
             megabytes = write_shards(files, corpus)
             for dtype in dtypes:
-                seconds, windows, examples, gz = run(corpus, os.path.join(tmp, f"out-{dtype}"),
-                                                     dtype)
-                print(f"{label:20s} {dtype:8s} {megabytes:7.1f} {seconds:8.2f} "
-                      f"{megabytes / seconds:8.1f} {examples / megabytes:12.2f} "
-                      f"{gz / megabytes:6.2f}   ({windows} windows)")
+                for shuffle in layouts:
+                    output = os.path.join(tmp, f"out-{dtype}-{shuffle}")
+                    seconds, windows, examples, gz = run(corpus, output, dtype, shuffle)
+                    print(f"{label:20s} {dtype:8s} {shuffle:9s} {megabytes:7.1f} {seconds:8.2f} "
+                          f"{megabytes / seconds:8.1f} {examples / megabytes:12.2f} "
+                          f"{gz / megabytes:6.2f}   ({windows} windows)")
 
 
 if __name__ == "__main__":

@@ -96,6 +96,15 @@ def test_each_job_has_its_steps(translations):
     assert {"ReadTar", "WriteBigtable", "Report"} <= translations["tar_to_bigtable"].transform_names()
 
 
+def test_the_global_layout_translates_with_its_shuffle(monkeypatch, inputs, tmp_path):
+    module, argv = _jobs(inputs)["tar_to_tfrecord"]
+    t = translate(monkeypatch, module, [*argv, "--shuffle", "global", "--num_shards", "4",
+                                        "--sdk_container_image", IMAGE])
+    assert {"WriteDataset/Convert", "WriteDataset/WriteShards",
+            "WriteDataset/Finalise"} <= t.transform_names()
+    _load_in_a_fresh_interpreter(t.fn_payloads(), tmp_path)
+
+
 def _load_in_a_fresh_interpreter(payloads: list, tmp_path) -> None:
     """Unpickles every payload as a worker would: a new process, the project
     installed, no main session, nothing of this test process."""
