@@ -108,7 +108,7 @@ def compare(label: str, corpus: str, megabytes: float, flags: list, workdir: str
 
 def memory_growth(sizes: list, workdir: str) -> list:
     """beam-2's peak RSS over payload corpora of `sizes` MB; returns unmet targets."""
-    print(f"\nmemory against corpus size (payload, beam-2)")
+    print("\nmemory against corpus size (payload, beam-2)")
     peaks = []
     for megabytes in sizes:
         corpus = os.path.join(workdir, f"memory-{megabytes}")

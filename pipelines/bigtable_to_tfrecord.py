@@ -28,6 +28,7 @@ Bigtable table (`--examples_only`: only there).
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 
@@ -126,7 +127,7 @@ def run(argv=None) -> dict | None:
             BigtableToTfrecordOptions).columns})
     if options.view_as(BigtableToTfrecordOptions).examples_only:
         config = dataclasses.replace(config, write_tfrecords=False)
-    source = Source(plan_key_ranges(read), BigtableReader(read))
+    source = Source(functools.partial(plan_key_ranges, read), BigtableReader(read))
     return run_dataset_job(options, config, source, examples_sink=sink)
 
 

@@ -28,6 +28,8 @@ naming manifests.
 
 from __future__ import annotations
 
+import functools
+
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import cli
@@ -93,8 +95,8 @@ def run(argv=None) -> dict | None:
     if missing:
         raise ValueError(f"manifest {files[0]!r} has no column for {', '.join(missing)} "
                          f"(columns: {', '.join(layout.columns)})")
-    units = plan_listing_units(patterns, layout, config.target_shard_bytes)
-    return run_dataset_job(options, config, Source(units, ListingReader(layout)))
+    plan = functools.partial(plan_listing_units, patterns, layout, config.target_shard_bytes)
+    return run_dataset_job(options, config, Source(plan, ListingReader(layout)))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ by all pipelines (`pipelines.dataset_options`).
 
 from __future__ import annotations
 
+import functools
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
@@ -70,8 +71,8 @@ def run(argv=None) -> dict | None:
     spec = feature_spec(options, _samples_in(files))
     config = dataset_config(options, spec,
                             source={"type": "tar", "input": tar.input, "num_files": len(files)})
-    units = plan_tar_units(patterns, config.target_shard_bytes)
-    return run_dataset_job(options, config, Source(units, TarReader()))
+    plan = functools.partial(plan_tar_units, patterns, config.target_shard_bytes)
+    return run_dataset_job(options, config, Source(plan, TarReader()))
 
 
 if __name__ == "__main__":

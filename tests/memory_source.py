@@ -7,6 +7,8 @@ Each unit holds `per_unit` consecutive samples (transforms/units.py); the
 reader yields them as they are and counts `samples_read` like a real source.
 """
 
+import functools
+
 from transforms.counters import counter
 from transforms.units import Source, WorkUnit
 
@@ -28,7 +30,11 @@ class MemoryReader:
         pass
 
 
+def _planned(units):
+    return units
+
+
 def memory_source(samples, per_unit=8) -> Source:
     chunks = [tuple(samples[i:i + per_unit]) for i in range(0, len(samples), per_unit)]
-    return Source(tuple(WorkUnit(i, chunk, len(chunk)) for i, chunk in enumerate(chunks)),
-                  MemoryReader())
+    units = tuple(WorkUnit(i, chunk, len(chunk)) for i, chunk in enumerate(chunks))
+    return Source(functools.partial(_planned, units), MemoryReader())

@@ -142,7 +142,7 @@ def test_converter_writes_a_units_shards_and_reports_every_sample(tmp_path):
                {**SAMPLE, "json": b'{"speaker": "spk02"}'},       # filtered by where
                {**SAMPLE, "cls": b"x"}]                           # dead letter
     fn = _convert_fn(_recipe(where=(("json.speaker", "spk01"),)), tmp_path)
-    [unit] = memory_source(samples).units
+    [unit] = memory_source(samples).plan()
     out = _tagged(fn.process(unit))
     split = _recipe().split_plan.split_of("spk01")
     [shard] = out[SHARDS]
@@ -170,7 +170,7 @@ def drop_every_example(values):
 def test_a_sample_whose_examples_were_all_dropped_is_filtered(tmp_path):
     fn = _convert_fn(_recipe(example_fn=f"{__name__}:drop_every_example"), tmp_path,
                      emit_examples=True)
-    [unit] = memory_source([SAMPLE]).units
+    [unit] = memory_source([SAMPLE]).plan()
     out = _tagged(fn.process(unit))
     assert dict(out[REPORTS][0].tallies) == {("read", ""): 1, ("filtered", "no_examples"): 1}
     assert SHARDS not in out and "examples" not in out
@@ -178,7 +178,7 @@ def test_a_sample_whose_examples_were_all_dropped_is_filtered(tmp_path):
 
 def test_converter_emits_examples_when_asked(tmp_path):
     fn = _convert_fn(_recipe(), tmp_path, write_shards=False, emit_examples=True)
-    [unit] = memory_source([SAMPLE, {**SAMPLE, "__key__": "spk01_0002"}]).units
+    [unit] = memory_source([SAMPLE, {**SAMPLE, "__key__": "spk01_0002"}]).plan()
     out = _tagged(fn.process(unit))
     assert [e.split for e in out["examples"]] == [_recipe().split_plan.split_of("spk01")] * 2
     assert SHARDS not in out and len(out[REPORTS]) == 1

@@ -407,7 +407,7 @@ def test_failures_through_pipeline(pipeline, tmp_path):
     # Two units of three files (the missing one among them), read on the runner.
     ordered = sorted(paths.values())
     units = (WorkUnit(0, tuple(ordered[:3]), 0), WorkUnit(1, tuple(ordered[3:]), 0))
-    read = pipeline | ReadUnits(Source(units, TarReader()))
+    read = pipeline | ReadUnits(Source(lambda: units, TarReader()))
     assert_that(read.samples | beam.Map(lambda s: (os.path.basename(s[URL]), s[KEY])),
                 equal_to([("good.tar", "a"), ("good.tar", "b"), ("good.tar", "c"),
                           ("cut.tar", "a"), ("dup.tar", "b")]), label="Samples")

@@ -1,6 +1,7 @@
 """The tar pipeline end to end: every value read back with TensorFlow, exact accounting,
 byte-identical reruns, dead letters and the failure threshold."""
 
+import functools
 import json
 import os
 import tarfile
@@ -200,7 +201,8 @@ def test_counters_match_the_manifest(corpus, tmp_path, pipeline):
     recipe = ExampleRecipe(spec=parse_features(FEATURES),
                            split_plan=SplitPlan.from_flags(SPLITS, "__key__:^([^_]+)"))
     config = DatasetConfig(output=str(tmp_path / "c"), recipe=recipe, max_failure_fraction=0.05)
-    source = Source(plan_tar_units(f"{corpus}/*.tar", SHARD_BYTES), TarReader())
+    source = Source(functools.partial(plan_tar_units, f"{corpus}/*.tar", SHARD_BYTES),
+                    TarReader())
     _ = pipeline | WriteDataset(config, source)
     result = pipeline.run()
     result.wait_until_finish()

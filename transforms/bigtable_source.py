@@ -7,7 +7,7 @@
     config = BigtableReadConfig(project="my-project", instance="media", table="clips",
                                 columns="raw:wav=wav,meta:label=cls", prefix="spk1/")
     check_table(config)  # launcher: ValueError before any pipeline work
-    with beam.Pipeline() as p:  # the key ranges are planned here, from sample_row_keys
+    with beam.Pipeline() as p:
         read = p | "ReadBigtable" >> ReadBigtableSamples(config)
         samples = read.samples        # {"__key__": "spk1/0001", "__url__": "bigtable://...",
                                       #  "wav": b"...", "cls": b"3"}
@@ -29,7 +29,7 @@ Layers, each usable on its own:
 - `ByteKeyRange` / `ByteKeyRangeTracker`: the SDF restriction and its tracker
   (claims, dynamic splits, progress).
 - `plan_key_ranges` / `BigtableReader`: the key ranges as work units
-  (transforms/units.py), planned when the job is launched, and the splittable
+  (transforms/units.py), planned when the job starts, and the splittable
   reader of one.
 - `ReadBigtableSamples`: plans the ranges, spreads them over workers and reads
   them with a splittable DoFn.
@@ -87,6 +87,7 @@ from __future__ import annotations
 import bisect
 import collections
 import dataclasses
+import functools
 import random
 import re
 import time
@@ -706,7 +707,7 @@ def _max_rows_end(reader: RowReader, config: BigtableReadConfig, start: bytes,
 
 
 def plan_key_ranges(config: BigtableReadConfig) -> tuple:
-    """The requested key range as work units (transforms/units.py), at launch:
+    """The requested key range as work units (transforms/units.py):
     cut at the table's `sample_row_keys` into at most `max_ranges` ranges,
     indexed in key order, each sized by the samples' byte offsets.
 
@@ -797,9 +798,9 @@ class ReadBigtableSamples(beam.PTransform):
         read.samples      # PCollection of Sample dicts
         read[FAILURES]    # PCollection of dead letters (stage "read_bigtable")
 
-    When the pipeline is built, the table's `sample_row_keys` cut the
-    requested range into at most `config.max_ranges` ranges
-    (`plan_key_ranges`); they are spread over workers and each is read by a
+    When the job starts, the table's `sample_row_keys` cut the requested range
+    into at most `config.max_ranges` ranges (`plan_key_ranges`); they are
+    spread over workers and each is read by a
     splittable DoFn (runners may split a range further while it is read). The
     output is in no particular order. Call `check_table(config)` first for a
     clear error on a missing table or family.
@@ -810,5 +811,6 @@ class ReadBigtableSamples(beam.PTransform):
         self._config = config
 
     def expand(self, pbegin):
-        source = Source(plan_key_ranges(self._config), BigtableReader(self._config))
+        source = Source(functools.partial(plan_key_ranges, self._config),
+                        BigtableReader(self._config))
         return pbegin | "ReadUnits" >> ReadUnits(source)

@@ -1,7 +1,7 @@
 """Work units in, a finished dataset out: the composite every pipeline shares.
 
-    source = Source(plan_tar_units(patterns, config.target_shard_bytes), TarReader())
-    info = pipeline | "WriteDataset" >> WriteDataset(config, source)
+    plan = functools.partial(plan_tar_units, patterns, config.target_shard_bytes)
+    info = pipeline | "WriteDataset" >> WriteDataset(config, Source(plan, TarReader()))
 
 `WriteDataset` reads the source's work units (transforms/units.py), builds the
 examples and writes them in one of two layouts (`DatasetConfig.shuffle`):
@@ -46,7 +46,7 @@ from transforms.leakage import FindLeakingGroups
 from transforms.preprocessing import Preprocessing
 from transforms.shard_writer import WriteShards
 from transforms.stratify import StratifySplits
-from transforms.units import Source, units_in_order
+from transforms.units import PlanUnits, Source
 
 __all__ = ["DatasetConfig", "WriteDataset", "SHUFFLES"]
 
@@ -113,7 +113,7 @@ class WriteDataset(beam.PTransform):
         temp_dir = FileSystems.join(config.output, f"{TEMP_PREFIX}{uuid.uuid4().hex}")
         hashed = config.shuffle == "global"
 
-        units = pbegin | "Units" >> beam.Create(units_in_order(self._source.units))
+        units = pbegin | "Units" >> PlanUnits(self._source)
         strata = (units | "StratifySplits" >> StratifySplits(recipe, reader)
                   if recipe.split_plan.stratify_by else None)
         analysis = None
@@ -153,12 +153,13 @@ class WriteDataset(beam.PTransform):
         leaks = (converted[REPORTS]
                  | "GroupSplits" >> beam.FlatMap(lambda r: r.groups)  # (group key, split)
                  | "FindLeakingGroups" >> FindLeakingGroups())
-        planned = {u.index: u.inputs if reader.splittable else None for u in self._source.units}
+        splittable = reader.splittable
         return {
+            "planned": units | "PlannedSpans" >> beam.Map(
+                lambda u: (u.index, u.inputs if splittable else None)),
             "shards": shards,
             "tallies": tallies,
             "failures": failures | "AllFailures" >> beam.Flatten(),
             "leaks": leaks,
             "reports": converted[REPORTS] | "UnitSpans" >> beam.Map(lambda r: (r.unit, r.span)),
-        } | "Finalise" >> Finalise(config, temp_dir, planned,
-                                   analysis.spec if analysis else None)
+        } | "Finalise" >> Finalise(config, temp_dir, analysis.spec if analysis else None)

@@ -1,7 +1,7 @@
 """The job's last steps: check everything, move the shards into place, publish.
 
-    info = ({"shards": ..., "tallies": ..., "failures": ..., "leaks": ..., "reports": ...}
-            | "Finalise" >> Finalise(config, temp_dir, planned_units, transformed_spec))
+    info = ({"planned": ..., "shards": ..., "tallies": ..., "failures": ..., "leaks": ...,
+             "reports": ...} | "Finalise" >> Finalise(config, temp_dir, transformed_spec))
 
 1. **Check**, once every shard is written. Samples read = written + filtered +
    failed; every planned work unit reported exactly once (a key range split
@@ -144,19 +144,18 @@ def _write_text(path: str, text: str) -> None:
 class _CheckFn(beam.DoFn):
     """Runs once, after every shard is written: the checks of step 1."""
 
-    def __init__(self, config, temp_dir: str, planned_units: Mapping[int, tuple | None]):
+    def __init__(self, config, temp_dir: str):
         self._config = config
         self._temp_dir = temp_dir
-        self._planned = dict(planned_units)
 
-    def process(self, _, shards, tallies, failures, leaks, reports):
+    def process(self, _, planned, shards, tallies, failures, leaks, reports):
         config = self._config
         accounting = account(tallies)
         accounted = (accounting["samples_written"] + accounting["samples_filtered"]
                      + accounting["samples_failed"])
         if accounting["samples_read"] != accounted:
             raise AssertionError(f"accounting mismatch: {accounting}")
-        problems = unit_coverage_errors(self._planned, reports)
+        problems = unit_coverage_errors(dict(planned), reports)
         if problems:
             raise AssertionError(f"work units lost or repeated: {'; '.join(problems[:5])}")
         in_shards = collections.Counter()
@@ -254,20 +253,19 @@ class _PublishFn(beam.DoFn):
 
 
 class Finalise(beam.PTransform):
-    """{"shards", "tallies", "failures", "leaks", "reports"} -> the manifest dict, once
-    the dataset is published (see the module docstring).
+    """{"planned", "shards", "tallies", "failures", "leaks", "reports"} -> the manifest
+    dict, once the dataset is published (see the module docstring).
 
-    `shards` are ShardRecords, `tallies` the singleton dict of summed tallies,
-    `failures` dead letters, `leaks` (group, splits) pairs, `reports` (unit,
-    span) pairs checked against `planned_units` ({index: span or None}).
+    `planned` are the work units as (index, span or None) pairs, `shards`
+    ShardRecords, `tallies` the singleton dict of summed tallies, `failures`
+    dead letters, `leaks` (group, splits) pairs, `reports` the units' (index,
+    span) pairs, checked against `planned`.
     """
 
-    def __init__(self, config, temp_dir: str, planned_units: Mapping[int, tuple | None],
-                 transformed_spec: FeatureSpec | None = None):
+    def __init__(self, config, temp_dir: str, transformed_spec: FeatureSpec | None = None):
         super().__init__()
         self._config = config
         self._temp_dir = temp_dir
-        self._planned = planned_units
         self._transformed_spec = transformed_spec
 
     def expand(self, inputs):
@@ -276,7 +274,8 @@ class Finalise(beam.PTransform):
             inputs["shards"].pipeline
             | "Start" >> beam.Create([None])
             | "Check" >> beam.ParDo(
-                _CheckFn(config, self._temp_dir, self._planned),
+                _CheckFn(config, self._temp_dir),
+                planned=beam.pvalue.AsList(inputs["planned"]),
                 shards=beam.pvalue.AsList(inputs["shards"]),
                 tallies=beam.pvalue.AsSingleton(inputs["tallies"]),
                 failures=beam.pvalue.AsList(inputs["failures"]),

@@ -32,12 +32,12 @@ compressed (`.gz`, `.bz2`, ...), local or `gs://`. Each row is one sample:
   have in a WebDataset tar); `__url__` is the manifest's path.
 
 Large manifests never pass through the launching machine: the launcher reads
-one line of each file (`inspect_manifests`) and a few rows of the first to
-size the work units (`plan_listing_units`): byte ranges of the manifests, each
-holding about `target_bytes` of media by the first rows' sizes (a compressed
-manifest is one unit: it cannot be read from the middle). Workers read a
-unit's rows - the lines that start in its range - and their media. So a row
-is one physical line. CSV follows RFC 4180 on that line
+one line of each file (`inspect_manifests`). When the job starts, a worker
+reads a few rows of the first to size the work units (`plan_listing_units`):
+byte ranges of the manifests, each holding about `target_bytes` of media by
+the first rows' sizes (a compressed manifest is one unit: it cannot be read
+from the middle). Workers read a unit's rows - the lines that start in its
+range - and their media. So a row is one physical line. CSV follows RFC 4180 on that line
 (quoted fields may hold the delimiter and doubled quotes), but a quoted field
 may not span lines: the line holding the opening quote fails as unterminated,
 and the one holding the closing quote as a quote inside an unquoted field;
@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import itertools
 import json
 import posixpath
@@ -466,8 +467,8 @@ class ReadManifestSamples(beam.PTransform):
         read[FAILURES]    # dead letters (stages "read_manifest", "read_media")
 
     The manifests are cut into units of about `target_bytes` of media
-    (`plan_listing_units`) when the pipeline is built; workers read the units'
-    rows and media. The output is in no particular order.
+    (`plan_listing_units`) when the job starts; workers read the units' rows
+    and media. The output is in no particular order.
     """
 
     def __init__(self, file_pattern: str | Sequence[str], layout: ManifestLayout,
@@ -478,5 +479,6 @@ class ReadManifestSamples(beam.PTransform):
         self._target_bytes = target_bytes
 
     def expand(self, pbegin):
-        units = plan_listing_units(self._patterns, self._layout, self._target_bytes)
-        return pbegin | "ReadUnits" >> ReadUnits(Source(units, ListingReader(self._layout)))
+        plan = functools.partial(plan_listing_units, self._patterns, self._layout,
+                                 self._target_bytes)
+        return pbegin | "ReadUnits" >> ReadUnits(Source(plan, ListingReader(self._layout)))

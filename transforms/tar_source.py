@@ -19,8 +19,8 @@ Three layers, each usable on its own:
   consecutive small ones (`plan_tar_units`) - opening each path or URL through
   Beam's filesystems (local, gs://, ...) and turning the generator's events
   into Samples, dead letters and counters.
-- `ReadTarSamples`: matches file patterns when the pipeline is built, spreads
-  the files over workers and reads them.
+- `ReadTarSamples`: matches file patterns when the job starts, spreads the
+  files over workers and reads them.
 
 Grouping follows WebDataset (webdataset/tariterators.py `base_plus_ext` and
 `group_by_keys`): the key is the member path up to the first dot of its
@@ -59,6 +59,7 @@ letter, so samples_read == samples yielded + SAMPLE dead letters.
 from __future__ import annotations
 
 import collections
+import functools
 import lzma
 import re
 import tarfile
@@ -359,9 +360,10 @@ class ReadTarSamples(beam.PTransform):
         read[FAILURES]    # PCollection of dead letters (stage "read_tar")
 
     Patterns use Beam's filesystem syntax (`*`, `**`, `?`, `[...]`) and are
-    matched when the pipeline is built: one that matches nothing is a
-    ValueError. Each file is read whole by one worker; the output is in no
-    particular order.
+    matched when the job starts: one that matches nothing fails it (call
+    `transforms.file_match.match_files` first for the error before any work).
+    Each file is read whole by one worker; the output is in no particular
+    order.
     """
 
     def __init__(self, file_pattern: str | Sequence[str]):
@@ -370,5 +372,5 @@ class ReadTarSamples(beam.PTransform):
 
     def expand(self, pbegin):
         # A unit per file: the samples go on to other transforms, not into shards.
-        units = plan_tar_units(self._patterns, target_bytes=0)
-        return pbegin | "ReadUnits" >> ReadUnits(Source(units, TarReader()))
+        plan = functools.partial(plan_tar_units, self._patterns, 0)
+        return pbegin | "ReadUnits" >> ReadUnits(Source(plan, TarReader()))

@@ -1,7 +1,8 @@
 """Work units: a source's input cut into pieces that one worker reads whole.
 
-Every source plans its units when the job is launched and reads one unit at a
-time on a worker:
+Every source plans its units when the job starts, on a worker (so a corpus of
+a million files never passes through the job graph), and reads one unit at a
+time on the workers:
 
 - tar shards: a tar file, or consecutive small ones grouped to a target size
   (transforms/tar_source.py);
@@ -20,23 +21,26 @@ unit into Samples and `Failed` dead letters. A splittable reader (Bigtable's
 key ranges) also provides restrictions, so a runner may split a unit while it
 is read: it then reads the tracker's current restriction, claiming each key.
 
-    source = Source(units, reader)
+    source = Source(functools.partial(plan_tar_units, patterns, target_bytes), TarReader())
     read = pipeline | "ReadSamples" >> ReadUnits(source)
     read.samples, read[FAILURES]
+
+A planning function must give the same units for the same input: their
+indexes name the shards.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterator, NamedTuple, Protocol, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Protocol, Sequence
 
 import apache_beam as beam
 from apache_beam.transforms.core import RestrictionProvider
 
 from transforms.dead_letters import FAILURES
 
-__all__ = ["WorkUnit", "Failed", "UnitReader", "Source", "ReadUnits", "SplittableUnits",
-           "group_by_size", "units_in_order"]
+__all__ = ["WorkUnit", "Failed", "UnitReader", "Source", "PlanUnits", "ReadUnits",
+           "SplittableUnits", "group_by_size", "units_in_order"]
 
 
 class WorkUnit(NamedTuple):
@@ -71,15 +75,11 @@ class UnitReader(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class Source:
-    """A planned source: its units (made at launch) and the reader of one unit."""
+    """A source: the function that plans its units and the reader of one unit.
+    Both are pickled to workers, so configuration only."""
 
-    units: tuple
+    plan: Callable[[], Sequence[WorkUnit]]
     reader: Any  # a UnitReader
-
-    def __post_init__(self):
-        indexes = [u.index for u in self.units]
-        if sorted(indexes) != list(range(len(indexes))):
-            raise ValueError(f"unit indexes must be 0..{len(indexes) - 1}, got {indexes[:10]}")
 
 
 def group_by_size(sizes: Sequence[tuple[Any, int]], target: int) -> list[tuple]:
@@ -109,7 +109,11 @@ def group_by_size(sizes: Sequence[tuple[Any, int]], target: int) -> list[tuple]:
 
 def units_in_order(units: Sequence[WorkUnit]) -> list:
     """The order to hand units to workers: largest first, so the last to start are
-    small and workers finish together (names follow `index`, not this order)."""
+    small and workers finish together (names follow `index`, not this order).
+    ValueError unless the indexes are 0..n-1."""
+    indexes = sorted(u.index for u in units)
+    if indexes != list(range(len(indexes))):
+        raise ValueError(f"unit indexes must be 0..{len(indexes) - 1}, got {indexes[:10]}")
     return sorted(units, key=lambda u: (-u.size, u.index))
 
 
@@ -155,15 +159,33 @@ class _ReadSplittableUnitFn(SplittableUnits, _ReadUnitFn):
         yield from self._outputs(unit, tracker)
 
 
+class PlanUnits(beam.PTransform):
+    """The pipeline root -> a Source's work units, planned by one worker when the
+    job starts and spread over all of them, largest first."""
+
+    def __init__(self, source: Source):
+        super().__init__()
+        self._plan = source.plan
+
+    def expand(self, pbegin):
+        plan = self._plan
+        return (pbegin
+                | "Start" >> beam.Create([None])
+                | "Plan" >> beam.FlatMap(lambda _: units_in_order(plan()))
+                # Planning yields every unit from one worker: spread them out.
+                | "Spread" >> beam.Reshuffle())
+
+
 class ReadUnits(beam.PTransform):
-    """A planned Source -> its Samples and dead letters.
+    """A Source -> its Samples and dead letters.
 
         read = pipeline | "ReadSamples" >> ReadUnits(source)
         read.samples      # PCollection of Sample dicts, in no particular order
         read[FAILURES]    # dead letters
 
-    The units are spread over workers (largest first) and each is read whole by
-    one, or split further by the runner when the reader is splittable.
+    The units are planned when the job starts and spread over workers (largest
+    first); each is read whole by one, or split further by the runner when the
+    reader is splittable.
     """
 
     def __init__(self, source: Source):
@@ -174,5 +196,5 @@ class ReadUnits(beam.PTransform):
         reader = self._source.reader
         fn = _ReadSplittableUnitFn(reader) if reader.splittable else _ReadUnitFn(reader)
         return (pbegin
-                | "Units" >> beam.Create(units_in_order(self._source.units))
+                | "Units" >> PlanUnits(self._source)
                 | "ReadUnits" >> beam.ParDo(fn).with_outputs(FAILURES, main="samples"))
