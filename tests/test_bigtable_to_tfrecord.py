@@ -66,10 +66,11 @@ def test_examples_also_and_only_to_an_examples_table(loaded, tmp_path):
     assert len(rows) == examples > 0
     assert {r.cells["ex"][b"split"][0].value for r in rows} == {b"train", b"test"}
 
+    # The sink is fed by the workers that build the examples: two of them here.
     only = bigtable_to_tfrecord.run([*TABLE, "--table", "raw", "--columns", "raw:*",
                                      "--output", str(tmp_path / "only"), *DATASET_FLAGS,
                                      "--examples_table", "ex2", "--create_examples_table",
-                                     "--examples_only"])
+                                     "--examples_only", "--direct_num_workers", "2"])
     assert {n: s["num_examples"] for n, s in only["splits"].items()} == {
         n: s["num_examples"] for n, s in info["splits"].items()}
     assert all(s["shards"] == [] for s in only["splits"].values())

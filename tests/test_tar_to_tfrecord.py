@@ -121,9 +121,11 @@ def _shard_bytes(output):
             (f"{split}/{f}" for f in sorted(os.listdir(output / split)))}
 
 
-def test_reruns_are_byte_identical_also_with_two_worker_processes(corpus, dataset, tmp_path):
+@pytest.mark.parametrize("workers", ["2", "4"])
+def test_reruns_are_byte_identical_with_any_number_of_worker_processes(corpus, dataset, tmp_path,
+                                                                       workers):
     output, _ = dataset
-    _run(corpus, tmp_path / "again", "--direct_num_workers", "2")
+    _run(corpus, tmp_path / "again", "--direct_num_workers", workers)
     assert _shard_bytes(tmp_path / "again") == _shard_bytes(output)
     with open(output / "dataset_info.json") as f, open(tmp_path / "again" / "dataset_info.json") as g:
         assert json.load(f)["splits"] == json.load(g)["splits"]
