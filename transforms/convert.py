@@ -68,19 +68,19 @@ class UnitReport(NamedTuple):
     groups: tuple        # distinct (group key, split) pairs of samples with examples
 
 
-def outcome_tallies(outcome: SampleOutcome) -> list:
-    """A sample's ((what, detail), n) tallies (its read is counted by the caller)."""
-    tallies = []
+def outcome_tallies(outcome: SampleOutcome) -> dict:
+    """A sample's {(what, detail): n} tallies (its read is counted by the caller)."""
+    tallies = {}
     if outcome.examples:
-        tallies.append((("examples", outcome.split), outcome.examples))
+        tallies[("examples", outcome.split)] = outcome.examples
         if outcome.label is not None:
-            tallies.append((("label", (outcome.split, outcome.label)), outcome.examples))
+            tallies[("label", (outcome.split, outcome.label))] = outcome.examples
     if outcome.failure is not None:
-        tallies.append((("failed", SAMPLE), 1))
+        tallies[("failed", SAMPLE)] = 1
     elif outcome.filtered is not None:
-        tallies.append((("filtered", outcome.filtered), 1))
+        tallies[("filtered", outcome.filtered)] = 1
     else:
-        tallies.append((("written", outcome.split), 1))
+        tallies[("written", outcome.split)] = 1
     return tallies
 
 
@@ -137,7 +137,7 @@ class _ConvertFn(beam.DoFn):
             examples = convert_sample(event, self._recipe, self._encoder, self._sample_fn,
                                       self._example_fn, stats, strata)
             outcome = yield from self._deliver(examples, shards)
-            tallies.update(dict(outcome_tallies(outcome)))
+            tallies.update(outcome_tallies(outcome))
             if outcome.examples:
                 groups.add((outcome.group, outcome.split))
             yield from self._count_outcome(event, outcome, stats)
@@ -148,7 +148,7 @@ class _ConvertFn(beam.DoFn):
         restriction = tracker.current_restriction() if tracker else None
         span = (restriction.start, restriction.end) if restriction else None
         yield beam.pvalue.TaggedOutput(REPORTS, UnitReport(
-            unit.index, span, tuple(sorted(tallies.items())), tuple(sorted(groups))))
+            unit.index, span, tuple(tallies.items()), tuple(groups)))
 
     def _deliver(self, examples, shards):
         """Routes each example (through the transform, if any) and returns the
