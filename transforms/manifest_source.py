@@ -37,10 +37,11 @@ reads a few rows of the first to size the work units (`plan_listing_units`):
 byte ranges of the manifests, each holding about `target_bytes` of media by
 the first rows' sizes (a compressed manifest is one unit: it cannot be read
 from the middle). Workers read a unit's rows - the lines that start in its
-range - and their media. So a row is one physical line. CSV follows RFC 4180 on that line
-(quoted fields may hold the delimiter and doubled quotes), but a quoted field
-may not span lines: the line holding the opening quote fails as unterminated,
-and the one holding the closing quote as a quote inside an unquoted field;
+range - and their media. So a row is one physical line. CSV follows RFC 4180
+on that line (quoted fields may hold the delimiter and doubled quotes), but a
+quoted field may not span lines: the line holding the opening quote fails as
+unterminated, and the one holding the closing quote as a quote inside an
+unquoted field;
 both become dead letters, as does any fragment whose field count is wrong.
 Use JSONL for text with newlines (JSON escapes them). Rows are identified by
 their key, not a line number: a split read does not know line numbers.
