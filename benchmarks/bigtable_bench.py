@@ -77,7 +77,7 @@ from transforms.bigtable_rows import RowReader, open_channel
 from transforms.bigtable_source import (
     BigtableReadConfig, ByteKeyRange, ByteKeyRangeTracker, ReadBigtableSamples, open_reader,
     open_table, plan_key_ranges, read_samples)
-from benchmarks.process_tree import measure
+from benchmarks.process_tree import measure, tree_rss
 from transforms.runtime import make_pipeline
 from transforms.units import units_in_order
 
@@ -381,14 +381,6 @@ def cpu_scaling() -> float:
     return 2 * one / two
 
 
-def _rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=50_000)
@@ -411,7 +403,7 @@ def main(argv=None):
     try:
         seconds = load(args.rows, args.value_kb * 1024)
         print(f"loaded {args.rows} rows x {args.value_kb} KB in {seconds:.1f} s "
-              f"({args.rows / seconds:.0f} rows/s); emulator RSS {_rss_mb(emulator.process.pid):.0f} MB")
+              f"({args.rows / seconds:.0f} rows/s); emulator RSS {tree_rss(emulator.process.pid) / 2**20:.0f} MiB")
         config = BigtableReadConfig(PROJECT, INSTANCE, TABLE, "raw:wav=wav")
         print(f"ranges planned: {len(plan(config))} (max_ranges {config.max_ranges}); "
               f"2 processes do {cpu_scaling():.2f}x the CPU work of 1 on this machine")

@@ -173,7 +173,6 @@ class SampleOutcome(NamedTuple):
 
     split: str | None = None
     examples: int = 0
-    complete: bool = False          # every example it was cut into was built
     group: str | None = None        # the split's group key
     label: str | None = None        # --label_field / --stratify_by value
     filtered: str | None = None
@@ -203,7 +202,7 @@ def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
             yield Example(built.split, order, serialized)
             emitted += 1
     except StageError as e:
-        return SampleOutcome(built.split, emitted, False, built.group, built.label, failure=e)
+        return SampleOutcome(built.split, emitted, built.group, built.label, failure=e)
     if not emitted:
         return SampleOutcome(filtered="no_examples")
-    return SampleOutcome(built.split, emitted, True, built.group, built.label)
+    return SampleOutcome(built.split, emitted, built.group, built.label)

@@ -377,12 +377,15 @@ def iter_samples(files: Sequence[str], layout: ManifestLayout,
                 continue
 
 
-def _media_bytes_per_line_byte(path: str, layout: ManifestLayout) -> float | None:
-    """Media bytes per manifest byte over the first rows of `path` whose media
-    exist (sized from their metadata, not read); None when there are none."""
-    media = text = 0
+def _sizing(path: str, layout: ManifestLayout) -> tuple:
+    """(mean row bytes, media bytes per manifest byte) over the first rows of
+    `path`; the ratio counts the rows whose media exist (sized from their
+    metadata, not read), None when none do."""
+    media = sized_text = 0
+    row_bytes = []
     rows = (line for line in _lines(path, skip_header=layout.format != "jsonl") if line.strip())
     for line in itertools.islice(rows, _SIZING_ROWS):
+        row_bytes.append(len(line) + 1)
         try:
             row = parse_row(line, layout)
             sizes = [FileSystems.match([resolve(path, row[c])])[0].metadata_list[0].size_in_bytes
@@ -390,8 +393,9 @@ def _media_bytes_per_line_byte(path: str, layout: ManifestLayout) -> float | Non
         except Exception:  # noqa: BLE001 - a row that will be a dead letter does not size units
             continue
         media += sum(sizes)
-        text += len(line) + 1
-    return media / text if text else None
+        sized_text += row_bytes[-1]
+    mean_row = sum(row_bytes) // len(row_bytes) if row_bytes else 1
+    return mean_row, (media / sized_text if sized_text else None)
 
 
 def plan_listing_units(patterns: str | Sequence[str], layout: ManifestLayout,
@@ -401,10 +405,9 @@ def plan_listing_units(patterns: str | Sequence[str], layout: ManifestLayout,
     rows' media; a compressed manifest is one unit whatever its size."""
     sizes = {m.path: m.size_in_bytes for m in matched_files(patterns)}
     files = sorted(sizes)
-    ratio = _media_bytes_per_line_byte(files[0], layout)
-    line_bytes = max(1, len(_first_line(files[0])))
-    range_bytes = (max(line_bytes, int(target_bytes / ratio)) if ratio
-                   else line_bytes * _DEFAULT_UNIT_ROWS)
+    row_bytes, ratio = _sizing(files[0], layout)
+    range_bytes = (max(row_bytes, int(target_bytes / ratio)) if ratio
+                   else row_bytes * _DEFAULT_UNIT_ROWS)
     spans = []
     for path in files:
         if _is_compressed(path):

@@ -20,7 +20,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from isal import isal_zlib
 
-__all__ = ["COMPRESSIONS", "ShardRecord", "TFRecordWriter", "shard_name", "tfrecord_frame",
+__all__ = ["COMPRESSIONS", "SUFFIXES", "ShardRecord", "TFRecordWriter", "shard_name",
            "write_tfrecords"]
 
 SUFFIXES = {"gzip": ".tfrecord.gz", "none": ".tfrecord"}
@@ -53,11 +53,12 @@ def _masked_crc(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def tfrecord_frame(record: bytes) -> bytes:
-    """One TFRecord: length, masked CRC32C of the length, data, masked CRC32C of the data."""
+def _frame(record: bytes) -> tuple:
+    """One TFRecord's parts: length, masked CRC32C of the length, data, masked CRC32C
+    of the data. Not joined: the writer's flush copies them once."""
     length = struct.pack("<Q", len(record))
-    return b"".join((length, struct.pack("<I", _masked_crc(length)), record,
-                     struct.pack("<I", _masked_crc(record))))
+    return (length, struct.pack("<I", _masked_crc(length)), record,
+            struct.pack("<I", _masked_crc(record)))
 
 
 class TFRecordWriter:
@@ -81,10 +82,7 @@ class TFRecordWriter:
         self.num_bytes = 0  # records, before framing and compression
 
     def write(self, record: bytes) -> None:
-        # tfrecord_frame's four parts, not joined: the flush copies them once.
-        length = struct.pack("<Q", len(record))
-        self._pending += (length, struct.pack("<I", _masked_crc(length)), record,
-                          struct.pack("<I", _masked_crc(record)))
+        self._pending += _frame(record)
         self._pending_bytes += len(record) + 16
         self.num_records += 1
         self.num_bytes += len(record)
