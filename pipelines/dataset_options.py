@@ -25,6 +25,7 @@ from transforms.audio_windows import WindowOptions
 from transforms.cutting import MODES, CutOptions, media_features, media_fields
 from transforms.dataset import SHUFFLES, DatasetConfig, WriteDataset
 from transforms.examples import ExampleRecipe
+from transforms.fileops import check_writable
 from transforms.finalise import summary_line
 from transforms.preprocessing import Preprocessing
 from transforms.spec import FeatureSpec, infer_spec, parse_features
@@ -295,7 +296,7 @@ def dataset_config(options: PipelineOptions, spec: FeatureSpec,
                                              opts.vocabulary, opts.bucketize)
     if preprocessing is not None:
         preprocessing.check(spec, recipe.split_plan.names)
-    return DatasetConfig(
+    config = DatasetConfig(
         output=opts.output.rstrip("/"),
         recipe=recipe,
         compression=opts.compression,
@@ -306,6 +307,8 @@ def dataset_config(options: PipelineOptions, spec: FeatureSpec,
         options=_recorded_options(opts),
         preprocessing=preprocessing,
         shuffle=opts.shuffle)
+    check_writable(config.output)  # last: a flag error leaves no folder behind
+    return config
 
 
 def feature_spec(options: PipelineOptions, samples: Iterable) -> FeatureSpec:

@@ -55,6 +55,7 @@ from transforms.bigtable_sink import STAGE, BigtableTableConfig, WriteSamplesToB
 from transforms.dead_letters import FAILURES, FILE, SAMPLE, describe
 from transforms.runtime import make_pipeline, wait_for
 from transforms.file_match import match_files
+from transforms.fileops import check_writable
 from transforms.tar_source import ReadTarSamples
 
 __all__ = ["TarToBigtableOptions", "LoadFailed", "load_summary",
@@ -180,6 +181,8 @@ def run(argv=None) -> PipelineResult:
     config = _table_config(options)
     patterns = [p.strip() for p in tar_input.split(",") if p.strip()]
     match_files(patterns)
+    if load.failures_output:
+        check_writable(FileSystems.split(load.failures_output)[0], "--failures_output")
     write = WriteSamplesToBigtable(config, family=load.family)
     created = ensure_table(config, write.families, create=load.create_table)
     if created:

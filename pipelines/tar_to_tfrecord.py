@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import functools
 
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import cli
 from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_job
 from transforms.file_match import match_files
+from transforms.input_files import open_input
 from transforms.tar_source import TarReader, iter_tar, plan_tar_units
 from transforms.units import Source
 
@@ -52,10 +51,11 @@ class TarToTfrecordOptions(PipelineOptions):
 
 
 def _samples_in(files: list):
-    """The readable samples of `files`, in order (lazy: --features auto reads a few)."""
+    """The readable samples of `files`, in order (lazy: --features auto reads a
+    few, unverified: they only show which fields there are)."""
     for path in files:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            for kind, item in iter_tar(f, path):
+        with open_input(path) as f:
+            for kind, item in iter_tar(f, path, verify=False):
                 if kind == "sample":
                     yield item
 

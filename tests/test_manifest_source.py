@@ -17,7 +17,7 @@ from transforms.manifest_source import (ManifestLayout, MediaReadError, ReadMani
                                         plan_listing_units,
                                         missing_fields, parse_row, read_media, resolve,
                                         row_to_sample)
-from transforms.tar_source import StorageReadError
+from transforms.input_files import StorageReadError
 
 CSV = ManifestLayout("csv", ("path", "label", "note"), ("path",))
 
@@ -125,7 +125,7 @@ class _BrokenFile(io.BytesIO):
 def test_storage_errors_after_opening_propagate_instead_of_becoming_dead_letters(monkeypatch):
     monkeypatch.setattr(FileSystems, "open", lambda path, **kwargs: _BrokenFile())
     layout = ManifestLayout("csv", ("path",), ("path",))
-    with pytest.raises(StorageReadError, match="gs://b/a.wav failed: ConnectionError"):
+    with pytest.raises(StorageReadError, match="gs://b/a.wav at byte 0 failed: ConnectionError"):
         row_to_sample({"path": "a.wav"}, "gs://b/list.csv", layout, read_media)
 
 

@@ -125,3 +125,57 @@ def test_coerce_typed_fields_to_their_stored_kind():
 def test_typed_field_errors_name_the_feature(feature, value, message):
     with pytest.raises(ValueError, match=f"'{feature.name}'.*{message}"):
         feature.coerce(value)
+
+
+# -- JSON values against every declared dtype ------------------------------------------
+# The rules (README, "Features"): a null is never a value; a bool is a bool
+# (text true/false for bytes and string); an object is JSON text for bytes and
+# string, and no number; nested lists flatten only into a fixed shape; numbers
+# must fit the stored kind.
+
+_JSON = {"null": None, "true": True, "object": {"name": "x", "a": [1]},
+         "nested": [[1, 2], [3]], "huge_int": 10 ** 400, "huge_float": 1e400,
+         "overflow32": 1e39, "nan_text": "nan", "null_in_list": [1, None]}
+
+_RULES = {  # (dtype, shape): {value name: coerced values, or the error's words}
+    ("int64", ()): {"null": "null", "true": "is a bool", "object": "is not int64",
+                    "huge_int": "int64 range", "huge_float": "is not int64",
+                    "overflow32": "int64 range", "nan_text": "is not int64"},
+    ("int32", ()): {"null": "null", "true": "is a bool", "huge_int": "int64 range"},
+    ("float", ()): {"null": "null", "true": "is a bool", "object": "is not float",
+                    "huge_int": "is not float", "huge_float": "not finite",
+                    "overflow32": "not finite", "nan_text": "not finite"},
+    ("bool", ()): {"null": "is not a bool", "true": [1], "object": "is not a bool",
+                   "huge_int": "is not a bool"},
+    ("bytes", ()): {"null": "null", "true": [b"true"], "object": [b'{"a": [1], "name": "x"}'],
+                    "huge_int": [str(10 ** 400).encode()], "nan_text": [b"nan"]},
+    ("string", ()): {"null": "null", "true": [b"true"], "object": [b'{"a": [1], "name": "x"}']},
+    ("int64", (None,)): {"nested": "is not int64", "null_in_list": "null"},
+    ("float", (None,)): {"nested": "is not float", "null_in_list": "null"},
+    ("bytes", (None,)): {"nested": "nested list", "null_in_list": "null",
+                         "object": [b'{"a": [1], "name": "x"}']},
+    ("int64", (2, 2)): {"nested": "is not int64"},
+}
+
+
+@pytest.mark.parametrize("dtype, shape, name", [
+    (dtype, shape, name) for (dtype, shape), cases in _RULES.items() for name in cases])
+def test_json_values_coerce_by_the_rules_or_fail_naming_the_feature(dtype, shape, name):
+    expected = _RULES[(dtype, shape)][name]
+    feature = Feature("speaker", dtype, shape)
+    if isinstance(expected, str):
+        with pytest.raises(ValueError, match=f"'speaker'.*{expected}"):
+            feature.coerce(_JSON[name])
+    else:
+        out = feature.coerce(_JSON[name])
+        assert (out.tolist() if isinstance(out, np.ndarray) else out) == expected
+
+
+def test_a_fixed_shape_takes_a_nested_json_list():
+    assert Feature("m", "int64", (2, 2)).coerce([[1, 2], [3, 4]]).tolist() == [1, 2, 3, 4]
+    assert Feature("m", "float", (2,)).coerce([1, 2.5]).tolist() == [1.0, 2.5]
+
+
+def test_packed_arrays_refuse_bools():
+    with pytest.raises(ValueError, match="expected an integer array"):
+        Feature("pcm", "int16", (2,)).coerce(np.array([True, False]))

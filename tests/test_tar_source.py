@@ -32,7 +32,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from transforms.dead_letters import FAILURES, FILE, SAMPLE
 from transforms.sample import KEY, URL, data_fields
 from transforms.file_match import match_files
-from transforms.tar_source import (ReadTarSamples, StorageReadError, TarReader, iter_tar,
+from transforms.input_files import StorageReadError
+from transforms.tar_source import (ReadTarSamples, TarReader, iter_tar,
                                    plan_tar_units)
 from transforms.units import Failed, ReadUnits, Source, WorkUnit
 
@@ -259,36 +260,75 @@ def test_cut_before_any_sample_is_a_file_failure():
         (FILE, "x.tar", None, "corpus")]
 
 
-def test_truncated_and_corrupt_gzip():
+_CODECS = {"gzip": gzip.compress, "bzip2": bz2.compress, "xz": lzma.compress}
+
+
+def _incompressible_tar() -> bytes:
+    """Random payloads: deflate stores them as they are, so a flipped byte
+    changes one payload byte and the stream still inflates - only gzip's CRC
+    can tell."""
+    rng = random.Random(7)
+    return _py_tar([(f"{k}.bin", rng.randbytes(4000)) for k in "abc"])
+
+
+@pytest.mark.parametrize("codec", sorted(_CODECS))
+def test_a_flipped_byte_in_a_compressed_tar_gives_no_sample(codec):
+    packed = bytearray(_CODECS[codec](_incompressible_tar()))
+    packed[len(packed) // 2] ^= 0x01
+    samples, _, failures, _ = _read(bytes(packed), url="flipped.tar.x")
+    assert samples == []
+    [failure] = failures
+    assert (failure["unit"], failure["url"], failure["error_type"]) == (
+        FILE, "flipped.tar.x", "StreamCorrupt")
+    assert failure["message"].startswith(
+        f"compressed file corrupt, none of its samples used: {codec} stream fails its checks")
+
+
+def test_the_flipped_gzip_byte_still_inflates():
+    """The case above is the dangerous one: tarfile alone reads it as good data."""
+    data = _incompressible_tar()
+    packed = bytearray(gzip.compress(data))
+    packed[len(packed) // 2] ^= 0x01
+    with tarfile.open(fileobj=io.BytesIO(bytes(packed)), mode="r|gz") as tar:
+        read = {m.name: tar.extractfile(m).read() for m in tar}
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        original = {m.name: tar.extractfile(m).read() for m in tar}
+    assert read.keys() == original.keys() and read != original
+
+
+@pytest.mark.parametrize("codec", sorted(_CODECS))
+def test_a_cut_compressed_tar_gives_no_sample(codec):
+    packed = _CODECS[codec](_py_tar(_MEMBERS))
+    for cut in (len(packed) // 2, len(packed) - 1):
+        samples, _, failures, _ = _read(packed[:cut], url="t.tar.x")
+        assert samples == []
+        assert [(f["unit"], f["error_type"]) for f in failures] == [(FILE, "StreamCorrupt")]
+        assert f"{codec} stream ends before its end-of-stream marker" in failures[0]["message"]
+
+
+def test_concatenated_gzip_streams_read_whole():
+    """`cat a.tar.gz b.gz` and pigz write several gzip members: all are read and checked."""
     data = _py_tar(_MEMBERS)
-    full = _by_key(_read(data)[0])
-    gz = gzip.compress(data)
-    # Truncated: the samples before the cut come out whole, then one SAMPLE failure.
-    samples, _, failures, stats = _read(gz[: len(gz) // 2], url="t.tar.gz")
-    assert samples and len(samples) < 3
-    assert all(full[s[KEY]] == _by_key([s])[s[KEY]] for s in samples)
-    assert [(f["unit"], f["url"]) for f in failures] == [(SAMPLE, "t.tar.gz")]
-    assert failures[0]["key"] == "abc"[len(samples)]
-    # Corrupt deflate stream in the middle: one failure, never an exception.
-    bad = bytearray(gz)
-    bad[len(bad) // 2: len(bad) // 2 + 16] = b"\xff" * 16
-    samples, _, failures, _ = _read(bytes(bad))
-    assert len(failures) == 1 and len(samples) < 3
+    half = len(data) // 1024 // 2 * 1024
+    samples, _, failures, _ = _read(gzip.compress(data[:half]) + gzip.compress(data[half:]))
+    assert failures == [] and _by_key(samples) == _by_key(_read(data)[0])
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"", "empty file is not a tar archive"),
-    (random.Random(0).randbytes(4096), "not a readable tar archive"),
-    (b"\x1f\x8b" + random.Random(1).randbytes(600), "not a readable tar archive"),  # "gzip" garbage
+@pytest.mark.parametrize("content, error, message", [
+    (b"", "ReadError", "empty file is not a tar archive"),
+    (random.Random(0).randbytes(4096), "ReadError", "not a readable tar archive"),
+    (b"\x1f\x8b" + random.Random(1).randbytes(600), "StreamCorrupt",  # "gzip" garbage
+     "gzip stream fails its checks"),
+    (gzip.compress(b"not a tar " * 100), "ReadError", "not a readable tar archive"),
 ])
-def test_not_a_tar_is_one_file_failure(content, message):
+def test_not_a_tar_is_one_file_failure(content, error, message):
     samples, _, failures, _ = _read(content, url="bad.tar")
     assert samples == []
     assert len(failures) == 1
     f = failures[0]
     assert (f["unit"], f["url"], f["key"], f["member"]) == (FILE, "bad.tar", None, None)
     assert message in f["message"]
-    assert f["error_type"] == "ReadError"
+    assert f["error_type"] == error
 
 
 class _FailingFile(io.BytesIO):

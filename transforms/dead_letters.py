@@ -4,11 +4,17 @@ Beam-free helpers; every stage that can fail yields
 `beam.pvalue.TaggedOutput(FAILURES, dead_letter(...))` instead of raising, so the
 job goes on and the totals add up: samples read = samples written + samples
 failed + samples filtered.
+
+A record is JSON whatever it names: a url, key or member that is not text (a
+file or tar member name in no UTF-8, see transforms/sample.py) is written
+escaped, and the record's `escaped` lists which of them are.
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
+
+from transforms.sample import escape_name, is_text
 
 __all__ = ["FAILURES", "FILE", "SAMPLE", "EXAMPLE", "MAX_MESSAGE", "dead_letter", "describe"]
 
@@ -44,6 +50,14 @@ def dead_letter(stage: str, error: BaseException | str, *, url: str,
         "message": message[:MAX_MESSAGE],
     }
     record.update(extra)
+    escaped = [name for name in ("url", "key", "member")
+               if isinstance(record[name], str) and not is_text(record[name])]
+    for name in escaped:
+        record[name] = escape_name(record[name])
+    if escaped:
+        record["escaped"] = escaped
+    if not is_text(record["message"]):  # an error quoting a name
+        record["message"] = escape_name(record["message"])
     return record
 
 

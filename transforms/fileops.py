@@ -9,17 +9,21 @@ kinds of store, and gets them here:
 - `remove_tree`: delete a directory and everything under it, at any depth;
 - `remove_trees_named`: the same for every directory in a folder whose name
   starts with a prefix (the temporary folders of earlier runs);
-- `delete_if_exists`: delete one file that may be absent.
+- `delete_if_exists`: delete one file that may be absent;
+- `check_writable`: create and delete a probe file, so a job learns that it
+  cannot write its output before it reads anything.
 """
 
 from __future__ import annotations
 
 import os
+import uuid
 
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.localfilesystem import LocalFileSystem
 
-__all__ = ["ensure_dir", "remove_tree", "remove_trees_named", "delete_if_exists"]
+__all__ = ["check_writable", "ensure_dir", "remove_tree", "remove_trees_named",
+           "delete_if_exists"]
 
 
 def ensure_dir(path: str) -> None:
@@ -64,3 +68,22 @@ def delete_if_exists(path: str) -> None:
     """Deletes one file if it is there."""
     if FileSystems.exists(path):
         FileSystems.delete([path])
+
+
+def check_writable(folder: str, flag: str = "--output") -> None:
+    """Makes `folder` if it is missing, then creates and deletes a probe file in
+    it; ValueError in one line naming the folder when any of that fails (under
+    a regular file, a read-only filesystem, a bucket the credentials cannot
+    write or delete in - the final step renames, which deletes)."""
+    probe = FileSystems.join(folder, f".datagen-write-probe-{uuid.uuid4().hex}")
+    try:
+        ensure_dir(folder)
+        with FileSystems.create(probe) as f:
+            f.write(b"probe")
+        FileSystems.delete([probe])
+    except Exception as e:  # noqa: BLE001 - whatever the filesystem says, in one line
+        cause = e
+        while cause.__cause__ is not None or cause.__context__ is not None:
+            cause = cause.__cause__ or cause.__context__
+        raise ValueError(f"{flag} {folder!r} is not writable: {type(cause).__name__}: "
+                         f"{str(cause).splitlines()[0] if str(cause) else ''}") from None

@@ -6,14 +6,18 @@
 1. **Check**, once every shard is written. Samples read = written + filtered +
    failed; every planned work unit reported exactly once (a key range split
    by the runner: its parts tile it); the shards hold exactly the examples
-   built. The dead letters go to `failures/failures.jsonl`. Then the job fails,
-   publishing nothing, when more than --max_failure_fraction of the inputs
-   failed or a group key is in two splits. Otherwise an earlier run's manifest
-   is deleted (while files change, no reader takes the folder for a dataset)
-   and the shards are named in order (transforms/commit.py).
+   built. The dead letters go to the run's temporary folder. Then the job
+   fails when more than --max_failure_fraction of the inputs failed or a group
+   key is in two splits: it removes its shards, keeps its dead letters where
+   its error says (`<output>/.temp-datagen-<run>/failures.jsonl`), and leaves
+   the output exactly as it was - an earlier dataset there stays whole.
+   Otherwise an earlier run's manifest is deleted (while files change, no
+   reader takes the folder for a dataset) and the shards are named in order
+   (transforms/commit.py).
 2. **Move**, in parallel batches any worker may take and any runner may retry.
-3. **Publish**: data files of an earlier run are removed, a staged
-   tf.Transform moved next to the data, `schema.pbtxt` and `dataset_info.json`
+3. **Publish**: data files of an earlier run are removed, the dead letters
+   moved to `failures/failures.jsonl`, a staged tf.Transform moved next to the
+   data, `schema.pbtxt` and `dataset_info.json`
    written last (its presence means the dataset is complete), and the
    temporary folders of this and of earlier, killed runs removed.
 """
@@ -45,6 +49,7 @@ _LOG = logging.getLogger(__name__)
 TEMP_PREFIX = ".temp-datagen-"
 # Shards a move batch holds: one batch copy and one batch delete request on gs://.
 _MOVE_BATCH = 100
+
 
 
 class DatasetFailed(RuntimeError):
@@ -141,6 +146,15 @@ def _write_text(path: str, text: str) -> None:
         f.write(text.encode("utf-8"))
 
 
+def _run_failures(temp_dir: str) -> str:
+    """Where a run keeps its dead letters until they are published."""
+    return FileSystems.join(temp_dir, "failures.jsonl")
+
+
+def _write_failures(path: str, failures: Iterable[Mapping]) -> None:
+    _write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in failures))
+
+
 class _CheckFn(beam.DoFn):
     """Runs once, after every shard is written: the checks of step 1."""
 
@@ -166,25 +180,26 @@ class _CheckFn(beam.DoFn):
                                  f"but shards hold {dict(in_shards)}")
 
         failures = sorted(failures, key=lambda r: json.dumps(r, sort_keys=True))
-        failures_path = FileSystems.join(config.output, manifest.FAILURES_FILE)
-        if failures:
-            ensure_dir(FileSystems.join(config.output, "failures"))
-            _write_text(failures_path,
-                        "".join(json.dumps(r, sort_keys=True) + "\n" for r in failures))
-        else:
-            delete_if_exists(failures_path)  # left by an earlier run
         inputs = accounting["samples_read"] + accounting["files_failed"]
         failed = (accounting["samples_failed"] + accounting["files_failed"]
                   + accounting["examples_failed"])
+        problem = None
         if inputs and failed / inputs > config.max_failure_fraction:
+            problem = (f"{failed} of {inputs} inputs failed ({failed / inputs:.2%} > "
+                       f"--max_failure_fraction {config.max_failure_fraction:.2%})")
+        elif leaks:
+            problem = leakage_message(leaks)
+        if problem is not None:
+            # The output stays exactly as it was; this run's dead letters stay in
+            # its temporary folder (the next successful run removes it).
             remove_tree(self._temp_dir)
-            raise DatasetFailed(
-                f"{failed} of {inputs} inputs failed ({failed / inputs:.2%} > "
-                f"--max_failure_fraction {config.max_failure_fraction:.2%}); dead letters in "
-                f"{failures_path}; first: {describe(failures[0])}")
-        if leaks:
-            remove_tree(self._temp_dir)
-            raise DatasetFailed(leakage_message(leaks))
+            if failures:
+                _write_failures(_run_failures(self._temp_dir), failures)
+                problem += (f"; dead letters in {_run_failures(self._temp_dir)}; first: "
+                            f"{describe(failures[0])}")
+            raise DatasetFailed(problem)
+        if failures:
+            _write_failures(_run_failures(self._temp_dir), failures)
 
         # An earlier run's manifest goes first: while files are replaced, no
         # reader takes this output for a complete dataset.
@@ -231,6 +246,12 @@ class _PublishFn(beam.DoFn):
         names = config.recipe.split_plan.names
         remove_stale_shards(config.output, {*names, *(n.shard.split for n in plan.named)},
                             {n.file for n in plan.named})
+        failures = FileSystems.join(config.output, manifest.FAILURES_FILE)
+        if plan.num_failures:
+            ensure_dir(FileSystems.join(config.output, "failures"))
+            move_shards([(_run_failures(self._temp_dir), failures)])
+        else:
+            delete_if_exists(failures)  # an earlier run's
         spec, transform = self._publish_transform()
         if config.write_tfrecords:
             splits = split_entries(plan.named)

@@ -50,9 +50,12 @@ Blank lines are skipped.
 Failures (transforms/dead_letters.py, unit SAMPLE, `url` = the manifest):
 stage `read_manifest` for a row that does not parse (not UTF-8, bad CSV or
 JSON, wrong field count, no key, a media column empty or not a path; the
-message quotes the line), stage `read_media` for a file that is missing or
-unreadable (`key` the row's, `member` the file's path or URI, `column` its
-column). As in the tar source, a file that opens but whose bytes then fail to
+message quotes the line), stage `read_media` for a file that is missing,
+unreadable, or a FIFO or device (`key` the row's, `member` the file's path or
+URI, `column` its column). A compressed manifest (.gz, .bz2, .xz) is read to
+its end through its codec's checks before its first row is used, as a
+compressed tar is (transforms/tar_source.py): one that fails them is one FILE
+dead letter, stage `read_manifest`, and gives no row. As in the tar source, a file that opens but whose bytes then fail to
 arrive (a gs:// read still failing after the client's retries, a disk error)
 is the storage's fault, not the row's: StorageReadError propagates and the
 runner retries the bundle.
@@ -64,30 +67,34 @@ or a dead letter).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import functools
 import itertools
 import json
+import logging
 import posixpath
 import re
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import IO, Any, Callable, Iterator, Mapping, Sequence
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.counters import counter
-from transforms.dead_letters import dead_letter
-from transforms.sample import KEY, URL
+from transforms.dead_letters import FILE, dead_letter
+from transforms.sample import KEY, URL, escape_name, is_text
 from transforms.file_match import as_patterns, match_files, matched_files
-from transforms.tar_source import StorageReadError
+from transforms import compression
+from transforms.compression import StreamCorrupt, codec_of_name
+from transforms.input_files import StorageGuard, StorageReadError, open_input, read_whole
 from transforms.units import Failed, ReadUnits, Source, WorkUnit
 
 __all__ = ["ListingReader", "ManifestLayout", "MediaReadError", "ReadManifestSamples",
            "inspect_manifests", "iter_samples", "manifest_format", "missing_fields",
            "parse_row", "plan_listing_units", "read_media", "resolve", "row_to_sample"]
 
+_LOG = logging.getLogger(__name__)
 _ROW_STAGE = "read_manifest"
 _MEDIA_STAGE = "read_media"
 _DELIMITERS = {"csv": ",", "tsv": "\t"}
@@ -136,12 +143,13 @@ class ManifestLayout:
 def manifest_format(path: str) -> str:
     """'a/b.csv.gz' -> 'csv'; ValueError for an extension that is not a manifest's."""
     name = path.rsplit("/", 1)[-1]
-    if CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED:
+    if codec_of_name(path) is not None:
         name = name.rsplit(".", 1)[0]
     ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
     if ext not in _FORMATS:
         raise ValueError(f"manifest {path!r}: cannot tell its format; name it .csv, .tsv, "
-                         f".jsonl or .ndjson (optionally compressed, e.g. .csv.gz)")
+                         f".jsonl or .ndjson, optionally compressed as .gz, .bz2 or .xz "
+                         f"(e.g. rows.csv.gz)")
     return _FORMATS[ext]
 
 
@@ -267,18 +275,36 @@ def row_to_sample(row: Mapping[str, Any], manifest_url: str, layout: ManifestLay
 def read_media(path: str) -> bytes:
     """A media file's bytes through Beam's filesystems, as stored (never decompressed).
 
-    What opening raises (missing, forbidden, a directory) passes through; a
-    read that fails once the file is open raises StorageReadError.
+    What opening raises (missing, forbidden, a directory, a FIFO or device)
+    passes through; a read that fails once the file is open raises
+    StorageReadError.
     """
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    return read_whole(path)
+
+
+@contextlib.contextmanager
+def _opened(path: str, verify: bool = False) -> Iterator[IO[bytes]]:
+    """A manifest opened for its lines, decompressed by its name's suffix; bad
+    compressed data raises StreamCorrupt. With `verify`, a compressed one is
+    first read to its end through its codec's checks (transforms/compression.py)."""
+    codec = codec_of_name(path)
+    with open_input(path) as f:
+        if codec is None:
+            yield f
+            return
+        raw = StorageGuard(f, path)
         try:
-            return f.read()
-        except Exception as e:  # noqa: BLE001 - whatever the filesystem raises
-            raise StorageReadError(f"reading {path} failed: {type(e).__name__}: {e}") from e
+            if verify:
+                compression.verify(raw, codec)
+                raw.rewind()
+            with compression.decompressed(raw, codec) as lines:
+                yield lines
+        except compression.CORRUPT as e:  # the codec's: the storage's are StorageReadError
+            raise compression.corrupt(codec, e) from None
 
 
 def _first_line(path: str) -> bytes:
-    with FileSystems.open(path) as f:  # compression from the extension
+    with _opened(path) as f:
         return f.readline().rstrip(b"\r\n")
 
 
@@ -293,8 +319,16 @@ def inspect_manifests(patterns: Sequence[str], media_columns: Sequence[str],
     files = match_files(patterns)
     layouts = {}
     for path in files:
+        if not is_text(path):
+            raise ValueError(f"manifest {escape_name(path)!r}: its name is not UTF-8; rename "
+                             f"it (rows name their manifest as text)")
         fmt = manifest_format(path)
-        line = _first_line(path)
+        try:
+            line = _first_line(path)
+        except StreamCorrupt as e:
+            # Not the launcher's to judge: the job makes it a dead letter.
+            _LOG.warning("manifest %s is corrupt, so it will be a dead letter: %s", path, e)
+            continue
         if not line:
             raise ValueError(f"manifest {path!r} has no header row")
         try:
@@ -306,7 +340,11 @@ def inspect_manifests(patterns: Sequence[str], media_columns: Sequence[str],
             raise ValueError(f"manifest {path!r}: header columns must be unique and named: "
                              f"{', '.join(columns)}")
         layouts[path] = (fmt, columns)
-    (fmt, columns), first = layouts[files[0]], files[0]
+    if not layouts:
+        raise ValueError(f"no manifest matching {', '.join(patterns)} can be read: every one "
+                         f"is corrupt")
+    first = next(iter(layouts))
+    fmt, columns = layouts[first]
     for path, found in layouts.items():
         if found != (fmt, columns):
             raise ValueError(f"manifests {first!r} and {path!r} differ in format or columns "
@@ -335,27 +373,21 @@ def missing_fields(layout: ManifestLayout, fields: Sequence[tuple]) -> list:
     return [f"{field!r} ({flag})" for flag, field in fields if field and not provided(field)]
 
 
-def _is_compressed(path: str) -> bool:
-    return CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED
-
-
 def _lines(path: str, start: int = 0, end: int | None = None,
-           skip_header: bool = False) -> Iterator[bytes]:
+           skip_header: bool = False, verify: bool = False) -> Iterator[bytes]:
     """The lines (without line ends) that start in [start, end) of a manifest;
     `end` None reads to the end (how a compressed manifest, one unit, is read).
 
     `skip_header` leaves out the file's first line (a CSV header) when the range
-    starts at 0. Reads through Beam's filesystems: local or gs://.
+    starts at 0; `verify` checks a compressed manifest whole first (`_opened`).
+    Reads through Beam's filesystems: local or gs://.
     """
-    compression = (CompressionTypes.AUTO if _is_compressed(path)
-                   else CompressionTypes.UNCOMPRESSED)
-    with FileSystems.open(path, compression_type=compression) as f:
+    with _opened(path, verify) as f:
         if start:
             f.seek(start - 1)
             f.readline()  # the rest of the line that byte start-1 is in: a range before ours
         elif skip_header:
             f.readline()
-        # readline, not iteration: Beam's CompressedFile is not iterable.
         while end is None or f.tell() < end:
             line = f.readline()
             if not line:
@@ -368,13 +400,16 @@ def iter_samples(files: Sequence[str], layout: ManifestLayout,
     """The readable samples of `files`, in order; lazy, so the launcher's
     --features auto reads only the few rows it looks at."""
     for path in files:
-        for line in _lines(path, skip_header=layout.format != "jsonl"):
-            if not line.strip():
-                continue
-            try:
-                yield row_to_sample(parse_row(line, layout), path, layout, read)
-            except (ValueError, MediaReadError):
-                continue
+        try:
+            for line in _lines(path, skip_header=layout.format != "jsonl"):
+                if not line.strip():
+                    continue
+                try:
+                    yield row_to_sample(parse_row(line, layout), path, layout, read)
+                except (ValueError, MediaReadError):
+                    continue
+        except StreamCorrupt:
+            continue
 
 
 def _sizing(path: str, layout: ManifestLayout) -> tuple:
@@ -384,16 +419,20 @@ def _sizing(path: str, layout: ManifestLayout) -> tuple:
     media = sized_text = 0
     row_bytes = []
     rows = (line for line in _lines(path, skip_header=layout.format != "jsonl") if line.strip())
-    for line in itertools.islice(rows, _SIZING_ROWS):
-        row_bytes.append(len(line) + 1)
-        try:
-            row = parse_row(line, layout)
-            sizes = [FileSystems.match([resolve(path, row[c])])[0].metadata_list[0].size_in_bytes
-                     for c in layout.media_columns]
-        except Exception:  # noqa: BLE001 - a row that will be a dead letter does not size units
-            continue
-        media += sum(sizes)
-        sized_text += row_bytes[-1]
+    try:
+        for line in itertools.islice(rows, _SIZING_ROWS):
+            row_bytes.append(len(line) + 1)
+            try:
+                row = parse_row(line, layout)
+                sizes = [FileSystems.match([resolve(path, row[c])])[0].metadata_list[0]
+                         .size_in_bytes for c in layout.media_columns]
+            except Exception:  # noqa: BLE001 - a row that will be a dead letter does not size units
+                continue
+            media += sum(sizes)
+            sized_text += row_bytes[-1]
+    except StreamCorrupt:
+        pass  # sized by the rows before the damage; the manifest is a dead letter
+
     mean_row = sum(row_bytes) // len(row_bytes) if row_bytes else 1
     return mean_row, (media / sized_text if sized_text else None)
 
@@ -410,7 +449,7 @@ def plan_listing_units(patterns: str | Sequence[str], layout: ManifestLayout,
                    else row_bytes * _DEFAULT_UNIT_ROWS)
     spans = []
     for path in files:
-        if _is_compressed(path):
+        if codec_of_name(path) is not None:
             spans.append(((path, 0, None), sizes[path]))
             continue
         for start in range(0, max(1, sizes[path]), range_bytes):
@@ -442,9 +481,13 @@ class ListingReader:
 
     def read(self, unit: WorkUnit, tracker=None) -> Iterator[dict | Failed]:
         url, start, end = unit.inputs
-        for line in _lines(url, start, end, skip_header=self._layout.format != "jsonl"):
-            if line.strip():  # a blank line (often the last) is not a row
-                yield self._sample(url, line)
+        lines = _lines(url, start, end, skip_header=self._layout.format != "jsonl", verify=True)
+        try:
+            for line in lines:
+                if line.strip():  # a blank line (often the last) is not a row
+                    yield self._sample(url, line)
+        except StreamCorrupt as e:  # raised before the first line: no row was read
+            yield Failed(dead_letter(_ROW_STAGE, e, url=url, unit=FILE))
 
     def _sample(self, url: str, line: bytes) -> dict | Failed:
         """The row's Sample, or its dead letter."""

@@ -3,6 +3,12 @@
 Beam-free. `__key__` is the sample's stable id and `__url__` where it came from;
 every other entry is a data field (`flac`, `cls`, `json`, or `family:qualifier`
 for Bigtable). Sources produce Samples; nothing downstream knows the source.
+
+Names are text. Where a source meets names that are bytes in no encoding (a
+binary Bigtable row key, a tar member or file name that is not UTF-8), they
+are written losslessly with `escape`: UTF-8 as it is, a backslash doubled and
+every other byte as `\\xNN`. `codecs.escape_decode(text.encode())[0]` gives
+the bytes back.
 """
 
 from __future__ import annotations
@@ -10,10 +16,61 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-__all__ = ["KEY", "URL", "data_fields", "FieldReader"]
+import numpy as np
+
+__all__ = ["KEY", "URL", "data_fields", "escape", "escape_name", "field_text", "is_text",
+           "FieldReader"]
 
 KEY = "__key__"
 URL = "__url__"
+
+
+def escape(raw: bytes) -> str:
+    """Bytes as text, losslessly (see the module docstring): b"caf\\xe9" -> "caf\\\\xe9"."""
+    return raw.replace(b"\\", b"\\\\").decode("utf-8", "backslashreplace")
+
+
+def is_text(name: str) -> bool:
+    """Whether a str is valid Unicode text: not a name decoded from non-UTF-8
+    bytes with Python's surrogateescape (os.listdir, tarfile do that)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def escape_name(name: str) -> str:
+    """A name that is not text (`is_text`) as `escape` gives its bytes."""
+    try:
+        raw = name.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate no decoding made
+        raw = name.encode("utf-8", "surrogatepass")
+    return escape(raw)
+
+
+def field_text(value: Any) -> str:
+    """A field's value as text, the one way split keys, labels, `--where` and
+    bytes features read a value that is not bytes already.
+
+    Text as it is; bytes as UTF-8 (an invalid byte as U+FFFD); a bool as
+    `true`/`false` and a number as its decimal text, as JSON writes them; a
+    JSON object or list as its JSON text, keys sorted. A null (JSON `null`) has
+    no text: ValueError, so it never passes as the string "None".
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", "replace")
+    if value is None:
+        raise ValueError("the value is null")
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return str(value)
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, sort_keys=True)
+    raise ValueError(f"a {type(value).__name__} has no text form")
 
 
 def data_fields(sample: Mapping[str, Any]) -> list:

@@ -19,7 +19,7 @@ import dataclasses
 import importlib
 from typing import Any, Callable, Mapping
 
-from transforms.sample import FieldReader
+from transforms.sample import FieldReader, field_text
 
 __all__ = [
     "Selection",
@@ -106,8 +106,7 @@ def matches_where(sample: Mapping[str, Any], where: tuple) -> bool:
             value = reader.get(field)
         except KeyError:
             return False
-        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-        if text.strip() != expected:
+        if value is None or field_text(value).strip() != expected:
             return False
     return True
 

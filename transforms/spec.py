@@ -29,6 +29,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from transforms.example_encoder import byte_strings
+from transforms.sample import field_text
 
 __all__ = [
     "Feature",
@@ -240,11 +241,27 @@ def parse_features(text: str) -> FeatureSpec:
 
 
 def _to_bytes_list(value, name: str) -> list:
-    """Bytes values; numbers are written as their text (a JSON `"id": 7` as b"7")."""
-    if isinstance(value, (bytes, str)) or not isinstance(value, Iterable):
-        value = [value]
-    return byte_strings([v if isinstance(v, (bytes, str, bytearray, memoryview)) else str(v)
-                         for v in value], name)
+    """Bytes values: bytes and text as they are, one value or a list of them;
+    other scalars and objects as their `field_text` (`7`, `true`, JSON text)."""
+    if isinstance(value, np.ndarray):
+        items = value.ravel().tolist()
+    elif isinstance(value, (list, tuple)):
+        items = value
+    else:
+        items = [value]
+    return byte_strings([_bytes_item(v, name) for v in items], name)
+
+
+def _bytes_item(value, name: str):
+    if isinstance(value, (bytes, str, bytearray, memoryview)):
+        return value
+    if isinstance(value, (list, tuple)):
+        raise ValueError(f"feature {name!r}: {_preview(value)} is a nested list; a bytes "
+                         f"feature holds a flat list")
+    try:
+        return field_text(value)
+    except ValueError as e:
+        raise ValueError(f"feature {name!r}: {e}") from None
 
 
 def _check_utf8(values: list, name: str) -> None:
@@ -275,7 +292,7 @@ def _to_bool_array(value, name: str) -> np.ndarray:
 def _pack(value, feature: Feature) -> bytes:
     """An integer array of the feature's shape as little-endian bytes."""
     array = np.asarray(value)
-    if array.dtype.kind not in "iub":
+    if array.dtype.kind not in "iu":
         raise ValueError(f"feature {feature.name!r}: expected an integer array for "
                          f"{feature.dtype}, got {array.dtype}")
     if array.size != feature.size:
@@ -293,35 +310,70 @@ def _text_numbers(value: bytes | str) -> list:
     return [t for t in re.split(r"[\s,]+", text.strip()) if t]
 
 
-def _to_number_array(value, feature: "Feature") -> np.ndarray:
-    """A flat array of the feature's tf.Example kind (int64 or float32)."""
-    kind, name = feature.kind, feature.name
+_NUMBERS = (int, float, np.integer, np.floating)
+_INT64_LIMIT = 2.0**63
+
+
+def _number_elements(value, feature: "Feature") -> list:
+    """The scalars of a text, JSON or Python value, flattened; ValueError for
+    what is no number: a null, a bool, an object, a ragged list."""
     if isinstance(value, (bytes, str)):
-        value = _text_numbers(value)
-    if isinstance(value, np.ndarray) and value.dtype.kind in "iufb":
-        array = value
+        return _text_numbers(value)
+    if isinstance(value, (list, tuple)):
+        flat = np.ravel(np.asarray(value, dtype=object)).tolist()
     else:
+        flat = [value]
+    for v in flat:
+        if v is None:
+            raise ValueError(f"feature {feature.name!r}: the value is null")
+        if isinstance(v, (bool, np.bool_)):
+            raise ValueError(f"feature {feature.name!r}: {v!r} is a bool, not {feature.dtype} "
+                             f"(declare the feature bool)")
+        if not isinstance(v, _NUMBERS + (bytes, str)):
+            raise ValueError(f"feature {feature.name!r}: {_preview(v)} is not {feature.dtype}")
+    return flat
+
+
+def _to_number_array(value, feature: "Feature") -> np.ndarray:
+    """A flat array of the feature's tf.Example kind (int64 or float32); every
+    value must fit it: an int64 in range, a float32 finite."""
+    kind, name = feature.kind, feature.name
+    if isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
+        array = value
+    elif isinstance(value, np.ndarray) and value.dtype.kind == "b":
+        raise ValueError(f"feature {name!r}: a bool array is not {feature.dtype} (declare "
+                         f"the feature bool)")
+    else:
+        flat = _number_elements(value, feature)
         try:
-            array = np.asarray(value, dtype=np.float64 if kind == "float" else object)
-            if kind == "int64":
-                array = np.asarray([_to_int(v) for v in np.ravel(array)], dtype=np.int64)
-        except (TypeError, ValueError) as e:
+            array = (np.asarray([_to_int(v) for v in flat], dtype=np.int64) if kind == "int64"
+                     else np.asarray([float(v) for v in flat], dtype=np.float64))
+        except (TypeError, ValueError, OverflowError) as e:
             raise ValueError(
                 f"feature {name!r}: {_preview(value)} is not {feature.dtype}: {e}") from None
-    if kind == "int64" and array.dtype.kind == "f" and not np.all(np.mod(array, 1) == 0):
-        raise ValueError(f"feature {name!r}: {_preview(value)} has non-integer values")
-    with np.errstate(over="ignore"):               # 1e300 -> inf, as protobuf stores it
-        return np.ascontiguousarray(np.ravel(array), dtype=_NUMPY_DTYPES[kind])
+    if kind == "int64" and array.dtype.kind in "uf" and array.size:
+        if array.dtype.kind == "f" and not np.all(np.mod(array, 1) == 0):
+            raise ValueError(f"feature {name!r}: {_preview(value)} has non-integer values")
+        if array.max() >= _INT64_LIMIT or array.min() < -_INT64_LIMIT:
+            raise ValueError(f"feature {name!r}: {_preview(value)} has values outside the "
+                             f"int64 range")
+    with np.errstate(over="ignore"):               # overflow is caught just below
+        array = np.ascontiguousarray(np.ravel(array), dtype=_NUMPY_DTYPES[kind])
+    if kind == "float" and not np.isfinite(array).all():
+        raise ValueError(f"feature {name!r}: {_preview(value)} has values that are not finite "
+                         f"float32 numbers (NaN, infinity, or beyond ±3.4e38)")
+    return array
 
 
 def _to_int(v) -> int:
     if isinstance(v, (bytes, str)):
         return int(v)
-    if isinstance(v, float) and not v.is_integer():
+    if isinstance(v, (float, np.floating)) and not float(v).is_integer():
         raise ValueError(f"{v!r} is not an integer")
-    if isinstance(v, (bool, np.bool_)):
-        return int(v)
-    return int(v)
+    value = int(v)
+    if not -2**63 <= value < 2**63:
+        raise OverflowError(f"{v!r} is outside the int64 range")
+    return value
 
 
 def _preview(value, limit: int = 40) -> str:

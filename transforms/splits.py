@@ -32,7 +32,7 @@ import math
 import re
 from typing import Any, Iterable, Mapping
 
-from transforms.sample import FieldReader
+from transforms.sample import FieldReader, field_text
 
 __all__ = ["SplitPlan", "Strata", "group_hash", "group_stratum", "parse_splits",
            "parse_split_by", "stable_hash64", "stratum_cuts"]
@@ -102,10 +102,6 @@ def parse_split_by(text: str) -> tuple:
         raise ValueError(f"--split_by {text!r}: the regex needs a capture group, "
                          f"e.g. '__key__:^([^_]+)'")
     return field, pattern
-
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def stratum_cuts(groups: Iterable[tuple], ratios: Iterable[float]) -> tuple:
@@ -205,12 +201,14 @@ class SplitPlan:
         return self.stratify_by or self.label_field
 
     def group_key(self, sample: Mapping[str, Any], reader: FieldReader | None = None) -> str:
-        """The sample's group key; ValueError when the field is missing or the regex misses."""
+        """The sample's group key; ValueError when the field is missing or null, or
+        the regex misses."""
         try:
-            value = (reader or FieldReader(sample)).get(self.field)
+            text = field_text((reader or FieldReader(sample)).get(self.field))
         except KeyError as e:
             raise ValueError(f"split key: {e.args[0]}") from None
-        text = _text(value)
+        except ValueError as e:
+            raise ValueError(f"split key {self.field!r}: {e}") from None
         if self.pattern is None:
             return text
         m = re.search(self.pattern, text)
@@ -224,11 +222,13 @@ class SplitPlan:
         """The sample's label (`label_source`) as text; None when no label is named."""
         if not self.label_source:
             return None
+        flag = "--stratify_by" if self.stratify_by else "--label_field"
         try:
-            return _text((reader or FieldReader(sample)).get(self.label_source))
+            return field_text((reader or FieldReader(sample)).get(self.label_source))
         except KeyError as e:
-            flag = "--stratify_by" if self.stratify_by else "--label_field"
             raise ValueError(f"{flag} label: {e.args[0]}") from None
+        except ValueError as e:
+            raise ValueError(f"{flag} label {self.label_source!r}: {e}") from None
 
     def split_of(self, group_key: str) -> str:
         """The split for a group key: its hash's position in [0, 1) against the ratios."""
@@ -242,13 +242,17 @@ class SplitPlan:
 
     def split_named(self, value: Any) -> str:
         """The declared split a split field's value names (see the module docstring)."""
-        wanted = _text(value).strip().lower()
+        try:
+            text = field_text(value)
+        except ValueError as e:
+            raise ValueError(f"split field {self.column!r}: {e}") from None
+        wanted = text.strip().lower()
         matches = [n for n in self.names if n.lower() == wanted]
         for aliases in _ALIASES:
             if not matches and wanted in aliases:
                 matches = [n for n in self.names if n.lower() in aliases]
         if len(matches) != 1:
-            raise ValueError(f"split field {self.column!r}: {_text(value)[:80]!r} is not one of "
+            raise ValueError(f"split field {self.column!r}: {text[:80]!r} is not one of "
                              f"the splits {', '.join(self.names)}")
         return matches[0]
 

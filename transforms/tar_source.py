@@ -13,8 +13,8 @@
 Three layers, each usable on its own:
 
 - `iter_tar(fileobj, url)`: a pure generator (no Beam) over one archive. It
-  streams (`tarfile` mode `r|*`, so .tar, .tar.gz/.tgz, .tar.bz2 and .tar.xz
-  are told apart by content) and holds one member and one sample at a time.
+  streams (`tarfile` mode `r|`; .tar, .tar.gz/.tgz, .tar.bz2 and .tar.xz are
+  told apart by content) and holds one member and one sample at a time.
 - `TarReader`: reads a work unit (transforms/units.py) - one tar file, or
   consecutive small ones (`plan_tar_units`) - opening each path or URL through
   Beam's filesystems (local, gs://, ...) and turning the generator's events
@@ -32,19 +32,31 @@ names, because GNU `tar -C dir .` writes `./corpus/a.flac` where WebDataset's
 TarWriter and `tar -C dir corpus` write `corpus/a.flac`, and the same data must
 give the same keys whichever tool packed it.
 
+A compressed archive is held back until it is verified: its codec's checks
+(gzip's CRC-32 and length, bzip2's block and stream CRCs, xz's check) are at
+the end of the stream, after the tar's own end-of-archive marker, so the file
+is first read to its very end through them (transforms/compression.py), and
+only then streamed into samples. It is read twice - fast next to decoding
+media, and the reason to store media tars uncompressed: FLAC, MP4 and JPEG
+barely compress anyway. A file that fails its check (a flipped byte, a cut
+upload) is one FILE dead letter and gives no sample: none of its bytes can be
+trusted.
+
 Failures (transforms/dead_letters.py, stage `read_tar`):
 
-- a duplicate field in one sample (two `a.cls` in a row): that sample becomes
-  a SAMPLE dead letter, the rest of the archive is read;
-- a truncated or corrupt archive (short data, bad header, bad gzip/bz2/xz
-  stream, unreadable member): reading that file stops; the samples completed
-  before the error were already yielded; the sample in progress becomes a
-  SAMPLE dead letter - its last group is complete only at the end-of-archive
-  marker, so even a cut that falls exactly between two members fails it;
-  with no sample in progress, one FILE dead letter;
-- not a tar at all, an empty (zero-byte) file, a file that cannot be opened:
-  one FILE dead letter. A valid but empty tar (only end-of-archive blocks)
-  yields nothing and is not a failure.
+- a duplicate field in one sample (two `a.cls` in a row), or a member whose
+  name is not UTF-8: that sample becomes a SAMPLE dead letter (the name
+  escaped, see transforms/sample.py), the rest of the archive is read;
+- a truncated or corrupt tar (short data, bad header): reading that file
+  stops; the samples completed before the error were already yielded; the
+  sample in progress becomes a SAMPLE dead letter - its last group is complete
+  only at the end-of-archive marker, so even a cut that falls exactly between
+  two members fails it; with no sample in progress, one FILE dead letter;
+- a compressed file failing its check, not a tar at all, an empty (zero-byte)
+  file, a file that cannot be opened or whose name is not UTF-8: one FILE dead
+  letter. A valid but empty tar (only end-of-archive blocks) yields nothing
+  and is not a failure. A FIFO or device is refused when the files are
+  matched, before the job starts (transforms/file_match.py).
 
 Not a failure of the data, so no dead letter: an error of the storage while
 reading the bytes (a gs:// read that still fails after the client's retries,
@@ -60,24 +72,22 @@ from __future__ import annotations
 
 import collections
 import functools
-import lzma
 import re
 import tarfile
-import zlib
 from typing import IO, Iterator, MutableMapping, Sequence
 
 import apache_beam as beam
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
 
+from transforms import compression
+from transforms.compression import MAGIC_BYTES, StreamCorrupt, codec_of_content
 from transforms.counters import counter
 from transforms.dead_letters import FILE, MAX_MESSAGE, SAMPLE, dead_letter
 from transforms.file_match import as_patterns, matched_files
-from transforms.sample import KEY, URL
+from transforms.input_files import StorageGuard, open_input
+from transforms.sample import KEY, URL, escape_name, is_text
 from transforms.units import Failed, ReadUnits, Source, WorkUnit, group_by_size
 
-__all__ = ["ReadTarSamples", "TarReader", "iter_tar", "plan_tar_units", "SKIP_REASONS",
-           "StorageReadError"]
+__all__ = ["ReadTarSamples", "TarReader", "iter_tar", "plan_tar_units", "SKIP_REASONS"]
 
 _STAGE = "read_tar"
 
@@ -92,51 +102,11 @@ _KEY_EXT = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
 # WebDataset's `skip_meta` default for `__key__`-style meta members.
 _META = re.compile(r"__[^/]*__($|/)")
 
-# What reading a broken archive raises. tarfile wraps most trouble in
-# ReadError/CompressionError (both TarError), including zlib errors while
-# reading headers, but a member's data read can still surface the codec's own
-# error (zlib.error, lzma.LZMAError, OSError from bz2 "Invalid data stream" or
-# gzip.BadGzipFile) and EOFError from a cut compressed stream. Anything else is
-# a bug or a storage error (StorageReadError) and propagates, so Beam retries
-# the bundle instead of hiding it in a dead letter.
-_READ_ERRORS = (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError)
-
-
-class StorageReadError(Exception):
-    """Reading the file's bytes failed: the store's fault, not the archive's.
-
-    Raised out of `iter_tar` instead of becoming a dead letter. It is not an
-    OSError on purpose: network errors from gs:// reads (requests'
-    ConnectionError, a disk's EIO) are OSErrors, like the codecs' "bad data"
-    errors above, and would otherwise be taken for a corrupt archive - a
-    transient outage would drop whole files from the dataset for good.
-    """
-
-
-class _CountingReader:
-    """A read-only file wrapper counting the bytes read from the raw file, and
-    telling errors of the storage (StorageReadError) from errors of the data.
-
-    The count only tells a zero-byte file (tarfile says "empty file" also for
-    a compressed stream that inflates to nothing) from other unreadable input.
-    """
-
-    def __init__(self, fileobj: IO[bytes], url: str):
-        self._fileobj = fileobj
-        self._url = url
-        self.bytes_read = 0
-
-    def read(self, size: int = -1) -> bytes:
-        try:
-            data = self._fileobj.read(size)
-        except Exception as e:  # noqa: BLE001 - whatever the filesystem raises
-            raise StorageReadError(f"reading {self._url} at byte {self.bytes_read} failed: "
-                                   f"{type(e).__name__}: {e}") from e
-        self.bytes_read += len(data)
-        return data
-
-    def close(self) -> None:  # the caller owns the file; tarfile must not close it
-        pass
+# What reading a broken archive raises: tarfile's ReadError (a TarError), or
+# the codec's own error while a member's data is read. Anything else is a bug
+# or a storage error (StorageReadError) and propagates, so Beam retries the
+# bundle instead of hiding it in a dead letter.
+_READ_ERRORS = (tarfile.TarError, *compression.CORRUPT)
 
 
 class _EndAwareTarInfo(tarfile.TarInfo):
@@ -196,24 +166,36 @@ def _finished(sample: dict, poisoned: dict | None) -> tuple[str, dict]:
     return ("failure", poisoned) if poisoned is not None else ("sample", sample)
 
 
-def iter_tar(fileobj: IO[bytes], url: str, *,
-             stats: MutableMapping[str, int] | None = None) -> Iterator[tuple[str, object]]:
+def iter_tar(fileobj: IO[bytes], url: str, *, stats: MutableMapping[str, int] | None = None,
+             verify: bool = True) -> Iterator[tuple[str, object]]:
     """Streams one tar archive into Samples, skips and failures.
 
     Yields `("sample", sample)`, `("skipped", reason)` (one of SKIP_REASONS) or
-    `("failure", dead_letter_record)`. `fileobj` is any readable binary file;
-    compression is detected from the content. It is read once, front to back,
-    and is not closed. If `stats` is given, `stats["members"]` and
-    `stats["bytes"]` are increased by the members seen and the member bytes read.
-    Memory holds one member and one sample, however large the archive.
+    `("failure", dead_letter_record)`. `fileobj` is a binary file, not closed
+    here, and seekable if compressed and verified; compression (gzip, bzip2, xz) is detected from the content. A
+    compressed archive is first read to its end through its codec's checks
+    (`verify`; see the module docstring), then streamed. If `stats` is given,
+    `stats["members"]` and `stats["bytes"]` are increased by the members seen
+    and the member bytes read. Memory holds one member and one sample, however
+    large the archive.
     """
     stats = stats if stats is not None else collections.Counter()
-    reader = _CountingReader(fileobj, url)
+    raw = StorageGuard(fileobj, url)
+    codec = codec_of_content(raw.peek(MAGIC_BYTES))
+    if codec is not None and verify:
+        try:
+            compression.verify(raw, codec)
+        except StreamCorrupt as e:
+            yield "failure", _failure(e, "compressed file corrupt, none of its samples used", url=url,
+                                      key=None, member=None, unit=FILE)
+            return
+        raw.rewind()
+    archive = raw if codec is None else compression.decompressed(raw, codec)
     try:
-        stream = tarfile.open(fileobj=reader, mode="r|*", tarinfo=_EndAwareTarInfo)
+        stream = tarfile.open(fileobj=archive, mode="r|", tarinfo=_EndAwareTarInfo)
     except _READ_ERRORS as e:
         # Fails here only before the first member: the file yields no sample.
-        if reader.bytes_read == 0:
+        if raw.bytes_read == 0:
             yield "failure", _failure(tarfile.ReadError("empty file is not a tar archive"),
                                       None, url=url, key=None, member=None, unit=FILE)
         else:
@@ -222,7 +204,7 @@ def iter_tar(fileobj: IO[bytes], url: str, *,
         return
 
     current: dict | None = None   # the sample being grouped
-    poisoned: dict | None = None  # its dead letter, once a duplicate field was met
+    poisoned: dict | None = None  # its dead letter, once a member made it fail
     member: str | None = None     # last member header read, for error messages
     error: BaseException | None = None
     try:
@@ -252,10 +234,19 @@ def iter_tar(fileobj: IO[bytes], url: str, *,
                 current = poisoned = None
             if current is None:
                 current = {KEY: key, URL: url}
+            if poisoned is None and not is_text(info.name):
+                # The name cannot be a key or field name: the sample is a dead letter.
+                poisoned = _failure(
+                    ValueError(f"member name {escape_name(info.name)!r} is not UTF-8 (written "
+                               f"escaped, as transforms/sample.py says)"),
+                    "sample has a member name that is not text", url=url, key=key,
+                    member=info.name, unit=SAMPLE)
+                current = {KEY: key, URL: url}
+            if poisoned is not None:
+                stats["bytes"] += info.size  # the rest of a failed sample: skipped, not kept
+                continue
             data = stream.extractfile(info).read()
             stats["bytes"] += len(data)
-            if poisoned is not None:
-                continue  # the rest of a failed sample: read past, keep nothing
             if ext in current:
                 poisoned = _failure(
                     ValueError(f"duplicate field {ext!r}: member {info.name!r} repeats a field "
@@ -274,6 +265,7 @@ def iter_tar(fileobj: IO[bytes], url: str, *,
         error = e
     finally:
         stream.close()  # closes tarfile's buffers only, never `fileobj`
+        archive.close()
 
     if error is None:
         if current is not None:
@@ -297,8 +289,8 @@ class TarReader:
     `iter_tar` into Samples and dead letters.
 
     Configuration only until setup() makes its counters; each file is opened
-    through Beam's filesystems, uncompressed because tarfile detects the
-    compression itself.
+    through Beam's filesystems as stored: `iter_tar` tells and checks its
+    compression.
     """
 
     splittable = False
@@ -315,9 +307,13 @@ class TarReader:
             yield from self._read_file(path)
 
     def _read_file(self, path: str) -> Iterator[dict | Failed]:
+        if not is_text(path):
+            yield Failed(_failure(ValueError("the file's name is not UTF-8"), "file not read",
+                                  url=path, key=None, member=None, unit=FILE))
+            return
         try:
-            fileobj = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-        except Exception as e:  # noqa: BLE001 - missing, forbidden, a directory: whatever the filesystem says
+            fileobj = open_input(path)
+        except Exception as e:  # noqa: BLE001 - missing, forbidden, a FIFO: whatever the filesystem says
             yield Failed(_failure(e, "cannot open file", url=path, key=None, member=None,
                                   unit=FILE))
             return

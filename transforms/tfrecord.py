@@ -82,17 +82,29 @@ class TFRecordWriter:
         self.num_bytes = 0  # records, before framing and compression
 
     def write(self, record: bytes) -> None:
-        self._pending += _frame(record)
-        self._pending_bytes += len(record) + 16
         self.num_records += 1
         self.num_bytes += len(record)
+        if len(record) >= _WRITE_BUFFER:
+            # A large record is not copied into the buffer: its frame goes out
+            # in buffer-sized pieces, so writing it adds no copy of it.
+            self._flush()
+            for part in _frame(record):
+                view = memoryview(part)
+                for start in range(0, len(view), _WRITE_BUFFER):
+                    self._write(view[start:start + _WRITE_BUFFER])
+            return
+        self._pending += _frame(record)
+        self._pending_bytes += len(record) + 16
         if self._pending_bytes >= _WRITE_BUFFER:
             self._flush()
 
     def _flush(self) -> None:
-        data = b"".join(self._pending)
-        self._file.write(self._compressor.compress(data) if self._compressor else data)
+        if self._pending:
+            self._write(b"".join(self._pending))
         self._pending, self._pending_bytes = [], 0
+
+    def _write(self, data) -> None:
+        self._file.write(self._compressor.compress(data) if self._compressor else data)
 
     def close(self) -> None:
         self._flush()

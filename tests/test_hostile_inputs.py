@@ -1,0 +1,249 @@
+"""Hostile inputs through the whole pipeline: nothing wrong is written, every bad
+input is a dead letter naming it, the job goes on, and the totals add up.
+
+The inputs are made by real producers - tarfile, the gzip/bz2/lzma modules,
+os.mkfifo - and damaged the way storage and people damage them: a flipped
+byte, a cut upload, names in no UTF-8, a FIFO among the shards, JSON values of
+the wrong kind, one huge member, an output that cannot be written.
+"""
+
+import bz2
+import codecs
+import gzip
+import io
+import json
+import lzma
+import os
+import random
+import sys
+import tarfile
+
+import numpy as np
+import pytest
+
+from benchmarks.process_tree import measure
+from pipelines import manifest_to_tfrecord, tar_to_tfrecord
+from transforms import reader
+
+FEATURES = "payload=bin:bytes,label=cls:int64,speaker=json.speaker:bytes"
+_PACK = {".tar.gz": gzip.compress, ".tar.bz2": bz2.compress, ".tar.xz": lzma.compress}
+
+
+def _payload(key: str) -> bytes:
+    """Random bytes: deflate stores them as they are, so a flipped byte inflates
+    to a changed payload without any error - only a checksum can tell."""
+    return random.Random(key.encode("utf-8", "surrogateescape")).randbytes(3000)
+
+
+def _tar(samples, encoding_errors="surrogateescape") -> bytes:
+    """A tar of (key, speaker JSON text) samples: key.bin, key.cls, key.json."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT,
+                      errors=encoding_errors) as tar:
+        for key, meta in samples:
+            for ext, data in (("bin", _payload(key)), ("cls", b"1"), ("json", meta)):
+                info = tarfile.TarInfo(f"{key}.{ext}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _samples(prefix: str, n: int = 6):
+    return [(f"{prefix}{i:02d}", json.dumps({"speaker": f"s{i % 3}"}).encode())
+            for i in range(n)]
+
+
+def _run(inputs, output, *extra):
+    return tar_to_tfrecord.run(["--input", inputs, "--output", str(output),
+                                "--features", FEATURES, "--split_by", "json.speaker",
+                                "--splits", "train=0.5,test=0.5",
+                                "--max_failure_fraction", "0.9", *extra])
+
+
+def _written(output, info) -> dict:
+    """payload -> speaker of every example, read back with the project's reader."""
+    return {ex["payload"].numpy(): ex["speaker"].numpy()
+            for split in info["splits"]
+            for ex in reader.load(str(output), split, batch_size=None)}
+
+
+def _dead_letters(output) -> list:
+    path = output / "failures" / "failures.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _assert_totals_add_up(info, failures):
+    a = info["accounting"]
+    assert a["samples_read"] == a["samples_written"] + a["samples_filtered"] + a["samples_failed"]
+    assert a["samples_failed"] + a["files_failed"] == len(failures)
+
+
+# -- checksums ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("suffix", sorted(_PACK))
+def test_a_compressed_tar_failing_its_checksum_gives_no_example(suffix, tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "good.tar").write_bytes(_tar(_samples("good")))
+    flipped = bytearray(_PACK[suffix](_tar(_samples("flip"))))
+    flipped[len(flipped) // 2] ^= 0x01
+    (corpus / f"flipped{suffix}").write_bytes(bytes(flipped))
+    packed = _PACK[suffix](_tar(_samples("cut")))
+    (corpus / f"cut{suffix}").write_bytes(packed[:-20])
+    (corpus / f"whole{suffix}").write_bytes(_PACK[suffix](_tar(_samples("whole"))))
+
+    info = _run(f"{corpus}/*", tmp_path / "out")
+    written = _written(tmp_path / "out", info)
+    failures = _dead_letters(tmp_path / "out")
+    # Only the good and the whole archives' payloads, each exactly as packed.
+    assert sorted(written) == sorted(_payload(k) for k, _ in _samples("good") + _samples("whole"))
+    assert sorted((f["url"].rsplit("/", 1)[1], f["unit"], f["error_type"]) for f in failures) == [
+        (f"cut{suffix}", "file", "StreamCorrupt"), (f"flipped{suffix}", "file", "StreamCorrupt")]
+    _assert_totals_add_up(info, failures)
+
+
+def test_a_compressed_listing_failing_its_checksum_gives_no_row(tmp_path):
+    media = tmp_path / "media"
+    media.mkdir()
+    rows = ["audio,speaker"]
+    for i in range(8):
+        (media / f"clip{i}.bin").write_bytes(_payload(f"clip{i}"))
+        rows.append(f"../media/clip{i}.bin,s{i % 3}")
+    text = ("\n".join(rows) + "\n").encode()
+    lists = tmp_path / "lists"
+    lists.mkdir()
+    (lists / "a.csv").write_bytes(text)
+    flipped = bytearray(gzip.compress(text))
+    flipped[len(flipped) // 2] ^= 0x01
+    (lists / "b.csv.gz").write_bytes(bytes(flipped))
+    (lists / "c.csv.bz2").write_bytes(bz2.compress(text)[:-8])  # cut: Beam reads it as short
+
+    info = manifest_to_tfrecord.run([
+        "--input", f"{lists}/*", "--output", str(tmp_path / "out"), "--media_columns", "audio",
+        "--features", "payload=audio:bytes,speaker:bytes", "--split_by", "speaker",
+        "--max_failure_fraction", "0.9"])
+    failures = _dead_letters(tmp_path / "out")
+    assert sorted((f["url"].rsplit("/", 1)[1], f["unit"]) for f in failures) == [
+        ("b.csv.gz", "file"), ("c.csv.bz2", "file")]
+    assert info["accounting"]["samples_written"] == 8  # a.csv's rows, each once
+    _assert_totals_add_up(info, failures)
+
+
+# -- names ------------------------------------------------------------------------------
+
+def test_names_in_no_utf8_are_dead_letters_recorded_losslessly(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    latin1 = b"caf\xe9".decode("utf-8", "surrogateescape")  # what tarfile and os.listdir give
+    (corpus / "a.tar").write_bytes(_tar(_samples("ok") + [(latin1, b'{"speaker": "s9"}')]))
+    bad_file = os.fsencode(corpus) + b"/caf\xe9.tar"
+    with open(bad_file, "wb") as f:
+        f.write(_tar(_samples("other")))
+
+    info = _run(f"{corpus}/*", tmp_path / "out")
+    failures = _dead_letters(tmp_path / "out")
+    by_unit = {f["unit"]: f for f in failures}
+    assert sorted(by_unit) == ["file", "sample"] and len(failures) == 2
+    member = by_unit["sample"]
+    assert (member["key"], member["member"], member["escaped"]) == (
+        "caf\\xe9", "caf\\xe9.bin", ["key", "member"])
+    assert "not UTF-8" in member["message"]
+    # The escaped text gives the original bytes back.
+    assert codecs.escape_decode(member["member"].encode())[0] == b"caf\xe9.bin"
+    file = by_unit["file"]
+    assert file["escaped"] == ["url"]
+    assert codecs.escape_decode(file["url"].encode())[0] == bad_file
+    assert sorted(_written(tmp_path / "out", info)) == sorted(_payload(k) for k, _ in _samples("ok"))
+    _assert_totals_add_up(info, failures)
+
+
+def test_a_fifo_matched_by_input_is_refused_before_any_work(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.tar").write_bytes(_tar(_samples("ok")))
+    os.mkfifo(corpus / "b.tar")
+    with pytest.raises(ValueError, match=r"matches .*/b\.tar, a FIFO, not a regular file"):
+        _run(f"{corpus}/*.tar", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_fifo_named_by_a_listing_row_is_a_dead_letter(tmp_path):
+    (tmp_path / "clip.bin").write_bytes(_payload("clip"))
+    os.mkfifo(tmp_path / "pipe.bin")
+    (tmp_path / "rows.csv").write_text("audio,speaker\nclip.bin,s1\npipe.bin,s2\n/dev/zero,s3\n")
+    info = manifest_to_tfrecord.run([
+        "--input", str(tmp_path / "rows.csv"), "--output", str(tmp_path / "out"),
+        "--media_columns", "audio", "--features", "payload=audio:bytes,speaker:bytes",
+        "--split_by", "speaker", "--max_failure_fraction", "0.9"])
+    failures = _dead_letters(tmp_path / "out")
+    assert sorted((f["member"], f["stage"]) for f in failures) == [
+        ("/dev/zero", "read_media"), (str(tmp_path / "pipe.bin"), "read_media")]
+    assert any("a FIFO, not a regular file" in f["message"] for f in failures)
+    assert list(_written(tmp_path / "out", info)) == [_payload("clip")]
+    _assert_totals_add_up(info, failures)
+
+
+# -- JSON values --------------------------------------------------------------------------
+
+def test_json_values_follow_the_rules_in_the_pipeline(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    metas = {"null": b'{"speaker": null}', "true": b'{"speaker": true}',
+             "object": b'{"speaker": {"name": "x"}}', "list": b'{"speaker": ["a", ["b"]]}',
+             "number": b'{"speaker": 7}'}
+    (corpus / "a.tar").write_bytes(_tar(list(metas.items())))
+    # The split key is a bytes feature's text as well: a null has none.
+    info = _run(f"{corpus}/*", tmp_path / "out")
+    written = {payload: speaker for payload, speaker in _written(tmp_path / "out", info).items()}
+    assert written == {_payload("true"): b"true", _payload("object"): b'{"name": "x"}',
+                       _payload("number"): b"7"}
+    failures = {f["key"]: f for f in _dead_letters(tmp_path / "out")}
+    assert sorted(failures) == ["list", "null"]
+    assert "null" in failures["null"]["message"]
+    _assert_totals_add_up(info, list(failures.values()))
+
+
+# -- the output -----------------------------------------------------------------------------
+
+def test_an_unwritable_output_fails_before_any_work_in_one_line(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.tar").write_bytes(_tar(_samples("ok")))
+    (tmp_path / "file").write_text("a regular file")
+    with pytest.raises(ValueError) as error:
+        _run(f"{corpus}/*", tmp_path / "file" / "out")
+    assert str(error.value).startswith(f"--output '{tmp_path}/file/out' is not writable: ")
+    assert "\n" not in str(error.value)
+
+
+def test_an_unwritable_gcs_output_fails_before_any_work(tmp_path, gcs_emulator):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.tar").write_bytes(_tar(_samples("ok")))
+    with pytest.raises(ValueError, match=r"^--output 'gs://no-such-bucket/out' is not writable"):
+        _run(f"{corpus}/*", "gs://no-such-bucket/out")
+
+
+# -- memory ---------------------------------------------------------------------------------
+
+def test_a_huge_member_costs_at_most_three_times_its_size(tmp_path):
+    """Peak RSS of the whole job over a corpus with one 64 MiB member, against
+    the same job over the corpus without it."""
+    member = 64 << 20
+    runs = {}
+    for name, sizes in (("small", [1000] * 3), ("huge", [1000, member, 1000])):
+        folder = tmp_path / name
+        folder.mkdir()
+        with tarfile.open(folder / "a.tar.gz", "w:gz", compresslevel=1) as tar:
+            for i, size in enumerate(sizes):
+                for ext, data in (("bin", np.random.default_rng(i).bytes(size)), ("cls", b"1")):
+                    info = tarfile.TarInfo(f"k{i}.{ext}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+        runs[name] = measure([sys.executable, "-m", "pipelines.tar_to_tfrecord",
+                              "--input", str(folder / "a.tar.gz"),
+                              "--output", str(tmp_path / f"out_{name}"),
+                              "--features", "payload=bin:bytes,label=cls:int64"])
+        assert "3 examples written" in runs[name].output, runs[name].output[-2000:]
+    extra = runs["huge"].peak_rss - runs["small"].peak_rss
+    assert extra <= 3 * member, f"a {member >> 20} MiB member cost {extra >> 20} MiB"
