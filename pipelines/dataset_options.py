@@ -296,7 +296,7 @@ def dataset_config(options: PipelineOptions, spec: FeatureSpec,
                                              opts.vocabulary, opts.bucketize)
     if preprocessing is not None:
         preprocessing.check(spec, recipe.split_plan.names)
-    config = DatasetConfig(
+    return DatasetConfig(
         output=opts.output.rstrip("/"),
         recipe=recipe,
         compression=opts.compression,
@@ -307,8 +307,6 @@ def dataset_config(options: PipelineOptions, spec: FeatureSpec,
         options=_recorded_options(opts),
         preprocessing=preprocessing,
         shuffle=opts.shuffle)
-    check_writable(config.output)  # last: a flag error leaves no folder behind
-    return config
 
 
 def feature_spec(options: PipelineOptions, samples: Iterable) -> FeatureSpec:
@@ -349,6 +347,9 @@ def run_dataset_job(options: PipelineOptions, config: DatasetConfig, source: Sou
 
     `examples_sink` see WriteDataset.
     """
+    # After every flag check, so a flag error leaves no folder behind; before
+    # any work, so an output it cannot write costs nothing.
+    check_writable(config.output)
     pipeline = make_pipeline(options)
     _ = pipeline | "WriteDataset" >> WriteDataset(config, source, examples_sink)
     if not wait_for(pipeline.run(), options):

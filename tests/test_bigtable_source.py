@@ -13,6 +13,7 @@ client sees UNAVAILABLE), or a wrapper around the real ReadRows stream raises
 a gRPC error after some rows.
 """
 
+import codecs
 import hashlib
 import re
 import selectors
@@ -648,6 +649,10 @@ def test_decode_key():
     assert decode_key("caf\u00e9".encode()) == "caf\u00e9"
     assert decode_key(b"\x8a\xffspk1/0001") == "\\x8a\\xffspk1/0001"
     assert decode_key(b"caf\xc3") == "caf\\xc3"  # a cut multi-byte sequence
+    # Lossless: a key holding a backslash never reads like a binary one.
+    assert decode_key(b"a\\xff") == "a\\\\xff" != decode_key(b"a\xff")
+    for key in (b"a\\xff", b"a\xff", b"\\", b"caf\xc3\\"):
+        assert codecs.escape_decode(decode_key(key).encode())[0] == key
 
 
 def test_parse_columns():

@@ -133,7 +133,8 @@ def test_dockerfile_matches_the_project():
     assert os.path.exists(os.path.join(REPO, entry))
 
 
-def test_launch_entry_point_submits_its_pipeline_without_waiting(monkeypatch, tmp_path):
+def test_launch_entry_point_submits_its_pipeline_without_waiting(monkeypatch, tmp_path,
+                                                                 gcs_emulator):
     """dataflow_templates/launch.py, as the template launcher runs it (dry run)."""
     write_corpus(str(tmp_path), shards=1, samples_per_shard=2, payload_bytes=64)
     monkeypatch.setenv("DATAGEN_PIPELINE", "tar_to_tfrecord")

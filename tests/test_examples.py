@@ -13,6 +13,7 @@ from transforms.dead_letters import FAILURES
 from transforms.example_encoder import ExampleEncoder
 from transforms.examples import (Built, ExampleRecipe, Filtered, SampleOutcome, StageError,
                                  build_examples, convert_sample)
+from transforms import examples as examples_module
 from transforms.spec import parse_features
 from transforms.splits import SplitPlan
 
@@ -182,3 +183,13 @@ def test_converter_emits_examples_when_asked(tmp_path):
     out = _tagged(fn.process(unit))
     assert [e.split for e in out["examples"]] == [_recipe().split_plan.split_of("spk01")] * 2
     assert SHARDS not in out and len(out[REPORTS]) == 1
+
+
+def test_an_example_protobuf_cannot_read_back_is_a_dead_letter(monkeypatch):
+    """Over 2 GiB in production; the limit is lowered here so the test stays small."""
+    monkeypatch.setattr(examples_module, "_PROTOBUF_LIMIT", 60)
+    _, outcome = _convert({**SAMPLE, "json": b'{"speaker": "' + b"s" * 80 + b'"}'})
+    assert outcome.failure.stage == "encode" and "protobuf reads none over 60" in str(
+        outcome.failure)
+    examples, outcome = _convert(SAMPLE)
+    assert len(examples) == 1 and outcome.failure is None

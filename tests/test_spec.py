@@ -80,6 +80,13 @@ def test_infer_spec_from_tar_like_samples():
     }
 
 
+def test_infer_spec_takes_json_bools_as_bools_and_nulls_as_absent():
+    spec = infer_spec([{"json": b'{"ok": true, "n": 1, "x": null, "mixed": true}'},
+                       {"json": b'{"ok": false, "n": 2, "x": null, "mixed": 3}'}])
+    assert [(f.name, f.dtype) for f in spec] == [
+        ("json.mixed", "bytes"), ("json.n", "int64"), ("json.ok", "bool")]
+
+
 def test_infer_spec_widens_disagreeing_types():
     spec = infer_spec([{"cls": b"3"}, {"cls": b"3.5"}, {"cls": b"x"}])
     assert spec.features[0].dtype == "bytes"

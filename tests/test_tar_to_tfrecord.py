@@ -169,6 +169,16 @@ def test_a_failed_run_leaves_a_finished_dataset_exactly_as_it_was(corpus, tmp_pa
     assert len(open(dead_letters).readlines()) == 60
 
 
+def test_a_rerun_with_other_splits_leaves_no_shard_of_the_old_ones(corpus, tmp_path):
+    output = tmp_path / "out"
+    _run(corpus, output, "--splits", "train=0.5,validation=0.5")
+    assert list((output / "validation").glob("data-*"))
+    info = _run(corpus, output)
+    listed = {s["file"] for entry in info["splits"].values() for s in entry["shards"]}
+    on_disk = {str(p.relative_to(output)) for p in output.glob("*/data-*")}
+    assert on_disk == listed and not list((output / "validation").glob("data-*"))
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--splits", "train=0.5,test=0.4"], "sum to 0.9"),
     (["--features", "cls:int9"], "unknown dtype"),

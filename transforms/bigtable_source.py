@@ -37,13 +37,12 @@ Layers, each usable on its own:
 
 What reaches the Sample:
 
-- `__key__` is the row key decoded as UTF-8. A key that is not valid UTF-8
-  (salted or hashed binary prefixes) keeps its valid parts and has each bad
-  byte written as `\\xNN` (Python's "backslashreplace"), so b"\\x8aspk1/0001"
-  becomes "\\\\x8aspk1/0001": still readable, still matched by a `--split_by`
-  regex on its text, and the same on every run. Its one ambiguity: a UTF-8 key
-  that literally contains a backslash, "x" and two hex digits reads the same as
-  the binary key with that byte.
+- `__key__` is the row key as text, losslessly (transforms/sample.py
+  `escape`): UTF-8 as it is, a backslash doubled, and every byte of a key that
+  is not valid UTF-8 (salted or hashed binary prefixes) written as `\\xNN`, so
+  b"\\x8aspk1/0001" becomes "\\\\x8aspk1/0001": still readable, still matched
+  by a `--split_by` regex on its text, the same on every run, and no two row
+  keys ever share one.
 - `__url__` is `bigtable://project/instance/table`.
 - One field per mapped column holding the newest cell's value (bytes). Only
   the newest version is read (server side, CellsColumnLimitFilter(1)); a Sample
@@ -104,7 +103,7 @@ from google.cloud.bigtable.data import BigtableDataClient, row_filters
 from transforms.bigtable_rows import RowReader
 from transforms.counters import counter
 from transforms.dead_letters import SAMPLE, dead_letter
-from transforms.sample import KEY, URL
+from transforms.sample import KEY, URL, escape
 from transforms.splits import stable_hash64
 from transforms.units import Failed, ReadUnits, Source, WorkUnit
 
@@ -164,8 +163,8 @@ def _as_bytes(value: bytes | str | None) -> bytes:
 
 
 def decode_key(key: bytes) -> str:
-    """A row key (or qualifier) as text: UTF-8, any invalid byte written as `\\xNN`."""
-    return key.decode("utf-8", "backslashreplace")
+    """A row key (or qualifier) as text, losslessly: `escape` (transforms/sample.py)."""
+    return escape(key)
 
 
 def parse_columns(text: str) -> dict:

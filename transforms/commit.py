@@ -59,16 +59,14 @@ def move_shards(moves: Sequence[tuple[str, str]]) -> None:
                           f"folder nor in place: {e}") from e
 
 
-def remove_stale_shards(output_dir: str, splits: Iterable[str], kept: set) -> None:
-    """Deletes data files in the split folders that are not in `kept` (files
-    relative to `output_dir`): an earlier run's, so each folder holds exactly
-    what the manifest lists."""
-    stale = []
-    for split in sorted(set(splits)):
-        pattern = FileSystems.join(output_dir, split, _DATA_GLOB)
-        for m in FileSystems.match([pattern])[0].metadata_list:
-            if f"{split}/{FileSystems.split(m.path)[1]}" not in kept:
-                stale.append(m.path)
+def remove_stale_shards(output_dir: str, kept: set) -> None:
+    """Deletes the data files in the output's folders that are not in `kept`
+    (files relative to `output_dir`): an earlier run's, in a split this run
+    has too or in one it has not (a run with other --splits), so the output
+    holds exactly what the manifest lists."""
+    pattern = FileSystems.join(output_dir, "*", _DATA_GLOB)
+    stale = [m.path for m in FileSystems.match([pattern])[0].metadata_list
+             if "/".join(m.path.rsplit("/", 2)[-2:]) not in kept]
     if stale:
         FileSystems.delete(stale)
 

@@ -25,6 +25,10 @@ from transforms.sample import KEY, FieldReader
 from transforms.spec import FeatureSpec
 from transforms.splits import SplitPlan, Strata, stable_hash64
 
+# Protobuf parses no message of 2 GiB or more: an example that large could be
+# written but never read back.
+_PROTOBUF_LIMIT = 2**31 - 1
+
 __all__ = ["Example", "ExampleRecipe", "SampleOutcome", "StageError", "build_examples",
            "convert_sample", "prepare_sample"]
 
@@ -119,6 +123,10 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
         coerced = {f.name: _stage("encode", f.coerce, values[f.name], member=f.source)
                    for f in recipe.spec}
         serialized = _stage("encode", encoder.encode, coerced)
+        if len(serialized) > _PROTOBUF_LIMIT:
+            raise StageError("encode", ValueError(
+                f"example {index} is {len(serialized)} bytes; protobuf reads none over "
+                f"{_PROTOBUF_LIMIT} (cut the media into smaller examples)"))
         yield stable_hash64(f"{sample[KEY]}#{index}", b"datagen-order"), serialized
 
 

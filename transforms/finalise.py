@@ -244,8 +244,7 @@ class _PublishFn(beam.DoFn):
         # `moved` only orders this step after every move.
         config = self._config
         names = config.recipe.split_plan.names
-        remove_stale_shards(config.output, {*names, *(n.shard.split for n in plan.named)},
-                            {n.file for n in plan.named})
+        remove_stale_shards(config.output, {n.file for n in plan.named})
         failures = FileSystems.join(config.output, manifest.FAILURES_FILE)
         if plan.num_failures:
             ensure_dir(FileSystems.join(config.output, "failures"))

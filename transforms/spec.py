@@ -388,7 +388,11 @@ _RANK = {"int64": 0, "float": 1, "bytes": 2}
 
 def _infer_leaf(value) -> tuple:
     """(dtype, shape) for one JSON or text value."""
-    if isinstance(value, bool) or isinstance(value, int):
+    if isinstance(value, bool):
+        return "bool", ()
+    if isinstance(value, list) and value and all(isinstance(v, bool) for v in value):
+        return "bool", (None,)
+    if isinstance(value, int):
         return "int64", ()
     if isinstance(value, float):
         return "float", ()
@@ -428,7 +432,7 @@ def _infer_sample(sample: Mapping[str, Any]) -> dict:
                 obj = None
             if isinstance(obj, dict):
                 for k, v in obj.items():
-                    if not isinstance(v, dict):
+                    if not isinstance(v, dict) and v is not None:  # a null is no value
                         found[f"{field}.{k}"] = _infer_leaf(v)
                 continue
         if isinstance(value, bytes) and len(value) > 64:
@@ -441,10 +445,11 @@ def _infer_sample(sample: Mapping[str, Any]) -> dict:
 def infer_spec(samples: Iterable[Mapping[str, Any]]) -> FeatureSpec:
     """Infers a spec from a few samples: fields present in all of them.
 
-    Text that parses as an integer is int64, as a number float; JSON members are
-    projected one feature per top-level key; anything else is bytes. When the
-    samples disagree, the wider type wins (int64 < float < bytes) and differing
-    shapes become variable-length.
+    Text that parses as an integer is int64, as a number float; a JSON bool is
+    bool; JSON members are projected one feature per top-level key that is not
+    null or an object; anything else is bytes. When the samples disagree, the
+    wider type wins (int64 < float < bytes; a bool and anything else: bytes)
+    and differing shapes become variable-length.
     """
     merged = None
     for sample in samples:
@@ -460,6 +465,9 @@ def infer_spec(samples: Iterable[Mapping[str, Any]]) -> FeatureSpec:
 
 
 def _unify(a: tuple, b: tuple) -> tuple:
-    dtype = a[0] if _RANK[a[0]] >= _RANK[b[0]] else b[0]
+    if "bool" in (a[0], b[0]):  # a bool is no number (Feature.coerce), but has text
+        dtype = "bool" if a[0] == b[0] else "bytes"
+    else:
+        dtype = a[0] if _RANK[a[0]] >= _RANK[b[0]] else b[0]
     shape = a[1] if a[1] == b[1] else (None,)
     return dtype, shape
