@@ -37,6 +37,7 @@ test: $(VENV)/.installed media-tools
 bench: $(VENV)/.installed
 	$(PY) -m benchmarks.encoder_bench
 	$(PY) -m benchmarks.writer_bench
+	$(PY) -m benchmarks.checksum_bench
 	$(PY) -m benchmarks.audio_bench
 	$(PY) -m benchmarks.audio_pipeline_bench
 	$(PY) -m benchmarks.video_bench

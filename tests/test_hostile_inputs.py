@@ -203,6 +203,23 @@ def test_json_values_follow_the_rules_in_the_pipeline(tmp_path):
     _assert_totals_add_up(info, list(failures.values()))
 
 
+def test_json_that_cannot_be_read_fails_its_sample_at_every_step(tmp_path):
+    """Invalid or absurdly nested JSON, read by --where, the split key and a feature."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    metas = {"ok": b'{"speaker": "s1", "lang": "en"}', "invalid": b'{"speaker": ',
+             "deep": b'{"speaker": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"}
+    (corpus / "a.tar").write_bytes(_tar(list(metas.items())))
+    for flags in ([], ["--where", "json.lang=en"]):
+        output = tmp_path / f"out{len(flags)}"
+        info = _run(f"{corpus}/*", output, *flags)
+        assert list(_written(output, info)) == [_payload("ok")]
+        failures = {f["key"]: f for f in _dead_letters(output)}
+        assert sorted(failures) == ["deep", "invalid"]
+        assert "nested too deeply" in failures["deep"]["message"]
+        _assert_totals_add_up(info, list(failures.values()))
+
+
 # -- the output -----------------------------------------------------------------------------
 
 def test_an_unwritable_output_fails_before_any_work_in_one_line(tmp_path):

@@ -134,7 +134,7 @@ def prepare_sample(sample: Mapping[str, Any], recipe: ExampleRecipe,
                    sample_fn=None) -> Mapping[str, Any] | Filtered:
     """The recipe's sample-level steps, before the split: the sample as the
     split and the cut see it, or why it is dropped; raises StageError."""
-    if recipe.where and not sample_ops.matches_where(sample, recipe.where):
+    if recipe.where and not _stage("where", sample_ops.matches_where, sample, recipe.where):
         return Filtered("where")
     if recipe.selection is not None:
         sample = sample_ops.select_fields(sample, recipe.selection)

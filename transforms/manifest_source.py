@@ -83,7 +83,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.counters import counter
 from transforms.dead_letters import FILE, dead_letter
-from transforms.sample import KEY, URL, escape_name, is_text
+from transforms.sample import KEY, URL, escape_name, field_text, is_text
 from transforms.file_match import as_patterns, match_files, matched_files
 from transforms import compression
 from transforms.compression import StreamCorrupt, codec_of_name
@@ -171,6 +171,8 @@ def _json_object(text: str) -> dict:
         row = json.loads(text)
     except ValueError as e:
         raise ValueError(f"line is not JSON ({e}): {_preview(text)!r}") from None
+    except RecursionError:
+        raise ValueError(f"line is JSON nested too deeply to read: {_preview(text)!r}") from None
     if not isinstance(row, dict):
         raise ValueError(f"line is not a JSON object: {_preview(text)!r}")
     return row
@@ -257,7 +259,7 @@ def row_to_sample(row: Mapping[str, Any], manifest_url: str, layout: ManifestLay
         media[layout.media_columns[0]])
     if key is None or key == "":
         raise ValueError(f"key column {layout.key_column!r} is empty")
-    sample = {KEY: str(key), URL: manifest_url}
+    sample = {KEY: field_text(key), URL: manifest_url}
     for column, value in row.items():
         if column in media:
             path = resolve(manifest_url, media[column])

@@ -120,4 +120,6 @@ class FieldReader:
                 self._parsed[field] = json.loads(raw)
             except (ValueError, TypeError) as e:
                 raise ValueError(f"field {field!r} is not valid JSON: {e}") from None
+            except RecursionError:
+                raise ValueError(f"field {field!r} is JSON nested too deeply to read") from None
         return self._parsed[field]

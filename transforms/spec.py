@@ -428,7 +428,7 @@ def _infer_sample(sample: Mapping[str, Any]) -> dict:
         if field == "json" or field.endswith(".json"):
             try:
                 obj = json.loads(value)
-            except (ValueError, UnicodeDecodeError):
+            except (ValueError, RecursionError):
                 obj = None
             if isinstance(obj, dict):
                 for k, v in obj.items():
