@@ -15,8 +15,12 @@ import json
 import lzma
 import os
 import random
+import re
+import signal
+import subprocess
 import sys
 import tarfile
+import time
 
 import numpy as np
 import pytest
@@ -239,6 +243,78 @@ def test_an_unwritable_gcs_output_fails_before_any_work(tmp_path, gcs_emulator):
     (corpus / "a.tar").write_bytes(_tar(_samples("ok")))
     with pytest.raises(ValueError, match=r"^--output 'gs://no-such-bucket/out' is not writable"):
         _run(f"{corpus}/*", "gs://no-such-bucket/out")
+
+
+def _tree(folder) -> dict:
+    """Every file under `folder` but the runs' temporary folders: path -> bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and not p.relative_to(folder).parts[0].startswith(".temp-datagen-")}
+
+
+def _failed_run(inputs, output, *extra) -> str:
+    """Runs with no failure allowed; the path of the dead letters its error names."""
+    with pytest.raises(Exception, match="max_failure_fraction") as failed:
+        _run(inputs, output, "--max_failure_fraction", "0", *extra)
+    return re.search(r"dead letters in (\S+\.jsonl)", str(failed.value)).group(1)
+
+
+@pytest.fixture
+def one_bad_sample(tmp_path):
+    """A tar of 6 good samples and one whose speaker is null."""
+    (tmp_path / "a.tar").write_bytes(_tar(_samples("ok") + [("bad", b'{"speaker": null}')]))
+    return str(tmp_path / "a.tar")
+
+
+def test_a_failed_run_publishes_nothing_and_keeps_its_dead_letters(one_bad_sample, tmp_path):
+    output = tmp_path / "strict"
+    dead_letters = _failed_run(one_bad_sample, output)
+    assert [json.loads(line)["key"] for line in open(dead_letters)] == ["bad"]
+    assert _tree(output) == {}
+
+
+def test_a_failed_run_leaves_a_finished_dataset_exactly_as_it_was(one_bad_sample, tmp_path):
+    output = tmp_path / "out"
+    _failed_run(one_bad_sample, output)
+    _run(one_bad_sample, output)
+    # The successful run removed the failed one's temporary folder.
+    assert not list(output.glob(".temp*"))
+    finished = _tree(output)
+    assert "dataset_info.json" in finished and "failures/failures.jsonl" in finished
+    # Every sample fails this time: other dead letters, which must not replace the
+    # dataset's own.
+    dead_letters = _failed_run(one_bad_sample, output, "--features", FEATURES + ",json.no:int64")
+    assert _tree(output) == finished
+    assert dead_letters.startswith(str(output / ".temp-datagen-"))
+    assert len(open(dead_letters).readlines()) == 7
+
+
+def test_a_killed_run_leaves_the_dataset_whole_and_the_next_run_clears_its_debris(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for shard in range(8):  # 8 x 12 MiB: seconds of writing to kill the job in
+        (corpus / f"s{shard}.tar").write_bytes(_tar(_samples(f"k{shard}_", 4000)))
+    output = tmp_path / "out"
+    _run(f"{corpus}/s0.tar", output)
+    finished = _tree(output)
+    job = subprocess.Popen(
+        [sys.executable, "-m", "pipelines.tar_to_tfrecord", "--input", f"{corpus}/*.tar",
+         "--output", str(output), "--features", FEATURES, "--split_by", "json.speaker",
+         "--shard_size_mb", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(output.glob(".temp-datagen-*/*.tfrecord.gz")):
+            assert job.poll() is None and time.monotonic() < deadline, "no shard to kill it at"
+            time.sleep(0.05)
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+    assert list(output.glob(".temp-datagen-*/*"))  # it was killed mid-write
+    assert _tree(output) == finished                # and the dataset is as it was
+    info = _run(f"{corpus}/s0.tar", output)
+    assert not list(output.glob(".temp-datagen-*"))
+    assert {str(p.relative_to(output)) for p in output.glob("*/data-*")} == {
+        s["file"] for entry in info["splits"].values() for s in entry["shards"]}
 
 
 # -- memory ---------------------------------------------------------------------------------

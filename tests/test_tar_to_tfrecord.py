@@ -4,7 +4,6 @@ byte-identical reruns, dead letters and the failure threshold."""
 import functools
 import json
 import os
-import re
 import tarfile
 
 import numpy as np
@@ -130,43 +129,6 @@ def test_reruns_are_byte_identical_with_any_number_of_worker_processes(corpus, d
     assert _shard_bytes(tmp_path / "again") == _shard_bytes(output)
     with open(output / "dataset_info.json") as f, open(tmp_path / "again" / "dataset_info.json") as g:
         assert json.load(f)["splits"] == json.load(g)["splits"]
-
-
-def _tree(folder) -> dict:
-    """Every file under `folder` but the runs' temporary folders: path -> bytes."""
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and not p.relative_to(folder).parts[0].startswith(".temp-datagen-")}
-
-
-def _failed_run(corpus, output, *extra) -> str:
-    """Runs with no failure allowed (the corpus has one bad sample); the path of
-    the dead letters its error names."""
-    with pytest.raises(Exception, match="max_failure_fraction") as failed:
-        _run(corpus, output, "--max_failure_fraction", "0", *extra)
-    return re.search(r"dead letters in (\S+\.jsonl)", str(failed.value)).group(1)
-
-
-def test_a_failed_run_publishes_nothing_and_keeps_its_dead_letters(corpus, tmp_path):
-    output = tmp_path / "strict"
-    dead_letters = _failed_run(corpus, output)
-    assert [json.loads(line)["key"] for line in open(dead_letters)] == ["spk00_00000"]
-    assert _tree(output) == {}
-
-
-def test_a_failed_run_leaves_a_finished_dataset_exactly_as_it_was(corpus, tmp_path):
-    output = tmp_path / "out"
-    _failed_run(corpus, output)
-    _run(corpus, output)
-    # The successful run removed the failed one's temporary folder.
-    assert not [p for p in os.listdir(output) if p.startswith(".temp")]
-    finished = _tree(output)
-    assert "dataset_info.json" in finished and "failures/failures.jsonl" in finished
-    # Every sample fails this time: other dead letters, which must not replace the
-    # dataset's own.
-    dead_letters = _failed_run(corpus, output, "--features", FEATURES + ",json.nothing:int64")
-    assert _tree(output) == finished
-    assert dead_letters.startswith(str(output / ".temp-datagen-"))
-    assert len(open(dead_letters).readlines()) == 60
 
 
 def test_a_rerun_with_other_splits_leaves_no_shard_of_the_old_ones(corpus, tmp_path):
