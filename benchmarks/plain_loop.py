@@ -24,7 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.dataset_options import dataset_config, feature_spec
-from pipelines.tar_to_tfrecord import TarToTfrecordOptions
+from pipelines.job_options import InputOptions
 from transforms.example_encoder import ExampleEncoder
 from transforms.examples import convert_sample
 from transforms.file_match import match_files
@@ -37,7 +37,7 @@ def convert(argv: list, part: int = 0, parts: int = 1) -> int:
     """Converts the corpus the flags name (units `part` modulo `parts`); returns the
     examples written."""
     options = PipelineOptions(argv)
-    patterns = options.view_as(TarToTfrecordOptions).input.split(",")
+    patterns = options.view_as(InputOptions).input.split(",")
     match_files(patterns)
     config = dataset_config(options, feature_spec(options, iter(())), source={})
     recipe = config.recipe

@@ -33,52 +33,18 @@ import functools
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 
 from pipelines import cli
-from pipelines.bigtable_options import BigtableTableOptions
-from pipelines.flag_types import SWITCH
+from pipelines.job_options import BigtableReadOptions, BigtableTableOptions
 from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_job
 from transforms.bigtable_sink import BigtableTableConfig, WriteExamplesToBigtable, ensure_table
 from transforms.bigtable_source import (BigtableReadConfig, BigtableReader, check_table,
                                         open_reader, plan_key_ranges, read_samples)
 from transforms.units import Source
 
-__all__ = ["BigtableToTfrecordOptions", "run"]
-
-
-class BigtableToTfrecordOptions(PipelineOptions):
-    """The Bigtable source's flags (the table is --project/--instance/--table)."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser):
-        parser.add_argument(
-            "--columns", help="Which cells become which fields: 'family:qualifier=field' comma "
-            "separated, or 'family:*' for every qualifier of a family, e.g. "
-            "'raw:wav=wav,raw:label=cls'. Required.")
-        parser.add_argument("--app_profile", default="", help="Bigtable app profile id.")
-        parser.add_argument("--start_key", default="", help="First row key to read.")
-        parser.add_argument("--end_key", default="", help="Row key to stop before.")
-        parser.add_argument("--prefix", default="", help="Only rows whose key starts so.")
-        parser.add_argument("--key_regex", default="",
-                            help="Only rows whose whole key matches this RE2 regex.")
-        parser.add_argument("--max_rows", type=int, default=0,
-                            help="At most this many rows, the first in key order (0 = all).")
-        parser.add_argument("--sample_fraction", type=float, default=1.0,
-                            help="Keep this fraction of rows, chosen by a hash of the key: the "
-                            "same rows on every run.")
-        parser.add_argument("--max_ranges", type=int, default=64,
-                            help="Key ranges read in parallel (cut at the table's sample keys).")
-        parser.add_argument("--examples_table", default="",
-                            help="Also write the encoded examples to this table (same instance).")
-        parser.add_argument("--examples_family", default="ex",
-                            help="Column family of --examples_table (default ex).")
-        parser.add_argument("--create_examples_table", **SWITCH,
-                            help="Create --examples_table and its family when missing.")
-        parser.add_argument("--examples_only", **SWITCH,
-                            help="Write examples to --examples_table only, no TFRecord files "
-                            "(the manifest and dead letters still go to --output).")
+__all__ = ["run"]
 
 
 def _read_config(options: PipelineOptions) -> BigtableReadConfig:
-    bt = options.view_as(BigtableToTfrecordOptions)
+    bt = options.view_as(BigtableReadOptions)
     table = options.view_as(BigtableTableOptions)
     project = options.view_as(GoogleCloudOptions).project
     missing = [flag for flag, value in (("--project", project), ("--instance", table.instance),
@@ -105,7 +71,7 @@ def _first_samples(config: BigtableReadConfig):
 
 
 def _examples_sink(options: PipelineOptions, read: BigtableReadConfig):
-    bt = options.view_as(BigtableToTfrecordOptions)
+    bt = options.view_as(BigtableReadOptions)
     if bt.examples_only and not bt.examples_table:
         raise ValueError("--examples_only needs --examples_table")
     if not bt.examples_table:
@@ -117,6 +83,7 @@ def _examples_sink(options: PipelineOptions, read: BigtableReadConfig):
 
 def run(argv=None) -> dict | None:
     """Builds and runs the job; returns the manifest once it has finished."""
+    argv = cli.checked_flags("bigtable_to_tfrecord", argv)
     options = PipelineOptions(argv)
     read = _read_config(options)
     check_table(read)
@@ -124,8 +91,8 @@ def run(argv=None) -> dict | None:
     spec = feature_spec(options, _first_samples(read))
     config = dataset_config(options, spec, source={
         "type": "bigtable", "table": read.url, "columns": options.view_as(
-            BigtableToTfrecordOptions).columns})
-    if options.view_as(BigtableToTfrecordOptions).examples_only:
+            BigtableReadOptions).columns})
+    if options.view_as(BigtableReadOptions).examples_only:
         config = dataclasses.replace(config, write_tfrecords=False)
     source = Source(functools.partial(plan_key_ranges, read), BigtableReader(read))
     return run_dataset_job(options, config, source, examples_sink=sink)

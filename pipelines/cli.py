@@ -1,20 +1,231 @@
-"""Running a pipeline module from the command line (`python -m pipelines.X`)."""
+"""A job's command line: strict flags, a real --help, one-line errors, exit codes.
 
+    def run(argv=None):
+        argv = cli.checked_flags("tar_to_tfrecord", argv)   # first, before any work
+        ...
+
+    if __name__ == "__main__":
+        cli.main(run)
+
+Every job takes exactly the flags of the options classes it reads (its
+`Template` in pipelines/template_metadata.py, which its flex template offers
+too) and Beam's own (--runner, --direct_num_workers, --project, ...). Anything
+else - a typo'd flag, a second file of an unquoted glob the shell expanded - is
+refused before any work, in one line, with a "did you mean" when a flag is
+close: Beam alone would only log a warning and run without it.
+
+Exit codes (`main`):
+
+    0  the job finished, or was submitted (--no_wait_until_finish)
+    1  a bug: the traceback is printed
+    2  the command line: an unknown flag or stray argument, a bad value, inputs
+       that match nothing, an output it cannot write
+    3  the data: more dead letters than --max_failure_fraction, split leakage,
+       an empty split
+    4  the infrastructure: storage, Bigtable or credentials failed
+
+Each error but a bug is one line on stderr; `--verbose` prints the full trace
+and Beam's INFO logging.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import importlib
 import logging
+import re
 import sys
-from typing import Callable
+import traceback
+from typing import Callable, Sequence
 
-__all__ = ["main"]
+from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
+
+from pipelines.flag_types import GROUPS_ATTRIBUTE, flag_group
+
+__all__ = ["EXIT_BUG", "EXIT_DATA", "EXIT_FLAGS", "EXIT_INFRASTRUCTURE", "FlagError",
+           "checked_flags", "job_parser", "main"]
+
+EXIT_BUG, EXIT_FLAGS, EXIT_DATA, EXIT_INFRASTRUCTURE = 1, 2, 3, 4
+
+# --help lists the groups in data-flow order.
+_GROUPS = ("input", "bigtable", "features", "cutting", "splits", "sample operations", "output",
+           "preprocessing", "command line")
+_BEAM_FLAGS = """\
+Beam's own flags pass through: --runner (DirectRunner, the default, or DataflowRunner),
+--direct_num_workers N for N local worker processes, and on Dataflow --project, --region,
+--temp_location, --setup_file ./setup.py and the rest of
+https://cloud.google.com/dataflow/docs/reference/pipeline-options
+
+Exit codes: 0 done, 2 a flag error, 3 failed data (see the dead letters), 4 storage,
+Bigtable or credentials failed, 1 a bug. --verbose prints full traces."""
+
+
+class FlagError(ValueError):
+    """A command line the job cannot run: exit 2."""
+
+
+class _JobParser(_BeamArgumentParser):
+    """Beam's parser (it takes ValueProvider flags), raising FlagError instead of
+    printing usage and exiting, and grouping flags for --help."""
+
+    def error(self, message: str):
+        raise FlagError(message)
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Help text with the default and, where the help shows none, an example."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        from pipelines.template_metadata import EXAMPLES  # it imports every job
+
+        text = action.help or ""
+        if action.default not in (None, "", False) and action.option_strings[0] != "-h":
+            text += f" Default: {action.default}."
+        if action.dest in EXAMPLES and "e.g." not in text:
+            text += f" Example: {EXAMPLES[action.dest]}."
+        return text.replace("%", "%%")
+
+
+def _beam_flags(parser: argparse.ArgumentParser) -> None:
+    """Beam's own options classes, parsed but left out of --help."""
+    start = len(parser._actions)
+    for cls in PipelineOptions.__subclasses__():
+        if cls.__module__.startswith("apache_beam."):
+            cls._add_argparse_args(parser)
+    for action in parser._actions[start:]:
+        action.help = argparse.SUPPRESS
+
+
+def _borrow(parser: argparse.ArgumentParser, cls, name: str) -> None:
+    """Adds one flag of another job's options class, in the group it has there."""
+    scratch = _JobParser(add_help=False)
+    setattr(scratch, GROUPS_ATTRIBUTE, {})
+    cls._add_argparse_args(scratch)
+    for title, group in getattr(scratch, GROUPS_ATTRIBUTE).items():
+        for action in group._group_actions:
+            if action.dest == name:
+                flag_group(parser, title)._add_action(action)
+
+
+def job_parser(job: str) -> argparse.ArgumentParser:
+    """The parser of every flag `job` (e.g. 'tar_to_tfrecord') takes, grouped, with
+    Beam's own flags accepted but not listed."""
+    from pipelines.template_metadata import TEMPLATES  # it imports every job
+
+    template = TEMPLATES[job]
+    doc = importlib.import_module(f"pipelines.{job}").__doc__ or ""
+    parser = _JobParser(prog=f"python -m pipelines.{job}", usage="%(prog)s [flags]",
+                        add_help=False, allow_abbrev=False,
+                        description=doc.split("\n\n")[0] + "\n\n" + _usage_examples(doc),
+                        epilog=_BEAM_FLAGS, formatter_class=_Formatter)
+    _beam_flags(parser)
+    setattr(parser, GROUPS_ATTRIBUTE, {})
+    for title in _GROUPS:
+        flag_group(parser, title)
+    for cls in template.classes:
+        cls._add_argparse_args(parser)
+    for cls, name in template.borrowed:
+        _borrow(parser, cls, name)
+    line = flag_group(parser, "command line")
+    line.add_argument("-h", "--help", action="help", help="Show this help and exit.")
+    line.add_argument("--verbose", action="store_true",
+                      help="On an error, print the full trace; log Beam's INFO lines.")
+    return parser
+
+
+def _usage_examples(doc: str) -> str:
+    """The command lines of a job's docstring (their backslash-newlines were
+    joined when Python read it), one flag group per line again."""
+    blocks = [re.sub(r"\s{2,}", " \\\n        ", block.strip())
+              for block in re.findall(r"(?m)^    (python -m .+)$", doc)]
+    return "examples:\n" + "\n\n".join(f"  {b}" for b in blocks) if blocks else ""
+
+
+def checked_flags(job: str, argv: Sequence[str] | None) -> list:
+    """`argv` (None: the process's) once every argument is one the job takes;
+    FlagError in one line otherwise."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = job_parser(job)
+    _, rest = parser.parse_known_args(argv)
+    if rest:
+        arg = rest[0]
+        if arg.startswith("-"):
+            name = arg.split("=", 1)[0]
+            known = [o for a in parser._actions if a.help is not argparse.SUPPRESS
+                     for o in a.option_strings]
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise FlagError(f"unknown flag {name}{hint} (python -m pipelines.{job} --help "
+                            f"lists every flag)")
+        raise FlagError(f"unexpected argument {arg!r}: every flag takes one value; quote a "
+                        f"pattern so the shell does not expand it, e.g. --input 'data/*.tar'")
+    return argv
+
+
+def _data_failures() -> tuple:
+    from transforms.finalise import DatasetFailed
+    return (DatasetFailed,)
+
+
+def _infrastructure_failures() -> tuple:
+    import grpc
+    from google.api_core.exceptions import GoogleAPIError
+    from google.auth.exceptions import GoogleAuthError
+    from transforms.input_files import StorageReadError
+    return GoogleAuthError, GoogleAPIError, grpc.RpcError, StorageReadError, OSError
+
+
+_HINTS = {
+    "GoogleAuthError": "run `gcloud auth application-default login`, or for the emulators set "
+                       "BIGTABLE_EMULATOR_HOST / STORAGE_EMULATOR_HOST",
+}
+
+
+def _one_line(error: BaseException) -> str:
+    """The error's message on one line, without the Beam step Beam appends."""
+    text = re.sub(r"\s*\[while running '[^']*'\]", "", str(error) or type(error).__name__)
+    return " ".join(text.split())
+
+
+def exit_code(error: BaseException) -> int:
+    """The exit code for an error that ended a job (module docstring)."""
+    if isinstance(error, _data_failures()):
+        return EXIT_DATA
+    if isinstance(error, _infrastructure_failures()):
+        return EXIT_INFRASTRUCTURE
+    if isinstance(error, ValueError) and "[while running '" not in str(error):
+        return EXIT_FLAGS  # raised by the launcher's checks, before the job ran
+    return EXIT_BUG
 
 
 def main(run: Callable) -> None:
-    """Calls `run(argv)`; a flag or input error (ValueError) exits with its message.
-
-    Beam's own INFO logging is left out so the job's summary line stands out.
-    """
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    """Runs `run(argv)` for `python -m pipelines.X`: --help, --verbose, exit codes."""
+    module = run.__module__
+    if module == "__main__":  # python -m pipelines.X
+        module = sys.modules["__main__"].__spec__.name
+    job = module.rsplit(".", 1)[-1]
+    argv = sys.argv[1:]
+    if "-h" in argv or "--help" in argv:
+        job_parser(job).print_help()
+        sys.exit(0)
+    verbose = "--verbose" in argv
+    argv = [a for a in argv if a != "--verbose"]
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("pipelines").setLevel(logging.INFO)
     try:
-        run(sys.argv[1:])
-    except ValueError as e:
-        sys.exit(f"error: {e}")
+        run(argv)
+    except Exception as e:  # noqa: BLE001 - every error ends here, as an exit code
+        code = exit_code(e)
+        if code == EXIT_BUG:
+            raise
+        if verbose:
+            traceback.print_exc()
+        hint = next((h for name, h in _HINTS.items()
+                     if any(c.__name__ == name for c in type(e).__mro__)), None)
+        kind = {EXIT_FLAGS: "error", EXIT_DATA: "failed",
+                EXIT_INFRASTRUCTURE: f"infrastructure error: {type(e).__name__}"}[code]
+        print(f"{kind}: {_one_line(e)}" + (f"\n  try: {hint}" if hint else ""),
+              file=sys.stderr)
+        sys.exit(code)

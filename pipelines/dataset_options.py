@@ -18,7 +18,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
-from pipelines.flag_types import SWITCH
+from pipelines.flag_types import SWITCH, flag_group
 from transforms import manifest, sample_ops
 from transforms.audio import AudioOptions
 from transforms.audio_windows import WindowOptions
@@ -46,148 +46,158 @@ class DatasetOptions(PipelineOptions):
 
     @classmethod
     def _add_argparse_args(cls, parser):
-        parser.add_argument(
+        features = flag_group(parser, "features")
+        cutting = flag_group(parser, "cutting")
+        splits = flag_group(parser, "splits")
+        operations = flag_group(parser, "sample operations")
+        output = flag_group(parser, "output")
+        preprocessing = flag_group(parser, "preprocessing")
+        output.add_argument(
             "--output", help="Output directory (local or gs://): split folders, "
             "dataset_info.json, schema.pbtxt and failures/ go here. Required.")
-        parser.add_argument(
+        features.add_argument(
             "--features", default="auto",
             help="Feature spec, comma separated [name=]source:dtype[shape], e.g. "
             "'flac:bytes,cls:int64,speaker=json.speaker:bytes,emb:float[128]'; "
             "'auto' infers it from the first samples. With --cut, the cut's features "
             "(audio, frame(s), source_key, start_time, end_time) come first and these "
             "add labels and metadata ('none' adds nothing).")
-        parser.add_argument(
+        features.add_argument(
             "--infer_samples", type=int, default=16,
             help="How many samples --features auto looks at.")
-        parser.add_argument(
+        splits.add_argument(
             "--split_by", default="__key__",
             help="Group key for splits: FIELD[:REGEX], the regex's first capture, "
             "e.g. '__key__:^([^_]+)' or 'json.speaker'.")
-        parser.add_argument(
+        splits.add_argument(
             "--splits", default="train=0.8,eval=0.1,test=0.1",
             help="Split names and ratios summing to 1, e.g. 'train=0.9,test=0.1'.")
-        parser.add_argument(
+        splits.add_argument(
             "--split_column", default="",
             help="Take each sample's split from this field (a manifest column, or e.g. "
             "json.split) instead of the ratios; values match the --splits names "
             "case-insensitively, validation/val/dev also naming eval. A value naming no "
             "split is a dead letter.")
-        parser.add_argument(
+        splits.add_argument(
             "--stratify_by", default="",
             help="Label field to stratify by: within each label, the --split_by groups are "
             "split by the --splits ratios (each split within one group's size of its share); "
             "the manifest counts examples per split and label.")
-        parser.add_argument(
+        splits.add_argument(
+            "--allow_empty_splits", **SWITCH,
+            help="Publish the dataset even when a split the --splits ratios ask for came out "
+            "empty (too few groups); by default that fails the job.")
+        splits.add_argument(
             "--label_field", default="",
             help="Label field to count: the manifest records examples per split and label "
             "(e.g. 'cls' or 'json.label'); --stratify_by counts its label without it.")
-        parser.add_argument(
+        operations.add_argument(
             "--select", default="",
             help="Keep only these fields: names, prefix:P, suffix:S, contains:C.")
-        parser.add_argument(
+        operations.add_argument(
             "--where", default="", help="Keep only samples with these values, e.g. 'cls=3'.")
-        parser.add_argument(
+        operations.add_argument(
             "--rename", default="", help="Rename fields, e.g. 'flac=audio,cls=label'.")
-        parser.add_argument(
+        operations.add_argument(
             "--filter_empty", **SWITCH,
             help="Drop (and count) samples and examples that hold no data.")
-        parser.add_argument(
+        operations.add_argument(
             "--sample_fn", default="", help="module:function applied to each Sample "
             "(returns a Sample, or None to drop it).")
-        parser.add_argument(
+        operations.add_argument(
             "--example_fn", default="", help="module:function applied to each example's "
             "feature values (returns a dict, or None to drop it).")
-        parser.add_argument(
+        preprocessing.add_argument(
             "--preprocessing_fn", default="",
             help="module:function, a tf.Transform preprocessing_fn: analyzed on the train "
             "split, applied to every split; the shards hold its outputs, transform_fn/ is "
             "written next to them.")
-        parser.add_argument(
+        preprocessing.add_argument(
             "--normalize", default="",
             help="Built-in tf.Transform scaling with train statistics, e.g. "
             "'gain=zscore,age=0_1' (float32, replacing the feature).")
-        parser.add_argument(
+        preprocessing.add_argument(
             "--vocabulary", default="",
             help="Built-in tf.Transform vocabulary of the train split, e.g. 'speaker,lang': "
             "each value becomes its int64 index, -1 if unseen in train.")
-        parser.add_argument(
+        preprocessing.add_argument(
             "--bucketize", default="",
             help="Built-in tf.Transform quantile buckets from the train split, e.g. 'age=4' "
             "(int64 bucket 0..3).")
-        parser.add_argument(
+        cutting.add_argument(
             "--cut", default="none", choices=list(MODES),
             help="How samples become examples: none (one example per sample), "
             "audio_windows, frames (a frame with the audio window centred on it), clips.")
-        parser.add_argument(
+        cutting.add_argument(
             "--audio_fields", default="",
             help="Fields that may hold a sample's audio, first present wins, e.g. 'flac,wav'; "
             "without one, the video's own audio track is used.")
-        parser.add_argument(
+        cutting.add_argument(
             "--video_field", default="",
             help="The field holding the video (e.g. mp4), or 'frames' for numbered images "
             "(key.0001.jpg, key.0002.jpg, ...).")
-        parser.add_argument("--sequence_fps", type=float, default=25.0,
+        cutting.add_argument("--sequence_fps", type=float, default=25.0,
                             help="Frame rate of image-sequence samples.")
-        parser.add_argument("--sample_rate", type=int, default=16000,
+        cutting.add_argument("--sample_rate", type=int, default=16000,
                             help="Resample audio to this rate (0 keeps the source rate).")
-        parser.add_argument("--channel", default="mono",
+        cutting.add_argument("--channel", default="mono",
                             help="'mono' mixes channels down; a number picks that channel.")
-        parser.add_argument("--audio_dtype", default="float32", choices=["float32", "int16"],
+        cutting.add_argument("--audio_dtype", default="float32", choices=["float32", "int16"],
                             help="Audio in examples: float32 values or int16 PCM bytes.")
-        parser.add_argument("--window_s", type=float, default=1.0, help="Audio window length, seconds.")
-        parser.add_argument("--hop_s", type=float, default=0.0,
+        cutting.add_argument("--window_s", type=float, default=1.0, help="Audio window length, seconds.")
+        cutting.add_argument("--hop_s", type=float, default=0.0,
                             help="Audio window hop, seconds (0 = the window length).")
-        parser.add_argument("--remainder", default="pad", choices=["pad", "drop"],
+        cutting.add_argument("--remainder", default="pad", choices=["pad", "drop"],
                             help="The last partial window: zero-pad it or drop it.")
-        parser.add_argument("--max_windows", type=int, default=0,
+        cutting.add_argument("--max_windows", type=int, default=0,
                             help="At most this many windows per source (0 = all).")
-        parser.add_argument("--random_crops", type=int, default=0,
+        cutting.add_argument("--random_crops", type=int, default=0,
                             help="Instead of a regular grid, this many seeded random windows "
                             "per source.")
-        parser.add_argument("--seed", type=int, default=0,
+        cutting.add_argument("--seed", type=int, default=0,
                             help="Seed for --random_crops (with the sample key: same crops every run).")
-        parser.add_argument("--min_rms_db", type=float, default=None,
+        cutting.add_argument("--min_rms_db", type=float, default=None,
                             help="Drop (and count) audio windows quieter than this RMS in dBFS.")
-        parser.add_argument("--fps", type=float, default=1.0, help="Sample video frames at this rate.")
-        parser.add_argument("--num_frames", type=int, default=0,
+        cutting.add_argument("--fps", type=float, default=1.0, help="Sample video frames at this rate.")
+        cutting.add_argument("--num_frames", type=int, default=0,
                             help="Instead of --fps, this many frames spread over the video.")
-        parser.add_argument("--timestamps", default="",
+        cutting.add_argument("--timestamps", default="",
                             help="Instead of --fps, frames at these times (seconds, comma separated).")
-        parser.add_argument("--frame_size", default="",
+        cutting.add_argument("--frame_size", default="",
                             help="Frame size HxW, e.g. 224x224 (required for frames and clips).")
-        parser.add_argument("--resize", default="pad", choices=["pad", "crop"],
+        cutting.add_argument("--resize", default="pad", choices=["pad", "crop"],
                             help="Keep the aspect ratio by letterboxing (pad) or centre-cropping.")
-        parser.add_argument("--frame_format", default="jpeg", choices=["jpeg", "raw"],
+        cutting.add_argument("--frame_format", default="jpeg", choices=["jpeg", "raw"],
                             help="Frames as JPEG bytes or raw uint8 pixels.")
-        parser.add_argument("--jpeg_quality", type=int, default=90)
-        parser.add_argument("--decode_threads", type=int, default=0,
+        cutting.add_argument("--jpeg_quality", type=int, default=90)
+        cutting.add_argument("--decode_threads", type=int, default=0,
                             help="Video decoder threads: 1 = unthreaded; 0 = automatic: FFmpeg's "
                             "choice (one per core) on the DirectRunner, 1 on Dataflow, whose "
                             "workers already run a process per vCPU, each with several threads.")
-        parser.add_argument("--no_audio", **SWITCH,
+        cutting.add_argument("--no_audio", **SWITCH,
                             help="frames/clips without audio.")
-        parser.add_argument("--av_window_s", type=float, default=1.0,
+        cutting.add_argument("--av_window_s", type=float, default=1.0,
                             help="Length of the audio window centred on each frame, seconds.")
-        parser.add_argument("--clip_frames", type=int, default=8,
+        cutting.add_argument("--clip_frames", type=int, default=8,
                             help="Frames per clip (--cut clips), sampled at --fps.")
-        parser.add_argument(
+        output.add_argument(
             "--shuffle", default="none", choices=list(SHUFFLES),
             help="Where examples are written. none (default): each worker writes the "
             "examples it builds, in source order, into rolling shards: nothing is shuffled, "
             "memory stays flat, and the reader mixes shards when it shuffles. global: every "
             "shard a uniform hash-ordered sample of its split (TFDS-style), at the cost of "
             "shuffling every example.")
-        parser.add_argument(
+        output.add_argument(
             "--num_shards", type=int, default=0,
             help="With --shuffle global, shards per split; 0 sizes them by --shard_size_mb.")
-        parser.add_argument(
+        output.add_argument(
             "--shard_size_mb", type=float, default=128,
             help="Target shard size in MiB of serialized examples (default 128); also the "
             "input a work unit gathers (a tar file, or consecutive smaller ones).")
-        parser.add_argument(
+        output.add_argument(
             "--compression", default="gzip", choices=list(COMPRESSIONS),
             help="TFRecord compression (default gzip).")
-        parser.add_argument(
+        output.add_argument(
             "--max_failure_fraction", type=float, default=0.01,
             help="Fail the job when more than this fraction of inputs (samples, plus "
             "files that yielded none) become dead letters (default 0.01).")

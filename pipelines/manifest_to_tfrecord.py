@@ -33,31 +33,15 @@ import functools
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import cli
+from pipelines.job_options import InputOptions, ListingOptions
 from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_job
-from pipelines.tar_to_tfrecord import TarToTfrecordOptions
 from transforms.cutting import media_features
 from transforms.dataset import DatasetConfig
 from transforms.manifest_source import (ListingReader, inspect_manifests, iter_samples,
                                         missing_fields, plan_listing_units)
 from transforms.units import Source
 
-__all__ = ["ManifestToTfrecordOptions", "run"]
-
-
-class ManifestToTfrecordOptions(PipelineOptions):
-    """The manifest source's flags (the manifests themselves are --input)."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser):
-        parser.add_argument(
-            "--media_columns", default="",
-            help="Columns holding media file paths or URIs (relative to the manifest, "
-            "absolute, or gs://), comma separated, e.g. 'audio,video'; each file is read "
-            "into the field named by its column. Required.")
-        parser.add_argument(
-            "--key_column", default="",
-            help="Column holding each row's sample key; default: the first media column's "
-            "path up to the first dot of its file name.")
+__all__ = ["run"]
 
 
 def _named_fields(config: DatasetConfig) -> list:
@@ -78,9 +62,10 @@ def _named_fields(config: DatasetConfig) -> list:
 
 def run(argv=None) -> dict | None:
     """Builds and runs the job; returns the manifest once it has finished."""
+    argv = cli.checked_flags("manifest_to_tfrecord", argv)
     options = PipelineOptions(argv)
-    manifests = options.view_as(TarToTfrecordOptions).input
-    opts = options.view_as(ManifestToTfrecordOptions)
+    manifests = options.view_as(InputOptions).input
+    opts = options.view_as(ListingOptions)
     if not manifests:
         raise ValueError("--input is required (CSV or JSONL manifests: a file pattern, or "
                          "several comma separated)")

@@ -28,7 +28,7 @@ became dead letters (rows already written stay).
 
 Flags (the flex template parameters): `--instance`, `--table`
 (BigtableTableOptions), `--family`, `--create_table`, `--failures_output`
-(TarToBigtableOptions), and flags other modules already define, because Beam
+(BigtableLoadOptions), and flags other modules already define, because Beam
 parses every options class loaded in the process together and a flag defined
 twice is an error: `--input` (pipelines.tar_to_tfrecord), `--max_failure_fraction`
 (pipelines.dataset_options) and `--project` (Beam's GoogleCloudOptions, also the
@@ -47,46 +47,23 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from apache_beam.runners.runner import PipelineResult
 
 from pipelines import cli
-from pipelines.bigtable_options import BigtableTableOptions
+from pipelines.job_options import BigtableLoadOptions, BigtableTableOptions, InputOptions
 from pipelines.dataset_options import DatasetOptions
-from pipelines.flag_types import SWITCH
-from pipelines.tar_to_tfrecord import TarToTfrecordOptions
 from transforms.bigtable_sink import STAGE, BigtableTableConfig, WriteSamplesToBigtable, ensure_table
 from transforms.dead_letters import FAILURES, FILE, SAMPLE, describe
 from transforms.runtime import make_pipeline, wait_for
 from transforms.file_match import match_files
+from transforms.finalise import DatasetFailed
 from transforms.fileops import check_writable
 from transforms.tar_source import ReadTarSamples
 
-__all__ = ["TarToBigtableOptions", "LoadFailed", "load_summary",
+__all__ = ["load_summary",
            "summary_line", "run"]
 
 _LOG = logging.getLogger(__name__)
 
 # Without --failures_output, at most this many dead letters are logged one by one.
 _MAX_LOGGED = 100
-
-
-class TarToBigtableOptions(PipelineOptions):
-    """How the tar shards are loaded (the input is --input)."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser):
-        parser.add_argument(
-            "--family", default="raw",
-            help="Column family holding the fields: one cell per field, qualifier = the "
-            "field name (default raw).")
-        parser.add_argument(
-            "--create_table", **SWITCH,
-            help="Create the table and the family when missing (else the job stops "
-            "before any work).")
-        parser.add_argument(
-            "--failures_output", default="",
-            help="Write dead letters here as JSON lines (local or gs://); empty logs them.")
-
-
-class LoadFailed(RuntimeError):
-    """More inputs became dead letters than --max_failure_fraction allows."""
 
 
 def load_summary(samples_yielded: int, failures: Iterable[Mapping]) -> dict:
@@ -148,7 +125,7 @@ class _ReportFn(beam.DoFn):
         failed = summary["samples_failed"] + summary["files_failed"]
         if inputs and failed / inputs > self._max_failure_fraction:
             where = self._failures_output or "the log"
-            raise LoadFailed(
+            raise DatasetFailed(
                 f"{failed} of {inputs} inputs failed ({failed / inputs:.2%} > "
                 f"--max_failure_fraction {self._max_failure_fraction:.2%}); dead letters in "
                 f"{where}; first: {describe(failures[0])}")
@@ -170,10 +147,11 @@ def run(argv=None) -> PipelineResult:
 
     Flag, input and table problems are ValueErrors raised before the job starts.
     """
+    argv = cli.checked_flags("tar_to_bigtable", argv)
     options = PipelineOptions(argv)
-    load = options.view_as(TarToBigtableOptions)
+    load = options.view_as(BigtableLoadOptions)
     max_failure_fraction = options.view_as(DatasetOptions).max_failure_fraction
-    tar_input = options.view_as(TarToTfrecordOptions).input
+    tar_input = options.view_as(InputOptions).input
     if not tar_input:
         raise ValueError("--input is required (a tar file pattern)")
     if not 0 <= max_failure_fraction <= 1:

@@ -29,25 +29,14 @@ import functools
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import cli
+from pipelines.job_options import InputOptions
 from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_job
 from transforms.file_match import match_files
 from transforms.input_files import open_input
 from transforms.tar_source import TarReader, iter_tar, plan_tar_units
 from transforms.units import Source
 
-__all__ = ["TarToTfrecordOptions", "run"]
-
-
-class TarToTfrecordOptions(PipelineOptions):
-    """The tar source's flags (`--input` also names manifest_to_tfrecord's manifests:
-    Beam parses every options class together, so a flag is defined once)."""
-
-    @classmethod
-    def _add_argparse_args(cls, parser):
-        parser.add_argument(
-            "--input", help="Tar shards (CSV/JSONL manifests for manifest_to_tfrecord): a "
-            "file pattern (local or gs://), or several comma separated, e.g. "
-            "'data/train-*.tar.gz'. Required.")
+__all__ = ["run"]
 
 
 def _samples_in(files: list):
@@ -62,8 +51,9 @@ def _samples_in(files: list):
 
 def run(argv=None) -> dict | None:
     """Builds and runs the job; returns the manifest once it has finished."""
+    argv = cli.checked_flags("tar_to_tfrecord", argv)
     options = PipelineOptions(argv)
-    tar = options.view_as(TarToTfrecordOptions)
+    tar = options.view_as(InputOptions)
     if not tar.input:
         raise ValueError("--input is required (a tar file pattern)")
     patterns = [p.strip() for p in tar.input.split(",") if p.strip()]

@@ -33,13 +33,10 @@ import os
 import sys
 from typing import Any
 
-from pipelines.bigtable_options import BigtableTableOptions
-from pipelines.bigtable_to_tfrecord import BigtableToTfrecordOptions
 from pipelines.dataset_options import DatasetOptions
 from pipelines.flag_types import boolean
-from pipelines.manifest_to_tfrecord import ManifestToTfrecordOptions
-from pipelines.tar_to_bigtable import TarToBigtableOptions
-from pipelines.tar_to_tfrecord import TarToTfrecordOptions
+from pipelines.job_options import (BigtableLoadOptions, BigtableReadOptions, BigtableTableOptions,
+                                   InputOptions, ListingOptions)
 
 __all__ = ["TEMPLATES", "TEMPLATE_DIR", "Template", "example", "flags", "metadata", "path",
            "render"]
@@ -66,29 +63,29 @@ TEMPLATES = {
         "beam-datagen: tar shards to TFRecord",
         "Tar shards of raw media (WebDataset layout) on Cloud Storage -> a sharded TFRecord "
         "dataset of tf.train.Examples per split, with a manifest and dead letters.",
-        (TarToTfrecordOptions, DatasetOptions),
+        (InputOptions, DatasetOptions),
         help={"input": "Tar shards on Cloud Storage: a file pattern, or several comma "
                        "separated (.tar, .tar.gz, .tar.bz2, .tar.xz). Required."}),
     "manifest_to_tfrecord": Template(
         "beam-datagen: CSV/JSONL manifest to TFRecord",
         "CSV or JSONL manifests whose rows name media files -> a sharded TFRecord dataset "
         "of tf.train.Examples per split, with a manifest and dead letters.",
-        (TarToTfrecordOptions, ManifestToTfrecordOptions, DatasetOptions),
+        (InputOptions, ListingOptions, DatasetOptions),
         help={"input": "CSV/TSV or JSONL manifests on Cloud Storage (optionally compressed): "
                        "a file pattern, or several comma separated. Required."}),
     "bigtable_to_tfrecord": Template(
         "beam-datagen: Bigtable to TFRecord",
         "Cloud Bigtable rows of raw media (a table in the job's project) -> a sharded "
         "TFRecord dataset per split, and/or the encoded examples in a Bigtable table.",
-        (BigtableTableOptions, BigtableToTfrecordOptions, DatasetOptions),
+        (BigtableTableOptions, BigtableReadOptions, DatasetOptions),
         help={"instance": "Bigtable instance id (in the job's project). Required.",
               "table": "Bigtable table of raw media rows. Required."}),
     "tar_to_bigtable": Template(
         "beam-datagen: tar shards to Bigtable",
         "Tar shards of raw media on Cloud Storage -> a raw Cloud Bigtable table (in the "
         "job's project): one row per sample, one cell per member.",
-        (BigtableTableOptions, TarToBigtableOptions),
-        borrowed=((TarToTfrecordOptions, "input"), (DatasetOptions, "max_failure_fraction")),
+        (BigtableTableOptions, BigtableLoadOptions),
+        borrowed=((InputOptions, "input"), (DatasetOptions, "max_failure_fraction")),
         help={"input": "Tar shards on Cloud Storage: a file pattern, or several comma "
                        "separated. Required.",
               "instance": "Bigtable instance id (in the job's project). Required.",

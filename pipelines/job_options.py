@@ -1,0 +1,112 @@
+"""The jobs' own flags, beside the shared ones (pipelines/dataset_options.py).
+
+They live here, not in the job modules, because a job runs as `__main__`
+(`python -m pipelines.X`): an options class defined there would exist twice
+once anything imports the job module by name, and Beam, which parses every
+loaded options class together, would meet each of its flags twice. For the
+same reason a flag is defined once and shared (`--input` by three jobs,
+`--instance`/`--table` by two). Which job reads which classes:
+pipelines/template_metadata.py `TEMPLATES`.
+"""
+
+from __future__ import annotations
+
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines.flag_types import SWITCH, flag_group
+
+__all__ = ["BigtableLoadOptions", "BigtableReadOptions", "BigtableTableOptions", "InputOptions",
+           "ListingOptions"]
+
+
+class InputOptions(PipelineOptions):
+    """The input files of the tar and listing jobs."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        flag_group(parser, "input").add_argument(
+            "--input", help="Tar shards (CSV/JSONL manifests for manifest_to_tfrecord): a "
+            "file pattern (local or gs://), or several comma separated, e.g. "
+            "'data/train-*.tar.gz'. Required.")
+
+
+class ListingOptions(PipelineOptions):
+    """How manifest_to_tfrecord reads its CSV/JSONL manifests (the files are --input)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        inputs = flag_group(parser, "input")
+        inputs.add_argument(
+            "--media_columns", default="",
+            help="Columns holding media file paths or URIs (relative to the manifest, "
+            "absolute, or gs://), comma separated, e.g. 'audio,video'; each file is read "
+            "into the field named by its column. Required.")
+        inputs.add_argument(
+            "--key_column", default="",
+            help="Column holding each row's sample key; default: the first media column's "
+            "path up to the first dot of its file name.")
+
+
+class BigtableTableOptions(PipelineOptions):
+    """Which Bigtable table (the project is Beam's own --project)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        bigtable = flag_group(parser, "bigtable")
+        bigtable.add_argument("--instance", help="Bigtable instance id. Required.")
+        bigtable.add_argument("--table", help="Bigtable table id. Required.")
+
+
+class BigtableReadOptions(PipelineOptions):
+    """What bigtable_to_tfrecord reads, and where else its examples go."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        bigtable = flag_group(parser, "bigtable")
+        bigtable.add_argument(
+            "--columns", help="Which cells become which fields: 'family:qualifier=field' comma "
+            "separated, or 'family:*' for every qualifier of a family, e.g. "
+            "'raw:wav=wav,raw:label=cls'. Required.")
+        bigtable.add_argument("--app_profile", default="", help="Bigtable app profile id.")
+        bigtable.add_argument("--start_key", default="", help="First row key to read.")
+        bigtable.add_argument("--end_key", default="", help="Row key to stop before.")
+        bigtable.add_argument("--prefix", default="", help="Only rows whose key starts so.")
+        bigtable.add_argument("--key_regex", default="",
+                              help="Only rows whose whole key matches this RE2 regex.")
+        bigtable.add_argument("--max_rows", type=int, default=0,
+                              help="At most this many rows, the first in key order (0 = all).")
+        bigtable.add_argument("--sample_fraction", type=float, default=1.0,
+                              help="Keep this fraction of rows, chosen by a hash of the key: "
+                              "the same rows on every run.")
+        bigtable.add_argument("--max_ranges", type=int, default=64,
+                              help="Key ranges read in parallel (cut at the table's sample "
+                              "keys).")
+        bigtable.add_argument("--examples_table", default="",
+                              help="Also write the encoded examples to this table (same "
+                              "instance).")
+        bigtable.add_argument("--examples_family", default="ex",
+                              help="Column family of --examples_table (default ex).")
+        bigtable.add_argument("--create_examples_table", **SWITCH,
+                              help="Create --examples_table and its family when missing.")
+        bigtable.add_argument("--examples_only", **SWITCH,
+                              help="Write examples to --examples_table only, no TFRecord files "
+                              "(the manifest and dead letters still go to --output).")
+
+
+class BigtableLoadOptions(PipelineOptions):
+    """How tar_to_bigtable loads the tar shards (the input is --input)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser):
+        bigtable = flag_group(parser, "bigtable")
+        bigtable.add_argument(
+            "--family", default="raw",
+            help="Column family holding the fields: one cell per field, qualifier = the "
+            "field name (default raw).")
+        bigtable.add_argument(
+            "--create_table", **SWITCH,
+            help="Create the table and the family when missing (else the job stops "
+            "before any work).")
+        bigtable.add_argument(
+            "--failures_output", default="",
+            help="Write dead letters here as JSON lines (local or gs://); empty logs them.")
