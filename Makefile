@@ -13,12 +13,12 @@ $(VENV)/.installed: setup.py
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
-# An audio-visual corpus (16 speakers, 2 s H.264 clips, FLAC or AAC voices, one
+# An audio-visual corpus (64 speakers, 2 s H.264 clips, FLAC or AAC voices, one
 # broken sample) cut into single-frame examples: a frame with 0.5 s of audio.
 demo: $(VENV)/.installed
 	rm -rf $(DEMO)
 	$(PY) -m pipelines.sample_corpus --kind av --output $(DEMO)/corpus --shards 4 \
-	    --samples_per_shard 16 --speakers 16 --bad_samples 1
+	    --samples_per_shard 16 --speakers 64 --bad_samples 1
 	$(PY) -m pipelines.tar_to_tfrecord --input '$(DEMO)/corpus/*.tar' --output $(DEMO)/dataset \
 	    --cut frames --video_field mp4 --audio_fields flac --fps 2 --frame_size 112x112 \
 	    --av_window_s 0.5 --features 'label=cls:int64,speaker=json.speaker:bytes' \

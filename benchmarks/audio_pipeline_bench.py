@@ -69,7 +69,7 @@ def run(corpus: str, output: str, dtype: str, shuffle: str) -> tuple:
     info = tar_to_tfrecord.run([
         "--input", f"{corpus}/*.tar", "--output", output, "--cut", "audio_windows",
         "--audio_fields", "flac", "--window_s", "1", "--audio_dtype", dtype,
-        "--features", "label=cls:int64", "--split_by", "__key__:^([^_]+)",
+        "--features", "label=cls:int64", "--split_by", "__key__:^([^_]+)", "--allow_empty_splits",
         "--shuffle", shuffle, "--direct_num_workers", "1"])
     seconds = time.perf_counter() - start
     splits = info["splits"].values()

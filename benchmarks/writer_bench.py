@@ -45,9 +45,10 @@ from pipelines.sample_corpus import write_corpus
 
 PAYLOAD = 128 << 10
 PAYLOAD_FLAGS = ["--features", "payload=bin:bytes,label=cls:int64,speaker=json.speaker:bytes,"
-                 "json.gain:float", "--split_by", "__key__:^([^_]+)"]
+                 "json.gain:float", "--split_by", "__key__:^([^_]+)", "--allow_empty_splits"]
 SPEECH_FLAGS = ["--cut", "audio_windows", "--audio_fields", "flac", "--window_s", "1",
-                "--features", "label=cls:int64", "--split_by", "__key__:^([^_]+)"]
+                "--features", "label=cls:int64", "--split_by", "__key__:^([^_]+)",
+                "--allow_empty_splits"]
 RUNS = {
     "loop": ["-m", "benchmarks.plain_loop"],
     "loop x2": None,  # two loops at once: _two_loops

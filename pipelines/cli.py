@@ -214,6 +214,8 @@ def main(run: Callable) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("pipelines").setLevel(logging.INFO)
+    if not verbose:  # Beam logs a failing step's traceback before it raises
+        logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
     try:
         run(argv)
     except Exception as e:  # noqa: BLE001 - every error ends here, as an exit code

@@ -211,7 +211,8 @@ _CUT_FLAGS = ("cut", "audio_fields", "video_field", "sequence_fps", "sample_rate
 
 
 def _recorded_options(opts: DatasetOptions) -> dict:
-    names = ("features", "split_by", "splits", "split_column", "stratify_by", "label_field",
+    names = ("features", "split_by", "splits", "split_column", "stratify_by",
+             "allow_empty_splits", "label_field",
              "select", "where", "rename", "filter_empty", "sample_fn", "example_fn",
              "preprocessing_fn", "normalize", "vocabulary", "bucketize", "shuffle",
              "num_shards", "shard_size_mb", "compression", "max_failure_fraction")
@@ -316,7 +317,8 @@ def dataset_config(options: PipelineOptions, spec: FeatureSpec,
         source=dict(source),
         options=_recorded_options(opts),
         preprocessing=preprocessing,
-        shuffle=opts.shuffle)
+        shuffle=opts.shuffle,
+        allow_empty_splits=opts.allow_empty_splits)
 
 
 def feature_spec(options: PipelineOptions, samples: Iterable) -> FeatureSpec:
@@ -366,4 +368,6 @@ def run_dataset_job(options: PipelineOptions, config: DatasetConfig, source: Sou
         return None
     info = read_manifest(config.output)
     print(summary_line(info))
+    for warning in info["warnings"]:
+        print(f"warning: {warning}")
     return info

@@ -60,7 +60,7 @@ def _samples(prefix: str, n: int = 6):
 def _run(inputs, output, *extra):
     return tar_to_tfrecord.run(["--input", inputs, "--output", str(output),
                                 "--features", FEATURES, "--split_by", "json.speaker",
-                                "--splits", "train=0.5,test=0.5",
+                                "--splits", "train=1",
                                 "--max_failure_fraction", "0.9", *extra])
 
 
@@ -125,7 +125,7 @@ def test_a_compressed_listing_failing_its_checksum_gives_no_row(tmp_path):
     info = manifest_to_tfrecord.run([
         "--input", f"{lists}/*", "--output", str(tmp_path / "out"), "--media_columns", "audio",
         "--features", "payload=audio:bytes,speaker:bytes", "--split_by", "speaker",
-        "--max_failure_fraction", "0.9"])
+        "--splits", "train=1", "--max_failure_fraction", "0.9"])
     failures = _dead_letters(tmp_path / "out")
     assert sorted((f["url"].rsplit("/", 1)[1], f["unit"]) for f in failures) == [
         ("b.csv.gz", "file"), ("c.csv.bz2", "file")]
@@ -178,7 +178,7 @@ def test_a_fifo_named_by_a_listing_row_is_a_dead_letter(tmp_path):
     info = manifest_to_tfrecord.run([
         "--input", str(tmp_path / "rows.csv"), "--output", str(tmp_path / "out"),
         "--media_columns", "audio", "--features", "payload=audio:bytes,speaker:bytes",
-        "--split_by", "speaker", "--max_failure_fraction", "0.9"])
+        "--split_by", "speaker", "--splits", "train=1", "--max_failure_fraction", "0.9"])
     failures = _dead_letters(tmp_path / "out")
     assert sorted((f["member"], f["stage"]) for f in failures) == [
         ("/dev/zero", "read_media"), (str(tmp_path / "pipe.bin"), "read_media")]
@@ -299,7 +299,7 @@ def test_a_killed_run_leaves_the_dataset_whole_and_the_next_run_clears_its_debri
     job = subprocess.Popen(
         [sys.executable, "-m", "pipelines.tar_to_tfrecord", "--input", f"{corpus}/*.tar",
          "--output", str(output), "--features", FEATURES, "--split_by", "json.speaker",
-         "--shard_size_mb", "1"],
+         "--splits", "train=1", "--shard_size_mb", "1"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
@@ -336,7 +336,8 @@ def test_a_huge_member_costs_at_most_three_times_its_size(tmp_path):
         runs[name] = measure([sys.executable, "-m", "pipelines.tar_to_tfrecord",
                               "--input", str(folder / "a.tar.gz"),
                               "--output", str(tmp_path / f"out_{name}"),
-                              "--features", "payload=bin:bytes,label=cls:int64"])
+                              "--features", "payload=bin:bytes,label=cls:int64",
+                              "--splits", "train=1"])
         assert "3 examples written" in runs[name].output, runs[name].output[-2000:]
     extra = runs["huge"].peak_rss - runs["small"].peak_rss
     assert extra <= 3 * member, f"a {member >> 20} MiB member cost {extra >> 20} MiB"

@@ -20,10 +20,10 @@ from memory_source import memory_source
 from transforms import reader
 from transforms.dataset import DatasetConfig, WriteDataset
 from transforms.examples import ExampleRecipe
-from transforms.leakage import FindLeakingGroups, leakage_message
+from transforms.leakage import SplitGroups, leakage_message
 from transforms.spec import parse_features
 from transforms.splits import (SplitPlan, Strata, group_stratum, parse_split_by, parse_splits,
-                               stable_hash64, stratum_cuts)
+                               split_balance, stable_hash64, stratum_cuts)
 
 
 def test_parse_splits():
@@ -311,11 +311,32 @@ def test_leakage_check_fails_the_job_and_publishes_nothing(pipeline, tmp_path):
     assert not [p for p in os.listdir(output) if p.startswith(".temp") or p in ("train", "test")]
 
 
-def test_find_leaking_groups_reports_only_groups_in_several_splits(pipeline):
+def test_split_groups_finds_groups_in_several_splits_and_counts_them(pipeline):
     pairs = [("a", "train"), ("a", "train"), ("b", "test"), ("b", "train"), ("b", "eval"),
              ("c", "eval")]
-    leaks = pipeline | beam.Create(pairs) | FindLeakingGroups()
-    assert_that(leaks, equal_to([("b", ["eval", "test", "train"])]))
+    groups = pipeline | beam.Create(pairs) | SplitGroups()
+    assert_that(groups["leaks"], equal_to([("b", ["eval", "test", "train"])]), label="leaks")
+    assert_that(groups["counts"], equal_to([("train", 2), ("eval", 2), ("test", 1)]),
+                label="counts")
     pipeline.run()
     assert leakage_message([("b", ["eval", "test", "train"])]).startswith(
         "split leakage: 1 group key(s) in more than one split: 'b' in eval, test, train")
+
+
+def test_split_balance_names_empty_and_lopsided_splits_and_what_to_do():
+    plan = SplitPlan.from_flags("train=0.8,eval=0.1,test=0.1", "json.speaker")
+    empty, lopsided = split_balance(plan, {"train": 950, "test": 50}, {"train": 14, "test": 2})
+    assert empty == ["split 'eval' came out empty (asked 10%): the 16 groups of --split_by "
+                     "json.speaker are too few to cut at these ratios; use more, smaller groups "
+                     "(a finer --split_by), --stratify_by a label, or --split_column"]
+    assert lopsided == []  # test: 5.0% of 10%, within half its ratio
+    # The 64 speakers: eval 187 and test 1,686 of 12,000 examples.
+    empty, lopsided = split_balance(plan, {"train": 10127, "eval": 187, "test": 1686},
+                                    {"train": 54, "eval": 1, "test": 9})
+    assert empty == [] and len(lopsided) == 1
+    assert lopsided[0].startswith("split 'eval' has 1.6% of the examples, asked 10% (1 of 64 "
+                                  "groups of --split_by json.speaker)")
+    assert split_balance(plan, {"train": 800, "eval": 100, "test": 100}, {}) == ([], [])
+    # A split field names the splits: there are no ratios to miss.
+    column = SplitPlan.from_flags("train=0.8,eval=0.1,test=0.1", "json.speaker", "split")
+    assert split_balance(column, {"train": 1}, {"train": 1}) == ([], [])

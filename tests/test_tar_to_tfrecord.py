@@ -184,7 +184,7 @@ def double_gain(values):
 
 def test_sample_operations_through_the_pipeline(corpus, tmp_path):
     output = tmp_path / "ops"
-    info = _run(corpus, output, "--where", "json.speaker=spk02",
+    info = _run(corpus, output, "--where", "json.speaker=spk02", "--allow_empty_splits",
                 "--features", "label=cls:int64,twice:int64,json.gain:float",
                 "--sample_fn", f"{__name__}:keep_even_speakers",
                 "--example_fn", f"{__name__}:double_gain", "--select", "cls,json")

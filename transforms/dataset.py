@@ -42,7 +42,7 @@ from transforms.convert import REPORTS, SHARDS, ConvertOptions, ConvertUnits
 from transforms.dead_letters import FAILURES
 from transforms.examples import ExampleRecipe
 from transforms.finalise import TEMP_PREFIX, Finalise
-from transforms.leakage import FindLeakingGroups
+from transforms.leakage import SplitGroups
 from transforms.preprocessing import Preprocessing
 from transforms.shard_writer import WriteShards
 from transforms.stratify import StratifySplits
@@ -73,6 +73,7 @@ class DatasetConfig:
     write_tfrecords: bool = True
     preprocessing: Preprocessing | None = None
     shuffle: str = "none"
+    allow_empty_splits: bool = False
 
     def __post_init__(self):
         if self.shuffle not in SHUFFLES:
@@ -150,9 +151,9 @@ class WriteDataset(beam.PTransform):
             | "AllTallies" >> beam.Flatten()
             | "SumTallies" >> beam.CombinePerKey(sum)
             | "TallyDict" >> beam.combiners.ToDict())
-        leaks = (converted[REPORTS]
-                 | "GroupSplits" >> beam.FlatMap(lambda r: r.groups)  # (group key, split)
-                 | "FindLeakingGroups" >> FindLeakingGroups())
+        groups = (converted[REPORTS]
+                  | "GroupSplits" >> beam.FlatMap(lambda r: r.groups)  # (group key, split)
+                  | "SplitGroups" >> SplitGroups())
         splittable = reader.splittable
         return {
             "planned": units | "PlannedSpans" >> beam.Map(
@@ -160,6 +161,7 @@ class WriteDataset(beam.PTransform):
             "shards": shards,
             "tallies": tallies,
             "failures": failures | "AllFailures" >> beam.Flatten(),
-            "leaks": leaks,
+            "leaks": groups["leaks"],
+            "group_counts": groups["counts"],
             "reports": converted[REPORTS] | "UnitSpans" >> beam.Map(lambda r: (r.unit, r.span)),
         } | "Finalise" >> Finalise(config, temp_dir, analysis.spec if analysis else None)

@@ -1,7 +1,8 @@
 """The job's last steps: check everything, move the shards into place, publish.
 
     info = ({"planned": ..., "shards": ..., "tallies": ..., "failures": ..., "leaks": ...,
-             "reports": ...} | "Finalise" >> Finalise(config, temp_dir, transformed_spec))
+             "group_counts": ..., "reports": ...}
+            | "Finalise" >> Finalise(config, temp_dir, transformed_spec))
 
 1. **Check**, once every shard is written. Samples read = written + filtered +
    failed; every planned work unit reported exactly once (a key range split
@@ -39,6 +40,7 @@ from transforms.fileops import delete_if_exists, ensure_dir, remove_tree, remove
 from transforms.leakage import leakage_message
 from transforms.preprocessing import TRANSFORM_DIRS
 from transforms.spec import FeatureSpec
+from transforms.splits import split_balance
 
 __all__ = ["DatasetFailed", "Finalise", "TEMP_PREFIX", "account", "summary_line",
            "unit_coverage_errors"]
@@ -139,6 +141,8 @@ class CommitPlan(NamedTuple):
     accounting: dict
     label_counts: dict | None
     num_failures: int
+    group_counts: dict  # split -> groups in it
+    warnings: tuple     # splits that came out empty (allowed) or off their ratio
 
 
 def _write_text(path: str, text: str) -> None:
@@ -162,7 +166,7 @@ class _CheckFn(beam.DoFn):
         self._config = config
         self._temp_dir = temp_dir
 
-    def process(self, _, planned, shards, tallies, failures, leaks, reports):
+    def process(self, _, planned, shards, tallies, failures, leaks, group_counts, reports):
         config = self._config
         accounting = account(tallies)
         accounted = (accounting["samples_written"] + accounting["samples_filtered"]
@@ -183,20 +187,26 @@ class _CheckFn(beam.DoFn):
         inputs = accounting["samples_read"] + accounting["files_failed"]
         failed = (accounting["samples_failed"] + accounting["files_failed"]
                   + accounting["examples_failed"])
+        group_counts = dict(group_counts)
+        empty, lopsided = split_balance(config.recipe.split_plan,
+                                        accounting["examples_per_split"], group_counts)
         problem = None
         if inputs and failed / inputs > config.max_failure_fraction:
             problem = (f"{failed} of {inputs} inputs failed ({failed / inputs:.2%} > "
                        f"--max_failure_fraction {config.max_failure_fraction:.2%})")
+            if failures:
+                problem += (f"; dead letters in {_run_failures(self._temp_dir)}; first: "
+                            f"{describe(failures[0])}")
         elif leaks:
             problem = leakage_message(leaks)
+        elif empty and not config.allow_empty_splits:
+            problem = f"{empty[0]}; or pass --allow_empty_splits"
         if problem is not None:
             # The output stays exactly as it was; this run's dead letters stay in
             # its temporary folder (the next successful run removes it).
             remove_tree(self._temp_dir)
             if failures:
                 _write_failures(_run_failures(self._temp_dir), failures)
-                problem += (f"; dead letters in {_run_failures(self._temp_dir)}; first: "
-                            f"{describe(failures[0])}")
             raise DatasetFailed(problem)
         if failures:
             _write_failures(_run_failures(self._temp_dir), failures)
@@ -209,7 +219,7 @@ class _CheckFn(beam.DoFn):
             ensure_dir(FileSystems.join(config.output, split))  # before parallel moves into it
         yield CommitPlan(tuple(named), accounting,
                          _label_counts(tallies) if config.recipe.split_plan.label_source else None,
-                         len(failures))
+                         len(failures), group_counts, tuple(empty + lopsided))
 
 
 def _move_batches(plan: CommitPlan, output: str) -> Iterable[list]:
@@ -261,7 +271,7 @@ class _PublishFn(beam.DoFn):
             spec=spec, splits=splits, compression=config.compression,
             accounting=plan.accounting, num_failures=plan.num_failures, source=config.source,
             options=config.options, split_names=names, label_counts=plan.label_counts,
-            transform=transform)
+            group_counts=plan.group_counts, warnings=plan.warnings, transform=transform)
         _write_text(FileSystems.join(config.output, manifest.SCHEMA),
                     manifest.schema_pbtxt(spec))
         _write_text(FileSystems.join(config.output, manifest.MANIFEST),
@@ -273,13 +283,14 @@ class _PublishFn(beam.DoFn):
 
 
 class Finalise(beam.PTransform):
-    """{"planned", "shards", "tallies", "failures", "leaks", "reports"} -> the manifest
-    dict, once the dataset is published (see the module docstring).
+    """{"planned", "shards", "tallies", "failures", "leaks", "group_counts", "reports"}
+    -> the manifest dict, once the dataset is published (see the module docstring).
 
     `planned` are the work units as (index, span or None) pairs, `shards`
     ShardRecords, `tallies` the singleton dict of summed tallies, `failures`
-    dead letters, `leaks` (group, splits) pairs, `reports` the units' (index,
-    span) pairs, checked against `planned`.
+    dead letters, `leaks` (group, splits) pairs, `group_counts` (split,
+    groups) pairs, `reports` the units' (index, span) pairs, checked against
+    `planned`.
     """
 
     def __init__(self, config, temp_dir: str, transformed_spec: FeatureSpec | None = None):
@@ -300,6 +311,7 @@ class Finalise(beam.PTransform):
                 tallies=beam.pvalue.AsSingleton(inputs["tallies"]),
                 failures=beam.pvalue.AsList(inputs["failures"]),
                 leaks=beam.pvalue.AsList(inputs["leaks"]),
+                group_counts=beam.pvalue.AsList(inputs["group_counts"]),
                 reports=beam.pvalue.AsList(inputs["reports"])))
         moved = (
             plan

@@ -4,7 +4,8 @@ By ratio or stratified, a group's split is a function of the group, so a leak
 would be a bug; with an explicit split field (--split_column) it is the data's
 own doing - one speaker's rows marked train and test - and equally fatal for
 an honest evaluation. WriteDataset's final step fails the job, before anything
-is published, when `FindLeakingGroups` finds any.
+is published, when `SplitGroups` finds any; the groups it counts per split
+tell that step why a split came out empty or lopsided.
 
 The check is distributed: only the (group, split) pairs that differ are
 shuffled, and only leaking groups (normally none) reach the final step.
@@ -16,7 +17,7 @@ from typing import Iterable
 
 import apache_beam as beam
 
-__all__ = ["FindLeakingGroups", "leakage_message"]
+__all__ = ["SplitGroups", "leakage_message"]
 
 _SHOWN = 5
 
@@ -31,15 +32,21 @@ def leakage_message(leaks: Iterable[tuple]) -> str:
             f"agree for every sample of a group)")
 
 
-class FindLeakingGroups(beam.PTransform):
-    """(group key, split) pairs, one per sample -> (group key, sorted splits) of each
-    group found in more than one split."""
+class SplitGroups(beam.PTransform):
+    """(group key, split) pairs, one per sample -> {"leaks": (group key, sorted
+    splits) of each group found in more than one split, "counts": (split, the
+    number of groups in it)}."""
 
     def expand(self, pairs):
-        return (
+        splits_per_group = (
             pairs
             | "DistinctGroupSplits" >> beam.Distinct()
             | "SplitsPerGroup" >> beam.GroupByKey()
             # (group, [split, ...]), each split once
-            | "Sorted" >> beam.MapTuple(lambda group, splits: (group, sorted(splits)))
-            | "InSeveral" >> beam.Filter(lambda kv: len(kv[1]) > 1))
+            | "Sorted" >> beam.MapTuple(lambda group, splits: (group, sorted(splits))))
+        return {
+            "leaks": splits_per_group | "InSeveral" >> beam.Filter(lambda kv: len(kv[1]) > 1),
+            "counts": (splits_per_group
+                       | "EachSplit" >> beam.FlatMap(lambda kv: kv[1])
+                       | "GroupsPerSplit" >> beam.combiners.Count.PerElement()),
+        }

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 from importlib import metadata
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from transforms.spec import FeatureSpec
 
@@ -37,13 +37,16 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
                    accounting: Mapping[str, Any], num_failures: int, source: Mapping[str, Any],
                    options: Mapping[str, Any], split_names: list,
                    label_counts: Mapping[str, Mapping[str, int]] | None = None,
+                   group_counts: Mapping[str, int] | None = None, warnings: Sequence[str] = (),
                    transform: Mapping[str, Any] | None = None) -> dict:
     """The dataset_info.json document (a JSON-ready dict).
 
     Every split named by the options is listed, with zero examples if none fell
     in it, so a reader can tell an empty split from a missing one. With
     `label_counts` ({split: {label: examples}}, for --label_field or
-    --stratify_by), each split also records its examples per label. With
+    --stratify_by), each split also records its examples per label; with
+    `group_counts` ({split: groups}), its number of --split_by groups.
+    `warnings` are the final step's (a split off its ratio). With
     `transform` (tf.Transform's section: its directories, the preprocessing
     and the raw features), `spec` is the transformed examples'.
     """
@@ -52,6 +55,9 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
     if label_counts is not None:
         for name, split in splits.items():
             split["label_counts"] = dict(label_counts.get(name, {}))
+    if group_counts is not None:
+        for name, split in splits.items():
+            split["num_groups"] = group_counts.get(name, 0)
     return {
         "format_version": FORMAT_VERSION,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -63,6 +69,7 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
         "splits": splits,
         "accounting": dict(accounting),
         "failures": {"count": num_failures, "file": FAILURES_FILE if num_failures else None},
+        "warnings": list(warnings),
         **({"transform": dict(transform)} if transform is not None else {}),
     }
 

@@ -35,12 +35,17 @@ from typing import Any, Iterable, Mapping
 from transforms.sample import FieldReader, field_text
 
 __all__ = ["SplitPlan", "Strata", "group_hash", "group_stratum", "parse_splits",
-           "parse_split_by", "stable_hash64", "stratum_cuts"]
+           "parse_split_by", "split_balance", "stable_hash64", "stratum_cuts"]
 
 # Split names a split field may use for a declared split of another name.
 _ALIASES = (frozenset({"eval", "validation", "valid", "val", "dev"}),
             frozenset({"train", "training"}),
             frozenset({"test", "testing"}))
+
+
+# A split may be off its ratio by this fraction of it (and by one point) before
+# the summary warns: beyond what cutting a few dozen groups by hash gives.
+_BALANCE_MARGIN = 0.5
 
 
 def stable_hash64(text: str, salt: bytes) -> int:
@@ -276,3 +281,35 @@ class SplitPlan:
             if index is not None:
                 return self.names[index], group, label
         return self.split_of(group), group, label
+
+
+def split_balance(plan: SplitPlan, examples: Mapping[str, int],
+                  groups: Mapping[str, int]) -> tuple[list, list]:
+    """(empty, lopsided): one line for each split the ratios ask for that came out
+    empty, and for each that is off its ratio by more than half of it (and at
+    least a point), saying why and what to do. `examples` and `groups` are
+    per split. A split field (--split_column) names the splits itself: no
+    ratios to miss."""
+    total = sum(examples.values())
+    if plan.column or not total:
+        return [], []
+    all_groups = sum(groups.values())
+    grouping = f"--split_by {plan.field}" + (f":{plan.pattern}" if plan.pattern else "")
+    remedy = ("use more, smaller groups (a finer --split_by), --stratify_by a label, or "
+              "--split_column")
+    empty, lopsided = [], []
+    for name, ratio in plan.splits:
+        achieved = examples.get(name, 0) / total
+        if ratio > 0 and not examples.get(name):
+            empty.append((name, ratio))
+        elif abs(achieved - ratio) > max(_BALANCE_MARGIN * ratio, 0.01):
+            lopsided.append(f"split {name!r} has {achieved:.1%} of the examples, asked "
+                            f"{ratio:.0%} ({groups.get(name, 0)} of {all_groups} groups of "
+                            f"{grouping}): splits cut whole groups; {remedy}")
+    if not empty:
+        return [], lopsided
+    names = ", ".join(repr(name) for name, _ in empty)
+    asked = ", ".join(f"{ratio:.0%}" for _, ratio in empty)
+    return [f"{'split' if len(empty) == 1 else 'splits'} {names} came out empty (asked "
+            f"{asked}): the {all_groups} groups of {grouping} are too few to cut at these "
+            f"ratios; {remedy}"], lopsided

@@ -1,0 +1,137 @@
+"""The jobs as a newcomer runs them: real argv in a subprocess, exit codes and stderr.
+
+Exit codes (pipelines/cli.py): 2 a flag error, 3 failed data, 4 infrastructure.
+Every expected failure is one or two lines on stderr, never a traceback.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pipelines import template_metadata
+from pipelines.cli import EXIT_DATA, EXIT_FLAGS, EXIT_INFRASTRUCTURE
+from pipelines.sample_corpus import write_corpus
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+JOBS = sorted(template_metadata.TEMPLATES)
+
+
+def _job(job: str, *argv: str, env: dict | None = None,
+         unset: tuple = ()) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if k not in unset}
+    return subprocess.run([sys.executable, "-m", f"pipelines.{job}", *argv], cwd=REPO,
+                          capture_output=True, text=True, timeout=300,
+                          env={**environment, **(env or {})})
+
+
+def _lines(text: str) -> list:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """2 shards x 20 samples, 40 speakers, one sample with an unparseable label."""
+    root = tmp_path_factory.mktemp("corpus")
+    write_corpus(str(root), shards=2, samples_per_shard=20, payload_bytes=256, speakers=40,
+                 bad_samples=1)
+    return root
+
+
+def _tar_job(corpus, output, *flags):
+    return _job("tar_to_tfrecord", "--input", f"{corpus}/*.tar", "--output", str(output),
+                "--features", "payload=bin:bytes,label=cls:int64", "--split_by",
+                "__key__:^([^_]+)", "--max_failure_fraction", "0.1", *flags)
+
+
+@pytest.mark.parametrize("job", JOBS)
+def test_help_lists_every_flag_the_job_takes_by_group(job):
+    done = _job(job, "--help")
+    assert done.returncode == 0, done.stderr
+    for action in template_metadata.flags(template_metadata.TEMPLATES[job]):
+        assert f"--{action.dest}" in done.stdout, action.dest
+    assert "Beam's own flags pass through: --runner" in done.stdout
+    assert "Exit codes:" in done.stdout and "examples:" in done.stdout
+    assert "--direct_num_workers N" in done.stdout  # pointed to, not listed one by one
+    assert "--dataflow_endpoint" not in done.stdout
+
+
+def test_a_typo_is_refused_in_one_line_with_a_suggestion(corpus, tmp_path):
+    done = _tar_job(corpus, tmp_path / "out", "--splti_by", "json.speaker")
+    assert done.returncode == EXIT_FLAGS
+    assert _lines(done.stderr) == [
+        "error: unknown flag --splti_by; did you mean --split_by? "
+        "(python -m pipelines.tar_to_tfrecord --help lists every flag)"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_glob_the_shell_expanded_is_refused(corpus, tmp_path):
+    first, second = sorted(str(p) for p in corpus.glob("*.tar"))
+    done = _job("tar_to_tfrecord", "--input", first, second, "--output", str(tmp_path / "out"))
+    assert done.returncode == EXIT_FLAGS
+    [line] = _lines(done.stderr)
+    assert line.startswith(f"error: unexpected argument '{second}'") and "quote a pattern" in line
+
+
+def test_a_bad_value_is_one_line(corpus, tmp_path):
+    done = _tar_job(corpus, tmp_path / "out", "--shuffle", "random")
+    assert (done.returncode, _lines(done.stderr)) == (EXIT_FLAGS, [
+        "error: argument --shuffle: invalid choice: 'random' (choose from 'none', 'global')"])
+
+
+def test_beams_own_flags_pass_and_the_job_runs(corpus, tmp_path):
+    done = _tar_job(corpus, tmp_path / "out", "--runner", "DirectRunner",
+                    "--direct_num_workers", "1", "--splits", "train=0.5,test=0.5")
+    assert done.returncode == 0, done.stderr
+    assert _lines(done.stdout)[0].startswith("datagen: 40 samples read, 39 examples written")
+    assert done.stderr == ""  # a clean run shows the job's own lines and nothing else
+
+
+def test_too_many_dead_letters_is_one_line_naming_them(corpus, tmp_path):
+    done = _tar_job(corpus, tmp_path / "out", "--max_failure_fraction", "0")
+    assert done.returncode == EXIT_DATA
+    [line] = _lines(done.stderr)
+    assert line.startswith("failed: 1 of 40 inputs failed (2.50% > --max_failure_fraction "
+                           "0.00%); dead letters in ")
+    path = line.split("dead letters in ", 1)[1].split(";", 1)[0]
+    assert json.loads(open(path).read())["key"] == "spk00_00000"
+
+
+def test_verbose_keeps_the_exit_code_and_shows_the_trace(corpus, tmp_path):
+    done = _tar_job(corpus, tmp_path / "out", "--max_failure_fraction", "0", "--verbose")
+    assert done.returncode == EXIT_DATA
+    assert "Traceback (most recent call last)" in done.stderr
+
+
+def test_an_empty_split_fails_unless_allowed(corpus, tmp_path):
+    # 40 speakers cannot give a 1% split a single one.
+    splits = ["--splits", "train=0.98,rare=0.01,test=0.01"]
+    done = _tar_job(corpus, tmp_path / "out", *splits)
+    assert done.returncode == EXIT_DATA
+    [line] = _lines(done.stderr)
+    # 39 groups: the failed sample's speaker has no other sample.
+    assert "came out empty" in line and "the 39 groups of --split_by __key__:^([^_]+)" in line
+    assert "--stratify_by" in line and line.endswith("or pass --allow_empty_splits")
+    assert not (tmp_path / "out" / "dataset_info.json").exists()
+
+    done = _tar_job(corpus, tmp_path / "out", *splits, "--allow_empty_splits")
+    assert done.returncode == 0, done.stderr
+    warnings = [line for line in _lines(done.stdout) if line.startswith("warning: ")]
+    info = json.loads((tmp_path / "out" / "dataset_info.json").read_text())
+    assert [f"warning: {w}" for w in info["warnings"]] == warnings and warnings
+    assert sum(s["num_groups"] for s in info["splits"].values()) == 39  # one failed
+
+
+def test_no_bigtable_credentials_is_an_infrastructure_error_with_a_hint(tmp_path):
+    # No emulator, no credentials file, no gcloud login, no metadata server.
+    env = {"GCE_METADATA_HOST": "127.0.0.1:9", "GCE_METADATA_IP": "127.0.0.1:9",
+           "HOME": str(tmp_path)}
+    done = _job("bigtable_to_tfrecord", "--project", "p", "--instance", "i", "--table", "t",
+                "--columns", "raw:*", "--output", str(tmp_path / "out"), env=env,
+                unset=("BIGTABLE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS"))
+    assert done.returncode == EXIT_INFRASTRUCTURE, done.stderr
+    first, hint = _lines(done.stderr)
+    assert first.startswith("infrastructure error: DefaultCredentialsError: ")
+    assert hint.startswith("  try: run `gcloud auth application-default login`")
