@@ -31,20 +31,23 @@ and Beam's INFO logging.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import importlib
 import logging
+import os
 import re
 import sys
 import traceback
-from typing import Callable, Sequence
+import warnings
+from typing import Callable, Iterator, Sequence
 
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
 from pipelines.flag_types import GROUPS_ATTRIBUTE, flag_group
 
 __all__ = ["EXIT_BUG", "EXIT_DATA", "EXIT_FLAGS", "EXIT_INFRASTRUCTURE", "FlagError",
-           "checked_flags", "job_parser", "main"]
+           "checked_flags", "job_parser", "main", "native_stderr_silenced"]
 
 EXIT_BUG, EXIT_FLAGS, EXIT_DATA, EXIT_INFRASTRUCTURE = 1, 2, 3, 4
 
@@ -163,6 +166,26 @@ def checked_flags(job: str, argv: Sequence[str] | None) -> list:
     return argv
 
 
+@contextlib.contextmanager
+def native_stderr_silenced() -> Iterator[None]:
+    """Silences what is written to the process's stderr (file descriptor 2) in the block.
+
+    TensorFlow 2.21's C++ lines (oneDNN and CUDA probing at start-up, once per
+    library that loads them; CUDA again at the first op; dataset defaults) go
+    straight to descriptor 2: TF_CPP_MIN_LOG_LEVEL no longer reaches them. An
+    exception raised in the block still reaches sys.stderr, after it.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def _data_failures() -> tuple:
     from transforms.finalise import DatasetFailed
     return (DatasetFailed,)
@@ -214,8 +237,11 @@ def main(run: Callable) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("pipelines").setLevel(logging.INFO)
-    if not verbose:  # Beam logs a failing step's traceback before it raises
+    if not verbose:
+        # Beam logs a failing step's traceback before it raises; every Bigtable
+        # client warns that BIGTABLE_EMULATOR_HOST, which the user set, is set.
         logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
+        warnings.filterwarnings("ignore", "Connecting to Bigtable emulator", RuntimeWarning)
     try:
         run(argv)
     except Exception as e:  # noqa: BLE001 - every error ends here, as an exit code

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 import numpy as np
+
+from pipelines.cli import native_stderr_silenced
 
 __all__ = ["describe_dataset", "run"]
 
@@ -91,12 +92,13 @@ def run(argv=None) -> None:
     parser.add_argument("--failures", type=int, default=3, help="Dead letters to show.")
     args = parser.parse_args(argv)
     try:
-        print(describe_dataset(args.output_dir, args.examples, args.failures))
+        # TensorFlow's C++ chatter (CUDA probing, twice) would bury the summary.
+        with native_stderr_silenced():
+            text = describe_dataset(args.output_dir, args.examples, args.failures)
     except (FileNotFoundError, ValueError) as e:
         sys.exit(f"error: {e}")
+    print(text)
 
 
 if __name__ == "__main__":
-    # TensorFlow's C++ start-up chatter (CUDA probing) would bury the summary.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     run(sys.argv[1:])

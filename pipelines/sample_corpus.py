@@ -10,7 +10,9 @@ speaker, plus noise). `--kind av` adds a short H.264 video (`.mp4`: frames in
 the speaker's colour with a moving square) and speech-like audio at the
 speaker's pitch: every other sample as a separate `.flac`, the rest as the
 video's own AAC track. With `--bad_samples K`, K samples are broken (an
-unparseable label; for av, also a truncated video), to show dead letters.
+unparseable label; for av, a truncated video), to show dead letters.
+`--kind listing` writes no tar: FLAC files under `media/` and `clips.csv`
+naming them (columns audio, label, speaker, split), for manifest_to_tfrecord.
 The corpus is a pure function of the flags: same flags, same bytes.
 """
 
@@ -27,7 +29,11 @@ import numpy as np
 
 from pipelines import synthetic_media
 
-__all__ = ["write_corpus", "run"]
+__all__ = ["write_corpus", "write_listing", "run"]
+
+# The split column of a listing, by speaker: a split field's values match the
+# --splits names case-insensitively, and VALIDATION names eval.
+_LISTING_SPLITS = ("TRAIN",) * 6 + ("VALIDATION", "test")
 
 _RATE = 16_000
 
@@ -91,6 +97,26 @@ def write_corpus(output: str, shards: int = 4, samples_per_shard: int = 64,
     return paths
 
 
+def write_listing(output: str, samples: int = 32, speakers: int = 8,
+                  seconds: float = 1.0) -> str:
+    """`samples` FLAC files under `output/media/` and `output/clips.csv` naming them
+    (relative paths); returns the CSV's path."""
+    os.makedirs(os.path.join(output, "media"), exist_ok=True)
+    rows = ["audio,label,speaker,split"]
+    for index in range(samples):
+        speaker = index % speakers
+        name = f"media/spk{speaker:02d}_{index:05d}.flac"
+        audio = synthetic_media.voice(synthetic_media.speaker_pitch(speaker), seconds, seed=index)
+        with open(os.path.join(output, name), "wb") as f:
+            f.write(synthetic_media.flac_bytes(audio, _RATE))
+        rows.append(f"{name},{speaker},spk{speaker:02d},"
+                    f"{_LISTING_SPLITS[speaker % len(_LISTING_SPLITS)]}")
+    path = os.path.join(output, "clips.csv")
+    with open(path, "w") as f:
+        f.write("\n".join(rows) + "\n")
+    return path
+
+
 def run(argv=None) -> list:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", required=True, help="Directory for the tar shards.")
@@ -99,9 +125,15 @@ def run(argv=None) -> list:
     parser.add_argument("--payload_bytes", type=int, default=16_384)
     parser.add_argument("--speakers", type=int, default=8)
     parser.add_argument("--bad_samples", type=int, default=0)
-    parser.add_argument("--kind", default="payload", choices=["payload", "av"])
-    parser.add_argument("--seconds", type=float, default=2.0, help="Clip length for --kind av.")
+    parser.add_argument("--kind", default="payload", choices=["payload", "av", "listing"])
+    parser.add_argument("--seconds", type=float, default=2.0,
+                        help="Clip length for --kind av and listing.")
     args = parser.parse_args(argv)
+    if args.kind == "listing":
+        path = write_listing(args.output, args.shards * args.samples_per_shard, args.speakers,
+                             args.seconds)
+        print(f"wrote {args.shards * args.samples_per_shard} FLAC files and {path}")
+        return [path]
     paths = write_corpus(args.output, args.shards, args.samples_per_shard,
                          args.payload_bytes, args.speakers, args.bad_samples, args.kind,
                          args.seconds)

@@ -1,0 +1,93 @@
+"""Every command README.md shows, run as written on the demo corpus.
+
+The README's code blocks holding `python -m pipelines.X` commands run in order,
+in one scratch folder holding what `make demo` makes first (`demo/corpus`,
+written with the Makefile's own sample_corpus flags), with the Bigtable
+emulator at hand. Each must exit 0 without a traceback. A block marked
+`<!-- readme-test: flags only (why) -->` (Dataflow, Cloud Storage, sketches) is
+not run, but every flag in it must be one its job takes. Optional parts in
+[brackets] are left out of a run and checked as flags.
+"""
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from pipelines import cli, template_metadata
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_MARK = "<!-- readme-test: flags only"
+
+
+def _blocks() -> list:
+    """(flags only?, [command argv, ...]) per README code block with commands."""
+    text = open(os.path.join(REPO, "README.md")).read()
+    found = []
+    for match in re.finditer(r"(?m)^```[a-z]*\n(.*?)^```", text, re.S):
+        before = text[:match.start()].rstrip().rsplit("\n", 1)[-1]
+        lines = match.group(1).replace("\\\n", " ").splitlines()
+        commands = [shlex.split(line, comments=True) for line in lines
+                    if line.startswith("python -m pipelines.")]
+        if commands:
+            found.append((before.startswith(_MARK), commands))
+    return found
+
+
+def _split_optional(argv: list) -> tuple:
+    """(argv without the [optional] parts, argv with them, brackets dropped)."""
+    required, everything, optional = [], [], False
+    for token in argv:
+        optional = optional or token.startswith("[")
+        bare = token.strip("[]")
+        everything.append(bare)
+        if not optional:
+            required.append(bare)
+        optional = optional and not token.endswith("]")
+    return required, everything
+
+
+def _demo_corpus_argv() -> list:
+    """The Makefile's demo recipe's sample_corpus command, $(DEMO) as demo/."""
+    makefile = open(os.path.join(REPO, "Makefile")).read().replace("\\\n", " ")
+    line = re.search(r"\$\(PY\) -m (pipelines\.sample_corpus .*)", makefile).group(1)
+    return shlex.split(line.replace("$(DEMO)", "demo"))
+
+
+def test_the_readme_has_runnable_and_flags_only_blocks():
+    blocks = _blocks()
+    assert sum(1 for flags_only, _ in blocks if not flags_only) >= 4
+    assert sum(1 for flags_only, _ in blocks if flags_only) >= 2
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("readme")
+    done = subprocess.run([sys.executable, "-m", *_demo_corpus_argv()], cwd=folder,
+                          capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": REPO})
+    assert done.returncode == 0, done.stderr
+    return folder
+
+
+def test_every_readme_command_runs_as_written(scratch, bigtable_emulator):
+    env = {**os.environ, "PYTHONPATH": REPO}
+    ran = 0
+    for flags_only, commands in _blocks():
+        for argv in commands:
+            module = argv[2]
+            required, everything = _split_optional([t for t in argv[3:] if t != "..."])
+            job = module.removeprefix("pipelines.")
+            if job in template_metadata.TEMPLATES and "--help" not in everything:
+                cli.checked_flags(job, everything)  # FlagError names what is wrong
+            if flags_only:
+                continue
+            done = subprocess.run([sys.executable, "-m", module, *required], cwd=scratch,
+                                  capture_output=True, text=True, timeout=600, env=env)
+            assert done.returncode == 0 and "Traceback" not in done.stderr, (
+                f"{' '.join(argv)}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+            ran += 1
+    assert ran >= 8
