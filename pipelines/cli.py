@@ -25,7 +25,8 @@ Exit codes (`main`):
     4  the infrastructure: storage, Bigtable or credentials failed
 
 Each error but a bug is one line on stderr; `--verbose` prints the full trace
-and Beam's INFO logging.
+and Beam's INFO logging. A local run prints a progress line every few seconds
+(transforms/progress.py); a Dataflow one, the job's console URL.
 """
 
 from __future__ import annotations
@@ -45,11 +46,14 @@ from typing import Callable, Iterator, Sequence
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
 from pipelines.flag_types import GROUPS_ATTRIBUTE, flag_group
+from transforms import progress
 
 __all__ = ["EXIT_BUG", "EXIT_DATA", "EXIT_FLAGS", "EXIT_INFRASTRUCTURE", "FlagError",
            "checked_flags", "job_parser", "main", "native_stderr_silenced"]
 
 EXIT_BUG, EXIT_FLAGS, EXIT_DATA, EXIT_INFRASTRUCTURE = 1, 2, 3, 4
+# A local run prints a progress line this often (transforms/progress.py).
+_PROGRESS_S = 5.0
 
 # --help lists the groups in data-flow order.
 _GROUPS = ("input", "bigtable", "features", "cutting", "splits", "sample operations", "output",
@@ -242,6 +246,7 @@ def main(run: Callable) -> None:
         # client warns that BIGTABLE_EMULATOR_HOST, which the user set, is set.
         logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
         warnings.filterwarnings("ignore", "Connecting to Bigtable emulator", RuntimeWarning)
+    progress.INTERVAL_S = _PROGRESS_S
     try:
         run(argv)
     except Exception as e:  # noqa: BLE001 - every error ends here, as an exit code

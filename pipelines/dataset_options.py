@@ -9,6 +9,7 @@ parameter names.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -19,7 +20,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from pipelines.flag_types import SWITCH, flag_group
-from transforms import manifest, sample_ops
+from transforms import manifest, progress, sample_ops
 from transforms.audio import AudioOptions
 from transforms.audio_windows import WindowOptions
 from transforms.cutting import MODES, CutOptions, media_features, media_fields
@@ -29,7 +30,7 @@ from transforms.fileops import check_writable
 from transforms.finalise import summary_line
 from transforms.preprocessing import Preprocessing
 from transforms.spec import FeatureSpec, infer_spec, parse_features
-from transforms.runtime import make_pipeline, runs_locally, wait_for
+from transforms.runtime import announce_job, make_pipeline, runs_locally, wait_for
 from transforms.splits import SplitPlan
 from transforms.tfrecord import COMPRESSIONS
 from transforms.units import Source
@@ -362,9 +363,17 @@ def run_dataset_job(options: PipelineOptions, config: DatasetConfig, source: Sou
     # After every flag check, so a flag error leaves no folder behind; before
     # any work, so an output it cannot write costs nothing.
     check_writable(config.output)
-    pipeline = make_pipeline(options)
+    local = runs_locally(options)
+    interval = progress.INTERVAL_S if local else None
+    pipeline = make_pipeline(options, interval)
     _ = pipeline | "WriteDataset" >> WriteDataset(config, source, examples_sink)
-    if not wait_for(pipeline.run(), options):
+    with (progress.reporting(interval, config.source.get("input_bytes"))
+          if interval else contextlib.nullcontext()):
+        result = pipeline.run()
+        if not local:
+            announce_job(result, options)
+        finished = wait_for(result, options)
+    if not finished:
         return None
     info = read_manifest(config.output)
     print(summary_line(info))

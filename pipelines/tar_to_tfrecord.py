@@ -31,7 +31,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines import cli
 from pipelines.job_options import InputOptions
 from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_job
-from transforms.file_match import match_files
+from transforms.file_match import matched_files
 from transforms.input_files import open_input
 from transforms.tar_source import TarReader, iter_tar, plan_tar_units
 from transforms.units import Source
@@ -57,10 +57,12 @@ def run(argv=None) -> dict | None:
     if not tar.input:
         raise ValueError("--input is required (a tar file pattern)")
     patterns = [p.strip() for p in tar.input.split(",") if p.strip()]
-    files = match_files(patterns)
+    matched = matched_files(patterns)
+    files = [m.path for m in matched]
     spec = feature_spec(options, _samples_in(files))
-    config = dataset_config(options, spec,
-                            source={"type": "tar", "input": tar.input, "num_files": len(files)})
+    config = dataset_config(options, spec, source={
+        "type": "tar", "input": tar.input, "num_files": len(files),
+        "input_bytes": sum(m.size_in_bytes for m in matched)})
     plan = functools.partial(plan_tar_units, patterns, config.target_shard_bytes)
     return run_dataset_job(options, config, Source(plan, TarReader()))
 

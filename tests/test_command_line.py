@@ -6,6 +6,7 @@ Every expected failure is one or two lines on stderr, never a traceback.
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -135,3 +136,38 @@ def test_no_bigtable_credentials_is_an_infrastructure_error_with_a_hint(tmp_path
     first, hint = _lines(done.stderr)
     assert first.startswith("infrastructure error: DefaultCredentialsError: ")
     assert hint.startswith("  try: run `gcloud auth application-default login`")
+
+
+def test_a_local_run_prints_progress_lines_from_its_counters(tmp_path, monkeypatch, capsys):
+    from pipelines import tar_to_tfrecord
+    from transforms import progress
+
+    write_corpus(str(tmp_path / "corpus"), shards=4, samples_per_shard=400,
+                 payload_bytes=16384, speakers=40)
+    monkeypatch.setattr(progress, "INTERVAL_S", 0.05)
+    info = tar_to_tfrecord.run(["--input", f"{tmp_path}/corpus/*.tar",
+                                "--output", str(tmp_path / "out"), "--features", "bin:bytes"])
+    lines = [line for line in capsys.readouterr().out.splitlines()
+             if line.startswith("progress ")]
+    read = [int(line.split()[2]) for line in lines]
+    assert read == sorted(read) and 0 < max(read) <= info["accounting"]["samples_read"]
+    total = sum(p.stat().st_size for p in (tmp_path / "corpus").glob("*.tar")) / 1e6
+    assert re.search(rf" of {total:.1f} MB read \(\d+%\), [\d.]+ MB/s$", lines[-1]), lines[-1]
+
+
+def test_progress_line_and_counter_totals():
+    from apache_beam.metrics import monitoring_infos
+    from transforms.progress import counter_totals, progress_line
+
+    def counter(name, value, namespace="datagen"):
+        return monitoring_infos.int64_user_counter(namespace, name, value)
+
+    bundles = [[counter("samples_read", 3), counter("tar_bytes_read", 2_000_000)],
+               [counter("samples_read", 4), counter("examples_written", 9),
+                counter("samples_read", 100, namespace="other")]]
+    totals = counter_totals(bundles)
+    assert totals == {"samples_read": 7, "tar_bytes_read": 2_000_000, "examples_written": 9}
+    assert progress_line(totals, 65, 8_000_000) == (
+        "progress 1:05  7 samples read, 9 examples written, 0 failed; 2.0 of 8.0 MB read "
+        "(25%), 0.03 MB/s")
+    assert progress_line({}, 0, None).endswith("0.0 MB read, 0.00 MB/s")

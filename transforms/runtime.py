@@ -21,21 +21,23 @@ from __future__ import annotations
 import logging
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import (DirectOptions, PipelineOptions, SetupOptions,
-                                                  StandardOptions)
+from apache_beam.options.pipeline_options import (DirectOptions, GoogleCloudOptions,
+                                                  PipelineOptions, SetupOptions, StandardOptions)
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
-__all__ = ["make_pipeline", "local_runner", "runs_locally", "wait_for"]
+__all__ = ["announce_job", "make_pipeline", "local_runner", "runs_locally", "wait_for"]
 
 _LOG = logging.getLogger(__name__)
 
 _DIRECT_NAMES = {None, "DirectRunner", "direct", "SwitchingDirectRunner", "FnApiRunner"}
 
 
-def local_runner() -> FnApiRunner:
-    """The in-process batch runner the DirectRunner would fall back to."""
-    return FnApiRunner()
+def local_runner(progress_s: float | None = None) -> FnApiRunner:
+    """The in-process batch runner the DirectRunner would fall back to; with
+    `progress_s`, asking its workers for their counters that often
+    (transforms/progress.py)."""
+    return FnApiRunner(progress_request_frequency=progress_s)
 
 
 def runs_locally(options: PipelineOptions) -> bool:
@@ -43,8 +45,9 @@ def runs_locally(options: PipelineOptions) -> bool:
     return options.view_as(StandardOptions).runner in _DIRECT_NAMES
 
 
-def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
-    """A Pipeline for `options`; DirectRunner requests go straight to the FnApiRunner.
+def make_pipeline(options: PipelineOptions, progress_s: float | None = None) -> beam.Pipeline:
+    """A Pipeline for `options`; DirectRunner requests go straight to the FnApiRunner
+    (asking for progress every `progress_s` seconds, if given).
 
     With --direct_num_workers > 1 and no explicit --direct_running_mode, workers
     are processes: threads would share one GIL and not run faster. On a service
@@ -59,7 +62,17 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     if (direct.direct_num_workers or 1) != 1 and "direct_running_mode" not in options.get_all_options(
             drop_default=True):
         direct.direct_running_mode = "multi_processing"
-    return beam.Pipeline(runner=local_runner(), options=options)
+    return beam.Pipeline(runner=local_runner(progress_s), options=options)
+
+
+def announce_job(result: PipelineResult, options: PipelineOptions) -> None:
+    """Prints where a job submitted to Dataflow can be watched: its console page
+    shows the job's counters live (nothing to print for a dry run)."""
+    job_id = getattr(result, "job_id", lambda: None)()
+    if job_id:
+        cloud = options.view_as(GoogleCloudOptions)
+        print(f"job {job_id}: https://console.cloud.google.com/dataflow/jobs/{cloud.region}/"
+              f"{job_id}?project={cloud.project}")
 
 
 def wait_for(result: PipelineResult, options: PipelineOptions) -> bool:
