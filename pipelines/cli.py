@@ -84,13 +84,11 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
     """Help text with the default and, where the help shows none, an example."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
-        from pipelines.template_metadata import EXAMPLES  # it imports every job
-
         text = action.help or ""
         if action.default not in (None, "", False) and action.option_strings[0] != "-h":
             text += f" Default: {action.default}."
-        if action.dest in EXAMPLES and "e.g." not in text:
-            text += f" Example: {EXAMPLES[action.dest]}."
+        if getattr(action, "example", None) and "e.g." not in text:
+            text += f" Example: {action.example}."
         return text.replace("%", "%%")
 
 

@@ -13,10 +13,16 @@ from __future__ import annotations
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.flag_types import SWITCH, flag_group
+from pipelines.flag_types import BIGTABLE_ID, GS_PATH, SWITCH, flag, flag_group
 
-__all__ = ["BigtableLoadOptions", "BigtableReadOptions", "BigtableTableOptions", "InputOptions",
-           "ListingOptions"]
+
+__all__ = [
+    "BigtableLoadOptions",
+    "BigtableReadOptions",
+    "BigtableTableOptions",
+    "InputOptions",
+    "ListingOptions",
+]
 
 
 class InputOptions(PipelineOptions):
@@ -24,10 +30,16 @@ class InputOptions(PipelineOptions):
 
     @classmethod
     def _add_argparse_args(cls, parser):
-        flag_group(parser, "input").add_argument(
-            "--input", help="Tar shards (CSV/JSONL manifests for manifest_to_tfrecord): a "
+        flag(
+            flag_group(parser, "input"),
+            "--input",
+            help="Tar shards (CSV/JSONL manifests for manifest_to_tfrecord): a "
             "file pattern (local or gs://), or several comma separated, e.g. "
-            "'data/train-*.tar.gz'. Required.")
+            "'data/train-*.tar.gz'. Required.",
+            example="gs://my-bucket/raw/train-*.tar",
+            regex="^gs://[^,]+(,gs://[^,]+)*$",
+            label="Input files",
+        )
 
 
 class ListingOptions(PipelineOptions):
@@ -36,15 +48,23 @@ class ListingOptions(PipelineOptions):
     @classmethod
     def _add_argparse_args(cls, parser):
         inputs = flag_group(parser, "input")
-        inputs.add_argument(
-            "--media_columns", default="",
+        flag(
+            inputs,
+            "--media_columns",
+            default="",
             help="Columns holding media file paths or URIs (relative to the manifest, "
             "absolute, or gs://), comma separated, e.g. 'audio,video'; each file is read "
-            "into the field named by its column. Required.")
-        inputs.add_argument(
-            "--key_column", default="",
+            "into the field named by its column. Required.",
+            example="audio",
+        )
+        flag(
+            inputs,
+            "--key_column",
+            default="",
             help="Column holding each row's sample key; default: the first media column's "
-            "path up to the first dot of its file name.")
+            "path up to the first dot of its file name.",
+            example="clip_id",
+        )
 
 
 class BigtableTableOptions(PipelineOptions):
@@ -53,8 +73,20 @@ class BigtableTableOptions(PipelineOptions):
     @classmethod
     def _add_argparse_args(cls, parser):
         bigtable = flag_group(parser, "bigtable")
-        bigtable.add_argument("--instance", help="Bigtable instance id. Required.")
-        bigtable.add_argument("--table", help="Bigtable table id. Required.")
+        flag(
+            bigtable,
+            "--instance",
+            help="Bigtable instance id. Required.",
+            example="media-instance",
+            regex="^[a-z][-a-z0-9]{4,31}[a-z0-9]$",
+        )
+        flag(
+            bigtable,
+            "--table",
+            help="Bigtable table id. Required.",
+            example="raw",
+            regex=BIGTABLE_ID,
+        )
 
 
 class BigtableReadOptions(PipelineOptions):
@@ -63,34 +95,91 @@ class BigtableReadOptions(PipelineOptions):
     @classmethod
     def _add_argparse_args(cls, parser):
         bigtable = flag_group(parser, "bigtable")
-        bigtable.add_argument(
-            "--columns", help="Which cells become which fields: 'family:qualifier=field' comma "
+        flag(
+            bigtable,
+            "--columns",
+            help="Which cells become which fields: 'family:qualifier=field' comma "
             "separated, or 'family:*' for every qualifier of a family, e.g. "
-            "'raw:wav=wav,raw:label=cls'. Required.")
-        bigtable.add_argument("--app_profile", default="", help="Bigtable app profile id.")
-        bigtable.add_argument("--start_key", default="", help="First row key to read.")
-        bigtable.add_argument("--end_key", default="", help="Row key to stop before.")
-        bigtable.add_argument("--prefix", default="", help="Only rows whose key starts so.")
-        bigtable.add_argument("--key_regex", default="",
-                              help="Only rows whose whole key matches this RE2 regex.")
-        bigtable.add_argument("--max_rows", type=int, default=0,
-                              help="At most this many rows, the first in key order (0 = all).")
-        bigtable.add_argument("--sample_fraction", type=float, default=1.0,
-                              help="Keep this fraction of rows, chosen by a hash of the key: "
-                              "the same rows on every run.")
-        bigtable.add_argument("--max_ranges", type=int, default=64,
-                              help="Key ranges read in parallel (cut at the table's sample "
-                              "keys).")
-        bigtable.add_argument("--examples_table", default="",
-                              help="Also write the encoded examples to this table (same "
-                              "instance).")
-        bigtable.add_argument("--examples_family", default="ex",
-                              help="Column family of --examples_table (default ex).")
-        bigtable.add_argument("--create_examples_table", **SWITCH,
-                              help="Create --examples_table and its family when missing.")
-        bigtable.add_argument("--examples_only", **SWITCH,
-                              help="Write examples to --examples_table only, no TFRecord files "
-                              "(the manifest and dead letters still go to --output).")
+            "'raw:wav=wav,raw:label=cls'. Required.",
+            example="raw:wav=wav,raw:label=cls",
+        )
+        flag(
+            bigtable,
+            "--app_profile",
+            default="",
+            help="Bigtable app profile id.",
+            example="batch-reads",
+            label="Bigtable app profile",
+        )
+        flag(bigtable, "--start_key", default="", help="First row key to read.", example="spk00")
+        flag(bigtable, "--end_key", default="", help="Row key to stop before.", example="spk10")
+        flag(
+            bigtable,
+            "--prefix",
+            default="",
+            help="Only rows whose key starts so.",
+            example="spk01/",
+        )
+        flag(
+            bigtable,
+            "--key_regex",
+            default="",
+            help="Only rows whose whole key matches this RE2 regex.",
+            example="spk0[0-4]/.*",
+            label="Row key regex",
+        )
+        flag(
+            bigtable,
+            "--max_rows",
+            type=int,
+            default=0,
+            help="At most this many rows, the first in key order (0 = all).",
+            example="1000",
+        )
+        flag(
+            bigtable,
+            "--sample_fraction",
+            type=float,
+            default=1.0,
+            help="Keep this fraction of rows, chosen by a hash of the key: "
+            "the same rows on every run.",
+        )
+        flag(
+            bigtable,
+            "--max_ranges",
+            type=int,
+            default=64,
+            help="Key ranges read in parallel (cut at the table's sample keys).",
+        )
+        flag(
+            bigtable,
+            "--examples_table",
+            default="",
+            help="Also write the encoded examples to this table (same instance).",
+            example="examples",
+            regex=BIGTABLE_ID,
+        )
+        flag(
+            bigtable,
+            "--examples_family",
+            default="ex",
+            help="Column family of --examples_table (default ex).",
+            example="ex",
+            regex=BIGTABLE_ID,
+        )
+        flag(
+            bigtable,
+            "--create_examples_table",
+            **SWITCH,
+            help="Create --examples_table and its family when missing.",
+        )
+        flag(
+            bigtable,
+            "--examples_only",
+            **SWITCH,
+            help="Write examples to --examples_table only, no TFRecord files "
+            "(the manifest and dead letters still go to --output).",
+        )
 
 
 class BigtableLoadOptions(PipelineOptions):
@@ -99,14 +188,28 @@ class BigtableLoadOptions(PipelineOptions):
     @classmethod
     def _add_argparse_args(cls, parser):
         bigtable = flag_group(parser, "bigtable")
-        bigtable.add_argument(
-            "--family", default="raw",
+        flag(
+            bigtable,
+            "--family",
+            default="raw",
             help="Column family holding the fields: one cell per field, qualifier = the "
-            "field name (default raw).")
-        bigtable.add_argument(
-            "--create_table", **SWITCH,
+            "field name (default raw).",
+            example="raw",
+            regex=BIGTABLE_ID,
+        )
+        flag(
+            bigtable,
+            "--create_table",
+            **SWITCH,
             help="Create the table and the family when missing (else the job stops "
-            "before any work).")
-        bigtable.add_argument(
-            "--failures_output", default="",
-            help="Write dead letters here as JSON lines (local or gs://); empty logs them.")
+            "before any work).",
+        )
+        flag(
+            bigtable,
+            "--failures_output",
+            default="",
+            help="Write dead letters here as JSON lines (local or gs://); empty logs them.",
+            example="gs://my-bucket/loads/raw_failures.jsonl",
+            regex=GS_PATH,
+            label="Dead letters file",
+        )

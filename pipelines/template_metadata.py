@@ -11,14 +11,14 @@ per process and borrowed, never redefined). Beam's own flags (--project,
 --region, --temp_location, ...) are not parameters: Dataflow sets them for a
 template job, so the Bigtable pipelines' table is in the job's project.
 
-Each parameter comes from its argparse definition:
+Each parameter comes from the flag's declaration (pipelines/flag_types.py `flag`):
 
-- helpText: the flag's help, plus `Example: X.` (from EXAMPLES, else the
-  flag's default) when the help gives no `e.g.`;
+- helpText: the flag's help, plus `Example: X.` (its declared example, else
+  its default) when the help gives no `e.g.`;
 - isOptional: unless the help says "Required.";
 - regexes: from the type (int, float, true/false switch) or the choices, else
-  from REGEXES for text of a known shape (gs:// paths, HxW, ...);
-- label: from LABELS, else the flag's name in words.
+  its declared regex for text of a known shape (gs:// paths, HxW, ...);
+- label: its declared label, else the flag's name in words.
 
 After adding or changing a flag, run the first command above and commit the
 metadata; tests/test_dataflow_templates.py fails while it is stale.
@@ -92,94 +92,9 @@ TEMPLATES = {
               "table": "Bigtable table to load (created with create_table). Required."}),
 }
 
-# Examples for flags whose help has none and whose default is no example.
-EXAMPLES = {
-    "input": _GS + "raw/train-*.tar",
-    "output": _GS + "datasets/v1",
-    "failures_output": _GS + "loads/raw_failures.jsonl",
-    "media_columns": "audio",
-    "key_column": "clip_id",
-    "instance": "media-instance",
-    "table": "raw",
-    "columns": "raw:wav=wav,raw:label=cls",
-    "app_profile": "batch-reads",
-    "start_key": "spk00",
-    "end_key": "spk10",
-    "prefix": "spk01/",
-    "key_regex": "spk0[0-4]/.*",
-    "max_rows": "1000",
-    "examples_table": "examples",
-    "examples_family": "ex",
-    "family": "raw",
-    "channel": "0",
-    "stratify_by": "label",
-    "label_field": "cls",
-    "select": "flac,cls,prefix:json",
-    "sample_fn": "mypackage.ops:clean_sample",
-    "example_fn": "mypackage.ops:augment",
-    "preprocessing_fn": "mypackage.transforms:preprocessing_fn",
-    "audio_fields": "flac,wav",
-    "video_field": "mp4",
-    "hop_s": "0.5",
-    "max_windows": "10",
-    "random_crops": "4",
-    "min_rms_db": "-60",
-    "num_frames": "8",
-    "timestamps": "0.5,1.5,2.5",
-    "frame_size": "224x224",
-    "decode_threads": "1",
-    "num_shards": "16",
-}
-
-_GS_PATHS = r"^gs://[^,]+(,gs://[^,]+)*$"
-_FUNCTION = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
-_BIGTABLE_ID = r"^[_a-zA-Z0-9][-_.a-zA-Z0-9]*$"
-REGEXES = {
-    "input": _GS_PATHS,
-    "output": r"^gs://.+$",
-    "failures_output": r"^gs://.+$",
-    "instance": r"^[a-z][-a-z0-9]{4,31}[a-z0-9]$",
-    "table": _BIGTABLE_ID,
-    "examples_table": _BIGTABLE_ID,
-    "family": _BIGTABLE_ID,
-    "examples_family": _BIGTABLE_ID,
-    "splits": r"^[\w-]+=[0-9.]+(,[\w-]+=[0-9.]+)*$",
-    "sample_fn": _FUNCTION,
-    "example_fn": _FUNCTION,
-    "preprocessing_fn": _FUNCTION,
-    "frame_size": r"^[0-9]+x[0-9]+$",
-    "timestamps": r"^[0-9.]+(,[0-9.]+)*$",
-    "channel": r"^(mono|[0-9]+)$",
-}
-
 _INT = r"^-?[0-9]+$"
 _FLOAT = r"^-?([0-9]+\.?[0-9]*|\.[0-9]+)$"
 _SWITCH = r"^(true|false)$"
-
-LABELS = {
-    "input": "Input files",
-    "output": "Output directory",
-    "failures_output": "Dead letters file",
-    "sample_fn": "Sample function",
-    "example_fn": "Example function",
-    "preprocessing_fn": "tf.Transform preprocessing function",
-    "av_window_s": "Audio window around each frame (s)",
-    "min_rms_db": "Minimum window RMS (dBFS)",
-    "fps": "Frames per second",
-    "sequence_fps": "Frame rate of image sequences",
-    "jpeg_quality": "JPEG quality",
-    "shard_size_mb": "Target shard size (MiB)",
-    "num_shards": "Shards per split",
-    "num_frames": "Frames per video",
-    "hop_s": "Window hop (s)",
-    "window_s": "Window length (s)",
-    "frame_size": "Frame size (HxW)",
-    "no_audio": "Frames without audio",
-    "max_failure_fraction": "Maximum failed fraction",
-    "app_profile": "Bigtable app profile",
-    "key_regex": "Row key regex",
-}
-
 
 def flags(template: Template) -> list:
     """The argparse actions of every flag the template's pipeline reads, in definition order."""
@@ -198,10 +113,10 @@ def _is_switch(action: argparse.Action) -> bool:
 
 
 def example(action: argparse.Action) -> str | None:
-    """An example value for the flag: EXAMPLES, or for a switch true, or its last
-    choice, or its default unless that is empty."""
-    if action.dest in EXAMPLES:
-        return EXAMPLES[action.dest]
+    """An example value for the flag: its declared one, or for a switch true, or its
+    last choice, or its default unless that is empty."""
+    if getattr(action, "example", None):
+        return action.example
     if _is_switch(action):
         return "true"
     if action.choices:
@@ -220,13 +135,13 @@ def _regexes(action: argparse.Action) -> list:
         return [_INT]
     if action.type is float:
         return [_FLOAT]
-    return [REGEXES[action.dest]] if action.dest in REGEXES else []
+    return [action.regex] if getattr(action, "regex", None) else []
 
 
-def _label(name: str) -> str:
-    if name in LABELS:
-        return LABELS[name]
-    words = name.split("_")
+def _label(action: argparse.Action) -> str:
+    if getattr(action, "label", None):
+        return action.label
+    words = action.dest.split("_")
     if words[-1] == "s":
         words[-1] = "(s)"
     return " ".join(words).capitalize()
@@ -236,9 +151,10 @@ def _parameter(action: argparse.Action, help_text: str) -> dict[str, Any]:
     value = example(action)
     if "e.g." not in help_text:
         if value is None:
-            raise ValueError(f"--{action.dest}: its help gives no example; add one to EXAMPLES")
+            raise ValueError(f"--{action.dest}: its help gives no example; declare one "
+                             f"(pipelines/flag_types.py flag(..., example=...))")
         help_text = f"{help_text.rstrip()} Example: {value}."
-    parameter = {"name": action.dest, "label": _label(action.dest), "helpText": help_text,
+    parameter = {"name": action.dest, "label": _label(action), "helpText": help_text,
                  "isOptional": "Required." not in help_text}
     regexes = _regexes(action)
     if regexes:

@@ -91,3 +91,15 @@ def test_every_readme_command_runs_as_written(scratch, bigtable_emulator):
                 f"{' '.join(argv)}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
             ran += 1
     assert ran >= 8
+
+
+def test_the_readme_names_every_flag_and_no_other():
+    """Its flag tables name only flags a job takes, and every flag a job takes is
+    named somewhere in it (--help has the details)."""
+    text = open(os.path.join(REPO, "README.md")).read()
+    taken = {action.dest for template in template_metadata.TEMPLATES.values()
+             for action in template_metadata.flags(template)}
+    in_tables = {name for row in re.findall(r"(?m)^\| `--.*", text)
+                 for name in re.findall(r"--([a-z][a-z0-9_]*)", row.split(" | ")[0])}
+    assert in_tables - taken == set()
+    assert taken - set(re.findall(r"--([a-z][a-z0-9_]*)", text)) == set()
