@@ -171,3 +171,33 @@ def test_progress_line_and_counter_totals():
         "progress 1:05  7 samples read, 9 examples written, 0 failed; 2.0 of 8.0 MB read "
         "(25%), 0.03 MB/s")
     assert progress_line({}, 0, None).endswith("0.0 MB read, 0.00 MB/s")
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--features", "label=cls:int64,json.nothing:int64"], "40 of 40 inputs failed"),
+    (["--split_by", "json.nothing"], "40 of 40 inputs failed"),
+])
+def test_an_unknown_field_fails_in_one_line_naming_the_dead_letters(corpus, tmp_path, flags,
+                                                                   words):
+    done = _tar_job(corpus, tmp_path / "out", *flags)
+    assert done.returncode == EXIT_DATA
+    [line] = _lines(done.stderr)
+    assert words in line and "dead letters in " in line and "'json.nothing'" in line
+
+
+def test_a_file_that_is_no_tar_fails_in_one_line(tmp_path):
+    (tmp_path / "notes.tar").write_text("not a tar at all\n" * 100)
+    done = _job("tar_to_tfrecord", "--input", str(tmp_path / "notes.tar"),
+                "--output", str(tmp_path / "out"), "--features", "bin:bytes")
+    assert done.returncode == EXIT_DATA
+    [line] = _lines(done.stderr)
+    assert line.startswith("failed: 1 of 1 inputs failed") and "not a readable tar" in line
+
+
+def test_two_workers_and_inspect_show_only_their_own_lines(corpus, tmp_path):
+    done = _tar_job(corpus, tmp_path / "out", "--direct_num_workers", "2",
+                    "--splits", "train=0.5,test=0.5")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    shown = _job("inspect", str(tmp_path / "out"), "--examples", "1")
+    assert shown.returncode == 0 and shown.stderr == "", shown.stderr
+    assert shown.stdout.startswith(f"dataset {tmp_path / 'out'}\n")
