@@ -201,3 +201,17 @@ def test_two_workers_and_inspect_show_only_their_own_lines(corpus, tmp_path):
     shown = _job("inspect", str(tmp_path / "out"), "--examples", "1")
     assert shown.returncode == 0 and shown.stderr == "", shown.stderr
     assert shown.stdout.startswith(f"dataset {tmp_path / 'out'}\n")
+
+
+def test_a_dataflow_job_prints_its_console_url(capsys):
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from transforms.runtime import announce_job
+
+    class Submitted:  # what DataflowRunner.run_pipeline returns, as far as announce_job looks
+        def job_id(self):
+            return "2026-11-24_01_02_03-42"
+
+    announce_job(Submitted(), PipelineOptions(["--project", "p", "--region", "europe-west4"]))
+    assert capsys.readouterr().out == (
+        "job 2026-11-24_01_02_03-42: https://console.cloud.google.com/dataflow/jobs/"
+        "europe-west4/2026-11-24_01_02_03-42?project=p\n")
