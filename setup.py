@@ -8,7 +8,7 @@ setuptools.setup(
     description="Apache Beam jobs that turn tar shards and Bigtable rows of raw media "
     "into sharded TFRecord datasets with a manifest and a tf.data reader.",
     python_requires=">=3.11,<3.12",
-    packages=["pipelines", "transforms"],
+    packages=setuptools.find_packages(include=["pipelines", "transforms", "transforms.*"]),
     install_requires=[
         "apache-beam[gcp]==2.77.*",
         "tensorflow==2.21.*",

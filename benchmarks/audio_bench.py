@@ -1,4 +1,4 @@
-"""Audio decode + 1 s windows + tf.Example: a naive loop vs transforms.audio, side by side.
+"""Audio decode + 1 s windows + tf.Example: a naive loop vs transforms.media.audio, side by side.
 
     python -m benchmarks.audio_bench [--files 200] [--seconds 10] [--repeat 2]
 
@@ -43,9 +43,9 @@ import numpy as np
 import soundfile as sf
 import soxr
 
-from transforms.audio import AudioOptions, decode_audio, stream_audio
-from transforms.audio_windows import WindowOptions, audio_windows
-from transforms.example_encoder import ExampleEncoder
+from transforms.media.audio import AudioOptions, decode_audio, stream_audio
+from transforms.media.windows import WindowOptions, audio_windows
+from transforms.format.encoder import ExampleEncoder
 
 SOURCE_RATE = 44100
 RATE = 16000

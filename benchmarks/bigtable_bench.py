@@ -13,7 +13,7 @@ Starts a fresh Cloud Bigtable emulator (tests/bigtable_emulator.py), loads
                      faster of the two plain scans and the baseline of the ratios;
   split, 1 thread    our read: `sample_row_keys` -> `key_ranges` (handed out
                      largest first, see `plan`) -> one thread with its own
-                     RowReader (transforms/bigtable_rows.py, like one DoFn
+                     RowReader (transforms/sources/bigtable/rows.py, like one DoFn
                      instance) reading the ranges through `read_samples`
                      with a ByteKeyRangeTracker claiming every key (the code
                      the splittable DoFn runs, Samples built and counted):
@@ -73,13 +73,13 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from google.cloud import bigtable
 from google.cloud.bigtable.data import ReadRowsQuery, RowMutationEntry, RowRange, SetCell
 
-from transforms.bigtable_rows import RowReader, open_channel
-from transforms.bigtable_source import (
+from transforms.sources.bigtable.rows import RowReader, open_channel
+from transforms.sources.bigtable.source import (
     BigtableReadConfig, ByteKeyRange, ByteKeyRangeTracker, ReadBigtableSamples, open_reader,
     open_table, plan_key_ranges, read_samples)
 from benchmarks.process_tree import measure, tree_rss
-from transforms.runtime import make_pipeline
-from transforms.units import units_in_order
+from transforms.runner.runtime import make_pipeline
+from transforms.sources.units import units_in_order
 
 PROJECT, INSTANCE, TABLE = "bench", "bench", "media"
 LOAD_BATCH = 128  # rows a MutateRows request: 2 MB at 16 KB, under gRPC's 4 MB default
@@ -253,7 +253,7 @@ def plan(config: BigtableReadConfig) -> list:
     """The key ranges the pipelines read (`plan_key_ranges`), largest first.
 
     Handed to the workers largest first by the samples' byte estimate, as the
-    pipelines hand out units (transforms.units.units_in_order), so one big
+    pipelines hand out units (transforms.sources.units.units_in_order), so one big
     range started last does not decide the time. The emulator samples about 1%
     of keys at random, so its ranges vary in size far more than Bigtable's.
     """

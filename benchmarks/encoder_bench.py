@@ -1,4 +1,4 @@
-"""tf.train.Example serialisation: protobuf vs transforms.example_encoder, side by side.
+"""tf.train.Example serialisation: protobuf vs transforms.format.encoder, side by side.
 
     python -m benchmarks.encoder_bench [--repeat 7]
 
@@ -28,7 +28,7 @@ import tensorflow as tf
 from google.protobuf import __version__ as protobuf_version
 from google.protobuf.internal import api_implementation
 
-from transforms.example_encoder import ExampleEncoder
+from transforms.format.encoder import ExampleEncoder
 
 N = 16_000
 TARGET = 30

@@ -5,7 +5,7 @@
 
 What the pipeline does to each work unit, with nothing else: the same flags
 parsed by the same launch code (pipelines.dataset_options), the same units
-(transforms.tar_source.plan_tar_units), then for each unit in order the tar
+(transforms.sources.tar.plan_tar_units), then for each unit in order the tar
 reader, `convert_sample` (decode, cut, encode) and `RollingShards` (frame,
 compress, write). No Beam runner, no final naming, no manifest: the fastest
 this project's own functions convert a corpus on one core, so a pipeline's
@@ -25,12 +25,12 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.dataset_options import dataset_config, feature_spec
 from pipelines.job_options import InputOptions
-from transforms.example_encoder import ExampleEncoder
-from transforms.examples import convert_sample
-from transforms.file_match import match_files
-from transforms.rolling_shards import RollingShards
-from transforms.tar_source import TarReader, plan_tar_units
-from transforms.units import Failed
+from transforms.format.encoder import ExampleEncoder
+from transforms.dataset.examples import convert_sample
+from transforms.sources.file_match import match_files
+from transforms.dataset.rolling_shards import RollingShards
+from transforms.sources.tar import TarReader, plan_tar_units
+from transforms.sources.units import Failed
 
 
 def convert(argv: list, part: int = 0, parts: int = 1) -> int:

@@ -1,4 +1,4 @@
-"""Video frame sampling (transforms.video): threaded vs unthreaded throughput, and peak memory.
+"""Video frame sampling (transforms.media.video): threaded vs unthreaded throughput, and peak memory.
 
     python -m benchmarks.video_bench [--seconds 60] [--workdir benchmarks/out/video]
 
@@ -41,7 +41,7 @@ import time
 
 import av
 
-from transforms.video import FrameOptions, iter_frames, probe_video
+from transforms.media.video import FrameOptions, iter_frames, probe_video
 
 RSS_TARGET_MIB = 1024
 LOOPS = 10                     # the long video is the short one 10 times

@@ -17,7 +17,7 @@ On Dataflow:
 
 Rows are read natively with the Python client, the table cut into key ranges
 (at the table's tablet boundaries, when the job is launched) that workers
-convert and write in parallel (`transforms.bigtable_source`); every other step
+convert and write in parallel (`transforms.sources.bigtable.source`); every other step
 — cutting, splits, shards, manifest, dead letters — is the same composite the
 tar pipeline uses. Tablet boundaries move as a table grows, so two runs may
 cut it differently: each split holds the same examples on every run, in
@@ -35,10 +35,10 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from pipelines import cli
 from pipelines.job_options import BigtableReadOptions, BigtableTableOptions
 from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_job
-from transforms.bigtable_sink import BigtableTableConfig, WriteExamplesToBigtable, ensure_table
-from transforms.bigtable_source import (BigtableReadConfig, BigtableReader, check_table,
+from transforms.sources.bigtable.sink import BigtableTableConfig, WriteExamplesToBigtable, ensure_table
+from transforms.sources.bigtable.source import (BigtableReadConfig, BigtableReader, check_table,
                                         open_reader, plan_key_ranges, read_samples)
-from transforms.units import Source
+from transforms.sources.units import Source
 
 __all__ = ["run"]
 

@@ -26,7 +26,7 @@ Exit codes (`main`):
 
 Each error but a bug is one line on stderr; `--verbose` prints the full trace
 and Beam's INFO logging. A local run prints a progress line every few seconds
-(transforms/progress.py); a Dataflow one, the job's console URL.
+(transforms/runner/progress.py); a Dataflow one, the job's console URL.
 """
 
 from __future__ import annotations
@@ -46,13 +46,13 @@ from typing import Callable, Iterator, Sequence
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
 from pipelines.flag_types import GROUPS_ATTRIBUTE, flag_group
-from transforms import progress
+from transforms.runner import progress
 
 __all__ = ["EXIT_BUG", "EXIT_DATA", "EXIT_FLAGS", "EXIT_INFRASTRUCTURE", "FlagError",
            "checked_flags", "job_parser", "main", "native_stderr_silenced"]
 
 EXIT_BUG, EXIT_FLAGS, EXIT_DATA, EXIT_INFRASTRUCTURE = 1, 2, 3, 4
-# A local run prints a progress line this often (transforms/progress.py).
+# A local run prints a progress line this often (transforms/runner/progress.py).
 _PROGRESS_S = 5.0
 
 # --help lists the groups in data-flow order.
@@ -189,7 +189,7 @@ def native_stderr_silenced() -> Iterator[None]:
 
 
 def _data_failures() -> tuple:
-    from transforms.finalise import DatasetFailed
+    from transforms.dataset.finalise import DatasetFailed
     return (DatasetFailed,)
 
 
@@ -197,7 +197,7 @@ def _infrastructure_failures() -> tuple:
     import grpc
     from google.api_core.exceptions import GoogleAPIError
     from google.auth.exceptions import GoogleAuthError
-    from transforms.input_files import StorageReadError
+    from transforms.sources.input_files import StorageReadError
     return GoogleAuthError, GoogleAPIError, grpc.RpcError, StorageReadError, OSError
 
 

@@ -1,7 +1,7 @@
 """Flags and launch steps every dataset-building pipeline shares.
 
 A pipeline module adds its source's flags in its own `PipelineOptions`
-subclass, plans its source's work units (transforms/units.py) and hands them to
+subclass, plans its source's work units (transforms/sources/units.py) and hands them to
 `run_dataset_job`, which applies the shared `WriteDataset` composite, runs the
 job and prints the summary. Flag names here are also the flex template
 parameter names.
@@ -21,21 +21,23 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from pipelines.flag_types import FUNCTION, GS_PATH, SWITCH, flag, flag_group
-from transforms import manifest, progress, sample_ops
-from transforms.audio import AudioOptions
-from transforms.audio_windows import WindowOptions
-from transforms.cutting import MODES, CutOptions, media_features, media_fields
-from transforms.dataset import SHUFFLES, DatasetConfig, WriteDataset
-from transforms.examples import ExampleRecipe
-from transforms.fileops import check_writable
-from transforms.finalise import summary_line
-from transforms.preprocessing import Preprocessing
-from transforms.spec import FeatureSpec, infer_spec, parse_features
-from transforms.runtime import announce_job, make_pipeline, runs_locally, wait_for
-from transforms.splits import SplitPlan
-from transforms.tfrecord import COMPRESSIONS
-from transforms.units import Source
-from transforms.video import FrameOptions
+from transforms.format import manifest
+from transforms.runner import progress
+from transforms.dataset import sample_ops
+from transforms.media.audio import AudioOptions
+from transforms.media.windows import WindowOptions
+from transforms.media.cutting import MODES, CutOptions, media_features, media_fields
+from transforms.dataset.write import SHUFFLES, DatasetConfig, WriteDataset
+from transforms.dataset.examples import ExampleRecipe
+from transforms.dataset.fileops import check_writable
+from transforms.dataset.finalise import summary_line
+from transforms.tft.preprocessing import Preprocessing
+from transforms.format.spec import FeatureSpec, infer_spec, parse_features
+from transforms.runner.runtime import announce_job, make_pipeline, runs_locally, wait_for
+from transforms.dataset.splits import SplitPlan
+from transforms.dataset.tfrecord import COMPRESSIONS
+from transforms.sources.units import Source
+from transforms.media.video import FrameOptions
 
 __all__ = [
     "DatasetOptions",

@@ -38,7 +38,7 @@ def describe_dataset(output_dir: str, examples: int = 2, failures: int = 3) -> s
     """The text `inspect` prints."""
     import tensorflow as tf
 
-    from transforms import reader
+    from transforms.format import reader
 
     info = reader.load_info(output_dir)
     doc = info.document

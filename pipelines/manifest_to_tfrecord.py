@@ -19,7 +19,7 @@ On Dataflow:
 
 Each row is a sample: its media columns' files (relative to the manifest, or
 absolute, or gs://) read into fields named by the columns, its other columns
-as label and metadata fields (`transforms.manifest_source`). The launcher reads
+as label and metadata fields (`transforms.sources.listing`). The launcher reads
 only the first line of each manifest, to check that the columns the flags name
 exist; workers read the rows. Every other flag is shared by all pipelines
 (`pipelines.dataset_options`); `--input` is the tar pipeline's flag, here
@@ -35,11 +35,11 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines import cli
 from pipelines.job_options import InputOptions, ListingOptions
 from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_job
-from transforms.cutting import media_features
-from transforms.dataset import DatasetConfig
-from transforms.manifest_source import (ListingReader, inspect_manifests, iter_samples,
+from transforms.media.cutting import media_features
+from transforms.dataset.write import DatasetConfig
+from transforms.sources.listing import (ListingReader, inspect_manifests, iter_samples,
                                         missing_fields, plan_listing_units)
-from transforms.units import Source
+from transforms.sources.units import Source
 
 __all__ = ["run"]
 

@@ -19,7 +19,7 @@ On Dataflow:
         --setup_file ./setup.py
 
 Row key = the sample key, qualifier = the field name, value = the member's
-bytes (layout and size limits: transforms/bigtable_sink.py). The table and the
+bytes (layout and size limits: transforms/sources/bigtable/sink.py). The table and the
 family are checked before any work; `--create_table` creates whichever is
 missing. Dead letters (unreadable tar members or files, refused rows) go to
 `--failures_output` as JSON lines, or to the log without it; the job prints one
@@ -49,13 +49,13 @@ from apache_beam.runners.runner import PipelineResult
 from pipelines import cli
 from pipelines.job_options import BigtableLoadOptions, BigtableTableOptions, InputOptions
 from pipelines.dataset_options import DatasetOptions
-from transforms.bigtable_sink import STAGE, BigtableTableConfig, WriteSamplesToBigtable, ensure_table
-from transforms.dead_letters import FAILURES, FILE, SAMPLE, describe
-from transforms.runtime import make_pipeline, wait_for
-from transforms.file_match import match_files
-from transforms.finalise import DatasetFailed
-from transforms.fileops import check_writable
-from transforms.tar_source import ReadTarSamples
+from transforms.sources.bigtable.sink import STAGE, BigtableTableConfig, WriteSamplesToBigtable, ensure_table
+from transforms.format.dead_letters import FAILURES, FILE, SAMPLE, describe
+from transforms.runner.runtime import make_pipeline, wait_for
+from transforms.sources.file_match import match_files
+from transforms.dataset.finalise import DatasetFailed
+from transforms.dataset.fileops import check_writable
+from transforms.sources.tar import ReadTarSamples
 
 __all__ = ["load_summary",
            "summary_line", "run"]

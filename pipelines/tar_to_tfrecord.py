@@ -16,7 +16,7 @@ On Dataflow:
         --runner DataflowRunner --project PROJECT --region REGION \
         --temp_location gs://BUCKET/tmp --setup_file ./setup.py
 
-Members are grouped into samples by WebDataset's rules (`transforms.tar_source`);
+Members are grouped into samples by WebDataset's rules (`transforms.sources.tar`);
 each worker converts whole tar files (consecutive small ones grouped up to
 --shard_size_mb) and writes their examples itself. Every other flag is shared
 by all pipelines (`pipelines.dataset_options`).
@@ -31,10 +31,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines import cli
 from pipelines.job_options import InputOptions
 from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_job
-from transforms.file_match import matched_files
-from transforms.input_files import open_input
-from transforms.tar_source import TarReader, iter_tar, plan_tar_units
-from transforms.units import Source
+from transforms.sources.file_match import matched_files
+from transforms.sources.input_files import open_input
+from transforms.sources.tar import TarReader, iter_tar, plan_tar_units
+from transforms.sources.units import Source
 
 __all__ = ["run"]
 

@@ -5,7 +5,7 @@ starts one in-memory emulator on a free loopback port, creates a bucket and,
 while tests run, sets:
 
 - STORAGE_EMULATOR_HOST, which google-cloud-storage honours, so Beam's
-  `gs://` filesystem and the reader's (transforms/tf_paths.py) talk to it;
+  `gs://` filesystem and the reader's (transforms/format/tf_paths.py) talk to it;
 - GOOGLE_APPLICATION_CREDENTIALS, an authorized-user file holding an access
   token that expires in 2999. Beam looks up Application Default Credentials
   before it makes a storage client; without any it would probe the GCE

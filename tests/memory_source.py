@@ -3,14 +3,14 @@
     source = memory_source(samples, per_unit=4)
     pipeline | WriteDataset(config, source)
 
-Each unit holds `per_unit` consecutive samples (transforms/units.py); the
+Each unit holds `per_unit` consecutive samples (transforms/sources/units.py); the
 reader yields them as they are and counts `samples_read` like a real source.
 """
 
 import functools
 
-from transforms.counters import counter
-from transforms.units import Source, WorkUnit
+from transforms.runner.counters import counter
+from transforms.sources.units import Source, WorkUnit
 
 __all__ = ["MemoryReader", "memory_source"]
 

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from transforms.audio import AudioOptions, decode_audio, stream_audio
-from transforms.media import MediaError
+from transforms.media.audio import AudioOptions, decode_audio, stream_audio
+from transforms.media.decoded import MediaError
 
 RATE = 44100
 AMPLITUDE = 0.5
@@ -210,7 +210,7 @@ def test_audio_in_video_containers(container, codec, name):
     ("matroska", "libopus", "x.mkv"), ("mp4", "aac", "x.mp4")])
 def test_audio_start_is_on_the_containers_clock(container, codec, name):
     # Video from 0 s, the audio track from 0.5 s: start is counted from the
-    # container's start (as transforms.video counts Frame.time).
+    # container's start (as transforms.media.video counts Frame.time).
     data = av_bytes(tone(rate=48000), container=container, codec=codec, video=True,
                     pts_offset=24000)
     audio = decode_audio(data, AudioOptions(), name=name)

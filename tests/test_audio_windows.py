@@ -17,9 +17,9 @@ import soundfile as sf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transforms.audio import AudioOptions, decode_audio, stream_audio
-from transforms.audio_windows import WindowOptions, audio_windows, window_at
-from transforms.media import Audio, MediaError
+from transforms.media.audio import AudioOptions, decode_audio, stream_audio
+from transforms.media.windows import WindowOptions, audio_windows, window_at
+from transforms.media.decoded import Audio, MediaError
 
 RATE = 1000
 

@@ -16,7 +16,7 @@ import soundfile as sf
 
 from pipelines import synthetic_media, tar_to_tfrecord
 from pipelines.sample_corpus import write_corpus
-from transforms import reader
+from transforms.format import reader
 
 SECONDS = 1.5
 RATE = 16_000

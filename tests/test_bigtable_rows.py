@@ -1,4 +1,4 @@
-"""Tests for transforms/bigtable_rows.py: the ReadRows chunk merge and RowReader.
+"""Tests for transforms/sources/bigtable/rows.py: the ReadRows chunk merge and RowReader.
 
 The merge is fed responses built by hand (the emulator always sends whole
 cells, one row per response, so split cells and resets need hand-made
@@ -13,7 +13,7 @@ from google.cloud.bigtable.data import (
 from google.cloud.bigtable.data.exceptions import InvalidChunk
 from google.cloud.bigtable_v2.types import ReadRowsResponse
 
-from transforms.bigtable_rows import Cell, Row, RowReader, merge_rows
+from transforms.sources.bigtable.rows import Cell, Row, RowReader, merge_rows
 
 PROJECT, INSTANCE = "test-project", "test-instance"
 _Response = ReadRowsResponse.pb()

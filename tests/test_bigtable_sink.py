@@ -25,12 +25,12 @@ from google.cloud.bigtable import Client
 
 from pipelines import tar_to_bigtable
 from pipelines.sample_corpus import write_corpus
-from transforms import bigtable_sink
-from transforms.bigtable_sink import (MAX_CELL_BYTES, BigtableTableConfig, RowRefused,
+from transforms.sources.bigtable import sink as bigtable_sink
+from transforms.sources.bigtable.sink import (MAX_CELL_BYTES, BigtableTableConfig, RowRefused,
                                       WriteExamplesToBigtable, WriteSamplesToBigtable,
                                       ensure_table, example_row, example_row_key, sample_to_row)
-from transforms.counters import NAMESPACE
-from transforms.dead_letters import FAILURES
+from transforms.runner.counters import NAMESPACE
+from transforms.format.dead_letters import FAILURES
 
 PROJECT = "datagen-test"
 INSTANCE = "sink"

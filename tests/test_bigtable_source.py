@@ -1,4 +1,4 @@
-"""Tests for transforms/bigtable_source.py against the real Cloud Bigtable emulator.
+"""Tests for transforms/sources/bigtable/source.py against the real Cloud Bigtable emulator.
 
 Tables are made in the session's emulator (tests/bigtable_emulator.py), one
 per test or module so tests do not see each other's rows:
@@ -32,16 +32,16 @@ from google.cloud.bigtable.data import BigtableDataClient, RowMutationEntry, Set
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transforms.bigtable_rows import Cell, Row
-from transforms.bigtable_source import (
+from transforms.sources.bigtable.rows import Cell, Row
+from transforms.sources.bigtable.source import (
     END_OF_RANGE, BigtableReadConfig, BigtableReader, ByteKeyRange, ByteKeyRangeTracker,
     MissingColumnError, ReadBigtableSamples, check_table, decode_key, estimated_bytes,
     is_transient, key_ranges, open_reader, parse_columns, plan_key_ranges, read_range,
     row_filter, row_to_sample)
-from transforms.dead_letters import FAILURES, SAMPLE
-from transforms.sample import KEY, URL
-from transforms.splits import stable_hash64
-from transforms.units import WorkUnit
+from transforms.format.dead_letters import FAILURES, SAMPLE
+from transforms.format.sample import KEY, URL
+from transforms.dataset.splits import stable_hash64
+from transforms.sources.units import WorkUnit
 
 pytestmark = pytest.mark.filterwarnings("ignore:Connecting to Bigtable emulator:RuntimeWarning")
 

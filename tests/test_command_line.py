@@ -140,7 +140,7 @@ def test_no_bigtable_credentials_is_an_infrastructure_error_with_a_hint(tmp_path
 
 def test_a_local_run_prints_progress_lines_from_its_counters(tmp_path, monkeypatch, capsys):
     from pipelines import tar_to_tfrecord
-    from transforms import progress
+    from transforms.runner import progress
 
     write_corpus(str(tmp_path / "corpus"), shards=4, samples_per_shard=400,
                  payload_bytes=16384, speakers=40)
@@ -157,7 +157,7 @@ def test_a_local_run_prints_progress_lines_from_its_counters(tmp_path, monkeypat
 
 def test_progress_line_and_counter_totals():
     from apache_beam.metrics import monitoring_infos
-    from transforms.progress import counter_totals, progress_line
+    from transforms.runner.progress import counter_totals, progress_line
 
     def counter(name, value, namespace="datagen"):
         return monitoring_infos.int64_user_counter(namespace, name, value)
@@ -205,7 +205,7 @@ def test_two_workers_and_inspect_show_only_their_own_lines(corpus, tmp_path):
 
 def test_a_dataflow_job_prints_its_console_url(capsys):
     from apache_beam.options.pipeline_options import PipelineOptions
-    from transforms.runtime import announce_job
+    from transforms.runner.runtime import announce_job
 
     class Submitted:  # what DataflowRunner.run_pipeline returns, as far as announce_job looks
         def job_id(self):

@@ -7,11 +7,11 @@ import pytest
 from PIL import Image
 
 from pipelines import synthetic_media
-from transforms.audio import AudioOptions
-from transforms.audio_windows import WindowOptions
-from transforms.cutting import CutOptions, cut_sample, media_features
-from transforms.media import MediaError
-from transforms.video import FrameOptions
+from transforms.media.audio import AudioOptions
+from transforms.media.windows import WindowOptions
+from transforms.media.cutting import CutOptions, cut_sample, media_features
+from transforms.media.decoded import MediaError
+from transforms.media.video import FrameOptions
 
 RATE = 16_000
 

@@ -30,8 +30,8 @@ from pipelines import (bigtable_to_tfrecord, manifest_to_tfrecord, tar_to_bigtab
                        tar_to_tfrecord, template_metadata)
 from pipelines.dataset_options import cut_options
 from pipelines.sample_corpus import write_corpus
-from transforms.bigtable_sink import BigtableTableConfig, ensure_table
-from transforms.runtime import wait_for
+from transforms.sources.bigtable.sink import BigtableTableConfig, ensure_table
+from transforms.runner.runtime import wait_for
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -149,7 +149,7 @@ def test_tf_transform_preprocessing_translates(monkeypatch, inputs, tmp_path):
 
     Its output is local here: tf.Transform writes its temporary files while the
     pipeline is built, through TensorFlow's GCS filesystem, which cannot reach
-    the emulator (transforms/tf_paths.py).
+    the emulator (transforms/format/tf_paths.py).
     """
     t = translate(monkeypatch, tar_to_tfrecord, [
         "--input", inputs["tar"], "--output", str(tmp_path / "out"),

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from transforms.example_encoder import ExampleEncoder
-from transforms.spec import Feature
+from transforms.format.encoder import ExampleEncoder
+from transforms.format.spec import Feature
 
 INT64_MIN, INT64_MAX = -2 ** 63, 2 ** 63 - 1
 # Varint length boundaries, the int64 extremes, and values around them.
@@ -115,7 +115,7 @@ def test_matches_protobuf_and_round_trips(spec_values):
             assert list(feature.bytes_list.value) == _to_bytes_list(values[name])
 
 
-# -- declared dtypes (transforms.spec) ------------------------------------------------
+# -- declared dtypes (transforms.format.spec) ------------------------------------------------
 # A spec's declared dtype is coerced (Feature.coerce) to its tf.Example kind,
 # then encoded; the reference is protobuf given the declared numpy values
 # directly: bools and int32 in an Int64List, float64 in a FloatList (protobuf

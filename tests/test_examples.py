@@ -7,15 +7,15 @@ import pytest
 import tensorflow as tf
 from memory_source import memory_source
 
-from transforms import sample_ops
-from transforms.convert import REPORTS, SHARDS, ConvertOptions, _ConvertFn
-from transforms.dead_letters import FAILURES
-from transforms.example_encoder import ExampleEncoder
-from transforms.examples import (Built, ExampleRecipe, Filtered, SampleOutcome, StageError,
+from transforms.dataset import sample_ops
+from transforms.dataset.convert import REPORTS, SHARDS, ConvertOptions, _ConvertFn
+from transforms.format.dead_letters import FAILURES
+from transforms.format.encoder import ExampleEncoder
+from transforms.dataset.examples import (Built, ExampleRecipe, Filtered, SampleOutcome, StageError,
                                  build_examples, convert_sample)
-from transforms import examples as examples_module
-from transforms.spec import parse_features
-from transforms.splits import SplitPlan
+from transforms.dataset import examples as examples_module
+from transforms.format.spec import parse_features
+from transforms.dataset.splits import SplitPlan
 
 SPEC = parse_features("label=cls:int64,speaker=json.speaker:bytes")
 SAMPLE = {"__key__": "spk01_0001", "__url__": "file.tar", "cls": b"4",

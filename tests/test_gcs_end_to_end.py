@@ -17,11 +17,13 @@ import tensorflow as tf
 
 from pipelines import tar_to_tfrecord
 from pipelines.sample_corpus import write_corpus
-from transforms import finalise, manifest, reader
-from transforms.commit import move_shards, name_shards
-from transforms.fileops import ensure_dir
-from transforms.tf_paths import tf_readable
-from transforms.tfrecord import ShardRecord, write_tfrecords
+from transforms.dataset import finalise
+from transforms.format import manifest
+from transforms.format import reader
+from transforms.dataset.commit import move_shards, name_shards
+from transforms.dataset.fileops import ensure_dir
+from transforms.format.tf_paths import tf_readable
+from transforms.dataset.tfrecord import ShardRecord, write_tfrecords
 
 # 5 KB shards of 1 KB payloads: every file a unit, several shards per split.
 FLAGS = ["--features", "payload=bin:bytes,label=cls:int64", "--split_by", "__key__:^([^_]+)",
@@ -179,9 +181,9 @@ def test_publishing_the_transform_survives_a_retry(tmp_path):
     """The final step moves the staged transform next to the data before it commits
     the shards; when a later part of it fails (a shard rename, the manifest write)
     the runner runs it again, and the staged directories are gone by then."""
-    from transforms.preprocessing import TRANSFORM_FN_DIR, TRANSFORMED_METADATA_DIR
-    from transforms.spec import parse_features
-    from transforms.transform_stage import publish
+    from transforms.tft.preprocessing import TRANSFORM_FN_DIR, TRANSFORMED_METADATA_DIR
+    from transforms.format.spec import parse_features
+    from transforms.tft.stage import publish
 
     staged, output = tmp_path / "temp" / "transform", tmp_path / "out"
     for name in (f"{TRANSFORM_FN_DIR}/saved_model.pb", f"{TRANSFORMED_METADATA_DIR}/schema.pbtxt"):

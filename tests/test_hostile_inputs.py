@@ -27,7 +27,7 @@ import pytest
 
 from benchmarks.process_tree import measure
 from pipelines import manifest_to_tfrecord, tar_to_tfrecord
-from transforms import reader
+from transforms.format import reader
 
 FEATURES = "payload=bin:bytes,label=cls:int64,speaker=json.speaker:bytes"
 _PACK = {".tar.gz": gzip.compress, ".tar.bz2": bz2.compress, ".tar.xz": lzma.compress}

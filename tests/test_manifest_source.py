@@ -11,13 +11,13 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.dead_letters import FAILURES
-from transforms.manifest_source import (ManifestLayout, MediaReadError, ReadManifestSamples,
+from transforms.format.dead_letters import FAILURES
+from transforms.sources.listing import (ManifestLayout, MediaReadError, ReadManifestSamples,
                                         inspect_manifests, iter_samples, manifest_format,
                                         plan_listing_units,
                                         missing_fields, parse_row, read_media, resolve,
                                         row_to_sample)
-from transforms.input_files import StorageReadError
+from transforms.sources.input_files import StorageReadError
 
 CSV = ManifestLayout("csv", ("path", "label", "note"), ("path",))
 

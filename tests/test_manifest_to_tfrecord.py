@@ -11,7 +11,7 @@ import pytest
 import soundfile as sf
 
 from pipelines import inspect, manifest_to_tfrecord
-from transforms import reader
+from transforms.format import reader
 
 RATE = 16000
 SPLIT_NAMES = ["TRAIN", "validation", "Test", "train"]  # cycled over speakers

@@ -15,13 +15,14 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 
 from pipelines import inspect as inspect_cli
 from pipelines import tar_to_tfrecord
-from transforms import manifest, reader
-from transforms.example_encoder import ExampleEncoder
-from transforms.preprocessing import RAW_METADATA_DIR, TRANSFORM_FN_DIR, TRANSFORMED_METADATA_DIR
-from transforms.sample import FieldReader
-from transforms.spec import Feature, FeatureSpec, parse_features
-from transforms.splits import SplitPlan
-from transforms.transform_stage import _rows, transformed_spec
+from transforms.format import manifest
+from transforms.format import reader
+from transforms.format.encoder import ExampleEncoder
+from transforms.tft.preprocessing import RAW_METADATA_DIR, TRANSFORM_FN_DIR, TRANSFORMED_METADATA_DIR
+from transforms.format.sample import FieldReader
+from transforms.format.spec import Feature, FeatureSpec, parse_features
+from transforms.dataset.splits import SplitPlan
+from transforms.tft.stage import _rows, transformed_spec
 
 FEATURES = ("key=__key__:string,payload=bin:bytes,label=cls:int64,speaker=json.speaker:string,"
             "gain=json.gain:float,score=json.score:double,age=json.age:int32,"
@@ -266,7 +267,7 @@ def test_bad_preprocessing_flags_fail_before_any_work(corpus, tmp_path, flags, m
 
 
 def test_layout_is_tf_transforms():
-    # transforms.preprocessing names the directories without importing tf.Transform.
+    # transforms.tft.preprocessing names the directories without importing tf.Transform.
     assert (TRANSFORM_FN_DIR, TRANSFORMED_METADATA_DIR, RAW_METADATA_DIR) == (
         tft.TFTransformOutput.TRANSFORM_FN_DIR, tft.TFTransformOutput.TRANSFORMED_METADATA_DIR,
         tft.TFTransformOutput.RAW_METADATA_DIR)

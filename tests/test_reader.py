@@ -11,11 +11,11 @@ import tensorflow as tf
 from memory_source import memory_source
 
 from pipelines import inspect as inspect_cli
-from transforms import reader
-from transforms.dataset import DatasetConfig, WriteDataset
-from transforms.examples import ExampleRecipe
-from transforms.spec import parse_features
-from transforms.splits import SplitPlan
+from transforms.format import reader
+from transforms.dataset.write import DatasetConfig, WriteDataset
+from transforms.dataset.examples import ExampleRecipe
+from transforms.format.spec import parse_features
+from transforms.dataset.splits import SplitPlan
 
 N = 40
 
@@ -35,7 +35,7 @@ def _sample(i):
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
-    from transforms.runtime import local_runner
+    from transforms.runner.runtime import local_runner
 
     output = str(tmp_path_factory.mktemp("reader") / "ds")
     recipe = ExampleRecipe(spec=parse_features(SPEC),
@@ -135,14 +135,18 @@ def test_missing_dataset_and_split_are_clear_errors(dataset, tmp_path):
         reader.load(dataset, "eval")
 
 
-def test_reader_and_manifest_import_without_beam():
-    # Nor tf.Transform: only reader.transform_output loads it, when asked.
-    code = ("import sys; import transforms.reader, transforms.manifest, transforms.spec, "
-            "transforms.example_encoder, transforms.preprocessing; "
-            "print(any(m.startswith(('apache_beam', 'tensorflow_transform')) "
+def test_format_and_media_import_without_beam():
+    """Every module of transforms/format/ and transforms/media/, and the built-in
+    preprocessing, import neither Beam nor tf.Transform (only
+    reader.transform_output loads tf.Transform, when asked)."""
+    code = ("import importlib, pkgutil, sys; import transforms.format, transforms.media; "
+            "names = [m.name for p in (transforms.format, transforms.media) "
+            "for m in pkgutil.iter_modules(p.__path__, p.__name__ + '.')]; "
+            "[importlib.import_module(n) for n in names + ['transforms.tft.preprocessing']]; "
+            "print(len(names), any(m.startswith(('apache_beam', 'tensorflow_transform')) "
             "for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "12 False"
 
 
 def test_inspect_shows_counts_and_decoded_examples(dataset):

@@ -6,10 +6,10 @@ import random
 import pytest
 import tensorflow as tf
 
-from transforms.commit import name_shards
-from transforms.rolling_shards import RollingShards
-from transforms.shard_writer import _BucketHistogram, plan_shards
-from transforms.tfrecord import ShardRecord, shard_name, write_tfrecords
+from transforms.dataset.commit import name_shards
+from transforms.dataset.rolling_shards import RollingShards
+from transforms.dataset.shard_writer import _BucketHistogram, plan_shards
+from transforms.dataset.tfrecord import ShardRecord, shard_name, write_tfrecords
 
 
 def _histogram(orders, sizes=None, chunks=1):

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from transforms.spec import Feature, FeatureSpec, infer_spec, parse_features
+from transforms.format.spec import Feature, FeatureSpec, infer_spec, parse_features
 
 
 def test_parse_features_names_sources_and_shapes():

@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 
 from memory_source import memory_source
 
-from transforms import reader
-from transforms.dataset import DatasetConfig, WriteDataset
-from transforms.examples import ExampleRecipe
-from transforms.leakage import SplitGroups, leakage_message
-from transforms.spec import parse_features
-from transforms.splits import (SplitPlan, Strata, group_stratum, parse_split_by, parse_splits,
+from transforms.format import reader
+from transforms.dataset.write import DatasetConfig, WriteDataset
+from transforms.dataset.examples import ExampleRecipe
+from transforms.dataset.leakage import SplitGroups, leakage_message
+from transforms.format.spec import parse_features
+from transforms.dataset.splits import (SplitPlan, Strata, group_stratum, parse_split_by, parse_splits,
                                split_balance, stable_hash64, stratum_cuts)
 
 
@@ -74,7 +74,7 @@ def test_split_ratios_hold_over_many_groups():
 
 def test_hash_is_stable_across_processes():
     # Python's own hash() is salted per process; ours must not be.
-    code = ("from transforms.splits import stable_hash64; "
+    code = ("from transforms.dataset.splits import stable_hash64; "
             "print(stable_hash64('spk01', b'datagen-split'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={"PYTHONHASHSEED": "123"}).stdout

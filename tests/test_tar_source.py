@@ -1,4 +1,4 @@
-"""Tests for transforms/tar_source.py: tar shards -> Samples, nothing lost.
+"""Tests for transforms/sources/tar.py: tar shards -> Samples, nothing lost.
 
 Fixtures are generated per test under tmp_path:
 - a small tree `corpus/…` of sample files (one key with a member name over
@@ -29,13 +29,13 @@ import webdataset
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.dead_letters import FAILURES, FILE, SAMPLE
-from transforms.sample import KEY, URL, data_fields
-from transforms.file_match import match_files
-from transforms.input_files import StorageReadError
-from transforms.tar_source import (ReadTarSamples, TarReader, iter_tar,
+from transforms.format.dead_letters import FAILURES, FILE, SAMPLE
+from transforms.format.sample import KEY, URL, data_fields
+from transforms.sources.file_match import match_files
+from transforms.sources.input_files import StorageReadError
+from transforms.sources.tar import (ReadTarSamples, TarReader, iter_tar,
                                    plan_tar_units)
-from transforms.units import Failed, ReadUnits, Source, WorkUnit
+from transforms.sources.units import Failed, ReadUnits, Source, WorkUnit
 
 LONG_KEY = "corpus/long_" + "x" * 100  # member names over 100 characters
 

@@ -13,13 +13,13 @@ from apache_beam.metrics.metric import MetricsFilter
 
 from pipelines import tar_to_tfrecord
 from pipelines.sample_corpus import write_corpus
-from transforms import reader
-from transforms.dataset import DatasetConfig, WriteDataset
-from transforms.examples import ExampleRecipe
-from transforms.spec import parse_features
-from transforms.splits import SplitPlan
-from transforms.tar_source import TarReader, plan_tar_units
-from transforms.units import Source
+from transforms.format import reader
+from transforms.dataset.write import DatasetConfig, WriteDataset
+from transforms.dataset.examples import ExampleRecipe
+from transforms.format.spec import parse_features
+from transforms.dataset.splits import SplitPlan
+from transforms.sources.tar import TarReader, plan_tar_units
+from transforms.sources.units import Source
 
 FEATURES = "payload=bin:bytes,label=cls:int64,speaker=json.speaker:bytes,json.gain:float"
 SPLITS = "train=0.6,eval=0.2,test=0.2"

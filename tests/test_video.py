@@ -1,4 +1,4 @@
-"""transforms.video on real codecs: H.264/mp4, VP9/webm, mkv, raw H.264, images.
+"""transforms.media.video on real codecs: H.264/mp4, VP9/webm, mkv, raw H.264, images.
 
 Fixtures are generated here, mostly with PyAV (`_encode`: numpy RGB frames ->
 libx264 / libvpx-vp9 through av.open(..., "w")); `ffmpeg_clip` makes files
@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from transforms.media import MediaError
-from transforms.video import (FrameOptions, image_sequence_members, iter_frames,
+from transforms.media.decoded import MediaError
+from transforms.media.video import (FrameOptions, image_sequence_members, iter_frames,
                               iter_image_sequence, probe_video)
 
 COLOURS = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0)]

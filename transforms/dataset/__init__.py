@@ -1,0 +1,1 @@
+"""Building and writing a dataset: examples, splits, shards, the final step, WriteDataset."""

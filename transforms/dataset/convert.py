@@ -1,0 +1,226 @@
+"""Work units to shards, written where the examples are built.
+
+    converted = units | "Convert" >> ConvertUnits(reader, recipe, options)
+    converted[SHARDS]    # ShardRecord per shard written (transforms/dataset/tfrecord.py)
+    converted[REPORTS]   # UnitReport per unit: its tallies and (group, split) pairs
+    converted[FAILURES]  # dead letters
+    converted.examples   # the Examples themselves, only with options.emit_examples
+
+One DoFn reads a unit (transforms/sources/units.py), runs the recipe on each sample
+(transforms/dataset/examples.py), applies a staged tf.Transform when there is one, and
+streams the examples into rolling per-split shards (transforms/dataset/rolling_shards.py)
+in the order they are built. No example leaves the worker: only a few numbers
+per shard and per unit go on to the final step, so nothing the size of the data
+is shuffled or held, memory stays flat and every worker writes. The examples
+are output as well only when something downstream needs them (the hash-ordered
+global layout, or an examples table).
+
+A unit's report holds its tallies, {(what, detail): n} with `what` one of read,
+written, examples, label, filtered, failed (transforms/dataset/finalise.py adds them up
+and checks samples read = written + filtered + failed), and the distinct
+(group key, split) pairs the leakage check needs.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Iterator, NamedTuple
+
+import apache_beam as beam
+
+from transforms.runner.counters import counter
+from transforms.format.dead_letters import FAILURES, SAMPLE, dead_letter
+from transforms.format.encoder import ExampleEncoder
+from transforms.dataset.examples import ExampleRecipe, SampleOutcome, convert_sample
+from transforms.dataset.rolling_shards import RollingShards
+from transforms.format.sample import KEY, URL
+from transforms.format.spec import FeatureSpec
+from transforms.sources.units import Failed, SplittableUnits, WorkUnit
+
+__all__ = ["ConvertOptions", "ConvertUnits", "UnitReport", "SHARDS", "REPORTS"]
+
+SHARDS = "shards"
+REPORTS = "reports"
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvertOptions:
+    """Where the built examples go; pickled to workers, so configuration only."""
+
+    temp_dir: str
+    compression: str = "gzip"
+    target_shard_bytes: int = 128 << 20
+    write_shards: bool = True       # roll shards where the examples are built
+    emit_examples: bool = False     # also output them (global layout, an examples sink)
+    # A tf.Transform staged here (transforms/tft/stage.py) is applied to
+    # every example first; `transformed_spec` is its output's spec.
+    transform_dir: str | None = None
+    transformed_spec: FeatureSpec | None = None
+
+
+class UnitReport(NamedTuple):
+    """What one unit (or, split by the runner, one part of it) came to."""
+
+    unit: int
+    span: tuple | None   # the key range read, for splittable units
+    tallies: tuple       # ((what, detail), n) pairs
+    groups: tuple        # distinct (group key, split) pairs of samples with examples
+
+
+def outcome_tallies(outcome: SampleOutcome) -> dict:
+    """A sample's {(what, detail): n} tallies (its read is counted by the caller)."""
+    tallies = {}
+    if outcome.examples:
+        tallies[("examples", outcome.split)] = outcome.examples
+        if outcome.label is not None:
+            tallies[("label", (outcome.split, outcome.label))] = outcome.examples
+    if outcome.failure is not None:
+        tallies[("failed", SAMPLE)] = 1
+    elif outcome.filtered is not None:
+        tallies[("filtered", outcome.filtered)] = 1
+    else:
+        tallies[("written", outcome.split)] = 1
+    return tallies
+
+
+class _ConvertFn(beam.DoFn):
+    """A unit -> its shards written, its report, dead letters (and its examples
+    with `emit_examples`). The reader's clients, the encoder and the user's
+    functions are made in setup(); a tf.Transform is loaded on first use, once
+    the side input says it is staged."""
+
+    def __init__(self, reader, recipe: ExampleRecipe, options: ConvertOptions):
+        self._reader = reader
+        self._recipe = recipe
+        self._options = options
+
+    def setup(self):
+        self._reader.setup()
+        self._encoder = ExampleEncoder([(f.name, f.kind) for f in self._recipe.spec])
+        self._sample_fn, self._example_fn = self._recipe.load_functions()
+        self._counters: dict = {}
+        self._transformer = None
+
+    def teardown(self):
+        self._reader.teardown()
+
+    def _count(self, name: str, n: int = 1) -> None:
+        if name not in self._counters:
+            self._counters[name] = counter(name)
+        self._counters[name].inc(n)
+
+    def process(self, unit: WorkUnit, strata=None, transform_staged=None):
+        yield from self._convert(unit, (unit.index,), None, strata)
+
+    def _convert(self, unit: WorkUnit, order: tuple, tracker, strata) -> Iterator:
+        options = self._options
+        shards = (RollingShards(options.temp_dir, order, options.compression,
+                                options.target_shard_bytes) if options.write_shards else None)
+        if options.transform_dir and self._transformer is None:
+            # Imported here: it loads TensorFlow, which only preprocessing needs.
+            from transforms.tft.stage import ExampleTransformer
+            self._transformer = ExampleTransformer(options.transform_dir, self._recipe.spec,
+                                                   options.transformed_spec)
+        tallies: collections.Counter = collections.Counter()
+        groups: set = set()
+        for event in self._reader.read(unit, tracker):
+            if isinstance(event, Failed):
+                record = event.record
+                tallies[("failed", record["unit"])] += 1
+                if record["unit"] == SAMPLE:  # a file that yielded no sample was not a read
+                    tallies[("read", "")] += 1
+                yield beam.pvalue.TaggedOutput(FAILURES, record)
+                continue
+            tallies[("read", "")] += 1
+            stats: dict = {}
+            examples = convert_sample(event, self._recipe, self._encoder, self._sample_fn,
+                                      self._example_fn, stats, strata)
+            outcome = yield from self._deliver(examples, shards)
+            tallies.update(outcome_tallies(outcome))
+            if outcome.examples:
+                groups.add((outcome.group, outcome.split))
+            yield from self._count_outcome(event, outcome, stats)
+        if self._transformer is not None:
+            yield from self._write(self._transformer.flush(), shards)
+        for record in (shards.close() if shards else []):
+            yield beam.pvalue.TaggedOutput(SHARDS, record)
+        restriction = tracker.current_restriction() if tracker else None
+        span = (restriction.start, restriction.end) if restriction else None
+        yield beam.pvalue.TaggedOutput(REPORTS, UnitReport(
+            unit.index, span, tuple(tallies.items()), tuple(groups)))
+
+    def _deliver(self, examples, shards):
+        """Routes each example (through the transform, if any) and returns the
+        generator's result, the sample's outcome."""
+        while True:
+            try:
+                example = next(examples)
+            except StopIteration as done:
+                return done.value
+            ready = self._transformer.add(example) if self._transformer else (example,)
+            yield from self._write(ready, shards)
+
+    def _write(self, examples, shards) -> Iterator:
+        for example in examples:
+            if shards is not None:
+                shards.write(example.split, example.serialized)
+            if self._options.emit_examples:
+                yield example
+
+    def _count_outcome(self, sample, outcome: SampleOutcome, stats: dict) -> Iterator:
+        """Counters for one sample, and its dead letter when it failed."""
+        self._count("examples_written", outcome.examples)
+        for name, n in stats.items():
+            self._count(name, n)
+        if outcome.failure is not None:
+            self._count("samples_failed")
+            error = outcome.failure
+            # A sample that failed while its examples were built says how many stay.
+            extra = {} if outcome.split is None else {"examples_written": outcome.examples}
+            yield beam.pvalue.TaggedOutput(FAILURES, dead_letter(
+                error.stage, error.cause, url=sample.get(URL, ""), key=sample.get(KEY),
+                member=error.member, **extra))
+        else:
+            self._count("samples_filtered" if outcome.filtered else "samples_written")
+
+
+class _ConvertSplittableFn(SplittableUnits, _ConvertFn):
+    """The same over a splittable reader: a restriction split off a unit writes
+    shards of its own, ordered after the unit's earlier keys."""
+
+    def process(self, unit: WorkUnit, tracker=beam.DoFn.RestrictionParam(), strata=None,
+                transform_staged=None):
+        start = tracker.current_restriction().start
+        yield from self._convert(unit, (unit.index, start), tracker, strata)
+
+
+class ConvertUnits(beam.PTransform):
+    """Work units -> shards written where their examples are built (see the module
+    docstring for the outputs).
+
+    `strata` is the job's Strata (a singleton PCollection) for a stratified
+    recipe; `transform_staged` the PCollection that holds an element once a
+    tf.Transform is staged in `options.transform_dir`.
+    """
+
+    def __init__(self, reader, recipe: ExampleRecipe, options: ConvertOptions,
+                 strata: beam.PCollection | None = None,
+                 transform_staged: beam.PCollection | None = None):
+        super().__init__()
+        self._reader = reader
+        self._recipe = recipe
+        self._options = options
+        self._strata = strata
+        self._staged = transform_staged
+
+    def expand(self, units):
+        side = {}
+        if self._strata is not None:
+            side["strata"] = beam.pvalue.AsSingleton(self._strata)
+        if self._staged is not None:
+            side["transform_staged"] = beam.pvalue.AsList(self._staged)
+        fn = (_ConvertSplittableFn if self._reader.splittable else _ConvertFn)(
+            self._reader, self._recipe, self._options)
+        return units | "ConvertUnits" >> beam.ParDo(fn, **side).with_outputs(
+            SHARDS, REPORTS, FAILURES, main="examples")

@@ -1,0 +1,216 @@
+"""One sample in, encoded tf.Examples out: the per-sample half of every pipeline.
+
+`build_examples` is the pure function: where → select → rename → sample_fn →
+filter empty (`prepare_sample`) → split, then lazily cut (transforms.media.cutting) → features →
+example_fn → filter empty → encode, one example at a time so a long recording
+streams through in constant memory.
+
+`convert_sample` runs it to the end: it yields the sample's `Example`s and
+returns its `SampleOutcome`. A sample ends in exactly one outcome: written (it
+produced all its examples), filtered (with a reason), or failed, naming the
+stage. A sample that fails after some examples were emitted says how many;
+those examples stay in the dataset and are counted, so the shards always hold
+exactly the examples built (transforms/dataset/convert.py keeps the tallies).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Generator, Iterator, Mapping, NamedTuple
+
+from transforms.dataset import sample_ops
+from transforms.media.cutting import CutOptions, cut_sample
+from transforms.format.encoder import ExampleEncoder
+from transforms.format.sample import KEY, FieldReader
+from transforms.format.spec import FeatureSpec
+from transforms.dataset.splits import SplitPlan, Strata, stable_hash64
+
+# Protobuf parses no message of 2 GiB or more: an example that large could be
+# written but never read back.
+_PROTOBUF_LIMIT = 2**31 - 1
+
+__all__ = ["Example", "ExampleRecipe", "SampleOutcome", "StageError", "build_examples",
+           "convert_sample", "prepare_sample"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ExampleRecipe:
+    """Everything that turns one sample into examples; pickles as plain configuration."""
+
+    spec: FeatureSpec
+    split_plan: SplitPlan
+    selection: sample_ops.Selection | None = None
+    where: tuple = ()
+    renames: tuple = ()
+    filter_empty: bool = False
+    sample_fn: str | None = None
+    example_fn: str | None = None
+    cut: CutOptions = CutOptions()
+
+    def load_functions(self) -> tuple:
+        """The user's sample and example functions (None where not given)."""
+        return (self.sample_fn and sample_ops.load_function(self.sample_fn, "--sample_fn"),
+                self.example_fn and sample_ops.load_function(self.example_fn, "--example_fn"))
+
+
+class StageError(Exception):
+    """A failure inside build_examples, tagged with its stage and the field it read."""
+
+    def __init__(self, stage: str, cause: BaseException, member: str | None = None):
+        super().__init__(str(cause))
+        self.stage = getattr(cause, "stage", None) or stage
+        self.member = member or getattr(cause, "member", None)
+        self.cause = cause
+
+
+@dataclasses.dataclass(frozen=True)
+class Built:
+    """A sample's split and its examples: a lazy iterator of (order key, serialized).
+
+    `group` and `label` are the split's group key and label (--label_field or
+    --stratify_by).
+    """
+
+    split: str
+    examples: Iterator
+    group: str | None = None
+    label: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Filtered:
+    reason: str
+
+
+def _stage(name: str, fn: Callable, *args, member: str | None = None):
+    try:
+        return fn(*args)
+    except Exception as e:  # noqa: BLE001 - every failure becomes a dead letter
+        raise StageError(name, e, member) from e
+
+
+def _stage_iter(name: str, iterator: Iterator) -> Iterator:
+    try:
+        yield from iterator
+    except Exception as e:  # noqa: BLE001 - every failure becomes a dead letter
+        raise StageError(name, e) from e
+
+
+def _feature_values(example: Mapping[str, Any], spec: FeatureSpec) -> dict:
+    reader = FieldReader(example)
+    values = {KEY: example.get(KEY)}
+    for feature in spec:
+        try:
+            values[feature.name] = reader.get(feature.source)
+        except KeyError as e:
+            raise ValueError(f"feature {feature.name!r} is required: {e.args[0]}") from None
+    return values
+
+
+def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
+              example_fn, stats: dict) -> Iterator[tuple]:
+    """(order key, serialized) for each example the sample is cut into."""
+    for index, example in enumerate(_stage_iter("cut", cut_sample(sample, recipe.cut, stats))):
+        values = _stage("features", _feature_values, example, recipe.spec)
+        if example_fn is not None:
+            values = _stage("example_fn", example_fn, values)
+        if values is None or (recipe.filter_empty and sample_ops.is_empty(
+                {f.name: values.get(f.name) for f in recipe.spec})):
+            stats["examples_filtered"] = stats.get("examples_filtered", 0) + 1
+            continue
+        # Per feature, so a value that does not convert names the field it came
+        # from (a CSV column, a JSON member) as the dead letter's member.
+        coerced = {f.name: _stage("encode", f.coerce, values[f.name], member=f.source)
+                   for f in recipe.spec}
+        serialized = _stage("encode", encoder.encode, coerced)
+        if len(serialized) > _PROTOBUF_LIMIT:
+            raise StageError("encode", ValueError(
+                f"example {index} is {len(serialized)} bytes; protobuf reads none over "
+                f"{_PROTOBUF_LIMIT} (cut the media into smaller examples)"))
+        yield stable_hash64(f"{sample[KEY]}#{index}", b"datagen-order"), serialized
+
+
+def prepare_sample(sample: Mapping[str, Any], recipe: ExampleRecipe,
+                   sample_fn=None) -> Mapping[str, Any] | Filtered:
+    """The recipe's sample-level steps, before the split: the sample as the
+    split and the cut see it, or why it is dropped; raises StageError."""
+    if recipe.where and not _stage("where", sample_ops.matches_where, sample, recipe.where):
+        return Filtered("where")
+    if recipe.selection is not None:
+        sample = sample_ops.select_fields(sample, recipe.selection)
+    if recipe.renames:
+        sample = _stage("rename", sample_ops.rename_fields, sample, recipe.renames)
+    if sample_fn is not None:
+        sample = _stage("sample_fn", sample_fn, dict(sample))
+        if sample is None:
+            return Filtered("sample_fn")
+    if recipe.filter_empty and sample_ops.is_empty(sample):
+        return Filtered("empty_sample")
+    return sample
+
+
+def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
+                   sample_fn=None, example_fn=None, stats: dict | None = None,
+                   strata: Strata | None = None) -> Built | Filtered:
+    """Runs the recipe on one sample; raises StageError naming the failing stage.
+
+    The sample-level steps run now; cutting and encoding run as the returned
+    `Built.examples` is iterated (and may raise StageError then). `stats`
+    collects counts of dropped windows, examples and frames; `strata` is the
+    job's stratified assignment when the split plan stratifies.
+    """
+    sample = prepare_sample(sample, recipe, sample_fn)
+    if isinstance(sample, Filtered):
+        return sample
+    split, group, label = _stage("split", recipe.split_plan.assign, sample, strata)
+    return Built(split, _examples(sample, recipe, encoder, example_fn,
+                                  stats if stats is not None else {}), group, label)
+
+
+class Example(NamedTuple):
+    """One encoded tf.Example and where it goes."""
+
+    split: str
+    order: int        # a stable 64-bit hash of (sample key, index): the global layout's order
+    serialized: bytes
+
+
+class SampleOutcome(NamedTuple):
+    """What became of one sample: written, filtered (`filtered` says why) or failed
+    (`failure`), and how many examples it gave in `split`."""
+
+    split: str | None = None
+    examples: int = 0
+    group: str | None = None        # the split's group key
+    label: str | None = None        # --label_field / --stratify_by value
+    filtered: str | None = None
+    failure: StageError | None = None
+
+
+def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
+                   sample_fn=None, example_fn=None, stats: dict | None = None,
+                   strata: Strata | None = None) -> Generator[Example, None, SampleOutcome]:
+    """Yields the sample's examples one at a time; returns its SampleOutcome.
+
+        outcome = yield from convert_sample(sample, recipe, encoder)
+
+    Never raises a StageError: a failure ends the examples and is the outcome.
+    A sample whose examples were all dropped (by the cut or --example_fn) is
+    filtered as "no_examples".
+    """
+    try:
+        built = build_examples(sample, recipe, encoder, sample_fn, example_fn, stats, strata)
+    except StageError as e:
+        return SampleOutcome(failure=e)
+    if isinstance(built, Filtered):
+        return SampleOutcome(filtered=built.reason)
+    emitted = 0
+    try:
+        for order, serialized in built.examples:
+            yield Example(built.split, order, serialized)
+            emitted += 1
+    except StageError as e:
+        return SampleOutcome(built.split, emitted, built.group, built.label, failure=e)
+    if not emitted:
+        return SampleOutcome(filtered="no_examples")
+    return SampleOutcome(built.split, emitted, built.group, built.label)

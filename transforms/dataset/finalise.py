@@ -1,0 +1,323 @@
+"""The job's last steps: check everything, move the shards into place, publish.
+
+    info = ({"planned": ..., "shards": ..., "tallies": ..., "failures": ..., "leaks": ...,
+             "group_counts": ..., "reports": ...}
+            | "Finalise" >> Finalise(config, temp_dir, transformed_spec))
+
+1. **Check**, once every shard is written. Samples read = written + filtered +
+   failed; every planned work unit reported exactly once (a key range split
+   by the runner: its parts tile it); the shards hold exactly the examples
+   built. The dead letters go to the run's temporary folder. Then the job
+   fails when more than --max_failure_fraction of the inputs failed or a group
+   key is in two splits: it removes its shards, keeps its dead letters where
+   its error says (`<output>/.temp-datagen-<run>/failures.jsonl`), and leaves
+   the output exactly as it was - an earlier dataset there stays whole.
+   Otherwise an earlier run's manifest is deleted (while files change, no
+   reader takes the folder for a dataset) and the shards are named in order
+   (transforms/dataset/commit.py).
+2. **Move**, in parallel batches any worker may take and any runner may retry.
+3. **Publish**: data files of an earlier run are removed, the dead letters
+   moved to `failures/failures.jsonl`, a staged tf.Transform moved next to the
+   data, `schema.pbtxt` and `dataset_info.json`
+   written last (its presence means the dataset is complete), and the
+   temporary folders of this and of earlier, killed runs removed.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+from typing import Any, Iterable, Mapping, NamedTuple
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.format import manifest
+from transforms.dataset.commit import move_shards, name_shards, remove_stale_shards, split_entries
+from transforms.format.dead_letters import EXAMPLE, FILE, SAMPLE, describe
+from transforms.dataset.fileops import delete_if_exists, ensure_dir, remove_tree, remove_trees_named
+from transforms.dataset.leakage import leakage_message
+from transforms.tft.preprocessing import TRANSFORM_DIRS
+from transforms.format.spec import FeatureSpec
+from transforms.dataset.splits import split_balance
+
+__all__ = ["DatasetFailed", "Finalise", "TEMP_PREFIX", "account", "summary_line",
+           "unit_coverage_errors"]
+
+_LOG = logging.getLogger(__name__)
+
+# Every run writes under <output>/<TEMP_PREFIX><run id>/ until it is published.
+TEMP_PREFIX = ".temp-datagen-"
+# Shards a move batch holds: one batch copy and one batch delete request on gs://.
+_MOVE_BATCH = 100
+
+
+
+class DatasetFailed(RuntimeError):
+    """The job produced more dead letters than --max_failure_fraction allows, or
+    its splits leak a group."""
+
+
+def account(tallies: Mapping[tuple, int]) -> dict:
+    """Tallies {(what, detail): n} -> the manifest's accounting section.
+
+    `what` is read, written, examples, filtered or failed; `detail` the split,
+    the filter reason or the dead letter's unit.
+    """
+    def total(what):
+        return sum(n for (w, _), n in tallies.items() if w == what)
+
+    def by_detail(what):
+        return {d: n for (w, d), n in sorted(tallies.items()) if w == what}
+
+    return {
+        "samples_read": total("read"),
+        "samples_written": total("written"),
+        "samples_filtered": total("filtered"),
+        "samples_failed": tallies.get(("failed", SAMPLE), 0),
+        "files_failed": tallies.get(("failed", FILE), 0),
+        "examples_failed": tallies.get(("failed", EXAMPLE), 0),
+        "samples_written_per_split": by_detail("written"),
+        "examples_per_split": by_detail("examples"),
+        "samples_filtered_per_reason": by_detail("filtered"),
+    }
+
+
+def _label_counts(tallies: Mapping[tuple, int]) -> dict:
+    """{split: {label: examples}} from the ("label", (split, label)) tallies."""
+    counts: dict = {}
+    for (what, detail), n in sorted(tallies.items()):
+        if what == "label":
+            counts.setdefault(detail[0], {})[detail[1]] = n
+    return counts
+
+
+def summary_line(info: Mapping[str, Any]) -> str:
+    """'datagen: 120 samples read -> 118 written (train 94, eval 12, test 12), ...'."""
+    a = info["accounting"]
+    per_split = ", ".join(f"{name} {s['num_examples']}" for name, s in info["splits"].items())
+    examples = sum(s["num_examples"] for s in info["splits"].values())
+    line = (f"datagen: {a['samples_read']} samples read, {examples} examples written "
+            f"({per_split}), {a['samples_filtered']} filtered, "
+            f"{a['samples_failed']} samples + {a['files_failed']} files failed")
+    if info["failures"]["file"]:
+        line += f" (see {info['failures']['file']})"
+    return line
+
+
+def unit_coverage_errors(planned: Mapping[int, tuple | None],
+                         reported: Iterable[tuple]) -> list[str]:
+    """What is wrong with the (unit, span) reports against the planned units.
+
+    A unit planned with span None must report once; a key range (start, end)
+    may have been split by the runner, and its parts' spans must tile it.
+    """
+    spans = collections.defaultdict(list)
+    for unit, span in reported:
+        spans[unit].append(span)
+    problems = [f"unit {u} was never planned" for u in sorted(set(spans) - set(planned))]
+    for unit, whole in sorted(planned.items()):
+        parts = spans.get(unit, [])
+        if whole is None:
+            if len(parts) != 1:
+                problems.append(f"unit {unit} reported {len(parts)} times, not once")
+            continue
+        edges = [whole[0]]
+        for start, end in sorted(parts):
+            if start != edges[-1]:
+                break
+            edges.append(end)
+        if not parts or edges[-1] != whole[1] or len(edges) != len(parts) + 1:
+            problems.append(f"unit {unit} {whole!r}: its reported parts {sorted(parts)!r} do "
+                            "not cover it exactly once")
+    return problems
+
+
+class CommitPlan(NamedTuple):
+    """What the checks found, and the names the shards get."""
+
+    named: tuple        # NamedShards (transforms/dataset/commit.py)
+    accounting: dict
+    label_counts: dict | None
+    num_failures: int
+    group_counts: dict  # split -> groups in it
+    warnings: tuple     # splits that came out empty (allowed) or off their ratio
+
+
+def _write_text(path: str, text: str) -> None:
+    with FileSystems.create(path) as f:
+        f.write(text.encode("utf-8"))
+
+
+def _run_failures(temp_dir: str) -> str:
+    """Where a run keeps its dead letters until they are published."""
+    return FileSystems.join(temp_dir, "failures.jsonl")
+
+
+def _write_failures(path: str, failures: Iterable[Mapping]) -> None:
+    _write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in failures))
+
+
+class _CheckFn(beam.DoFn):
+    """Runs once, after every shard is written: the checks of step 1."""
+
+    def __init__(self, config, temp_dir: str):
+        self._config = config
+        self._temp_dir = temp_dir
+
+    def process(self, _, planned, shards, tallies, failures, leaks, group_counts, reports):
+        config = self._config
+        accounting = account(tallies)
+        accounted = (accounting["samples_written"] + accounting["samples_filtered"]
+                     + accounting["samples_failed"])
+        if accounting["samples_read"] != accounted:
+            raise AssertionError(f"accounting mismatch: {accounting}")
+        problems = unit_coverage_errors(dict(planned), reports)
+        if problems:
+            raise AssertionError(f"work units lost or repeated: {'; '.join(problems[:5])}")
+        in_shards = collections.Counter()
+        for shard in shards:
+            in_shards[shard.split] += shard.num_examples
+        if config.write_tfrecords and dict(in_shards) != accounting["examples_per_split"]:
+            raise AssertionError(f"examples built {accounting['examples_per_split']} "
+                                 f"but shards hold {dict(in_shards)}")
+
+        failures = sorted(failures, key=lambda r: json.dumps(r, sort_keys=True))
+        inputs = accounting["samples_read"] + accounting["files_failed"]
+        failed = (accounting["samples_failed"] + accounting["files_failed"]
+                  + accounting["examples_failed"])
+        group_counts = dict(group_counts)
+        empty, lopsided = split_balance(config.recipe.split_plan,
+                                        accounting["examples_per_split"], group_counts)
+        problem = None
+        if inputs and failed / inputs > config.max_failure_fraction:
+            problem = (f"{failed} of {inputs} inputs failed ({failed / inputs:.2%} > "
+                       f"--max_failure_fraction {config.max_failure_fraction:.2%})")
+            if failures:
+                problem += (f"; dead letters in {_run_failures(self._temp_dir)}; first: "
+                            f"{describe(failures[0])}")
+        elif leaks:
+            problem = leakage_message(leaks)
+        elif empty and not config.allow_empty_splits:
+            problem = f"{empty[0]}; or pass --allow_empty_splits"
+        if problem is not None:
+            # The output stays exactly as it was; this run's dead letters stay in
+            # its temporary folder (the next successful run removes it).
+            remove_tree(self._temp_dir)
+            if failures:
+                _write_failures(_run_failures(self._temp_dir), failures)
+            raise DatasetFailed(problem)
+        if failures:
+            _write_failures(_run_failures(self._temp_dir), failures)
+
+        # An earlier run's manifest goes first: while files are replaced, no
+        # reader takes this output for a complete dataset.
+        delete_if_exists(FileSystems.join(config.output, manifest.MANIFEST))
+        named = name_shards(shards, config.compression)
+        for split in sorted({n.shard.split for n in named}):
+            ensure_dir(FileSystems.join(config.output, split))  # before parallel moves into it
+        yield CommitPlan(tuple(named), accounting,
+                         _label_counts(tallies) if config.recipe.split_plan.label_source else None,
+                         len(failures), group_counts, tuple(empty + lopsided))
+
+
+def _move_batches(plan: CommitPlan, output: str) -> Iterable[list]:
+    moves = [(n.shard.temp, FileSystems.join(output, n.file)) for n in plan.named]
+    for i in range(0, len(moves), _MOVE_BATCH):
+        yield moves[i:i + _MOVE_BATCH]
+
+
+class _PublishFn(beam.DoFn):
+    """Runs once, after every shard is in place: step 3."""
+
+    def __init__(self, config, temp_dir: str, transformed_spec: FeatureSpec | None):
+        self._config = config
+        self._temp_dir = temp_dir
+        self._transformed_spec = transformed_spec
+
+    def _publish_transform(self) -> tuple:
+        """(spec of the shards, manifest transform section or None); moves a staged
+        transform next to the data, or removes an earlier run's."""
+        config = self._config
+        if self._transformed_spec is None:
+            for name in TRANSFORM_DIRS:
+                # Unconditionally: on gs:// a directory never "exists", its objects do.
+                remove_tree(FileSystems.join(config.output, name))
+            return config.recipe.spec, None
+        from transforms.tft.stage import STAGED_DIR, publish
+        publish(FileSystems.join(self._temp_dir, STAGED_DIR), config.output, config.recipe.spec)
+        return (self._transformed_spec,
+                config.preprocessing.manifest_section(config.recipe.spec))
+
+    def process(self, plan: CommitPlan, moved):
+        # `moved` only orders this step after every move.
+        config = self._config
+        names = config.recipe.split_plan.names
+        remove_stale_shards(config.output, {n.file for n in plan.named})
+        failures = FileSystems.join(config.output, manifest.FAILURES_FILE)
+        if plan.num_failures:
+            ensure_dir(FileSystems.join(config.output, "failures"))
+            move_shards([(_run_failures(self._temp_dir), failures)])
+        else:
+            delete_if_exists(failures)  # an earlier run's
+        spec, transform = self._publish_transform()
+        if config.write_tfrecords:
+            splits = split_entries(plan.named)
+        else:  # the examples went to another sink only: counts, no files
+            splits = {name: {"num_examples": n, "num_bytes": None, "shards": []}
+                      for name, n in plan.accounting["examples_per_split"].items()}
+        info = manifest.build_manifest(
+            spec=spec, splits=splits, compression=config.compression,
+            accounting=plan.accounting, num_failures=plan.num_failures, source=config.source,
+            options=config.options, split_names=names, label_counts=plan.label_counts,
+            group_counts=plan.group_counts, warnings=plan.warnings, transform=transform)
+        _write_text(FileSystems.join(config.output, manifest.SCHEMA),
+                    manifest.schema_pbtxt(spec))
+        _write_text(FileSystems.join(config.output, manifest.MANIFEST),
+                    json.dumps(info, indent=2, sort_keys=False) + "\n")
+        # This run's temporary folder, and any a killed run left behind.
+        remove_trees_named(config.output, TEMP_PREFIX)
+        _LOG.info(summary_line(info))
+        yield info
+
+
+class Finalise(beam.PTransform):
+    """{"planned", "shards", "tallies", "failures", "leaks", "group_counts", "reports"}
+    -> the manifest dict, once the dataset is published (see the module docstring).
+
+    `planned` are the work units as (index, span or None) pairs, `shards`
+    ShardRecords, `tallies` the singleton dict of summed tallies, `failures`
+    dead letters, `leaks` (group, splits) pairs, `group_counts` (split,
+    groups) pairs, `reports` the units' (index, span) pairs, checked against
+    `planned`.
+    """
+
+    def __init__(self, config, temp_dir: str, transformed_spec: FeatureSpec | None = None):
+        super().__init__()
+        self._config = config
+        self._temp_dir = temp_dir
+        self._transformed_spec = transformed_spec
+
+    def expand(self, inputs):
+        config = self._config
+        plan = (
+            inputs["shards"].pipeline
+            | "Start" >> beam.Create([None])
+            | "Check" >> beam.ParDo(
+                _CheckFn(config, self._temp_dir),
+                planned=beam.pvalue.AsList(inputs["planned"]),
+                shards=beam.pvalue.AsList(inputs["shards"]),
+                tallies=beam.pvalue.AsSingleton(inputs["tallies"]),
+                failures=beam.pvalue.AsList(inputs["failures"]),
+                leaks=beam.pvalue.AsList(inputs["leaks"]),
+                group_counts=beam.pvalue.AsList(inputs["group_counts"]),
+                reports=beam.pvalue.AsList(inputs["reports"])))
+        moved = (
+            plan
+            | "MoveBatches" >> beam.FlatMap(_move_batches, config.output)
+            | "SpreadMoves" >> beam.Reshuffle()
+            | "MoveShards" >> beam.Map(move_shards))
+        return plan | "Publish" >> beam.ParDo(
+            _PublishFn(config, self._temp_dir, self._transformed_spec),
+            moved=beam.pvalue.AsList(moved))

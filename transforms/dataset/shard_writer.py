@@ -1,0 +1,188 @@
+"""The global layout (`--shuffle global`): every shard a uniform, hash-ordered
+sample of its split, at the cost of shuffling every example.
+
+Every example carries a 64-bit order key (a stable hash). Per split, a combine
+builds a histogram of order keys over hash buckets (32-bit buckets, coarsened
+only when a split has more than 65,536 distinct ones), from which a shard plan
+cuts the bucket range into `n` contiguous, non-empty runs of about equal count.
+Examples are then grouped by (split, shard), sorted by order key and written
+to temporary files that the final step moves into place: the same input gives
+byte-identical shards on every run and runner, and no reader ever sees a
+partial file.
+
+The payload crosses one shuffle and a second materialisation (the plan's side
+input is read against every example), which on the local runner holds the whole
+split in memory; the default layout (transforms/dataset/convert.py) writes where the
+examples are built instead.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import math
+import uuid
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.runner.counters import counter
+from transforms.dataset.tfrecord import COMPRESSIONS, SUFFIXES, ShardRecord, write_tfrecords
+
+__all__ = ["WriteShards", "ShardPlan", "plan_shards"]
+
+_START_BITS = 32
+_MAX_BUCKETS = 1 << 16
+
+
+# -- planning --------------------------------------------------------------------
+
+
+def _coarsen(acc: list, bits: int) -> None:
+    if bits >= acc[0]:
+        return
+    shift = acc[0] - bits
+    merged: dict = {}
+    for bucket, count in acc[1].items():
+        merged[bucket >> shift] = merged.get(bucket >> shift, 0) + count
+    acc[0], acc[1] = bits, merged
+
+
+class _BucketHistogram(beam.CombineFn):
+    """(order key, size) -> (bits, sorted ((bucket, count), ...), examples, bytes).
+
+    The precision it ends at depends only on the set of keys (a subset never
+    needs coarser buckets than the whole), so the plan is deterministic however
+    the runner splits the work.
+    """
+
+    def create_accumulator(self):
+        return [_START_BITS, {}, 0, 0]
+
+    def add_input(self, acc, element):
+        order, size = element
+        bucket = order >> (64 - acc[0])
+        acc[1][bucket] = acc[1].get(bucket, 0) + 1
+        acc[2] += 1
+        acc[3] += size
+        while len(acc[1]) > _MAX_BUCKETS:
+            _coarsen(acc, acc[0] - 1)
+        return acc
+
+    def merge_accumulators(self, accumulators):
+        accumulators = list(accumulators)
+        merged = [min(a[0] for a in accumulators), {}, 0, 0]
+        for acc in accumulators:
+            _coarsen(acc, merged[0])
+            for bucket, count in acc[1].items():
+                merged[1][bucket] = merged[1].get(bucket, 0) + count
+            merged[2] += acc[2]
+            merged[3] += acc[3]
+        while len(merged[1]) > _MAX_BUCKETS:
+            _coarsen(merged, merged[0] - 1)
+        return merged
+
+    def extract_output(self, acc):
+        return acc[0], tuple(sorted(acc[1].items())), acc[2], acc[3]
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardPlan:
+    """Where each order key goes: shard j holds buckets from first_buckets[j] on."""
+
+    bits: int
+    first_buckets: tuple
+
+    @property
+    def num_shards(self) -> int:
+        return len(self.first_buckets)
+
+    def shard_of(self, order: int) -> int:
+        return bisect.bisect_right(self.first_buckets, order >> (64 - self.bits)) - 1
+
+
+def plan_shards(histogram: tuple, target_shard_bytes: int, num_shards: int = 0) -> ShardPlan:
+    """Cuts a split's bucket histogram into shards of about equal example count.
+
+    The count is `num_shards` when given, else enough shards of about
+    `target_shard_bytes`; never more than the non-empty buckets (so never an
+    empty shard, and so at most one shard per example).
+    """
+    bits, buckets, num_examples, num_bytes = histogram
+    wanted = num_shards or max(1, math.ceil(num_bytes / target_shard_bytes))
+    n = min(wanted, len(buckets))
+    # Bucket i goes to shard f(i): non-decreasing, steps of at most one, from 0
+    # to n-1, following the count-balanced ideal g(i) = start_i * n // total.
+    first_buckets, shard, start = [0], 0, 0
+    for i, (bucket, count) in enumerate(buckets):
+        if i:
+            ideal = max(start * n // num_examples, n - len(buckets) + i)
+            if min(shard + 1, ideal) > shard:
+                shard += 1
+                first_buckets.append(bucket)
+        start += count
+    return ShardPlan(bits, tuple(first_buckets))
+
+
+# -- writing ---------------------------------------------------------------------
+
+
+class _WriteShardFn(beam.DoFn):
+    """((split, shard), [(order, bytes)]) -> its ShardRecord; writes a temp file."""
+
+    def __init__(self, temp_dir: str, compression: str):
+        self._temp_dir = temp_dir
+        self._compression = compression
+
+    def setup(self):
+        self._shards = counter("shards_written")
+
+    def process(self, element):
+        (split, index), examples = element
+        # Sorting by (order, bytes) fixes the order whatever the arrival order;
+        # equal order keys only come from duplicate sample keys.
+        examples = sorted(examples)
+        # Unique per attempt: a retried bundle never writes over another's file.
+        name = f"{split}-{index:05d}-{uuid.uuid4().hex[:12]}{SUFFIXES[self._compression]}"
+        temp = FileSystems.join(self._temp_dir, name)
+        num_bytes = write_tfrecords(temp, (e for _, e in examples), self._compression)
+        self._shards.inc()
+        yield ShardRecord(split, (index,), temp, len(examples), num_bytes)
+
+
+class WriteShards(beam.PTransform):
+    """(split, order key, serialized example) -> a ShardRecord per written shard.
+
+    Shards go to `temp_dir`; the final step names and moves them. Shard count
+    per split comes from `num_shards` or from `target_shard_bytes`.
+    """
+
+    def __init__(self, temp_dir: str, compression: str = "gzip",
+                 target_shard_bytes: int = 128 << 20, num_shards: int = 0):
+        super().__init__()
+        if compression not in COMPRESSIONS:
+            raise ValueError(f"compression {compression!r}: expected one of {COMPRESSIONS}")
+        self._temp_dir = temp_dir
+        self._compression = compression
+        self._target = target_shard_bytes
+        self._num_shards = num_shards
+
+    def expand(self, examples):
+        target, num_shards = self._target, self._num_shards
+        plans = (
+            examples
+            | "OrderKeysAndSizes" >> beam.Map(lambda e: (e[0], (e[1], len(e[2]))))
+            | "HistogramPerSplit" >> beam.CombinePerKey(_BucketHistogram())
+            | "PlanShards" >> beam.MapTuple(
+                lambda split, hist: (split, plan_shards(hist, target, num_shards))))
+
+        def assign(example, plans):
+            split, order, serialized = example
+            return (split, plans[split].shard_of(order)), (order, serialized)
+
+        return (
+            examples
+            | "AssignShard" >> beam.Map(assign, plans=beam.pvalue.AsDict(plans))
+            | "GroupByShard" >> beam.GroupByKey()
+            # ((split, shard), iterable of (order, serialized))
+            | "WriteShard" >> beam.ParDo(_WriteShardFn(self._temp_dir, self._compression)))

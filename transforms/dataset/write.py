@@ -1,0 +1,167 @@
+"""Work units in, a finished dataset out: the composite every pipeline shares.
+
+    plan = functools.partial(plan_tar_units, patterns, config.target_shard_bytes)
+    info = pipeline | "WriteDataset" >> WriteDataset(config, Source(plan, TarReader()))
+
+`WriteDataset` reads the source's work units (transforms/sources/units.py), builds the
+examples and writes them in one of two layouts (`DatasetConfig.shuffle`):
+
+- "none", the default: each worker converts whole units and writes their
+  examples into rolling per-split shards as they are built
+  (transforms/dataset/convert.py), in source order. Only a few numbers per shard and
+  per unit reach the final step: no example is shuffled or held anywhere, so
+  memory stays flat however large the corpus, every worker writes, and on
+  Dataflow there is no shuffle to pay for. Readers mix the shards (the reader
+  interleaves many and shuffles a buffer).
+- "global": the examples are shuffled by a stable hash into balanced shards,
+  each a uniform sample of its split (transforms/dataset/shard_writer.py), the layout
+  of TFDS. It costs a shuffle of every example.
+
+Job-wide views come from light passes of their own over the units, never from
+held examples: stratified splits (--stratify_by) read the samples' group keys
+and labels first (transforms/dataset/stratify.py); tf.Transform's analysis builds the
+train split's examples in its own pass (transforms/tft/stage.py) and the
+converter applies the staged transform to every example before writing it.
+
+The final step (transforms/dataset/finalise.py) checks the accounting, writes the dead
+letters, enforces --max_failure_fraction, checks that no group key is in two
+splits (transforms/dataset/leakage.py), names and moves the shards, and writes the
+manifest last (its presence means the dataset is complete).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import Any, Mapping
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.dataset.convert import REPORTS, SHARDS, ConvertOptions, ConvertUnits
+from transforms.format.dead_letters import FAILURES
+from transforms.dataset.examples import ExampleRecipe
+from transforms.dataset.finalise import TEMP_PREFIX, Finalise
+from transforms.dataset.leakage import SplitGroups
+from transforms.tft.preprocessing import Preprocessing
+from transforms.dataset.shard_writer import WriteShards
+from transforms.dataset.stratify import StratifySplits
+from transforms.sources.units import PlanUnits, Source
+
+__all__ = ["DatasetConfig", "WriteDataset", "SHUFFLES"]
+
+# --shuffle: where examples are written (module docstring).
+SHUFFLES = ("none", "global")
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetConfig:
+    """Where and how to write: pickled to workers, so configuration only.
+
+    `num_shards` (shards per split) is the global layout's; the default layout
+    rolls shards at `target_shard_bytes`, which also sizes the work units.
+    """
+
+    output: str
+    recipe: ExampleRecipe
+    compression: str = "gzip"
+    target_shard_bytes: int = 128 << 20
+    num_shards: int = 0
+    max_failure_fraction: float = 0.01
+    source: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    write_tfrecords: bool = True
+    preprocessing: Preprocessing | None = None
+    shuffle: str = "none"
+    allow_empty_splits: bool = False
+
+    def __post_init__(self):
+        if self.shuffle not in SHUFFLES:
+            raise ValueError(f"--shuffle {self.shuffle!r}: expected one of {', '.join(SHUFFLES)}")
+        if self.num_shards and self.shuffle != "global":
+            raise ValueError("--num_shards needs --shuffle global: the default writer rolls "
+                             "shards at --shard_size_mb where the examples are built")
+
+
+class WriteDataset(beam.PTransform):
+    """The pipeline root -> the manifest dict, once the dataset is written.
+
+    Reads `source`'s units, builds examples with the config's recipe, writes
+    sharded TFRecords per split under `config.output`, dead letters to
+    `failures/failures.jsonl`, then `schema.pbtxt` and `dataset_info.json`.
+    Fails the job when the share of failed inputs exceeds
+    `config.max_failure_fraction` or a group key is in two splits.
+
+    `examples_sink`, a PTransform over the Examples (split, order key,
+    serialized) returning its dead letters, writes them somewhere else too (a
+    Bigtable examples table), in the same pass; with `config.write_tfrecords`
+    false, only there. The manifest is written after the sink has finished.
+
+    With `config.preprocessing`, tf.Transform analyzes the train split and the
+    shards and sink get the transformed examples.
+    """
+
+    def __init__(self, config: DatasetConfig, source: Source,
+                 examples_sink: beam.PTransform | None = None):
+        super().__init__()
+        self._config = config
+        self._source = source
+        self._examples_sink = examples_sink
+
+    def expand(self, pbegin):
+        config, reader = self._config, self._source.reader
+        recipe = config.recipe
+        temp_dir = FileSystems.join(config.output, f"{TEMP_PREFIX}{uuid.uuid4().hex}")
+        hashed = config.shuffle == "global"
+
+        units = pbegin | "Units" >> PlanUnits(self._source)
+        strata = (units | "StratifySplits" >> StratifySplits(recipe, reader)
+                  if recipe.split_plan.stratify_by else None)
+        analysis = None
+        if config.preprocessing is not None:
+            # Imported only when asked for: it loads TensorFlow and tf.Transform.
+            from transforms.tft.stage import AnalyzeTrainSplit
+            analysis = units | "Preprocess" >> AnalyzeTrainSplit(
+                config.preprocessing, reader, recipe, temp_dir, strata)
+        options = ConvertOptions(
+            temp_dir=temp_dir, compression=config.compression,
+            target_shard_bytes=config.target_shard_bytes,
+            write_shards=config.write_tfrecords and not hashed,
+            emit_examples=hashed or self._examples_sink is not None,
+            transform_dir=analysis.directory if analysis else None,
+            transformed_spec=analysis.spec if analysis else None)
+        converted = units | "Convert" >> ConvertUnits(
+            reader, recipe, options, strata, analysis.staged if analysis else None)
+
+        if hashed and config.write_tfrecords:
+            shards = converted.examples | "WriteShards" >> WriteShards(
+                temp_dir, config.compression, config.target_shard_bytes, config.num_shards)
+        else:
+            shards = converted[SHARDS]
+        failures, tally_parts = [converted[FAILURES]], [
+            converted[REPORTS] | "UnitTallies" >> beam.FlatMap(lambda r: r.tallies)]
+        if self._examples_sink is not None:
+            refused = converted.examples | "WriteExamplesSink" >> self._examples_sink
+            failures.append(refused)
+            # The converter tallies its own dead letters; the sink's are new.
+            tally_parts.append(refused | "TallyRefused" >> beam.Map(
+                lambda r: (("failed", r["unit"]), 1)))
+        tallies = (
+            tally_parts
+            | "AllTallies" >> beam.Flatten()
+            | "SumTallies" >> beam.CombinePerKey(sum)
+            | "TallyDict" >> beam.combiners.ToDict())
+        groups = (converted[REPORTS]
+                  | "GroupSplits" >> beam.FlatMap(lambda r: r.groups)  # (group key, split)
+                  | "SplitGroups" >> SplitGroups())
+        splittable = reader.splittable
+        return {
+            "planned": units | "PlannedSpans" >> beam.Map(
+                lambda u: (u.index, u.inputs if splittable else None)),
+            "shards": shards,
+            "tallies": tallies,
+            "failures": failures | "AllFailures" >> beam.Flatten(),
+            "leaks": groups["leaks"],
+            "group_counts": groups["counts"],
+            "reports": converted[REPORTS] | "UnitSpans" >> beam.Map(lambda r: (r.unit, r.span)),
+        } | "Finalise" >> Finalise(config, temp_dir, analysis.spec if analysis else None)

@@ -1,0 +1,71 @@
+"""Dead letters: the record of an input that could not become examples.
+
+Beam-free helpers; every stage that can fail yields
+`beam.pvalue.TaggedOutput(FAILURES, dead_letter(...))` instead of raising, so the
+job goes on and the totals add up: samples read = samples written + samples
+failed + samples filtered.
+
+A record is JSON whatever it names: a url, key or member that is not text (a
+file or tar member name in no UTF-8, see transforms/format/sample.py) is written
+escaped, and the record's `escaped` lists which of them are.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from transforms.format.sample import escape_name, is_text
+
+__all__ = ["FAILURES", "FILE", "SAMPLE", "EXAMPLE", "MAX_MESSAGE", "dead_letter", "describe"]
+
+FAILURES = "failures"
+# What a dead letter stands for: a whole sample, a file that yielded no sample,
+# or one example a sink refused (its sample is counted as written).
+SAMPLE = "sample"
+FILE = "file"
+EXAMPLE = "example"
+
+MAX_MESSAGE = 2000
+
+
+def dead_letter(stage: str, error: BaseException | str, *, url: str,
+                key: str | None = None, member: str | None = None,
+                unit: str = SAMPLE, **extra: Any) -> dict:
+    """A JSON-ready failure record naming the input and the reason.
+
+    `stage` is where it failed (`read_tar`, `encode`, ...); `unit` says whether
+    it stands for one sample or a whole file.
+    """
+    if isinstance(error, BaseException):
+        error_type, message = type(error).__name__, str(error) or repr(error)
+    else:
+        error_type, message = "Error", error
+    record = {
+        "unit": unit,
+        "stage": stage,
+        "url": url,
+        "key": key,
+        "member": member,
+        "error_type": error_type,
+        "message": message[:MAX_MESSAGE],
+    }
+    record.update(extra)
+    escaped = [name for name in ("url", "key", "member")
+               if isinstance(record[name], str) and not is_text(record[name])]
+    for name in escaped:
+        record[name] = escape_name(record[name])
+    if escaped:
+        record["escaped"] = escaped
+    if not is_text(record["message"]):  # an error quoting a name
+        record["message"] = escape_name(record["message"])
+    return record
+
+
+def describe(record: Mapping[str, Any]) -> str:
+    """One line for logs: where and why."""
+    where = record["url"]
+    if record.get("key"):
+        where += f" key={record['key']}"
+    if record.get("member"):
+        where += f" member={record['member']}"
+    return f"{record['stage']}: {where}: {record['error_type']}: {record['message']}"

@@ -1,0 +1,473 @@
+"""The feature spec: which Sample fields become which tf.Example features.
+
+Beam-free (the reader imports it). A spec is an ordered tuple of `Feature`s; it
+is parsed from the `--features` flag, or inferred from the first samples, and
+written to the manifest so the writer and the reader never disagree.
+
+Flag grammar, comma separated: `[name=]source:dtype[shape]`, e.g.
+`flac:bytes,cls:int64,speaker=json.speaker:bytes,emb:float[128],ids:int64[*]`.
+`source` is a Sample field (`cls`) or a JSON projection (`json.speaker`,
+`json.meta.age`); `shape` is `[]`-less for a scalar, `[k]` / `[h,w]` for a fixed
+shape and `[*]` for a variable-length list.
+
+Declared dtypes (TFRecorder's types and the media ones) and where they are
+stored: `bool`, `int32`, `int64` in an int64_list; `float` (alias `float32`)
+and `double` (alias `float64`) in a float_list, so a double is rounded to
+float32 on the wire (tf.Example has no wider float); `bytes` and `string`
+(UTF-8 text, checked when written) in a bytes_list; `int16`/`uint8` arrays and
+`jpeg` images packed into bytes. The manifest records the declared dtype and
+the reader restores it (tf.bool, tf.int32, tf.float64, ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from transforms.format.encoder import byte_strings
+from transforms.format.sample import field_text
+
+__all__ = [
+    "Feature",
+    "FeatureSpec",
+    "KINDS",
+    "ALIASES",
+    "parse_features",
+    "infer_spec",
+]
+
+# Declared dtype -> the tf.Example list it is stored in.
+KINDS = {"bytes": "bytes", "string": "bytes", "bool": "int64", "int32": "int64",
+         "int64": "int64", "float": "float", "double": "float",
+         "int16": "bytes", "uint8": "bytes", "jpeg": "bytes"}
+# numpy's names for the float dtypes, accepted in specs and stored as the dtype they mean.
+ALIASES = {"float32": "float", "float64": "double"}
+_INT32 = np.iinfo(np.int32)
+
+_NUMPY_DTYPES = {"int64": np.int64, "float": np.float32}
+# Packed arrays: declared dtype -> little-endian numpy dtype of the bytes.
+PACKED = {"int16": "<i2", "uint8": "u1"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Feature:
+    """One tf.Example feature: its name, where its value comes from, and its type.
+
+    `shape` is `()` for a scalar, a tuple of ints for a fixed shape, and
+    `(None,)` for a variable-length list.
+    """
+
+    name: str
+    dtype: str
+    shape: tuple = ()
+    source: str = ""
+    encoding: str = "raw"
+
+    def __post_init__(self):
+        object.__setattr__(self, "dtype", ALIASES.get(self.dtype, self.dtype))
+        if self.dtype not in KINDS:
+            raise ValueError(
+                f"feature {self.name!r}: unknown dtype {self.dtype!r} "
+                f"(expected one of {', '.join(KINDS)})")
+        if any(d is None for d in self.shape[1:]) or any(
+                d is not None and d < 0 for d in self.shape):
+            raise ValueError(
+                f"feature {self.name!r}: only the first dimension may be variable, "
+                f"got shape {self.shape}")
+        if self.dtype in PACKED and (not self.shape or self.is_variable):
+            raise ValueError(f"feature {self.name!r}: {self.dtype} needs a fixed shape, "
+                             f"e.g. {self.dtype}[16000]")
+        if self.dtype == "jpeg" and (len(self.shape) not in (3, 4) or self.shape[-1] not in (1, 3)
+                                     or self.is_variable):
+            raise ValueError(f"feature {self.name!r}: jpeg needs [h,w,c] or [k,h,w,c] "
+                             f"with c 1 or 3, got {list(self.shape)}")
+        if not self.source:
+            object.__setattr__(self, "source", self.name)
+
+    @property
+    def kind(self) -> str:
+        """The tf.Example list kind: 'bytes', 'int64' or 'float'."""
+        return KINDS[self.dtype]
+
+    @property
+    def is_variable(self) -> bool:
+        return bool(self.shape) and self.shape[0] is None
+
+    @property
+    def size(self) -> int | None:
+        """Number of values in one example, or None when variable."""
+        return None if self.is_variable else math.prod(self.shape)
+
+    @property
+    def stored_shape(self) -> tuple:
+        """The shape of the tf.Example list: one bytes value per packed array or image."""
+        if self.dtype in PACKED:
+            return ()
+        if self.dtype == "jpeg":
+            return self.shape[:1] if len(self.shape) == 4 else ()
+        return self.shape
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "source": self.source,
+            "dtype": self.dtype,
+            "shape": list(self.shape),
+            "encoding": self.encoding,
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Feature":
+        return cls(name=d["name"], dtype=d["dtype"], shape=tuple(d["shape"]),
+                   source=d.get("source", d["name"]),
+                   encoding=d.get("encoding", "raw"))
+
+    def coerce(self, value: Any):
+        """Converts a Sample value to what the encoder takes for this feature.
+
+        Returns a list of bytes for bytes-stored features and otherwise a flat
+        numpy array of the stored kind (int64 for bool and int32, float32 for
+        float and double). Raises ValueError naming the feature when the
+        value does not fit the declared dtype or shape.
+        """
+        if self.dtype in PACKED:
+            return [_pack(value, self)]
+        if self.dtype == "bool":
+            values = _to_bool_array(value, self.name)
+        elif self.kind == "bytes":
+            values = _to_bytes_list(value, self.name)
+            if self.dtype == "string":
+                _check_utf8(values, self.name)
+        else:
+            values = _to_number_array(value, self)
+            if self.dtype == "int32" and values.size and (
+                    values.min() < _INT32.min or values.max() > _INT32.max):
+                raise ValueError(f"feature {self.name!r}: {_preview(value)} has values "
+                                 f"outside the int32 range")
+        n = len(values)
+        expected = None if self.is_variable else math.prod(self.stored_shape)
+        if expected is not None and n != expected:
+            raise ValueError(
+                f"feature {self.name!r} (from {self.source!r}) has {n} values, "
+                f"shape {list(self.shape)} needs {expected}")
+        return values
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureSpec:
+    """An ordered set of features with unique names."""
+
+    features: tuple
+
+    def __post_init__(self):
+        names = [f.name for f in self.features]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate feature names in spec: {duplicates}")
+        if not names:
+            raise ValueError("the feature spec is empty")
+
+    def __iter__(self):
+        return iter(self.features)
+
+    def __len__(self):
+        return len(self.features)
+
+    @property
+    def names(self) -> list:
+        return [f.name for f in self.features]
+
+    def to_json(self) -> list:
+        return [f.to_json() for f in self.features]
+
+    @classmethod
+    def from_json(cls, items: Sequence[Mapping[str, Any]]) -> "FeatureSpec":
+        return cls(tuple(Feature.from_json(d) for d in items))
+
+
+_TERM = re.compile(
+    r"^\s*(?:(?P<name>[^=:\s]+)\s*=\s*)?(?P<source>[^:\s]+)\s*:\s*(?P<dtype>\w+)"
+    r"\s*(?:\[(?P<shape>[^\]]*)\])?\s*$")
+
+
+def _split_terms(text: str) -> list:
+    """Splits on commas that are not inside [...]."""
+    terms, depth, current = [], 0, []
+    for ch in text:
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            terms.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    terms.append("".join(current))
+    return [t for t in terms if t.strip()]
+
+
+def _parse_shape(text: str | None, term: str) -> tuple:
+    if text is None:
+        return ()
+    text = text.strip()
+    if text == "*":
+        return (None,)
+    try:
+        dims = tuple(int(d) for d in text.split(","))
+    except ValueError:
+        raise ValueError(
+            f"--features term {term!r}: shape must be [*] or integers like [128] "
+            f"or [4,4]") from None
+    if not dims or any(d <= 0 for d in dims):
+        raise ValueError(f"--features term {term!r}: dimensions must be positive")
+    return dims
+
+
+def parse_features(text: str) -> FeatureSpec:
+    """Parses the `--features` flag (see the module docstring for the grammar)."""
+    features = []
+    for term in _split_terms(text):
+        m = _TERM.match(term)
+        if not m:
+            raise ValueError(
+                f"--features term {term.strip()!r} is not [name=]source:dtype[shape], "
+                f"e.g. 'cls:int64' or 'speaker=json.speaker:bytes'")
+        source = m["source"]
+        features.append(Feature(name=m["name"] or source, dtype=m["dtype"],
+                                shape=_parse_shape(m["shape"], term), source=source))
+    return FeatureSpec(tuple(features))
+
+
+def _to_bytes_list(value, name: str) -> list:
+    """Bytes values: bytes and text as they are, one value or a list of them;
+    other scalars and objects as their `field_text` (`7`, `true`, JSON text)."""
+    if isinstance(value, np.ndarray):
+        items = value.ravel().tolist()
+    elif isinstance(value, (list, tuple)):
+        items = value
+    else:
+        items = [value]
+    return byte_strings([_bytes_item(v, name) for v in items], name)
+
+
+def _bytes_item(value, name: str):
+    if isinstance(value, (bytes, str, bytearray, memoryview)):
+        return value
+    if isinstance(value, (list, tuple)):
+        raise ValueError(f"feature {name!r}: {_preview(value)} is a nested list; a bytes "
+                         f"feature holds a flat list")
+    try:
+        return field_text(value)
+    except ValueError as e:
+        raise ValueError(f"feature {name!r}: {e}") from None
+
+
+def _check_utf8(values: list, name: str) -> None:
+    for v in values:
+        try:
+            v.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"feature {name!r}: {_preview(v)} is not UTF-8 text: {e}") from None
+
+
+_BOOL_TEXT = {"true": 1, "false": 0, "1": 1, "0": 0}
+
+
+def _to_bool_array(value, name: str) -> np.ndarray:
+    """0/1 int64 values from bools, 0/1 numbers or the text true/false/1/0."""
+    if isinstance(value, (bytes, str)):
+        value = _text_numbers(value)
+    out = []
+    for v in np.ravel(np.asarray(value, dtype=object)).tolist():
+        text = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+        bit = _BOOL_TEXT.get(text.strip().lower()) if isinstance(text, str) else text
+        if bit is None or bit not in (0, 1):
+            raise ValueError(f"feature {name!r}: {_preview(v)} is not a bool (true/false/1/0)")
+        out.append(int(bit))
+    return np.asarray(out, dtype=np.int64)
+
+
+def _pack(value, feature: Feature) -> bytes:
+    """An integer array of the feature's shape as little-endian bytes."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "iu":
+        raise ValueError(f"feature {feature.name!r}: expected an integer array for "
+                         f"{feature.dtype}, got {array.dtype}")
+    if array.size != feature.size:
+        raise ValueError(f"feature {feature.name!r} (from {feature.source!r}) has "
+                         f"{array.size} values, shape {list(feature.shape)} needs {feature.size}")
+    info = np.iinfo(PACKED[feature.dtype])
+    if array.size and (array.min() < info.min or array.max() > info.max):
+        raise ValueError(f"feature {feature.name!r}: values outside the {feature.dtype} range")
+    return np.ascontiguousarray(array, dtype=PACKED[feature.dtype]).tobytes()
+
+
+def _text_numbers(value: bytes | str) -> list:
+    """'3' -> ['3']; '1, 2 3' -> ['1', '2', '3'] (label and list files)."""
+    text = value.decode("utf-8") if isinstance(value, bytes) else value
+    return [t for t in re.split(r"[\s,]+", text.strip()) if t]
+
+
+_NUMBERS = (int, float, np.integer, np.floating)
+_INT64_LIMIT = 2.0**63
+
+
+def _number_elements(value, feature: "Feature") -> list:
+    """The scalars of a text, JSON or Python value, flattened; ValueError for
+    what is no number: a null, a bool, an object, a ragged list."""
+    if isinstance(value, (bytes, str)):
+        return _text_numbers(value)
+    if isinstance(value, (list, tuple)):
+        flat = np.ravel(np.asarray(value, dtype=object)).tolist()
+    else:
+        flat = [value]
+    for v in flat:
+        if v is None:
+            raise ValueError(f"feature {feature.name!r}: the value is null")
+        if isinstance(v, (bool, np.bool_)):
+            raise ValueError(f"feature {feature.name!r}: {v!r} is a bool, not {feature.dtype} "
+                             f"(declare the feature bool)")
+        if not isinstance(v, _NUMBERS + (bytes, str)):
+            raise ValueError(f"feature {feature.name!r}: {_preview(v)} is not {feature.dtype}")
+    return flat
+
+
+def _to_number_array(value, feature: "Feature") -> np.ndarray:
+    """A flat array of the feature's tf.Example kind (int64 or float32); every
+    value must fit it: an int64 in range, a float32 finite."""
+    kind, name = feature.kind, feature.name
+    if isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
+        array = value
+    elif isinstance(value, np.ndarray) and value.dtype.kind == "b":
+        raise ValueError(f"feature {name!r}: a bool array is not {feature.dtype} (declare "
+                         f"the feature bool)")
+    else:
+        flat = _number_elements(value, feature)
+        try:
+            array = (np.asarray([_to_int(v) for v in flat], dtype=np.int64) if kind == "int64"
+                     else np.asarray([float(v) for v in flat], dtype=np.float64))
+        except (TypeError, ValueError, OverflowError) as e:
+            raise ValueError(
+                f"feature {name!r}: {_preview(value)} is not {feature.dtype}: {e}") from None
+    if kind == "int64" and array.dtype.kind in "uf" and array.size:
+        if array.dtype.kind == "f" and not np.all(np.mod(array, 1) == 0):
+            raise ValueError(f"feature {name!r}: {_preview(value)} has non-integer values")
+        if array.max() >= _INT64_LIMIT or array.min() < -_INT64_LIMIT:
+            raise ValueError(f"feature {name!r}: {_preview(value)} has values outside the "
+                             f"int64 range")
+    with np.errstate(over="ignore"):               # overflow is caught just below
+        array = np.ascontiguousarray(np.ravel(array), dtype=_NUMPY_DTYPES[kind])
+    if kind == "float" and not np.isfinite(array).all():
+        raise ValueError(f"feature {name!r}: {_preview(value)} has values that are not finite "
+                         f"float32 numbers (NaN, infinity, or beyond ±3.4e38)")
+    return array
+
+
+def _to_int(v) -> int:
+    if isinstance(v, (bytes, str)):
+        return int(v)
+    if isinstance(v, (float, np.floating)) and not float(v).is_integer():
+        raise ValueError(f"{v!r} is not an integer")
+    value = int(v)
+    if not -2**63 <= value < 2**63:
+        raise OverflowError(f"{v!r} is outside the int64 range")
+    return value
+
+
+def _preview(value, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+# -- inference -----------------------------------------------------------------
+
+_RANK = {"int64": 0, "float": 1, "bytes": 2}
+
+
+def _infer_leaf(value) -> tuple:
+    """(dtype, shape) for one JSON or text value."""
+    if isinstance(value, bool):
+        return "bool", ()
+    if isinstance(value, list) and value and all(isinstance(v, bool) for v in value):
+        return "bool", (None,)
+    if isinstance(value, int):
+        return "int64", ()
+    if isinstance(value, float):
+        return "float", ()
+    if isinstance(value, list):
+        if value and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                         for v in value):
+            dtype = "float" if any(isinstance(v, float) for v in value) else "int64"
+            return dtype, (None,)
+        return "bytes", (None,)
+    if isinstance(value, (bytes, str)):
+        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+        try:
+            int(text.strip())
+            return "int64", ()
+        except ValueError:
+            pass
+        try:
+            float(text.strip())
+            return "float", ()
+        except ValueError:
+            pass
+    return "bytes", ()
+
+
+def _infer_sample(sample: Mapping[str, Any]) -> dict:
+    """source -> (dtype, shape) for every data field of one sample."""
+    import json
+
+    found = {}
+    for field, value in sample.items():
+        if field.startswith("__"):
+            continue
+        if field == "json" or field.endswith(".json"):
+            try:
+                obj = json.loads(value)
+            except (ValueError, RecursionError):
+                obj = None
+            if isinstance(obj, dict):
+                for k, v in obj.items():
+                    if not isinstance(v, dict) and v is not None:  # a null is no value
+                        found[f"{field}.{k}"] = _infer_leaf(v)
+                continue
+        if isinstance(value, bytes) and len(value) > 64:
+            found[field] = ("bytes", ())
+        else:
+            found[field] = _infer_leaf(value)
+    return found
+
+
+def infer_spec(samples: Iterable[Mapping[str, Any]]) -> FeatureSpec:
+    """Infers a spec from a few samples: fields present in all of them.
+
+    Text that parses as an integer is int64, as a number float; a JSON bool is
+    bool; JSON members are projected one feature per top-level key that is not
+    null or an object; anything else is bytes. When the samples disagree, the
+    wider type wins (int64 < float < bytes; a bool and anything else: bytes)
+    and differing shapes become variable-length.
+    """
+    merged = None
+    for sample in samples:
+        found = _infer_sample(sample)
+        if merged is None:
+            merged = found
+            continue
+        merged = {k: _unify(merged[k], found[k]) for k in merged if k in found}
+    if not merged:
+        raise ValueError("cannot infer a feature spec: no field is present in every sample")
+    return FeatureSpec(tuple(Feature(name=k, dtype=d, shape=s, source=k)
+                             for k, (d, s) in sorted(merged.items())))
+
+
+def _unify(a: tuple, b: tuple) -> tuple:
+    if "bool" in (a[0], b[0]):  # a bool is no number (Feature.coerce), but has text
+        dtype = "bool" if a[0] == b[0] else "bytes"
+    else:
+        dtype = a[0] if _RANK[a[0]] >= _RANK[b[0]] else b[0]
+    shape = a[1] if a[1] == b[1] else (None,)
+    return dtype, shape

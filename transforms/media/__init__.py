@@ -1,0 +1,1 @@
+"""Decoding and cutting media (Beam-free): audio, video, windows, the cut into examples."""

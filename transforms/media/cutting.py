@@ -1,0 +1,242 @@
+"""Cutting: one decoded sample into examples (audio windows, frames, clips).
+
+Beam-free pure generators; `transforms.dataset.examples` runs them per sample. Every
+example is a dict holding the sample's other fields (labels, metadata) plus
+what the cut made and where it came from:
+
+- `audio_windows`: `audio` (one window), `source_key`, `start_time`, `end_time`;
+- `frames` (the audio-visual "single frame" example): `frame` (JPEG bytes or
+  an HxWx3 uint8 array) and `audio`, the window centred on the frame's time,
+  zero-padded at the edges; start/end are the audio window's (the frame's time
+  when there is no audio);
+- `clips`: `frames` (K consecutive sampled frames) and `audio`, the span from
+  the first frame's time lasting K / fps seconds.
+
+Audio comes from the first of `audio_fields` the sample has, else from the
+video's own audio track. Media are decoded lazily and streamed, so a long
+recording is never decoded whole for `audio_windows`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+
+from transforms.media.audio import AudioOptions, decode_audio, stream_audio
+from transforms.media.windows import WindowOptions, audio_windows, window_at
+from transforms.media.decoded import Audio, MediaError
+from transforms.format.sample import KEY
+from transforms.format.spec import Feature
+from transforms.media.video import FrameOptions, image_sequence_members, iter_frames, iter_image_sequence
+
+__all__ = ["CutOptions", "MODES", "cut_sample", "media_features", "media_fields"]
+
+MODES = ("none", "audio_windows", "frames", "clips")
+IMAGE_SEQUENCE = "frames"  # --video_field value meaning "the sample's numbered images"
+
+
+@dataclasses.dataclass(frozen=True)
+class CutOptions:
+    """How to decode and cut; pickled to workers, so configuration only."""
+
+    mode: str = "none"
+    audio_fields: tuple = ()
+    video_field: str = ""
+    sequence_fps: float = 25.0
+    audio: AudioOptions = AudioOptions()
+    windows: WindowOptions = WindowOptions()
+    frames: FrameOptions = FrameOptions()
+    with_audio: bool = True
+    av_window_s: float = 1.0
+    clip_frames: int = 8
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"--cut {self.mode!r}: expected one of {', '.join(MODES)}")
+        if self.mode == "none":
+            return
+        if self.audio.sample_rate is None and self._uses_audio:
+            raise ValueError(f"--cut {self.mode} needs --sample_rate (examples have a fixed length)")
+        if self.mode == "audio_windows" and not (self.audio_fields or self.video_field):
+            raise ValueError("--cut audio_windows needs --audio_fields or --video_field")
+        if self.mode in ("frames", "clips"):
+            if not self.video_field:
+                raise ValueError(f"--cut {self.mode} needs --video_field")
+            if self.frames.size is None:
+                raise ValueError(f"--cut {self.mode} needs --frame_size (examples have a fixed shape)")
+        if self.mode == "clips" and (not self.frames.fps or self.frames.num_frames
+                                     or self.frames.timestamps or self.clip_frames < 1):
+            raise ValueError("--cut clips samples at --fps (not --num_frames or --timestamps) "
+                             "and needs --clip_frames >= 1")
+
+    @property
+    def _uses_audio(self) -> bool:
+        return self.mode == "audio_windows" or self.with_audio
+
+    def samples_in(self, seconds: float) -> int:
+        return round(seconds * self.audio.sample_rate)
+
+
+def media_features(options: CutOptions) -> tuple:
+    """The features a cut adds to every example (the rest come from --features)."""
+    if options.mode == "none":
+        return ()
+    audio_dtype = "int16" if options.audio.dtype == "int16" else "float"
+    audio_seconds = {"audio_windows": options.windows.window_s, "frames": options.av_window_s,
+                     "clips": options.clip_frames / (options.frames.fps or 1)}[options.mode]
+    features = []
+    if options._uses_audio:
+        features.append(Feature("audio", audio_dtype, (options.samples_in(audio_seconds),)))
+    if options.mode in ("frames", "clips"):
+        height, width = options.frames.size
+        image_dtype = "jpeg" if options.frames.image_format == "jpeg" else "uint8"
+        shape = (height, width, 3)
+        features.append(Feature("frame", image_dtype, shape) if options.mode == "frames"
+                        else Feature("frames", image_dtype, (options.clip_frames, *shape)))
+    features += [Feature("source_key", "bytes"), Feature("start_time", "float"),
+                 Feature("end_time", "float")]
+    return tuple(features)
+
+
+def media_fields(sample: Mapping[str, Any], options: CutOptions) -> set:
+    """The sample fields a cut consumes (they are not copied into examples)."""
+    if options.mode == "none":
+        return set()
+    fields = {f for f in options.audio_fields if f in sample}
+    if options.video_field == IMAGE_SEQUENCE:
+        fields.update(name for name, _ in image_sequence_members(sample))
+    elif options.video_field:
+        fields.add(options.video_field)
+    return fields
+
+
+def _audio_source(sample: Mapping[str, Any], options: CutOptions) -> str:
+    for field in options.audio_fields:
+        if field in sample:
+            return field
+    if options.video_field and options.video_field != IMAGE_SEQUENCE and options.video_field in sample:
+        return options.video_field
+    looked = list(options.audio_fields) + ([options.video_field] if options.video_field else [])
+    raise MediaError(f"no audio: the sample has none of {looked}", stage="decode_audio")
+
+
+def _tagged(error: MediaError, stage: str, member: str) -> MediaError:
+    """The error tagged with its stage and field; the innermost tag wins."""
+    if error.member is not None:
+        return error
+    return MediaError(str(error), stage=stage, member=member)
+
+
+def _staged(stage: str, member: str, fn, *args, **kwargs):
+    """Calls a decoder, tagging its MediaError with the stage and the field it read."""
+    try:
+        return fn(*args, **kwargs)
+    except MediaError as e:
+        raise _tagged(e, stage, member) from e
+
+
+def _staged_iter(stage: str, member: str, iterator) -> Iterator:
+    """`_staged` for generators: errors surface while iterating."""
+    try:
+        yield from iterator
+    except MediaError as e:
+        raise _tagged(e, stage, member) from e
+
+
+def _frames(sample: Mapping[str, Any], options: CutOptions) -> Iterator:
+    field = options.video_field
+    if field == IMAGE_SEQUENCE:
+        images = image_sequence_members(sample)
+        if not images:
+            raise MediaError("no numbered image fields for an image sequence",
+                             stage="decode_video", member=field)
+        return _staged_iter("decode_video", field, iter_image_sequence(
+            images, options.frames, fps=options.sequence_fps))
+    if field not in sample:
+        raise MediaError(f"no video field {field!r}", stage="decode_video", member=field)
+    return _staged_iter("decode_video", field, iter_frames(sample[field], options.frames, name=field))
+
+
+def _whole_audio(sample: Mapping[str, Any], options: CutOptions) -> Audio | None:
+    if not options.with_audio:
+        return None
+    field = _audio_source(sample, options)
+    return _staged("decode_audio", field, decode_audio, sample[field], options.audio, name=field)
+
+
+def _image(frame) -> Any:
+    return frame.jpeg if frame.jpeg is not None else frame.image
+
+
+def _audio_windows(sample, base, key, options, stats) -> Iterator[dict]:
+    field = _audio_source(sample, options)
+    blocks = _staged_iter("decode_audio", field, stream_audio(sample[field], options.audio, name=field))
+    windows = _staged_iter("cut", field, audio_windows(blocks, options.windows, key=key, stats=stats))
+    for w in windows:
+        yield {**base, "audio": w.samples, "start_time": w.start, "end_time": w.end}
+
+
+def _frame_examples(sample, base, options, stats) -> Iterator[dict]:
+    audio = _whole_audio(sample, options)
+    for frame in _frames(sample, options):
+        example = {**base, "frame": _image(frame), "start_time": frame.time, "end_time": frame.time}
+        if audio is not None:
+            try:
+                w = window_at(audio, frame.time, options.av_window_s)
+            except MediaError:
+                # A frame after the audio has ended (a video longer than its
+                # audio): no audio-visual example there, counted, not a failure.
+                stats["frames_without_audio"] = stats.get("frames_without_audio", 0) + 1
+                continue
+            example.update(audio=w.samples, start_time=w.start, end_time=w.end)
+        yield example
+
+
+def _clip_examples(sample, base, options, stats) -> Iterator[dict]:
+    audio = _whole_audio(sample, options)
+    span = options.clip_frames / options.frames.fps
+    clip = []
+    for frame in _frames(sample, options):
+        clip.append(frame)
+        if len(clip) < options.clip_frames:
+            continue
+        start = clip[0].time
+        images = [_image(f) for f in clip]
+        example = {**base, "frames": images if clip[0].jpeg is not None else np.stack(images),
+                   "start_time": start, "end_time": start + span}
+        if audio is not None:
+            # Centre on a whole sample so the window starts exactly at the
+            # sample nearest the first frame, on the audio's own timeline.
+            first = round((start - audio.start) * audio.sample_rate)
+            centre = audio.start + (first + options.samples_in(span) // 2) / audio.sample_rate
+            example["audio"] = window_at(audio, centre, span).samples
+        yield example
+        clip = []
+    if clip:
+        stats["clip_frames_dropped"] = stats.get("clip_frames_dropped", 0) + len(clip)
+
+
+def cut_sample(sample: Mapping[str, Any], options: CutOptions,
+               stats: dict | None = None) -> Iterator[dict]:
+    """The examples of one sample (the sample itself when the mode is 'none').
+
+    Raises MediaError (with `stage` and `member`) for media that cannot be
+    decoded or cut; examples yielded before the error stand. `stats` counts
+    what was dropped on purpose: windows_silent, frames_without_audio,
+    clip_frames_dropped.
+    """
+    stats = stats if stats is not None else {}
+    if options.mode == "none":
+        yield sample
+        return
+    consumed = media_fields(sample, options)
+    base = {k: v for k, v in sample.items() if k not in consumed}
+    base["source_key"] = sample[KEY]
+    if options.mode == "audio_windows":
+        yield from _audio_windows(sample, base, sample[KEY], options, stats)
+    elif options.mode == "frames":
+        yield from _frame_examples(sample, base, options, stats)
+    else:
+        yield from _clip_examples(sample, base, options, stats)

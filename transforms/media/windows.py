@@ -1,0 +1,245 @@
+"""Cutting decoded audio into fixed-length windows, exact to the sample.
+
+Beam-free and pure. A window of `window_s` seconds is L = round(window_s * rate)
+samples and the hop is H = round(hop_s * rate) samples; window i covers samples
+[i*H, i*H + L) of the source, so boundaries never drift with floating point.
+Times are `audio.start + sample_index / rate`. `round` is Python's (half to even).
+
+`audio_windows` takes a stream of consecutive blocks (`stream_audio`'s output,
+or `[decode_audio(...)]`) and keeps only the samples that a coming window still
+needs, so an hour-long recording is cut in O(window + block) memory. Seeded
+random crops are the exception: they need the total length first, so they
+collect the stream.
+
+Window sample arrays are read-only and may share memory with each other (with
+overlapping hops) and with the input blocks; copy one before changing it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from transforms.media.decoded import Audio, MediaError
+from transforms.dataset.splits import stable_hash64
+
+__all__ = ["WindowOptions", "Window", "audio_windows", "window_at"]
+
+_REMAINDERS = ("pad", "drop")
+_CROP_SALT = b"datagen-crop"
+# int16 full scale, matching transforms.media.audio's float -> int16 convention.
+_INT16_FULL_SCALE = 32767
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowOptions:
+    """How to cut a source into windows.
+
+    window_s, hop_s: window length and hop in seconds (hop None = window_s, no overlap).
+    remainder: "pad" zero-pads the partial window at the end, "drop" drops it.
+    max_windows: at most this many windows per source (0 = no limit); the
+        stream is not read further once reached.
+    random_crops: > 0 replaces the regular grid by this many crops at starts
+        drawn from a stable hash of (seed, key, crop number): the same crops on
+        every run and process, in time order.
+    min_rms_db: drop windows whose RMS in dBFS (full scale 1.0 for float, 32767
+        for int16) is below this; each drop is counted in stats["windows_silent"].
+    """
+
+    window_s: float = 1.0
+    hop_s: float | None = None
+    remainder: str = "pad"
+    max_windows: int = 0
+    random_crops: int = 0
+    seed: int = 0
+    min_rms_db: float | None = None
+
+    def __post_init__(self):
+        if not self.window_s > 0:
+            raise ValueError(f"window_s must be positive, got {self.window_s!r}")
+        if self.hop_s is not None and not self.hop_s > 0:
+            raise ValueError(f"hop_s must be positive or None, got {self.hop_s!r}")
+        if self.remainder not in _REMAINDERS:
+            raise ValueError(f"remainder must be one of {_REMAINDERS}, got {self.remainder!r}")
+        if self.max_windows < 0 or self.random_crops < 0:
+            raise ValueError("max_windows and random_crops must be >= 0")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Window:
+    """`samples` (exactly round(window_s * rate) of them, zero-padded where the
+    source ran out) spanning [start, end) seconds; end includes any padding."""
+
+    start: float
+    end: float
+    samples: np.ndarray
+
+
+def audio_windows(blocks: Iterable[Audio], options: WindowOptions, *, key: str,
+                  stats: dict | None = None) -> Iterator[Window]:
+    """The windows of one source, in time order.
+
+    `blocks` are consecutive pieces of one signal (same rate and dtype, each
+    starting where the last ended). `key` names the source (it seeds random
+    crops). Pad mode: if the end of the audio is not in any full window, the
+    next window on the grid is yielded zero-padded (it holds that whole tail);
+    later grid positions, holding even less audio, are not. So there is at most
+    one padded window per source, never one that is all padding, and none whose
+    audio is all in earlier windows (with overlap, the last full window often
+    reaches the end). Audio shorter than one window gives one padded window,
+    or, with "drop", a MediaError, as does audio with no samples.
+    """
+    stream = iter(blocks)
+    first = next(stream, None)
+    if first is None:
+        raise MediaError(f"no audio to cut into windows for {key!r}")
+    rate = first.sample_rate
+    length = _samples(options.window_s, rate, "window_s")
+    hop = _samples(options.hop_s or options.window_s, rate, "hop_s")
+    stream = _checked(itertools.chain([first], stream), rate, first.samples.dtype, first.start)
+    if options.random_crops:
+        windows = _crops(stream, first.start, rate, length, options, key)
+    else:
+        windows = _grid(stream, first.start, rate, length, hop, options.remainder)
+    full_scale = _INT16_FULL_SCALE if first.samples.dtype == np.int16 else 1.0
+    produced = 0
+    for window, real in windows:
+        if options.min_rms_db is not None and _rms_db(real, full_scale) < options.min_rms_db:
+            if stats is not None:
+                stats["windows_silent"] = stats.get("windows_silent", 0) + 1
+            continue
+        yield window
+        produced += 1
+        if produced == options.max_windows:
+            return
+
+
+def window_at(audio: Audio, center_s: float, window_s: float) -> Window:
+    """The window of `window_s` seconds centred on `center_s`, zero-padded past either edge.
+
+    `center_s` is on the audio's timeline (`audio.start` is the time of sample
+    0). The window starts at sample round((center_s - audio.start) * rate) - L // 2.
+    Raises MediaError if the window does not overlap the audio at all (padding
+    alone is not an example).
+    """
+    rate = audio.sample_rate
+    length = _samples(window_s, rate, "window_s")
+    start = round((center_s - audio.start) * rate) - length // 2
+    total = len(audio.samples)
+    lo, hi = max(start, 0), min(start + length, total)
+    if lo >= hi:
+        raise MediaError(f"a {window_s:.2f} s window centred at {center_s:.3f} s lies outside "
+                         f"the audio ({audio.start:.3f}-{audio.end:.3f} s)")
+    if lo == start and hi == start + length:
+        samples = audio.samples[lo:hi]
+    else:
+        samples = np.zeros(length, audio.samples.dtype)
+        samples[lo - start:hi - start] = audio.samples[lo:hi]
+    return Window(audio.start + start / rate, audio.start + (start + length) / rate,
+                  _readonly(samples))
+
+
+def _samples(seconds: float, rate: int, what: str) -> int:
+    count = round(seconds * rate)
+    if count < 1:
+        raise ValueError(f"{what}={seconds} s is less than one sample at {rate} Hz")
+    return count
+
+
+def _checked(blocks: Iterable[Audio], rate: int, dtype: np.dtype, start: float
+             ) -> Iterator[np.ndarray]:
+    """The blocks' samples, after checking that they continue one signal."""
+    offset = 0
+    for block in blocks:
+        expected = start + offset / rate
+        if (block.sample_rate != rate or block.samples.dtype != dtype
+                or abs(block.start - expected) > 0.5 / rate):
+            raise ValueError(f"audio blocks do not continue one signal: a {block.sample_rate} Hz "
+                             f"{block.samples.dtype} block at {block.start:.6f} s after "
+                             f"{rate} Hz {dtype} up to {expected:.6f} s")
+        offset += len(block.samples)
+        yield block.samples
+
+
+def _grid(stream: Iterator[np.ndarray], base: float, rate: int, length: int, hop: int,
+          remainder: str) -> Iterator[tuple[Window, np.ndarray]]:
+    """(window, its real samples) on the regular grid, keeping only a window's worth."""
+    buffer = _readonly(np.empty(0, np.float32))
+    buffer_start = 0       # source index of buffer[0]
+    total = 0              # source samples seen
+    next_start = 0         # source index of the next window's first sample
+    covered = 0            # source index just past the last full window
+    for samples in stream:
+        # A new array each time (never written in place), so the read-only
+        # windows already yielded as views of the old one stay valid.
+        buffer = _readonly(np.concatenate([buffer, samples]) if len(buffer) else samples)
+        total += len(samples)
+        while next_start + length <= total:
+            at = next_start - buffer_start
+            window = buffer[at:at + length]
+            yield _window(base, rate, next_start, length, window), window
+            covered = next_start + length
+            next_start += hop
+        # Keep from the next window's start on (nothing, when the hop skips past the end).
+        drop = min(next_start, total) - buffer_start
+        buffer, buffer_start = buffer[drop:], buffer_start + drop
+    if total < length and (remainder == "drop" or total == 0):
+        raise MediaError(f"audio of {total / rate:.2f} s is shorter than one "
+                         f"{length / rate:.2f} s window")
+    if remainder == "pad" and covered < total and next_start < total:
+        real = buffer[next_start - buffer_start:]
+        yield _window(base, rate, next_start, length, _padded(real, length)), real
+
+
+def _crops(stream: Iterator[np.ndarray], base: float, rate: int, length: int,
+           options: WindowOptions, key: str) -> Iterator[tuple[Window, np.ndarray]]:
+    """(window, its real samples) at seeded random starts, uniform over the audio.
+
+    Starts come from blake2b (transforms.dataset.splits.stable_hash64) rather than a
+    numpy Generator, whose streams numpy does not promise to keep across
+    versions. Crops are independent draws, so two can coincide on short audio.
+    Audio shorter than a window gives one padded crop at 0 (pad) or MediaError.
+    """
+    parts = list(stream)
+    audio = _readonly(np.concatenate(parts) if len(parts) > 1 else parts[0])
+    total = len(audio)
+    if total < length:
+        if options.remainder == "drop" or total == 0:
+            raise MediaError(f"audio of {total / rate:.2f} s is shorter than one "
+                             f"{length / rate:.2f} s window")
+        yield _window(base, rate, 0, length, _padded(audio, length)), audio
+        return
+    positions = total - length + 1
+    starts = sorted(stable_hash64(f"{options.seed}\0{key}\0{i}", _CROP_SALT) % positions
+                    for i in range(options.random_crops))
+    for start in starts:
+        window = audio[start:start + length]
+        yield _window(base, rate, start, length, window), window
+
+
+def _window(base: float, rate: int, start: int, length: int, samples: np.ndarray) -> Window:
+    return Window(base + start / rate, base + (start + length) / rate, samples)
+
+
+def _padded(real: np.ndarray, length: int) -> np.ndarray:
+    padded = np.zeros(length, real.dtype)
+    padded[:len(real)] = real
+    return _readonly(padded)
+
+
+def _readonly(array: np.ndarray) -> np.ndarray:
+    """A read-only view: windows share memory, so none may be changed in place."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+def _rms_db(samples: np.ndarray, full_scale: float) -> float:
+    """RMS level in dB relative to `full_scale` (-inf for digital silence)."""
+    x = samples.astype(np.float64) if samples.dtype == np.int16 else samples
+    mean_square = float(np.dot(x, x)) / len(x)
+    return 10 * math.log10(mean_square) - 20 * math.log10(full_scale) if mean_square else -math.inf

@@ -1,0 +1,88 @@
+"""Choosing the runner, and running a job on it the same way locally and on Dataflow.
+
+Beam 2.77's DirectRunner first tries the Prism runner, whose binary it downloads
+at run time, and falls back when that fails. Here (and on any machine without
+network) that attempt is wasted time and a stray worker pool, so a pipeline that
+asks for the DirectRunner gets the FnApiRunner it would have fallen back to; it
+honours --direct_num_workers and --direct_running_mode the same way.
+
+On a service runner (Dataflow) two Beam defaults change here:
+
+- `--save_main_session` defaults to off. Beam turns it on for Dataflow (with
+  cloudpickle); our DoFns live in importable modules and pickle only their
+  configuration, so nothing needs `__main__`'s globals on the workers, and a
+  launcher's session (a flex template's, say) is not shipped to them.
+- `--no_wait_until_finish` (Beam's flag) is honoured by `wait_for`: a flex
+  template launcher must return once the job is submitted, not wait for it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import (DirectOptions, GoogleCloudOptions,
+                                                  PipelineOptions, SetupOptions, StandardOptions)
+from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+from apache_beam.runners.runner import PipelineResult, PipelineState
+
+__all__ = ["announce_job", "make_pipeline", "local_runner", "runs_locally", "wait_for"]
+
+_LOG = logging.getLogger(__name__)
+
+_DIRECT_NAMES = {None, "DirectRunner", "direct", "SwitchingDirectRunner", "FnApiRunner"}
+
+
+def local_runner(progress_s: float | None = None) -> FnApiRunner:
+    """The in-process batch runner the DirectRunner would fall back to; with
+    `progress_s`, asking its workers for their counters that often
+    (transforms/runner/progress.py)."""
+    return FnApiRunner(progress_request_frequency=progress_s)
+
+
+def runs_locally(options: PipelineOptions) -> bool:
+    """Whether the job runs in this process (a DirectRunner request), not on a service."""
+    return options.view_as(StandardOptions).runner in _DIRECT_NAMES
+
+
+def make_pipeline(options: PipelineOptions, progress_s: float | None = None) -> beam.Pipeline:
+    """A Pipeline for `options`; DirectRunner requests go straight to the FnApiRunner
+    (asking for progress every `progress_s` seconds, if given).
+
+    With --direct_num_workers > 1 and no explicit --direct_running_mode, workers
+    are processes: threads would share one GIL and not run faster. On a service
+    runner, --save_main_session is off unless asked for (module docstring).
+    """
+    if not runs_locally(options):
+        setup = options.view_as(SetupOptions)
+        if setup.save_main_session is None:
+            setup.save_main_session = False
+        return beam.Pipeline(options=options)
+    direct = options.view_as(DirectOptions)
+    if (direct.direct_num_workers or 1) != 1 and "direct_running_mode" not in options.get_all_options(
+            drop_default=True):
+        direct.direct_running_mode = "multi_processing"
+    return beam.Pipeline(runner=local_runner(progress_s), options=options)
+
+
+def announce_job(result: PipelineResult, options: PipelineOptions) -> None:
+    """Prints where a job submitted to Dataflow can be watched: its console page
+    shows the job's counters live (nothing to print for a dry run)."""
+    job_id = getattr(result, "job_id", lambda: None)()
+    if job_id:
+        cloud = options.view_as(GoogleCloudOptions)
+        print(f"job {job_id}: https://console.cloud.google.com/dataflow/jobs/{cloud.region}/"
+              f"{job_id}?project={cloud.project}")
+
+
+def wait_for(result: PipelineResult, options: PipelineOptions) -> bool:
+    """Waits for the job to finish; True if it finished successfully.
+
+    With --no_wait_until_finish it returns False at once: the job was
+    submitted and goes on without this process (a flex template launch). A
+    Dataflow dry run (--dry_run) has nothing to wait for and gives False too.
+    """
+    if options.view_as(StandardOptions).no_wait_until_finish:
+        _LOG.info("job submitted; not waiting for it to finish (--no_wait_until_finish)")
+        return False
+    return result.wait_until_finish() == PipelineState.DONE

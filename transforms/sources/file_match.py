@@ -1,0 +1,52 @@
+"""Input file patterns matched through Beam's filesystems (local, gs://, ...).
+
+Launchers match their inputs before the job starts, so a pattern matching
+nothing, or matching a FIFO, a device or a socket (whose reading would block
+or never end), is a clear error then; the sources plan their work units from
+the matched files and sizes.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from apache_beam.io.filesystem import FileMetadata
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.sources.input_files import NotARegularFile, check_regular
+
+__all__ = ["as_patterns", "match_files", "matched_files"]
+
+
+def as_patterns(file_pattern: str | Iterable[str]) -> list[str]:
+    """A pattern or a list of them as a non-empty list; ValueError otherwise."""
+    patterns = [file_pattern] if isinstance(file_pattern, str) else list(file_pattern)
+    if not patterns or not all(isinstance(p, str) and p for p in patterns):
+        raise ValueError(f"expected a file pattern or a list of them, got {file_pattern!r}")
+    return patterns
+
+
+def matched_files(patterns: str | Sequence[str]) -> list[FileMetadata]:
+    """The files matching `patterns` with their sizes, sorted by path, each once;
+    ValueError naming a pattern that matches none (`no files match --input
+    'X'`) or that matches something other than a regular file."""
+    found = {}
+    for pattern in as_patterns(patterns):
+        # One call per pattern: FileSystems.match picks the filesystem of the
+        # first pattern for all of them, which breaks mixed local/gs:// lists.
+        result = FileSystems.match([pattern])[0]
+        if not result.metadata_list:
+            raise ValueError(f"no files match --input {pattern!r}")
+        for m in result.metadata_list:
+            try:
+                check_regular(m.path)
+            except NotARegularFile as e:
+                raise ValueError(f"--input {pattern!r} matches {e.path}, {e.kind}, not a "
+                                 f"regular file; narrow the pattern to the input files") from None
+        found.update((m.path, m) for m in result.metadata_list)
+    return [found[path] for path in sorted(found)]
+
+
+def match_files(patterns: str | Sequence[str]) -> list[str]:
+    """The paths of `matched_files(patterns)`."""
+    return [m.path for m in matched_files(patterns)]

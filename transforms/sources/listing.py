@@ -1,0 +1,533 @@
+"""CSV and JSONL manifests to Samples: rows naming media files, read in parallel.
+
+    import apache_beam as beam
+    from transforms.format.dead_letters import FAILURES
+    from transforms.sources.listing import ReadManifestSamples, inspect_manifests
+
+    patterns = ["gs://bucket/lists/train-*.csv"]
+    files, layout = inspect_manifests(patterns, media_columns=["audio"])  # launcher: headers
+    with beam.Pipeline() as p:
+        read = p | "ReadManifest" >> ReadManifestSamples(patterns, layout)
+        samples = read.samples        # {"__key__": "clips/spk01_0001",
+                                      #  "__url__": "gs://bucket/lists/train-0.csv",
+                                      #  "audio": b"fLaC...", "label": b"3", "speaker": b"spk01"}
+        failures = read[FAILURES]     # dead letters (transforms/format/dead_letters.py)
+
+A manifest is a CSV file (`.csv`; `.tsv` for tabs) with a header row, or a
+JSONL file (`.jsonl`, `.ndjson`) of one JSON object per line, either optionally
+compressed (`.gz`, `.bz2`, ...), local or `gs://`. Each row is one sample:
+
+- media columns (`media_columns`) hold a file path or URI; the file is read
+  whole through Beam's filesystems into the field named by the column - not
+  by the file's extension, so one column may mix `.wav` and `.flac` and the
+  spec still names one field (the decoders tell formats apart by content). A
+  relative path is relative to the manifest's directory;
+- every other column becomes a field of the same name: CSV cells and JSON
+  strings as UTF-8 bytes (as tar members are), JSON numbers, booleans and
+  lists as they are, JSON objects as JSON text (so `meta.age` projects into
+  them), JSON nulls left out;
+- `__key__` is the `key_column`'s value, or else the first media column's
+  path up to the first dot of its basename, as written in the manifest
+  (`clips/spk01_0001.flac` -> `clips/spk01_0001`, the key the same file would
+  have in a WebDataset tar); `__url__` is the manifest's path.
+
+Large manifests never pass through the launching machine: the launcher reads
+one line of each file (`inspect_manifests`). When the job starts, a worker
+reads a few rows of the first to size the work units (`plan_listing_units`):
+byte ranges of the manifests, each holding about `target_bytes` of media by
+the first rows' sizes (a compressed manifest is one unit: it cannot be read
+from the middle). Workers read a unit's rows - the lines that start in its
+range - and their media. So a row is one physical line. CSV follows RFC 4180
+on that line (quoted fields may hold the delimiter and doubled quotes), but a
+quoted field may not span lines: the line holding the opening quote fails as
+unterminated, and the one holding the closing quote as a quote inside an
+unquoted field;
+both become dead letters, as does any fragment whose field count is wrong.
+Use JSONL for text with newlines (JSON escapes them). Rows are identified by
+their key, not a line number: a split read does not know line numbers.
+Blank lines are skipped.
+
+Failures (transforms/format/dead_letters.py, unit SAMPLE, `url` = the manifest):
+stage `read_manifest` for a row that does not parse (not UTF-8, bad CSV or
+JSON, wrong field count, no key, a media column empty or not a path; the
+message quotes the line), stage `read_media` for a file that is missing,
+unreadable, or a FIFO or device (`key` the row's, `member` the file's path or
+URI, `column` its column). A compressed manifest (.gz, .bz2, .xz) is read to
+its end through its codec's checks before its first row is used, as a
+compressed tar is (transforms/sources/tar.py): one that fails them is one FILE
+dead letter, stage `read_manifest`, and gives no row. As in the tar source, a file that opens but whose bytes then fail to
+arrive (a gs:// read still failing after the client's retries, a disk error)
+is the storage's fault, not the row's: StorageReadError propagates and the
+runner retries the bundle.
+
+Counters (namespace `datagen`): `manifest_rows_read`, `media_files_read`,
+`media_bytes_read`, and `samples_read` (every row, whether it became a Sample
+or a dead letter).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import dataclasses
+import functools
+import itertools
+import json
+import logging
+import posixpath
+import re
+from typing import IO, Any, Callable, Iterator, Mapping, Sequence
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.runner.counters import counter
+from transforms.format.dead_letters import FILE, dead_letter
+from transforms.format.sample import KEY, URL, escape_name, field_text, is_text
+from transforms.sources.file_match import as_patterns, match_files, matched_files
+from transforms.sources import compression
+from transforms.sources.compression import StreamCorrupt, codec_of_name
+from transforms.sources.input_files import StorageGuard, StorageReadError, open_input, read_whole
+from transforms.sources.units import Failed, ReadUnits, Source, WorkUnit
+
+__all__ = ["ListingReader", "ManifestLayout", "MediaReadError", "ReadManifestSamples",
+           "inspect_manifests", "iter_samples", "manifest_format", "missing_fields",
+           "parse_row", "plan_listing_units", "read_media", "resolve", "row_to_sample"]
+
+_LOG = logging.getLogger(__name__)
+_ROW_STAGE = "read_manifest"
+_MEDIA_STAGE = "read_media"
+_DELIMITERS = {"csv": ",", "tsv": "\t"}
+_FORMATS = {"csv": "csv", "tsv": "tsv", "jsonl": "jsonl", "ndjson": "jsonl"}
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_PREVIEW = 200
+# Rows of the first manifest whose media sizes estimate a unit's range.
+_SIZING_ROWS = 16
+# Rows a unit holds when no sized row was found to estimate from.
+_DEFAULT_UNIT_ROWS = 1000
+
+
+def _record_pattern(delimiter: str) -> re.Pattern:
+    """One RFC 4180 record on one line: fields quoted ("" escapes a quote) or
+    free of quotes and delimiters."""
+    d = re.escape(delimiter)
+    field = rf'(?:"(?:[^"]|"")*"|[^"{d}]*)'
+    return re.compile(rf"{field}(?:{d}{field})*")
+
+
+_RECORDS = {fmt: _record_pattern(d) for fmt, d in _DELIMITERS.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class ManifestLayout:
+    """How to read a manifest's rows; pickled to workers, so configuration only.
+
+    `columns` is the CSV header, or a JSONL file's first row's keys.
+    """
+
+    format: str  # csv, tsv or jsonl
+    columns: tuple
+    media_columns: tuple
+    key_column: str | None = None
+
+    def __post_init__(self):
+        if not self.media_columns:
+            raise ValueError("--media_columns names no column; which columns hold file paths?")
+        missing = [c for c in (*self.media_columns, self.key_column or "")
+                   if c and c not in self.columns]
+        if missing:
+            raise ValueError(f"no column {', '.join(map(repr, missing))} in the manifest "
+                             f"(columns: {', '.join(self.columns)})")
+
+
+def manifest_format(path: str) -> str:
+    """'a/b.csv.gz' -> 'csv'; ValueError for an extension that is not a manifest's."""
+    name = path.rsplit("/", 1)[-1]
+    if codec_of_name(path) is not None:
+        name = name.rsplit(".", 1)[0]
+    ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    if ext not in _FORMATS:
+        raise ValueError(f"manifest {path!r}: cannot tell its format; name it .csv, .tsv, "
+                         f".jsonl or .ndjson, optionally compressed as .gz, .bz2 or .xz "
+                         f"(e.g. rows.csv.gz)")
+    return _FORMATS[ext]
+
+
+def _preview(text: str) -> str:
+    return text if len(text) <= _PREVIEW else text[:_PREVIEW] + "…"
+
+
+def _text(line: bytes) -> str:
+    """A line as text, without a UTF-8 BOM (spreadsheets and editors put one at the
+    start of a file: a CSV header's, a JSONL file's first row)."""
+    try:
+        return line.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"line is not UTF-8: {e}") from None
+
+
+def _json_object(text: str) -> dict:
+    try:
+        row = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"line is not JSON ({e}): {_preview(text)!r}") from None
+    except RecursionError:
+        raise ValueError(f"line is JSON nested too deeply to read: {_preview(text)!r}") from None
+    if not isinstance(row, dict):
+        raise ValueError(f"line is not a JSON object: {_preview(text)!r}")
+    return row
+
+
+def _csv_record(text: str, fmt: str) -> list:
+    if not _RECORDS[fmt].fullmatch(text):
+        raise ValueError(
+            f"line is not one CSV row: an unterminated quote, or a quote inside an unquoted "
+            f"field (a quoted field may not span lines): {_preview(text)!r}")
+    return next(csv.reader([text], delimiter=_DELIMITERS[fmt]))
+
+
+def parse_row(line: bytes, layout: ManifestLayout) -> dict:
+    """One line -> {column: value}; ValueError saying why it is not a row."""
+    text = _text(line)
+    if layout.format == "jsonl":
+        return _json_object(text)
+    values = _csv_record(text, layout.format)
+    if len(values) != len(layout.columns):
+        raise ValueError(f"line has {len(values)} fields, the header {len(layout.columns)}: "
+                         f"{_preview(text)!r}")
+    return dict(zip(layout.columns, values))
+
+
+def resolve(manifest_url: str, path: str) -> str:
+    """A media path as written in the manifest -> the path or URI to open.
+
+    URIs (`gs://...`) and absolute paths stay; a relative path is joined to the
+    manifest's directory (`gs://b/lists/m.csv` + `../clips/a.wav` ->
+    `gs://b/clips/a.wav`).
+    """
+    if _URI.match(path) or posixpath.isabs(path):
+        return path
+    scheme = _URI.match(manifest_url)
+    prefix = scheme.group(0) if scheme else ""
+    directory = posixpath.dirname(manifest_url[len(prefix):])
+    return prefix + posixpath.normpath(posixpath.join(directory, path))
+
+
+def _key_of_path(path: str) -> str:
+    # WebDataset's key: the path up to the first dot of its basename.
+    directory, sep, name = path.rpartition("/")
+    return directory + sep + name.split(".", 1)[0]
+
+
+def _field_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True).encode("utf-8")
+    return value
+
+
+class MediaReadError(Exception):
+    """A media file that cannot be read; names the row's key, the column and the path."""
+
+    def __init__(self, key: str, column: str, path: str, cause: BaseException):
+        super().__init__(f"column {column!r}: cannot read {path!r}: "
+                         f"{type(cause).__name__}: {cause}")
+        self.key = key
+        self.column = column
+        self.path = path
+
+
+def row_to_sample(row: Mapping[str, Any], manifest_url: str, layout: ManifestLayout,
+                  read: Callable[[str], bytes]) -> dict:
+    """A parsed row -> a Sample, its media read with `read(path)`.
+
+    Raises ValueError for a row that cannot name a sample (no key, a media
+    column empty or not a path) and MediaReadError for a file `read` fails on,
+    except that StorageReadError (the storage's fault) propagates.
+    """
+    for column in row:
+        if column.startswith("__"):
+            raise ValueError(f"column {column!r}: names starting with __ are reserved")
+    media = {}
+    for column in layout.media_columns:
+        path = row.get(column)
+        if not isinstance(path, str) or not path:
+            raise ValueError(f"media column {column!r} holds no path: {path!r}")
+        media[column] = path
+    key = row.get(layout.key_column) if layout.key_column else _key_of_path(
+        media[layout.media_columns[0]])
+    if key is None or key == "":
+        raise ValueError(f"key column {layout.key_column!r} is empty")
+    sample = {KEY: field_text(key), URL: manifest_url}
+    for column, value in row.items():
+        if column in media:
+            path = resolve(manifest_url, media[column])
+            try:
+                sample[column] = read(path)
+            except StorageReadError:
+                raise
+            except Exception as e:  # noqa: BLE001 - missing, forbidden, a directory: the row's
+                raise MediaReadError(sample[KEY], column, path, e) from e
+        elif value is not None:
+            sample[column] = _field_value(value)
+    return sample
+
+
+def read_media(path: str) -> bytes:
+    """A media file's bytes through Beam's filesystems, as stored (never decompressed).
+
+    What opening raises (missing, forbidden, a directory, a FIFO or device)
+    passes through; a read that fails once the file is open raises
+    StorageReadError.
+    """
+    return read_whole(path)
+
+
+@contextlib.contextmanager
+def _opened(path: str, verify: bool = False) -> Iterator[IO[bytes]]:
+    """A manifest opened for its lines, decompressed by its name's suffix; bad
+    compressed data raises StreamCorrupt. With `verify`, a compressed one is
+    first read to its end through its codec's checks (transforms/sources/compression.py)."""
+    codec = codec_of_name(path)
+    with open_input(path) as f:
+        if codec is None:
+            yield f
+            return
+        raw = StorageGuard(f, path)
+        try:
+            if verify:
+                compression.verify(raw, codec)
+                raw.rewind()
+            with compression.decompressed(raw, codec) as lines:
+                yield lines
+        except compression.CORRUPT as e:  # the codec's: the storage's are StorageReadError
+            raise compression.corrupt(codec, e) from None
+
+
+def _first_line(path: str) -> bytes:
+    with _opened(path) as f:
+        return f.readline().rstrip(b"\r\n")
+
+
+def inspect_manifests(patterns: Sequence[str], media_columns: Sequence[str],
+                      key_column: str | None = None) -> tuple:
+    """(files, ManifestLayout) for the launcher; ValueError before any pipeline work.
+
+    Reads only the first line of each file: every file must have one format
+    and the same header (a JSONL file's first row's keys stand for its header),
+    holding the media and key columns.
+    """
+    files = match_files(patterns)
+    layouts = {}
+    for path in files:
+        if not is_text(path):
+            raise ValueError(f"manifest {escape_name(path)!r}: its name is not UTF-8; rename "
+                             f"it (rows name their manifest as text)")
+        fmt = manifest_format(path)
+        try:
+            line = _first_line(path)
+        except StreamCorrupt as e:
+            # Not the launcher's to judge: the job makes it a dead letter.
+            _LOG.warning("manifest %s is corrupt, so it will be a dead letter: %s", path, e)
+            continue
+        if not line:
+            raise ValueError(f"manifest {path!r} has no header row")
+        try:
+            text = _text(line)
+            columns = tuple(_json_object(text) if fmt == "jsonl" else _csv_record(text, fmt))
+        except ValueError as e:
+            raise ValueError(f"manifest {path!r}, first line: {e}") from None
+        if len(set(columns)) != len(columns) or "" in columns:
+            raise ValueError(f"manifest {path!r}: header columns must be unique and named: "
+                             f"{', '.join(columns)}")
+        layouts[path] = (fmt, columns)
+    if not layouts:
+        raise ValueError(f"no manifest matching {', '.join(patterns)} can be read: every one "
+                         f"is corrupt")
+    first = next(iter(layouts))
+    fmt, columns = layouts[first]
+    for path, found in layouts.items():
+        if found != (fmt, columns):
+            raise ValueError(f"manifests {first!r} and {path!r} differ in format or columns "
+                             f"({', '.join(columns)} vs {', '.join(found[1])})")
+    reserved = [c for c in columns if c.startswith("__")]
+    if reserved:
+        raise ValueError(f"manifest {first!r}: column names starting with __ are reserved: "
+                         f"{', '.join(reserved)}")
+    try:
+        layout = ManifestLayout(fmt, columns, tuple(media_columns), key_column or None)
+    except ValueError as e:
+        raise ValueError(f"manifest {first!r}: {e}") from None
+    return files, layout
+
+
+def missing_fields(layout: ManifestLayout, fields: Sequence[tuple]) -> list:
+    """The (flag, field) pairs whose field no column provides, as 'field (flag)' texts.
+
+    A field is a column, a projection into one (`meta.age` with a `meta`
+    column), or `__key__` / `__url__`.
+    """
+    def provided(field: str) -> bool:
+        return field in (KEY, URL) or any(
+            field == c or field.startswith(c + ".") for c in layout.columns)
+
+    return [f"{field!r} ({flag})" for flag, field in fields if field and not provided(field)]
+
+
+def _lines(path: str, start: int = 0, end: int | None = None,
+           skip_header: bool = False, verify: bool = False) -> Iterator[bytes]:
+    """The lines (without line ends) that start in [start, end) of a manifest;
+    `end` None reads to the end (how a compressed manifest, one unit, is read).
+
+    `skip_header` leaves out the file's first line (a CSV header) when the range
+    starts at 0; `verify` checks a compressed manifest whole first (`_opened`).
+    Reads through Beam's filesystems: local or gs://.
+    """
+    with _opened(path, verify) as f:
+        if start:
+            f.seek(start - 1)
+            f.readline()  # the rest of the line that byte start-1 is in: a range before ours
+        elif skip_header:
+            f.readline()
+        while end is None or f.tell() < end:
+            line = f.readline()
+            if not line:
+                return
+            yield line.rstrip(b"\r\n")
+
+
+def iter_samples(files: Sequence[str], layout: ManifestLayout,
+                 read: Callable[[str], bytes] = read_media) -> Iterator[dict]:
+    """The readable samples of `files`, in order; lazy, so the launcher's
+    --features auto reads only the few rows it looks at."""
+    for path in files:
+        try:
+            for line in _lines(path, skip_header=layout.format != "jsonl"):
+                if not line.strip():
+                    continue
+                try:
+                    yield row_to_sample(parse_row(line, layout), path, layout, read)
+                except (ValueError, MediaReadError):
+                    continue
+        except StreamCorrupt:
+            continue
+
+
+def _sizing(path: str, layout: ManifestLayout) -> tuple:
+    """(mean row bytes, media bytes per manifest byte) over the first rows of
+    `path`; the ratio counts the rows whose media exist (sized from their
+    metadata, not read), None when none do."""
+    media = sized_text = 0
+    row_bytes = []
+    rows = (line for line in _lines(path, skip_header=layout.format != "jsonl") if line.strip())
+    try:
+        for line in itertools.islice(rows, _SIZING_ROWS):
+            row_bytes.append(len(line) + 1)
+            try:
+                row = parse_row(line, layout)
+                sizes = [FileSystems.match([resolve(path, row[c])])[0].metadata_list[0]
+                         .size_in_bytes for c in layout.media_columns]
+            except Exception:  # noqa: BLE001 - a row that will be a dead letter does not size units
+                continue
+            media += sum(sizes)
+            sized_text += row_bytes[-1]
+    except StreamCorrupt:
+        pass  # sized by the rows before the damage; the manifest is a dead letter
+
+    mean_row = sum(row_bytes) // len(row_bytes) if row_bytes else 1
+    return mean_row, (media / sized_text if sized_text else None)
+
+
+def plan_listing_units(patterns: str | Sequence[str], layout: ManifestLayout,
+                       target_bytes: int) -> tuple:
+    """The work units of the manifests matching `patterns`: byte ranges of about
+    `target_bytes` of media each, by the sizes of the first manifest's first
+    rows' media; a compressed manifest is one unit whatever its size."""
+    sizes = {m.path: m.size_in_bytes for m in matched_files(patterns)}
+    files = sorted(sizes)
+    row_bytes, ratio = _sizing(files[0], layout)
+    range_bytes = (max(row_bytes, int(target_bytes / ratio)) if ratio
+                   else row_bytes * _DEFAULT_UNIT_ROWS)
+    spans = []
+    for path in files:
+        if codec_of_name(path) is not None:
+            spans.append(((path, 0, None), sizes[path]))
+            continue
+        for start in range(0, max(1, sizes[path]), range_bytes):
+            end = min(start + range_bytes, sizes[path])
+            spans.append(((path, start, end), int((end - start) * (ratio or 1))))
+    return tuple(WorkUnit(i, inputs, size) for i, (inputs, size) in enumerate(spans))
+
+
+class ListingReader:
+    """Reads manifest units (transforms/sources/units.py): each row of the unit's byte
+    range into a Sample, its media read, or a dead letter."""
+
+    splittable = False
+
+    def __init__(self, layout: ManifestLayout):
+        self._layout = layout
+
+    def setup(self, counting: bool = True) -> None:
+        self._rows = counter("manifest_rows_read", counting)
+        self._samples = counter("samples_read", counting)
+        self._files = counter("media_files_read", counting)
+        self._bytes = counter("media_bytes_read", counting)
+
+    def _read(self, path: str) -> bytes:
+        data = read_media(path)
+        self._files.inc()
+        self._bytes.inc(len(data))
+        return data
+
+    def read(self, unit: WorkUnit, tracker=None) -> Iterator[dict | Failed]:
+        url, start, end = unit.inputs
+        lines = _lines(url, start, end, skip_header=self._layout.format != "jsonl", verify=True)
+        try:
+            for line in lines:
+                if line.strip():  # a blank line (often the last) is not a row
+                    yield self._sample(url, line)
+        except StreamCorrupt as e:  # raised before the first line: no row was read
+            yield Failed(dead_letter(_ROW_STAGE, e, url=url, unit=FILE))
+
+    def _sample(self, url: str, line: bytes) -> dict | Failed:
+        """The row's Sample, or its dead letter."""
+        self._rows.inc()
+        self._samples.inc()
+        try:
+            return row_to_sample(parse_row(line, self._layout), url, self._layout, self._read)
+        except MediaReadError as e:
+            return Failed(dead_letter(_MEDIA_STAGE, e, url=url, key=e.key, member=e.path,
+                                      column=e.column))
+        except ValueError as e:
+            return Failed(dead_letter(_ROW_STAGE, e, url=url))
+
+    def teardown(self) -> None:
+        pass
+
+
+class ReadManifestSamples(beam.PTransform):
+    """Reads the rows of CSV/JSONL manifests matching patterns into Samples.
+
+        files, layout = inspect_manifests(patterns, media_columns=["audio"])
+        read = p | "ReadManifest" >> ReadManifestSamples(patterns, layout)
+        read.samples      # PCollection of Sample dicts
+        read[FAILURES]    # dead letters (stages "read_manifest", "read_media")
+
+    The manifests are cut into units of about `target_bytes` of media
+    (`plan_listing_units`) when the job starts; workers read the units' rows
+    and media. The output is in no particular order.
+    """
+
+    def __init__(self, file_pattern: str | Sequence[str], layout: ManifestLayout,
+                 target_bytes: int = 128 << 20):
+        super().__init__()
+        self._patterns = as_patterns(file_pattern)
+        self._layout = layout
+        self._target_bytes = target_bytes
+
+    def expand(self, pbegin):
+        plan = functools.partial(plan_listing_units, self._patterns, self._layout,
+                                 self._target_bytes)
+        return pbegin | "ReadUnits" >> ReadUnits(Source(plan, ListingReader(self._layout)))

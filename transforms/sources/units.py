@@ -1,0 +1,200 @@
+"""Work units: a source's input cut into pieces that one worker reads whole.
+
+Every source plans its units when the job starts, on a worker (so a corpus of
+a million files never passes through the job graph), and reads one unit at a
+time on the workers:
+
+- tar shards: a tar file, or consecutive small ones grouped to a target size
+  (transforms/sources/tar.py);
+- CSV/JSONL listings: a byte range of a listing, sized so that its rows' media
+  come to about the target (transforms/sources/listing.py);
+- Bigtable: a key range cut at the table's tablet boundaries
+  (transforms/sources/bigtable/source.py).
+
+A unit's `index` is its place in the source's order, fixed by the input alone,
+so whatever worker reads it and whenever, what it yields and where that lands
+in the dataset are the same on every run (transforms/dataset/convert.py writes shards
+named in unit order).
+
+A `UnitReader` is the source's configuration, pickled to workers, that turns a
+unit into Samples and `Failed` dead letters. A splittable reader (Bigtable's
+key ranges) also provides restrictions, so a runner may split a unit while it
+is read: it then reads the tracker's current restriction, claiming each key.
+
+    source = Source(functools.partial(plan_tar_units, patterns, target_bytes), TarReader())
+    read = pipeline | "ReadSamples" >> ReadUnits(source)
+    read.samples, read[FAILURES]
+
+A planning function must give the same units for the same input: their
+indexes name the shards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Iterator, NamedTuple, Protocol, Sequence
+
+import apache_beam as beam
+from apache_beam.transforms.core import RestrictionProvider
+
+from transforms.format.dead_letters import FAILURES
+
+__all__ = ["WorkUnit", "Failed", "UnitReader", "Source", "PlanUnits", "ReadUnits",
+           "SplittableUnits", "group_by_size", "units_in_order"]
+
+
+class WorkUnit(NamedTuple):
+    """One piece of a source's input, read whole by one worker."""
+
+    index: int      # place in the source's order: shards are named in this order
+    inputs: tuple   # what to read: tar paths, (listing, start, end), (start key, end key)
+    size: int       # estimated input bytes, to spread the work
+
+
+class Failed(NamedTuple):
+    """What a reader yields for input that did not become a Sample: its dead letter."""
+
+    record: dict
+
+
+class UnitReader(Protocol):
+    """Reads units into Samples; configuration only until setup() makes its clients."""
+
+    splittable: bool
+
+    def setup(self, counting: bool = True) -> None:
+        """Makes clients and counters; `counting` false for a light pass whose
+        reads are not the job's (transforms/runner/counters.py)."""
+
+    def read(self, unit: WorkUnit, tracker=None) -> Iterator[dict | Failed]:
+        """The unit's Samples and dead letters; a splittable reader given the
+        tracker of a restriction reads that restriction only."""
+
+    def teardown(self) -> None: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """A source: the function that plans its units and the reader of one unit.
+    Both are pickled to workers, so configuration only."""
+
+    plan: Callable[[], Sequence[WorkUnit]]
+    reader: Any  # a UnitReader
+
+
+def group_by_size(sizes: Sequence[tuple[Any, int]], target: int) -> list[tuple]:
+    """(item, bytes) pairs, in order -> groups of consecutive items for units.
+
+    An item of at least `target` bytes is a group of its own; smaller ones are
+    gathered until their group reaches `target` (the last group may stay
+    smaller), so a corpus of tiny files does not become tiny units.
+    """
+    groups, current, total = [], [], 0
+    for item, size in sizes:
+        if size >= target:
+            if current:
+                groups.append(tuple(current))
+                current, total = [], 0
+            groups.append((item,))
+            continue
+        current.append(item)
+        total += size
+        if total >= target:
+            groups.append(tuple(current))
+            current, total = [], 0
+    if current:
+        groups.append(tuple(current))
+    return groups
+
+
+def units_in_order(units: Sequence[WorkUnit]) -> list:
+    """The order to hand units to workers: largest first, so the last to start are
+    small and workers finish together (names follow `index`, not this order).
+    ValueError unless the indexes are 0..n-1."""
+    indexes = sorted(u.index for u in units)
+    if indexes != list(range(len(indexes))):
+        raise ValueError(f"unit indexes must be 0..{len(indexes) - 1}, got {indexes[:10]}")
+    return sorted(units, key=lambda u: (-u.size, u.index))
+
+
+class SplittableUnits(RestrictionProvider):
+    """Mixin for a DoFn over a splittable reader's units: the DoFn is its own
+    restriction provider (`DoFn.RestrictionParam()`), delegating to the reader."""
+
+    _reader: Any
+
+    def initial_restriction(self, unit):
+        return self._reader.initial_restriction(unit)
+
+    def create_tracker(self, restriction):
+        return self._reader.create_tracker(restriction)
+
+    def restriction_size(self, unit, restriction):
+        return self._reader.restriction_size(unit, restriction)
+
+
+class _ReadUnitFn(beam.DoFn):
+    """A unit -> its Samples (main output) and dead letters (FAILURES)."""
+
+    def __init__(self, reader):
+        self._reader = reader
+
+    def setup(self):
+        self._reader.setup()
+
+    def _outputs(self, unit, tracker=None):
+        for event in self._reader.read(unit, tracker):
+            yield (beam.pvalue.TaggedOutput(FAILURES, event.record) if isinstance(event, Failed)
+                   else event)
+
+    def process(self, unit):
+        yield from self._outputs(unit)
+
+    def teardown(self):
+        self._reader.teardown()
+
+
+class _ReadSplittableUnitFn(SplittableUnits, _ReadUnitFn):
+    def process(self, unit, tracker=beam.DoFn.RestrictionParam()):
+        yield from self._outputs(unit, tracker)
+
+
+class PlanUnits(beam.PTransform):
+    """The pipeline root -> a Source's work units, planned by one worker when the
+    job starts and spread over all of them, largest first."""
+
+    def __init__(self, source: Source):
+        super().__init__()
+        self._plan = source.plan
+
+    def expand(self, pbegin):
+        plan = self._plan
+        return (pbegin
+                | "Start" >> beam.Create([None])
+                | "Plan" >> beam.FlatMap(lambda _: units_in_order(plan()))
+                # Planning yields every unit from one worker: spread them out.
+                | "Spread" >> beam.Reshuffle())
+
+
+class ReadUnits(beam.PTransform):
+    """A Source -> its Samples and dead letters.
+
+        read = pipeline | "ReadSamples" >> ReadUnits(source)
+        read.samples      # PCollection of Sample dicts, in no particular order
+        read[FAILURES]    # dead letters
+
+    The units are planned when the job starts and spread over workers (largest
+    first); each is read whole by one, or split further by the runner when the
+    reader is splittable.
+    """
+
+    def __init__(self, source: Source):
+        super().__init__()
+        self._source = source
+
+    def expand(self, pbegin):
+        reader = self._source.reader
+        fn = _ReadSplittableUnitFn(reader) if reader.splittable else _ReadUnitFn(reader)
+        return (pbegin
+                | "Units" >> PlanUnits(self._source)
+                | "ReadUnits" >> beam.ParDo(fn).with_outputs(FAILURES, main="samples"))

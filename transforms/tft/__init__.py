@@ -1,0 +1,1 @@
+"""tf.Transform: preprocessing fitted on the train split and applied to every example."""

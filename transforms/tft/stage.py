@@ -1,0 +1,273 @@
+"""The optional tf.Transform stage: analyze the train split, transform every example.
+
+    analysis = units | "Preprocess" >> AnalyzeTrainSplit(preprocessing, reader, recipe,
+                                                         temp_dir, strata)
+    analysis.staged      # one element once transform_fn/ and metadata are staged
+    analysis.directory   # where: <temp_dir>/transform
+    analysis.spec        # the transformed examples' spec, known before the job runs
+
+The analysis is a pass of its own over the work units (transforms/sources/units.py):
+it builds the train split's raw examples - other samples stop at their split,
+before any decoding - and decodes them in batches into Arrow RecordBatches
+with TFXIO's tf.Example schema (tfx_bsl's C++ decoder), never into instance
+dicts. `tft_beam.AnalyzeDataset` runs on them and `WriteTransformFn` stages
+its output under the job's temporary directory; `publish` moves it next to
+the data in the final step, so a failed job leaves no transform behind.
+tf.Transform's analyzers combine per bundle, so only their accumulators are
+shuffled; a preprocessing_fn whose analyzers feed other analyzers (several
+phases) makes tf.Transform read its input once per phase, which the local
+runner does by holding the train examples in memory.
+
+The converter (transforms/dataset/convert.py) then applies the staged transform to
+every example with an `ExampleTransformer`, in batches, one out per one in,
+before writing it: the same `transform_features_layer` a Keras model serves
+with, so the shards hold exactly what serving computes. The encoder is the
+project's own (transforms.format.encoder), whose bytes do not depend on
+protobuf's per-process map order: reruns are byte-identical.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+import apache_beam as beam
+import tensorflow as tf
+import tensorflow_transform as tft
+import tensorflow_transform.beam as tft_beam
+from tensorflow_metadata.proto.v0 import schema_pb2
+from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
+from tfx_bsl.coders import example_coder
+from tfx_bsl.public import tfxio
+
+from transforms.format import manifest
+from transforms.runner.counters import counter
+from transforms.format.encoder import ExampleEncoder
+from transforms.dataset.examples import Example, ExampleRecipe, Filtered, StageError, build_examples
+from transforms.tft.preprocessing import ANALYZED_SPLIT, RAW_METADATA_DIR, TRANSFORM_DIRS, Preprocessing
+from transforms.format.spec import Feature, FeatureSpec
+from transforms.sources.units import Failed
+
+__all__ = ["Analysis", "AnalyzeTrainSplit", "ExampleTransformer", "transformed_spec", "publish",
+           "STAGED_DIR"]
+
+# A batch holds up to 64 MiB of examples, each counted as at least 64 KiB: up
+# to 1,000 small examples (TensorFlow's per-call cost is then small), fewer
+# media ones (memory stays bounded).
+_BATCH_BYTES = 64 << 20
+_MIN_EXAMPLE_BYTES = 64 << 10
+
+_KINDS = {tf.string: "bytes", tf.int64: "int64", tf.float32: "float"}
+# Under the job's temporary directory: tf.Transform's own temp files, and its
+# output until `publish` moves it next to the data.
+_TFT_TEMP_DIR = "tft"
+STAGED_DIR = "transform"
+
+
+# -- pure functions ------------------------------------------------------------------
+
+
+def _batch_cost(serialized: bytes) -> int:
+    return max(len(serialized), _MIN_EXAMPLE_BYTES)
+
+
+def _rows(tensor) -> list:
+    """A transformed feature of a batch -> each example's values, flat: numbers
+    as numpy arrays, strings as lists of bytes (what the encoder takes)."""
+    if isinstance(tensor, tf.SparseTensor):
+        ragged = tf.RaggedTensor.from_sparse(tensor)
+        values, splits = ragged.flat_values.numpy(), ragged.row_splits.numpy()
+        rows = [values[a:b] for a, b in zip(splits[:-1], splits[1:])]
+    else:
+        array = tensor.numpy()
+        rows = list(array.reshape(len(array), -1))
+    return [list(r) if r.dtype == object else r for r in rows]
+
+
+def transformed_spec(schema: schema_pb2.Schema, raw_spec: FeatureSpec,
+                     passed_through: frozenset = frozenset()) -> FeatureSpec:
+    """The spec of the transformed examples, from tf.Transform's output schema.
+
+    Order: the raw features' order, then new features by name. Features in
+    `passed_through` (output unchanged) keep their raw declared dtype (bool,
+    int32, jpeg, ...), so they read back as before; every other output is its
+    tf.Example kind. ValueError for outputs a tf.Example cannot hold here.
+    """
+    raw = {f.name: f for f in raw_spec}
+    features = {}
+    for name, spec in schema_utils.schema_as_feature_spec(schema).feature_spec.items():
+        if isinstance(spec, tf.io.FixedLenFeature):
+            shape = tuple(spec.shape)
+        elif isinstance(spec, tf.io.VarLenFeature):
+            shape = (None,)
+        else:
+            raise ValueError(f"preprocessing_fn output {name!r} is a {type(spec).__name__}; "
+                             "write dense or 1-D variable-length (sparse) outputs")
+        features[name] = (raw[name] if name in passed_through
+                          else Feature(name=name, dtype=_KINDS[spec.dtype], shape=shape))
+    order = [n for n in raw_spec.names if n in features] + sorted(set(features) - set(raw))
+    return FeatureSpec(tuple(features[n] for n in order))
+
+
+def publish(staged_dir: str, output_dir: str, raw_spec: FeatureSpec) -> None:
+    """Moves the staged transform_fn/ and transformed_metadata/ next to the data and
+    writes the raw metadata/ beside them (tft.TFTransformOutput's raw_feature_spec).
+
+    Through tf.io.gfile, as tf.Transform itself writes them (local, gs://).
+    Runs again when the runner retries the final step: a directory already
+    moved by the earlier attempt (gone from `staged_dir`, there in
+    `output_dir`) is left where it is.
+    """
+    metadata_io.write_metadata(
+        dataset_metadata.DatasetMetadata(manifest.schema_proto(raw_spec)),
+        os.path.join(staged_dir, RAW_METADATA_DIR))
+    for name in TRANSFORM_DIRS:
+        source, target = os.path.join(staged_dir, name), os.path.join(output_dir, name)
+        if not tf.io.gfile.exists(source) and tf.io.gfile.exists(target):
+            continue  # moved by an earlier attempt of this step
+        if tf.io.gfile.exists(target):
+            tf.io.gfile.rmtree(target)  # an earlier run's
+        tf.io.gfile.rename(source, target)
+
+
+class ExampleTransformer:
+    """Applies a staged transform to raw examples, in batches, in order.
+
+        transformer = ExampleTransformer(staged_dir, raw_spec, transformed_spec)
+        for example in examples:
+            write(transformer.add(example))   # [] until a batch is full
+        write(transformer.flush())
+
+    Each Example keeps its split and order key; its bytes become the
+    transformed example's. Loads TensorFlow and the SavedModel when made.
+    """
+
+    def __init__(self, staged_dir: str, raw_spec: FeatureSpec, spec: FeatureSpec):
+        self._layer = tft.TFTransformOutput(staged_dir).transform_features_layer()
+        self._parsing = schema_utils.schema_as_feature_spec(
+            manifest.schema_proto(raw_spec)).feature_spec
+        self._encoder = ExampleEncoder([(f.name, f.kind) for f in spec])
+        self._names = spec.names
+        self._batch: list = []
+        self._cost = 0
+        self._transformed = counter("examples_transformed")
+
+    def add(self, example: Example) -> list:
+        self._batch.append(example)
+        self._cost += _batch_cost(example.serialized)
+        return self.flush() if self._cost >= _BATCH_BYTES else []
+
+    def flush(self) -> list:
+        """The transformed examples of the batch so far (and an empty batch)."""
+        batch, self._batch, self._cost = self._batch, [], 0
+        if not batch:
+            return []
+        parsed = tf.io.parse_example([e.serialized for e in batch], self._parsing)
+        outputs = self._layer(parsed)
+        columns = [_rows(outputs[name]) for name in self._names]
+        self._transformed.inc(len(batch))
+        return [Example(e.split, e.order, self._encoder.encode(dict(zip(self._names, values))))
+                for e, values in zip(batch, zip(*columns))]
+
+
+# -- Beam ---------------------------------------------------------------------------
+
+
+class _TrainExamplesFn(beam.DoFn):
+    """A work unit -> the serialized raw examples of its train samples; the rest
+    stop at their split. Dead letters are the converter's to report."""
+
+    def __init__(self, reader, recipe: ExampleRecipe):
+        self._reader = reader
+        self._recipe = recipe
+
+    def setup(self):
+        self._reader.setup(counting=False)  # the converter's read is the job's
+        self._encoder = ExampleEncoder([(f.name, f.kind) for f in self._recipe.spec])
+        self._sample_fn, self._example_fn = self._recipe.load_functions()
+
+    def process(self, unit, strata=None):
+        for sample in self._reader.read(unit):
+            if isinstance(sample, Failed):
+                continue
+            try:
+                built = build_examples(sample, self._recipe, self._encoder, self._sample_fn,
+                                       self._example_fn, strata=strata)
+                if isinstance(built, Filtered) or built.split != ANALYZED_SPLIT:
+                    continue
+                for _, serialized in built.examples:
+                    yield serialized
+            except StageError:
+                continue  # what it built before failing is in the dataset: analyzed too
+
+    def teardown(self):
+        self._reader.teardown()
+
+
+class _ToRecordBatchFn(beam.DoFn):
+    """A batch of serialized raw examples -> one RecordBatch; the decoder is made in setup()."""
+
+    def __init__(self, schema: bytes):
+        self._schema = schema
+
+    def setup(self):
+        self._decoder = example_coder.ExamplesToRecordBatchDecoder(self._schema)
+
+    def process(self, serialized: list):
+        yield self._decoder.DecodeBatch(serialized)
+
+
+class Analysis(NamedTuple):
+    """AnalyzeTrainSplit's result."""
+
+    staged: beam.PCollection   # one element once transform_fn/ and metadata are staged
+    directory: str             # where they are staged
+    spec: FeatureSpec          # of the transformed examples, known before the job runs
+
+
+class AnalyzeTrainSplit(beam.PTransform):
+    """Work units -> `Analysis`: tf.Transform's analysis of the train split's examples.
+
+    Runs the preprocessing_fn's analyzers inside a
+    `tft_beam.Context(temp_dir=<temp_dir>/tft)` over the train examples built
+    by its own pass over the units (`reader`, `recipe`; `strata` for a
+    stratified split), and stages tf.Transform's output under
+    `<temp_dir>/transform` (`publish` moves it).
+    """
+
+    def __init__(self, preprocessing: Preprocessing, reader, recipe: ExampleRecipe,
+                 temp_dir: str, strata: beam.PCollection | None = None):
+        super().__init__()
+        self._preprocessing = preprocessing
+        self._reader = reader
+        self._recipe = recipe
+        self._temp_dir = temp_dir
+        self._strata = strata
+
+    def expand(self, units):
+        raw_spec = self._recipe.spec
+        schema = manifest.schema_proto(raw_spec)
+        source = tfxio.TFExampleBeamRecord(physical_format="tfrecord", schema=schema)
+        adapter = tfxio.TensorAdapterConfig(source.ArrowSchema(), source.TensorRepresentations())
+        side = {} if self._strata is None else {"strata": beam.pvalue.AsSingleton(self._strata)}
+        staged_dir = os.path.join(self._temp_dir, STAGED_DIR)
+        with tft_beam.Context(temp_dir=os.path.join(self._temp_dir, _TFT_TEMP_DIR)):
+            batches = (
+                units
+                | "TrainExamples" >> beam.ParDo(_TrainExamplesFn(self._reader, self._recipe),
+                                                **side)
+                # min = max: fixed-size batches, not Beam's adaptive sizing that
+                # starts at one example (and a TensorFlow call per example).
+                | "Batch" >> beam.BatchElements(min_batch_size=_BATCH_BYTES,
+                                                max_batch_size=_BATCH_BYTES,
+                                                element_size_fn=_batch_cost)
+                | "ToRecordBatches" >> beam.ParDo(_ToRecordBatchFn(schema.SerializeToString())))
+            transform_fn = ((batches, adapter)
+                            | "Analyze" >> tft_beam.AnalyzeDataset(
+                                self._preprocessing.preprocessing_fn()))
+            staged = transform_fn | "StageTransformFn" >> tft_beam.WriteTransformFn(staged_dir)
+        # The schema traced from the preprocessing_fn fixes every output's type
+        # and shape before the job runs; analysis adds only value domains.
+        spec = transformed_spec(transform_fn[1].dataset_metadata.schema, raw_spec,
+                                self._preprocessing.passed_through(raw_spec))
+        return Analysis(staged, staged_dir, spec)
