@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 DEMO   ?= demo
 
-.PHONY: demo test bench clean media-tools
+.PHONY: demo test test-fast bench clean media-tools
 
 # The venv is rebuilt when setup.py changes; the stamp marks a finished install.
 $(VENV)/.installed: setup.py
@@ -32,7 +32,13 @@ media-tools:
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ffmpeg sox >/dev/null)
 
 test: $(VENV)/.installed media-tools
+	$(PY) -m ruff check .
 	$(PY) -m pytest -q -n 2 tests
+
+# The loop while editing: lint, and every test but the slow ones (subprocess jobs, memory).
+test-fast: $(VENV)/.installed
+	$(PY) -m ruff check .
+	$(PY) -m pytest -q -n 2 -m "not slow" tests
 
 bench: $(VENV)/.installed
 	$(PY) -m benchmarks.encoder_bench

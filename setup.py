@@ -25,6 +25,7 @@ setuptools.setup(
     extras_require={
         "test": [
             "pytest>=8",
+            "ruff>=0.6",
             "pytest-xdist>=3.5",
             "hypothesis>=6.100",
             "webdataset>=0.2.90",

@@ -85,9 +85,9 @@ def main(argv=None) -> None:
         expected = _protobuf_example(spec, values).SerializeToString(deterministic=True)
         assert encoder.encode(values) == expected, f"{label}: bytes differ from protobuf"
 
-        protobuf = best_us(lambda: _protobuf_example(spec, values).SerializeToString(),
-                           args.repeat)
-        ours = best_us(lambda: encoder.encode(values), args.repeat)
+        protobuf = best_us(lambda spec=spec, values=values: _protobuf_example(
+            spec, values).SerializeToString(), args.repeat)
+        ours = best_us(lambda encoder=encoder, values=values: encoder.encode(values), args.repeat)
         rows.append((label, protobuf, ours, counted))
 
     print(f"\n{'case':44s} {'protobuf us':>12s} {'encoder us':>11s} {'speed-up':>9s}")

@@ -52,7 +52,7 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def _payload_members(index: int, speaker: int, rng, payload_bytes: int, bad: bool) -> list:
+def _payload_members(speaker: int, rng, payload_bytes: int, bad: bool) -> list:
     return [("bin", _payload(rng, speaker, payload_bytes)),
             ("cls", b"unknown" if bad else str(speaker).encode())]
 
@@ -85,7 +85,7 @@ def write_corpus(output: str, shards: int = 4, samples_per_shard: int = 64,
                 speaker = index % speakers
                 key = f"spk{speaker:02d}_{index:05d}"
                 bad = index < bad_samples
-                members = (_payload_members(index, speaker, rng, payload_bytes, bad)
+                members = (_payload_members(speaker, rng, payload_bytes, bad)
                            if kind == "payload" else _av_members(index, speaker, seconds, bad))
                 duration = payload_bytes / 2 / _RATE if kind == "payload" else seconds
                 meta = {"speaker": f"spk{speaker:02d}", "duration_s": duration,

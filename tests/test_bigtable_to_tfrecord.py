@@ -17,6 +17,8 @@ from google.cloud import bigtable
 from pipelines import bigtable_to_tfrecord, tar_to_bigtable, tar_to_tfrecord
 from pipelines.sample_corpus import write_corpus
 
+pytestmark = pytest.mark.slow  # jobs against the Bigtable emulator
+
 DATASET_FLAGS = ["--cut", "frames", "--video_field", "mp4", "--audio_fields", "flac",
                  "--fps", "2", "--frame_size", "30x40", "--av_window_s", "0.5",
                  "--features", "label=cls:int64,speaker=json.speaker:bytes",

@@ -16,6 +16,8 @@ from pipelines import template_metadata
 from pipelines.cli import EXIT_DATA, EXIT_FLAGS, EXIT_INFRASTRUCTURE
 from pipelines.sample_corpus import write_corpus
 
+pytestmark = pytest.mark.slow  # jobs in subprocesses
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOBS = sorted(template_metadata.TEMPLATES)
 

@@ -33,6 +33,8 @@ from pipelines.sample_corpus import write_corpus
 from transforms.sources.bigtable.sink import BigtableTableConfig, ensure_table
 from transforms.runner.runtime import wait_for
 
+pytestmark = pytest.mark.slow  # Dataflow translations of every job
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -25,6 +25,8 @@ from transforms.dataset.fileops import ensure_dir
 from transforms.format.tf_paths import tf_readable
 from transforms.dataset.tfrecord import ShardRecord, write_tfrecords
 
+pytestmark = pytest.mark.slow  # jobs against the storage emulator
+
 # 5 KB shards of 1 KB payloads: every file a unit, several shards per split.
 FLAGS = ["--features", "payload=bin:bytes,label=cls:int64", "--split_by", "__key__:^([^_]+)",
          "--splits", "train=0.5,eval=0.25,test=0.25", "--shard_size_mb", "0.005",

@@ -288,6 +288,7 @@ def test_a_failed_run_leaves_a_finished_dataset_exactly_as_it_was(one_bad_sample
     assert len(open(dead_letters).readlines()) == 7
 
 
+@pytest.mark.slow
 def test_a_killed_run_leaves_the_dataset_whole_and_the_next_run_clears_its_debris(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -319,6 +320,7 @@ def test_a_killed_run_leaves_the_dataset_whole_and_the_next_run_clears_its_debri
 
 # -- memory ---------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_huge_member_costs_at_most_three_times_its_size(tmp_path):
     """Peak RSS of the whole job over a corpus with one 64 MiB member, against
     the same job over the corpus without it."""

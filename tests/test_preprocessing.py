@@ -24,6 +24,8 @@ from transforms.format.spec import Feature, FeatureSpec, parse_features
 from transforms.dataset.splits import SplitPlan
 from transforms.tft.stage import _rows, transformed_spec
 
+pytestmark = pytest.mark.slow  # tf.Transform analysis runs
+
 FEATURES = ("key=__key__:string,payload=bin:bytes,label=cls:int64,speaker=json.speaker:string,"
             "gain=json.gain:float,score=json.score:double,age=json.age:int32,"
             "lang=json.lang:string,flag=json.flag:bool")

@@ -19,6 +19,8 @@ import pytest
 
 from pipelines import cli, template_metadata
 
+pytestmark = pytest.mark.slow  # jobs in subprocesses
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _MARK = "<!-- readme-test: flags only"
 

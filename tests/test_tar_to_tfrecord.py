@@ -121,6 +121,7 @@ def _shard_bytes(output):
             (f"{split}/{f}" for f in sorted(os.listdir(output / split)))}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["2", "4"])
 def test_reruns_are_byte_identical_with_any_number_of_worker_processes(corpus, dataset, tmp_path,
                                                                        workers):

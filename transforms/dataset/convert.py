@@ -110,7 +110,8 @@ class _ConvertFn(beam.DoFn):
             self._counters[name] = counter(name)
         self._counters[name].inc(n)
 
-    def process(self, unit: WorkUnit, strata=None, transform_staged=None):
+    # `transform_staged` is a side input for its arrival alone: the transform is staged.
+    def process(self, unit: WorkUnit, strata=None, transform_staged=None):  # noqa: ARG002
         yield from self._convert(unit, (unit.index,), None, strata)
 
     def _convert(self, unit: WorkUnit, order: tuple, tracker, strata) -> Iterator:
@@ -190,7 +191,7 @@ class _ConvertSplittableFn(SplittableUnits, _ConvertFn):
     shards of its own, ordered after the unit's earlier keys."""
 
     def process(self, unit: WorkUnit, tracker=beam.DoFn.RestrictionParam(), strata=None,
-                transform_staged=None):
+                transform_staged=None):  # noqa: ARG002 - as _ConvertFn.process
         start = tracker.current_restriction().start
         yield from self._convert(unit, (unit.index, start), tracker, strata)
 

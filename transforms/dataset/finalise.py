@@ -250,7 +250,7 @@ class _PublishFn(beam.DoFn):
         return (self._transformed_spec,
                 config.preprocessing.manifest_section(config.recipe.spec))
 
-    def process(self, plan: CommitPlan, moved):
+    def process(self, plan: CommitPlan, moved):  # noqa: ARG002 - see below
         # `moved` only orders this step after every move.
         config = self._config
         names = config.recipe.split_plan.names

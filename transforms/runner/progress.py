@@ -86,7 +86,8 @@ def reporting(interval_s: float, input_bytes: int | None = None,
     embedded_init = worker_handlers.EmbeddedWorkerHandler.__init__
 
     class _Recording(requester):
-        def __init__(self, worker_handler, instruction_id, frequency, callback=None):
+        # The runner's call; the callback is this class's own.
+        def __init__(self, worker_handler, instruction_id, frequency, callback=None):  # noqa: ARG002
             run = next(runs)
             super().__init__(worker_handler, instruction_id, frequency, callback=lambda r: (
                 latest.__setitem__(run, list(r.monitoring_infos))))
