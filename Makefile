@@ -23,7 +23,7 @@ demo: $(VENV)/.installed
 	    --cut frames --video_field mp4 --audio_fields flac --fps 2 --frame_size 112x112 \
 	    --av_window_s 0.5 --features 'label=cls:int64,speaker=json.speaker:bytes' \
 	    --split_by json.speaker --splits train=0.7,eval=0.15,test=0.15 --max_failure_fraction 0.05
-	$(PY) -m pipelines.inspect $(DEMO)/dataset --examples 1
+	$(PY) -m pipelines.inspect_dataset $(DEMO)/dataset --examples 1
 
 # Tests check our decoders against files made by independent encoders
 # (Debian's ffmpeg and sox); install them if the machine lacks them.

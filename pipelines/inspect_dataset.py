@@ -1,6 +1,6 @@
 """Summarise a finished dataset: manifest, per-split counts, first examples decoded.
 
-    python -m pipelines.inspect out/ [--examples 2] [--failures 3]
+    python -m pipelines.inspect_dataset out/ [--examples 2] [--failures 3]
 
 Reads only what the manifest names (through tf.io.gfile, so gs:// works too).
 """
