@@ -22,6 +22,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from pipelines.flag_types import FUNCTION, GS_PATH, SWITCH, flag, flag_group
 from transforms.format import manifest
+from transforms.format.text import comma_list
 from transforms.runner import progress
 from transforms.dataset import sample_ops
 from transforms.media.audio import AudioOptions
@@ -520,7 +521,7 @@ def _frame_size(text: str) -> tuple | None:
 
 def _number_list(text: str, flag: str) -> tuple:
     try:
-        return tuple(float(t) for t in text.split(",") if t.strip())
+        return tuple(float(t) for t in comma_list(text))
     except ValueError:
         raise ValueError(f"{flag} {text!r} is not a comma-separated list of numbers") from None
 
@@ -533,7 +534,7 @@ def cut_options(options: PipelineOptions) -> CutOptions:
     channel = opts.channel if opts.channel == "mono" else int(opts.channel)
     return CutOptions(
         mode=opts.cut,
-        audio_fields=tuple(f.strip() for f in opts.audio_fields.split(",") if f.strip()),
+        audio_fields=comma_list(opts.audio_fields),
         video_field=opts.video_field,
         sequence_fps=opts.sequence_fps,
         audio=AudioOptions(

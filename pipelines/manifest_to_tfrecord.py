@@ -35,6 +35,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines import cli
 from pipelines.job_options import InputOptions, ListingOptions
 from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_job
+from transforms.format.text import comma_list
 from transforms.media.cutting import media_features
 from transforms.dataset.write import DatasetConfig
 from transforms.sources.listing import (ListingReader, inspect_manifests, iter_samples,
@@ -69,8 +70,8 @@ def run(argv=None) -> dict | None:
     if not manifests:
         raise ValueError("--input is required (CSV or JSONL manifests: a file pattern, or "
                          "several comma separated)")
-    patterns = [p.strip() for p in manifests.split(",") if p.strip()]
-    media_columns = [c.strip() for c in opts.media_columns.split(",") if c.strip()]
+    patterns = comma_list(manifests)
+    media_columns = list(comma_list(opts.media_columns))
     files, layout = inspect_manifests(patterns, media_columns, opts.key_column)
     spec = feature_spec(options, iter_samples(files, layout))
     config = dataset_config(options, spec, source={

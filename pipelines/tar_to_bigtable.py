@@ -49,6 +49,7 @@ from apache_beam.runners.runner import PipelineResult
 from pipelines import cli
 from pipelines.job_options import BigtableLoadOptions, BigtableTableOptions, InputOptions
 from pipelines.dataset_options import DatasetOptions
+from transforms.format.text import comma_list
 from transforms.sources.bigtable.sink import STAGE, BigtableTableConfig, WriteSamplesToBigtable, ensure_table
 from transforms.format.dead_letters import FAILURES, FILE, SAMPLE, describe
 from transforms.runner.runtime import make_pipeline, wait_for
@@ -157,7 +158,7 @@ def run(argv=None) -> PipelineResult:
     if not 0 <= max_failure_fraction <= 1:
         raise ValueError("--max_failure_fraction must be between 0 and 1")
     config = _table_config(options)
-    patterns = [p.strip() for p in tar_input.split(",") if p.strip()]
+    patterns = comma_list(tar_input)
     match_files(patterns)
     if load.failures_output:
         check_writable(FileSystems.split(load.failures_output)[0], "--failures_output")

@@ -31,6 +31,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines import cli
 from pipelines.job_options import InputOptions
 from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_job
+from transforms.format.text import comma_list
 from transforms.sources.file_match import matched_files
 from transforms.sources.input_files import open_input
 from transforms.sources.tar import TarReader, iter_tar, plan_tar_units
@@ -56,7 +57,7 @@ def run(argv=None) -> dict | None:
     tar = options.view_as(InputOptions)
     if not tar.input:
         raise ValueError("--input is required (a tar file pattern)")
-    patterns = [p.strip() for p in tar.input.split(",") if p.strip()]
+    patterns = comma_list(tar.input)
     matched = matched_files(patterns)
     files = [m.path for m in matched]
     spec = feature_spec(options, _samples_in(files))

@@ -146,7 +146,7 @@ def test_format_and_media_import_without_beam():
             "print(len(names), any(m.startswith(('apache_beam', 'tensorflow_transform')) "
             "for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "12 False"
+    assert out.stdout.strip() == "13 False"
 
 
 def test_inspect_shows_counts_and_decoded_examples(dataset):

@@ -20,6 +20,7 @@ import importlib
 from typing import Any, Callable, Mapping
 
 from transforms.format.sample import FieldReader, field_text
+from transforms.format.text import comma_list
 
 __all__ = [
     "Selection",
@@ -54,9 +55,7 @@ class Selection:
 def parse_selection(text: str) -> Selection:
     """`--select` -> Selection; a bare term is an exact key."""
     found = {s: [] for s in _SELECTORS}
-    for term in (t.strip() for t in text.split(",")):
-        if not term:
-            continue
+    for term in comma_list(text):
         how, sep, what = term.partition(":")
         if not sep:
             how, what = "key", term
@@ -76,9 +75,7 @@ def select_fields(sample: Mapping[str, Any], selection: Selection) -> dict:
 def parse_pairs(text: str, flag: str) -> tuple:
     """'a=b,c=d' -> (('a', 'b'), ('c', 'd')) for --rename and --where."""
     pairs = []
-    for term in (t.strip() for t in text.split(",")):
-        if not term:
-            continue
+    for term in comma_list(text):
         left, sep, right = term.partition("=")
         if not sep or not left.strip():
             raise ValueError(f"{flag} term {term!r} is not name=value")

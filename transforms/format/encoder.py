@@ -42,6 +42,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from transforms.format.text import preview
+
 __all__ = ["ExampleEncoder", "byte_strings"]
 
 _KINDS = ("bytes", "int64", "float")
@@ -254,14 +256,14 @@ def _int64_array(value, name: str) -> np.ndarray:
     # Python ints outside int64 make numpy pick float64, uint64 or object.
     if array is None or array.dtype.kind not in "iub" or (
             array.dtype == np.uint64 and array.max() > np.iinfo(np.int64).max):
-        raise ValueError(f"feature {name!r}: expected int64 values, got {_preview(value)}")
+        raise ValueError(f"feature {name!r}: expected int64 values, got {preview(value)}")
     return np.ascontiguousarray(array.ravel(), dtype=np.int64)
 
 
 def _float32_array(value, name: str) -> np.ndarray:
     """A flat little-endian float32 array of `value`, rounded as protobuf does."""
     def error():
-        return ValueError(f"feature {name!r}: expected float values, got {_preview(value)}")
+        return ValueError(f"feature {name!r}: expected float values, got {preview(value)}")
 
     array = None if isinstance(value, (str, bytes)) else np.asarray(value)
     if array is None or array.dtype.kind not in "fiubO":
@@ -305,13 +307,8 @@ def byte_strings(value, name: str) -> list:
             out.append(bytes(v))
         else:
             raise ValueError(
-                f"feature {name!r}: expected bytes or str values, got {_preview(v)}")
+                f"feature {name!r}: expected bytes or str values, got {preview(v)}")
     return out
-
-
-def _preview(value, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _list_body(kind: str, value, name: str) -> list:

@@ -30,6 +30,7 @@ import numpy as np
 
 from transforms.format.encoder import byte_strings
 from transforms.format.sample import field_text
+from transforms.format.text import preview
 
 __all__ = [
     "Feature",
@@ -146,7 +147,7 @@ class Feature:
             values = _to_number_array(value, self)
             if self.dtype == "int32" and values.size and (
                     values.min() < _INT32.min or values.max() > _INT32.max):
-                raise ValueError(f"feature {self.name!r}: {_preview(value)} has values "
+                raise ValueError(f"feature {self.name!r}: {preview(value)} has values "
                                  f"outside the int32 range")
         n = len(values)
         expected = None if self.is_variable else math.prod(self.stored_shape)
@@ -256,7 +257,7 @@ def _bytes_item(value, name: str):
     if isinstance(value, (bytes, str, bytearray, memoryview)):
         return value
     if isinstance(value, (list, tuple)):
-        raise ValueError(f"feature {name!r}: {_preview(value)} is a nested list; a bytes "
+        raise ValueError(f"feature {name!r}: {preview(value)} is a nested list; a bytes "
                          f"feature holds a flat list")
     try:
         return field_text(value)
@@ -269,7 +270,7 @@ def _check_utf8(values: list, name: str) -> None:
         try:
             v.decode("utf-8")
         except UnicodeDecodeError as e:
-            raise ValueError(f"feature {name!r}: {_preview(v)} is not UTF-8 text: {e}") from None
+            raise ValueError(f"feature {name!r}: {preview(v)} is not UTF-8 text: {e}") from None
 
 
 _BOOL_TEXT = {"true": 1, "false": 0, "1": 1, "0": 0}
@@ -284,7 +285,7 @@ def _to_bool_array(value, name: str) -> np.ndarray:
         text = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
         bit = _BOOL_TEXT.get(text.strip().lower()) if isinstance(text, str) else text
         if bit is None or bit not in (0, 1):
-            raise ValueError(f"feature {name!r}: {_preview(v)} is not a bool (true/false/1/0)")
+            raise ValueError(f"feature {name!r}: {preview(v)} is not a bool (true/false/1/0)")
         out.append(int(bit))
     return np.asarray(out, dtype=np.int64)
 
@@ -330,7 +331,7 @@ def _number_elements(value, feature: "Feature") -> list:
             raise ValueError(f"feature {feature.name!r}: {v!r} is a bool, not {feature.dtype} "
                              f"(declare the feature bool)")
         if not isinstance(v, _NUMBERS + (bytes, str)):
-            raise ValueError(f"feature {feature.name!r}: {_preview(v)} is not {feature.dtype}")
+            raise ValueError(f"feature {feature.name!r}: {preview(v)} is not {feature.dtype}")
     return flat
 
 
@@ -350,17 +351,17 @@ def _to_number_array(value, feature: "Feature") -> np.ndarray:
                      else np.asarray([float(v) for v in flat], dtype=np.float64))
         except (TypeError, ValueError, OverflowError) as e:
             raise ValueError(
-                f"feature {name!r}: {_preview(value)} is not {feature.dtype}: {e}") from None
+                f"feature {name!r}: {preview(value)} is not {feature.dtype}: {e}") from None
     if kind == "int64" and array.dtype.kind in "uf" and array.size:
         if array.dtype.kind == "f" and not np.all(np.mod(array, 1) == 0):
-            raise ValueError(f"feature {name!r}: {_preview(value)} has non-integer values")
+            raise ValueError(f"feature {name!r}: {preview(value)} has non-integer values")
         if array.max() >= _INT64_LIMIT or array.min() < -_INT64_LIMIT:
-            raise ValueError(f"feature {name!r}: {_preview(value)} has values outside the "
+            raise ValueError(f"feature {name!r}: {preview(value)} has values outside the "
                              f"int64 range")
     with np.errstate(over="ignore"):               # overflow is caught just below
         array = np.ascontiguousarray(np.ravel(array), dtype=_NUMPY_DTYPES[kind])
     if kind == "float" and not np.isfinite(array).all():
-        raise ValueError(f"feature {name!r}: {_preview(value)} has values that are not finite "
+        raise ValueError(f"feature {name!r}: {preview(value)} has values that are not finite "
                          f"float32 numbers (NaN, infinity, or beyond ±3.4e38)")
     return array
 
@@ -374,11 +375,6 @@ def _to_int(v) -> int:
     if not -2**63 <= value < 2**63:
         raise OverflowError(f"{v!r} is outside the int64 range")
     return value
-
-
-def _preview(value, limit: int = 40) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 # -- inference -----------------------------------------------------------------

@@ -81,6 +81,7 @@ from typing import IO, Any, Callable, Iterator, Mapping, Sequence
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.format.text import preview
 from transforms.runner.counters import counter
 from transforms.format.dead_letters import FILE, dead_letter
 from transforms.format.sample import KEY, URL, escape_name, field_text, is_text
@@ -153,10 +154,6 @@ def manifest_format(path: str) -> str:
     return _FORMATS[ext]
 
 
-def _preview(text: str) -> str:
-    return text if len(text) <= _PREVIEW else text[:_PREVIEW] + "…"
-
-
 def _text(line: bytes) -> str:
     """A line as text, without a UTF-8 BOM (spreadsheets and editors put one at the
     start of a file: a CSV header's, a JSONL file's first row)."""
@@ -170,11 +167,11 @@ def _json_object(text: str) -> dict:
     try:
         row = json.loads(text)
     except ValueError as e:
-        raise ValueError(f"line is not JSON ({e}): {_preview(text)!r}") from None
+        raise ValueError(f"line is not JSON ({e}): {preview(text, _PREVIEW)}") from None
     except RecursionError:
-        raise ValueError(f"line is JSON nested too deeply to read: {_preview(text)!r}") from None
+        raise ValueError(f"line is JSON nested too deeply to read: {preview(text, _PREVIEW)}") from None
     if not isinstance(row, dict):
-        raise ValueError(f"line is not a JSON object: {_preview(text)!r}")
+        raise ValueError(f"line is not a JSON object: {preview(text, _PREVIEW)}")
     return row
 
 
@@ -182,7 +179,7 @@ def _csv_record(text: str, fmt: str) -> list:
     if not _RECORDS[fmt].fullmatch(text):
         raise ValueError(
             f"line is not one CSV row: an unterminated quote, or a quote inside an unquoted "
-            f"field (a quoted field may not span lines): {_preview(text)!r}")
+            f"field (a quoted field may not span lines): {preview(text, _PREVIEW)}")
     return next(csv.reader([text], delimiter=_DELIMITERS[fmt]))
 
 
@@ -194,7 +191,7 @@ def parse_row(line: bytes, layout: ManifestLayout) -> dict:
     values = _csv_record(text, layout.format)
     if len(values) != len(layout.columns):
         raise ValueError(f"line has {len(values)} fields, the header {len(layout.columns)}: "
-                         f"{_preview(text)!r}")
+                         f"{preview(text, _PREVIEW)}")
     return dict(zip(layout.columns, values))
 
 

@@ -25,6 +25,7 @@ from typing import Callable
 
 from transforms.dataset import sample_ops
 from transforms.format.spec import FeatureSpec
+from transforms.format.text import comma_list
 
 __all__ = ["Preprocessing", "ANALYZED_SPLIT", "NORMALIZE_METHODS", "TRANSFORM_FN_DIR",
            "TRANSFORMED_METADATA_DIR", "RAW_METADATA_DIR", "TRANSFORM_DIRS"]
@@ -42,7 +43,7 @@ _VOCABULARY = ("bytes", "string", "int32", "int64")
 
 
 def _names(text: str) -> tuple:
-    return tuple(t.strip() for t in text.split(",") if t.strip())
+    return comma_list(text)
 
 
 def _bucket_count(feature: str, text: str) -> int:
