@@ -105,3 +105,42 @@ def test_the_readme_names_every_flag_and_no_other():
                  for name in re.findall(r"--([a-z][a-z0-9_]*)", row.split(" | ")[0])}
     assert in_tables - taken == set()
     assert taken - set(re.findall(r"--([a-z][a-z0-9_]*)", text)) == set()
+
+
+def _steps(*flags: str) -> set:
+    """(Beam label, transform, module path) of WriteDataset's own steps for `flags`."""
+    import functools
+
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from pipelines.dataset_options import dataset_config, feature_spec
+    from transforms.dataset.write import WriteDataset
+    from transforms.sources.tar import TarReader, plan_tar_units
+    from transforms.sources.units import Source
+
+    options = PipelineOptions(["--output", "unused", "--split_by", "__key__", *flags])
+    config = dataset_config(options, feature_spec(options, iter(())), source={})
+    pipeline = beam.Pipeline()
+    _ = pipeline | "WriteDataset" >> WriteDataset(
+        config, Source(functools.partial(plan_tar_units, ["unused"], 1), TarReader()))
+    steps = set()
+
+    class Steps(beam.pipeline.PipelineVisitor):
+        def enter_composite_transform(self, node):
+            module = type(node.transform).__module__
+            if node.full_label.count("/") == 1 and module.startswith("transforms."):
+                steps.add((node.full_label, type(node.transform).__name__,
+                           module.replace(".", "/") + ".py"))
+
+    pipeline.visit(Steps())
+    return steps
+
+
+def test_the_readme_maps_every_step_to_its_module():
+    text = open(os.path.join(REPO, "README.md")).read()
+    table = set(re.findall(r"(?m)^\| `(WriteDataset/\w+)` \| `(\w+)` \| `([\w/.]+)` \|", text))
+    built = (_steps("--features", "cls:int64")
+             | _steps("--features", "cls:int64", "--stratify_by", "cls", "--shuffle", "global")
+             | _steps("--features", "gain=json.gain:float", "--normalize", "gain=zscore"))
+    assert table == built
