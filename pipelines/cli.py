@@ -46,6 +46,8 @@ from typing import Callable, Iterator, Sequence
 from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
 
 from pipelines.flag_types import GROUPS_ATTRIBUTE, flag_group
+from pipelines.template_metadata import TEMPLATES
+from transforms.dataset.finalise import DatasetFailed
 from transforms.runner import progress
 
 __all__ = ["EXIT_BUG", "EXIT_DATA", "EXIT_FLAGS", "EXIT_INFRASTRUCTURE", "FlagError",
@@ -102,22 +104,9 @@ def _beam_flags(parser: argparse.ArgumentParser) -> None:
         action.help = argparse.SUPPRESS
 
 
-def _borrow(parser: argparse.ArgumentParser, cls, name: str) -> None:
-    """Adds one flag of another job's options class, in the group it has there."""
-    scratch = _JobParser(add_help=False)
-    setattr(scratch, GROUPS_ATTRIBUTE, {})
-    cls._add_argparse_args(scratch)
-    for title, group in getattr(scratch, GROUPS_ATTRIBUTE).items():
-        for action in group._group_actions:
-            if action.dest == name:
-                flag_group(parser, title)._add_action(action)
-
-
 def job_parser(job: str) -> argparse.ArgumentParser:
     """The parser of every flag `job` (e.g. 'tar_to_tfrecord') takes, grouped, with
     Beam's own flags accepted but not listed."""
-    from pipelines.template_metadata import TEMPLATES  # it imports every job
-
     template = TEMPLATES[job]
     doc = importlib.import_module(f"pipelines.{job}").__doc__ or ""
     parser = _JobParser(prog=f"python -m pipelines.{job}", usage="%(prog)s [flags]",
@@ -128,10 +117,7 @@ def job_parser(job: str) -> argparse.ArgumentParser:
     setattr(parser, GROUPS_ATTRIBUTE, {})
     for title in _GROUPS:
         flag_group(parser, title)
-    for cls in template.classes:
-        cls._add_argparse_args(parser)
-    for cls, name in template.borrowed:
-        _borrow(parser, cls, name)
+    template.add_flags(parser)
     line = flag_group(parser, "command line")
     line.add_argument("-h", "--help", action="help", help="Show this help and exit.")
     line.add_argument("--verbose", action="store_true",
@@ -188,11 +174,6 @@ def native_stderr_silenced() -> Iterator[None]:
         os.close(saved)
 
 
-def _data_failures() -> tuple:
-    from transforms.dataset.finalise import DatasetFailed
-    return (DatasetFailed,)
-
-
 def _infrastructure_failures() -> tuple:
     import grpc
     from google.api_core.exceptions import GoogleAPIError
@@ -215,7 +196,7 @@ def _one_line(error: BaseException) -> str:
 
 def exit_code(error: BaseException) -> int:
     """The exit code for an error that ended a job (module docstring)."""
-    if isinstance(error, _data_failures()):
+    if isinstance(error, DatasetFailed):
         return EXIT_DATA
     if isinstance(error, _infrastructure_failures()):
         return EXIT_INFRASTRUCTURE

@@ -34,7 +34,7 @@ import sys
 from typing import Any
 
 from pipelines.dataset_options import DatasetOptions
-from pipelines.flag_types import boolean
+from pipelines.flag_types import GROUPS_ATTRIBUTE, boolean, flag_group
 from pipelines.job_options import (BigtableLoadOptions, BigtableReadOptions, BigtableTableOptions,
                                    InputOptions, ListingOptions)
 
@@ -54,6 +54,20 @@ class Template:
     classes: tuple                     # options classes whose every flag the job reads
     borrowed: tuple = ()               # (options class, flag name) it reads alone
     help: dict = dataclasses.field(default_factory=dict)  # flag -> help for this job
+
+    def add_flags(self, parser: argparse.ArgumentParser) -> None:
+        """Declares every flag the job reads on `parser`, a borrowed one in the group
+        it has in its own class (pipelines/flag_types.py `flag_group`)."""
+        for cls in self.classes:
+            cls._add_argparse_args(parser)
+        for cls, name in self.borrowed:
+            scratch = argparse.ArgumentParser(add_help=False)
+            setattr(scratch, GROUPS_ATTRIBUTE, {})
+            cls._add_argparse_args(scratch)
+            for title, group in getattr(scratch, GROUPS_ATTRIBUTE).items():
+                for action in group._group_actions:
+                    if action.dest == name:
+                        flag_group(parser, title)._add_action(action)
 
 
 _GS = "gs://my-bucket/"
@@ -99,12 +113,7 @@ _SWITCH = r"^(true|false)$"
 def flags(template: Template) -> list:
     """The argparse actions of every flag the template's pipeline reads, in definition order."""
     parser = argparse.ArgumentParser(add_help=False)
-    for cls in template.classes:
-        cls._add_argparse_args(parser)
-    for cls, name in template.borrowed:
-        scratch = argparse.ArgumentParser(add_help=False)
-        cls._add_argparse_args(scratch)
-        parser._add_action(next(a for a in scratch._actions if a.dest == name))
+    template.add_flags(parser)
     return list(parser._actions)
 
 

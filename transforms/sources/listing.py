@@ -271,14 +271,9 @@ def row_to_sample(row: Mapping[str, Any], manifest_url: str, layout: ManifestLay
     return sample
 
 
-def read_media(path: str) -> bytes:
-    """A media file's bytes through Beam's filesystems, as stored (never decompressed).
-
-    What opening raises (missing, forbidden, a directory, a FIFO or device)
-    passes through; a read that fails once the file is open raises
-    StorageReadError.
-    """
-    return read_whole(path)
+# A media file's bytes, as stored: what opening raises (missing, forbidden, a
+# FIFO or device) passes through, a failing read is StorageReadError.
+read_media = read_whole
 
 
 @contextlib.contextmanager
