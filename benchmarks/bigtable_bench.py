@@ -73,15 +73,18 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from google.cloud import bigtable
 from google.cloud.bigtable.data import ReadRowsQuery, RowMutationEntry, RowRange, SetCell
 
+from transforms.sources.bigtable.key_ranges import ByteKeyRange, ByteKeyRangeTracker
+from transforms.sources.bigtable.read_config import BigtableReadConfig
 from transforms.sources.bigtable.rows import RowReader, open_channel
-from transforms.sources.bigtable.source import (
-    BigtableReadConfig, ByteKeyRange, ByteKeyRangeTracker, ReadBigtableSamples, open_reader,
-    open_table, plan_key_ranges, read_samples)
+from transforms.sources.bigtable.source import (ReadBigtableSamples, open_table, plan_key_ranges,
+                                                read_samples)
+from transforms.sources.bigtable.table import BigtableTable
 from benchmarks.process_tree import measure, tree_rss
 from transforms.runner.runtime import make_pipeline
 from transforms.sources.units import units_in_order
 
 PROJECT, INSTANCE, TABLE = "bench", "bench", "media"
+BENCH_TABLE = BigtableTable(PROJECT, INSTANCE, TABLE)
 LOAD_BATCH = 128  # rows a MutateRows request: 2 MB at 16 KB, under gRPC's 4 MB default
 # The data client warns on every client made for the emulator.
 warnings.filterwarnings("ignore", "Connecting to Bigtable emulator", RuntimeWarning)
@@ -107,8 +110,7 @@ def load(rows: int, value_bytes: int) -> float:
     admin = bigtable.Client(project=PROJECT, admin=True)
     admin.instance(INSTANCE).table(TABLE).create(column_families={"raw": None})
     admin.close()
-    config = BigtableReadConfig(PROJECT, INSTANCE, TABLE, "raw:wav=wav")
-    client, table = open_table(config)
+    client, table = open_table(BENCH_TABLE)
     start = time.perf_counter()
 
     def batch(first: int):
@@ -161,7 +163,7 @@ def _data_table(delay_s: float, opened: list):
     while other threads are in calls can deadlock the process (grpc/grpc
     #42247: Channel.close holds the GIL), so `_close_all` runs after the reads.
     """
-    client, table = open_table(BigtableReadConfig(PROJECT, INSTANCE, TABLE, "raw:wav"))
+    client, table = open_table(BENCH_TABLE)
     opened.append(client)
     if delay_s:
         channel = grpc.intercept_channel(
@@ -175,10 +177,10 @@ def _data_table(delay_s: float, opened: list):
 def _reader(config: BigtableReadConfig, delay_s: float, opened: list) -> RowReader:
     """Our reader as the DoFn opens it, its ReadRows responses delayed if asked."""
     if not delay_s:
-        reader = open_reader(config)
+        reader = RowReader(config.table)
     else:
         channel = grpc.intercept_channel(open_channel(), _DelayReadRows(delay_s))
-        reader = RowReader(config.table_name, channel=channel)
+        reader = RowReader(config.table, channel=channel)
     opened.append(reader)
     return reader
 
@@ -299,7 +301,7 @@ _process_reader = None  # one reader per worker process, made on first use
 def _read_in_process(config: BigtableReadConfig, span) -> tuple:
     global _process_reader
     if _process_reader is None:
-        _process_reader = open_reader(config)
+        _process_reader = RowReader(config.table)
     if span is None:
         return 0, 0
     stats = collections.Counter()
@@ -404,7 +406,7 @@ def main(argv=None):
         seconds = load(args.rows, args.value_kb * 1024)
         print(f"loaded {args.rows} rows x {args.value_kb} KB in {seconds:.1f} s "
               f"({args.rows / seconds:.0f} rows/s); emulator RSS {tree_rss(emulator.process.pid) / 2**20:.0f} MiB")
-        config = BigtableReadConfig(PROJECT, INSTANCE, TABLE, "raw:wav=wav")
+        config = BigtableReadConfig(BENCH_TABLE, "raw:wav=wav")
         print(f"ranges planned: {len(plan(config))} (max_ranges {config.max_ranges}); "
               f"2 processes do {cpu_scaling():.2f}x the CPU work of 1 on this machine")
 
@@ -431,7 +433,7 @@ def main(argv=None):
         end = keys[args.latency_rows] if args.latency_rows < args.rows else b""
         delay_s = args.latency_ms / 1000
         conditions = f"{args.latency_ms:g} ms/response, first {args.latency_rows} rows"
-        slow = BigtableReadConfig(PROJECT, INSTANCE, TABLE, "raw:wav=wav", end_key=end)
+        slow = BigtableReadConfig(BENCH_TABLE, "raw:wav=wav", end_key=end)
         run(conditions, "serial (data read_rows_stream)", serial_data, end, delay_s)
         run(conditions, "split, 1 thread", split_threads, slow, 1, delay_s)
         run(conditions, f"split, {args.workers} threads", split_threads, slow, args.workers,

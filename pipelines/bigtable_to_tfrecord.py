@@ -35,10 +35,13 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from pipelines import cli
 from pipelines.job_options import BigtableReadOptions, BigtableTableOptions
 from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_job
-from transforms.sources.bigtable.sink import BigtableTableConfig, WriteExamplesToBigtable, ensure_table
-from transforms.sources.bigtable.source import (BigtableReadConfig, BigtableReader, check_table,
-                                        open_reader, plan_key_ranges, read_samples)
-from transforms.sources.units import Source
+from transforms.sources.bigtable.admin import ensure_table
+from transforms.sources.bigtable.read_config import BigtableReadConfig
+from transforms.sources.bigtable.rows import RowReader
+from transforms.sources.bigtable.sink import WriteExamplesToBigtable
+from transforms.sources.bigtable.source import BigtableReader, plan_key_ranges, read_samples
+from transforms.sources.bigtable.table import BigtableTable
+from transforms.sources.units import Failed, Source
 
 __all__ = ["run"]
 
@@ -53,18 +56,18 @@ def _read_config(options: PipelineOptions) -> BigtableReadConfig:
     if missing:
         raise ValueError(f"{', '.join(missing)} required")
     return BigtableReadConfig(
-        project=project, instance=table.instance, table=table.table, columns=bt.columns,
-        app_profile=bt.app_profile or None, start_key=bt.start_key, end_key=bt.end_key,
+        BigtableTable(project, table.instance, table.table, bt.app_profile or None),
+        columns=bt.columns, start_key=bt.start_key, end_key=bt.end_key,
         prefix=bt.prefix, key_regex=bt.key_regex, max_rows=bt.max_rows,
         sample_fraction=bt.sample_fraction, max_ranges=bt.max_ranges)
 
 
 def _first_samples(config: BigtableReadConfig):
     """The table's first readable samples, in key order (for --features auto)."""
-    reader = open_reader(config)
+    reader = RowReader(config.table)
     try:
-        for kind, item in read_samples(reader, config, *config.key_range()):
-            if kind == "sample":
+        for item in read_samples(reader, config, *config.key_range()):
+            if not isinstance(item, Failed):
                 yield item
     finally:
         reader.close()
@@ -76,8 +79,9 @@ def _examples_sink(options: PipelineOptions, read: BigtableReadConfig):
         raise ValueError("--examples_only needs --examples_table")
     if not bt.examples_table:
         return None
-    target = BigtableTableConfig(read.project, read.instance, bt.examples_table)
-    ensure_table(target, [bt.examples_family], create=bt.create_examples_table)
+    target = dataclasses.replace(read.table, table=bt.examples_table, app_profile=None)
+    ensure_table(target, [bt.examples_family], create=bt.create_examples_table,
+                 create_flag="--create_examples_table")
     return WriteExamplesToBigtable(target, family=bt.examples_family)
 
 
@@ -86,11 +90,11 @@ def run(argv=None) -> dict | None:
     argv = cli.checked_flags("bigtable_to_tfrecord", argv)
     options = PipelineOptions(argv)
     read = _read_config(options)
-    check_table(read)
+    ensure_table(read.table, read.families)
     sink = _examples_sink(options, read)
     spec = feature_spec(options, _first_samples(read))
     config = dataset_config(options, spec, source={
-        "type": "bigtable", "table": read.url, "columns": options.view_as(
+        "type": "bigtable", "table": read.table.url, "columns": options.view_as(
             BigtableReadOptions).columns})
     if options.view_as(BigtableReadOptions).examples_only:
         config = dataclasses.replace(config, write_tfrecords=False)

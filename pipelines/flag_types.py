@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import argparse
 
+from transforms.sources.bigtable import table as bigtable_table
+
 __all__ = ["BIGTABLE_ID", "FUNCTION", "GS_PATH", "SWITCH", "boolean", "flag", "flag_group"]
 
 _TRUE = {"true", "1", "yes"}
@@ -72,7 +74,7 @@ def flag_group(parser, title: str):
 # Shapes of text that several flags take.
 GS_PATH = r"^gs://.+$"
 FUNCTION = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
-BIGTABLE_ID = r"^[_a-zA-Z0-9][-_.a-zA-Z0-9]*$"
+BIGTABLE_ID = f"^{bigtable_table.ID}$"
 
 
 def flag(group, name: str, *, example: str | None = None, regex: str | None = None,

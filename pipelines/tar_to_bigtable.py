@@ -50,7 +50,9 @@ from pipelines import cli
 from pipelines.job_options import BigtableLoadOptions, BigtableTableOptions, InputOptions
 from pipelines.dataset_options import DatasetOptions
 from transforms.format.text import comma_list
-from transforms.sources.bigtable.sink import STAGE, BigtableTableConfig, WriteSamplesToBigtable, ensure_table
+from transforms.sources.bigtable.admin import ensure_table
+from transforms.sources.bigtable.sink import STAGE, WriteSamplesToBigtable
+from transforms.sources.bigtable.table import BigtableTable
 from transforms.format.dead_letters import FAILURES, FILE, SAMPLE, describe
 from transforms.runner.runtime import make_pipeline, wait_for
 from transforms.sources.file_match import match_files
@@ -132,14 +134,14 @@ class _ReportFn(beam.DoFn):
                 f"{where}; first: {describe(failures[0])}")
 
 
-def _table_config(options: PipelineOptions) -> BigtableTableConfig:
+def _table_config(options: PipelineOptions) -> BigtableTable:
     table = options.view_as(BigtableTableOptions)
     project = options.view_as(GoogleCloudOptions).project
     for flag, value in (("--project", project), ("--instance", table.instance),
                         ("--table", table.table)):
         if not value:
             raise ValueError(f"{flag} is required")
-    return BigtableTableConfig(project=project, instance=table.instance, table=table.table)
+    return BigtableTable(project=project, instance=table.instance, table=table.table)
 
 
 def run(argv=None) -> PipelineResult:
@@ -163,9 +165,10 @@ def run(argv=None) -> PipelineResult:
     if load.failures_output:
         check_writable(FileSystems.split(load.failures_output)[0], "--failures_output")
     write = WriteSamplesToBigtable(config, family=load.family)
-    created = ensure_table(config, write.families, create=load.create_table)
+    created = ensure_table(config, write.families, create=load.create_table,
+                           create_flag="--create_table")
     if created:
-        _LOG.info("created in %s: column families %s", config.address, ", ".join(created))
+        _LOG.info("created in %s: column families %s", config.url, ", ".join(created))
 
     pipeline = make_pipeline(options)
     read = pipeline | "ReadTar" >> ReadTarSamples(patterns)
@@ -174,7 +177,7 @@ def run(argv=None) -> PipelineResult:
     _ = (read.samples
          | "CountSamples" >> beam.combiners.Count.Globally()
          | "Report" >> beam.ParDo(
-             _ReportFn(config.address, load.failures_output, max_failure_fraction),
+             _ReportFn(config.url, load.failures_output, max_failure_fraction),
              failures=beam.pvalue.AsList(failures)))
     result = pipeline.run()
     wait_for(result, options)

@@ -14,6 +14,7 @@ from google.cloud.bigtable.data.exceptions import InvalidChunk
 from google.cloud.bigtable_v2.types import ReadRowsResponse
 
 from transforms.sources.bigtable.rows import Cell, Row, RowReader, merge_rows
+from transforms.sources.bigtable.table import BigtableTable
 
 PROJECT, INSTANCE = "test-project", "test-instance"
 _Response = ReadRowsResponse.pb()
@@ -118,7 +119,7 @@ def test_read_rows_matches_the_data_client(table, start, end, limit):
         for row in table.read_rows(ReadRowsQuery(
             row_ranges=RowRange(start_key=start or None, end_key=end or None),
             row_filter=newest, limit=limit or None))]
-    reader = RowReader(table.table_name)
+    reader = RowReader(BigtableTable(PROJECT, INSTANCE, "rows"))
     got = list(reader.read(start, end, newest, limit, timeout=60))
     reader.close()
     assert got == expected

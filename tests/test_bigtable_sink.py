@@ -26,9 +26,11 @@ from google.cloud.bigtable import Client
 from pipelines import tar_to_bigtable
 from pipelines.sample_corpus import write_corpus
 from transforms.sources.bigtable import sink as bigtable_sink
-from transforms.sources.bigtable.sink import (MAX_CELL_BYTES, BigtableTableConfig, RowRefused,
-                                      WriteExamplesToBigtable, WriteSamplesToBigtable,
-                                      ensure_table, example_row, example_row_key, sample_to_row)
+from transforms.sources.bigtable.admin import ensure_table
+from transforms.sources.bigtable.sink import (MAX_CELL_BYTES, RowRefused, WriteExamplesToBigtable,
+                                              WriteSamplesToBigtable, example_row,
+                                              example_row_key, sample_to_row)
+from transforms.sources.bigtable.table import BigtableTable
 from transforms.runner.counters import NAMESPACE
 from transforms.format.dead_letters import FAILURES
 
@@ -37,15 +39,15 @@ INSTANCE = "sink"
 TOO_BIG = b"\0" * (MAX_CELL_BYTES + 1)
 
 
-def _config() -> BigtableTableConfig:
-    return BigtableTableConfig(PROJECT, INSTANCE, f"t{uuid.uuid4().hex[:10]}")
+def _config() -> BigtableTable:
+    return BigtableTable(PROJECT, INSTANCE, f"t{uuid.uuid4().hex[:10]}")
 
 
-def _table(config: BigtableTableConfig):
+def _table(config: BigtableTable):
     return Client(project=config.project, admin=True).instance(config.instance).table(config.table)
 
 
-def _read_table(config: BigtableTableConfig) -> dict:
+def _read_table(config: BigtableTable) -> dict:
     """{row key: {(family, qualifier): (value, timestamp)}} for the newest cell of each column."""
     rows = {}
     for row in _table(config).read_rows():
@@ -143,11 +145,11 @@ def test_rows_fn_directly():
 
 def test_bad_configuration_is_refused_at_construction():
     with pytest.raises(ValueError, match="default app profile"):
-        WriteSamplesToBigtable(BigtableTableConfig("p", "i", "t", app_profile="batch"))
+        WriteSamplesToBigtable(BigtableTable("p", "i", "t", app_profile="batch"))
     with pytest.raises(ValueError, match="not a valid Bigtable column family"):
-        WriteExamplesToBigtable(BigtableTableConfig("p", "i", "t"), family="bad:family")
+        WriteExamplesToBigtable(BigtableTable("p", "i", "t"), family="bad:family")
     with pytest.raises(ValueError, match="not 'family:qualifier'"):
-        WriteSamplesToBigtable(BigtableTableConfig("p", "i", "t"), columns={"flac": "audio"})
+        WriteSamplesToBigtable(BigtableTable("p", "i", "t"), columns={"flac": "audio"})
 
 
 # --- transforms on the emulator -----------------------------------------------------------
@@ -192,7 +194,7 @@ def test_write_examples_to_bigtable(bigtable_emulator, pipeline):
                | WriteExamplesToBigtable(config))
     assert_that(refused | beam.Map(lambda r: (r["unit"], r["stage"], r["url"], r["key"],
                                               r["member"], r["split"])),
-                equal_to([("example", "write_bigtable", config.address,
+                equal_to([("example", "write_bigtable", config.url,
                            "test#0000000000000007", "example", "test")]))
     result = pipeline.run()
     result.wait_until_finish()
@@ -204,22 +206,6 @@ def test_write_examples_to_bigtable(bigtable_emulator, pipeline):
     }
     assert _counter(result, "bigtable_rows_written") == 3
     assert _counter(result, "bigtable_rows_refused") == 1
-
-
-def test_ensure_table_checks_and_creates_families(bigtable_emulator):
-    config = _config()
-    with pytest.raises(ValueError, match=f"{config.address} does not exist.*--create_table"):
-        ensure_table(config, ["raw"])
-    assert not _table(config).exists()
-    assert ensure_table(config, ["other"], create=True) == ["other"]
-
-    with pytest.raises(ValueError, match="has no column family raw .*it has other.*--create_table"):
-        ensure_table(config, ["raw", "other"])
-    assert ensure_table(config, ["raw", "other"], create=True) == ["raw"]
-    families = _table(config).list_column_families()
-    assert sorted(families) == ["other", "raw"]
-    assert families["raw"].gc_rule.max_num_versions == 1
-    assert ensure_table(config, ["raw", "other"]) == []
 
 
 # --- the tar -> Bigtable pipeline ---------------------------------------------------------
@@ -250,7 +236,7 @@ def test_tar_to_bigtable_loads_the_av_corpus(bigtable_emulator, cbt_available, t
     assert rows == {key.encode(): {("raw", ext.encode()): data for ext, data in members.items()}
                     for key, members in expected.items()}
     assert failures.read_text() == ""
-    assert (f"datagen: 8 samples read -> 8 rows written to {config.address}, "
+    assert (f"datagen: 8 samples read -> 8 rows written to {config.url}, "
             "0 samples + 0 files failed") in capsys.readouterr().out
     members = [data for m in expected.values() for data in m.values()]
     assert _counter(result, "samples_read") == 8
@@ -280,7 +266,7 @@ def test_missing_table_fails_before_any_work(bigtable_emulator, tmp_path, monkey
 @pytest.mark.parametrize("drop, message", [("--instance", "--instance is required"),
                                            ("--input", "--input is required")])
 def test_missing_flags_fail_early(tmp_path, drop, message):
-    flags = _flags(tmp_path, BigtableTableConfig("p", "i", "t"))
+    flags = _flags(tmp_path, BigtableTable("p", "i", "t"))
     i = flags.index(drop)
     with pytest.raises(ValueError, match=message):
         tar_to_bigtable.run(flags[:i] + flags[i + 2:])

@@ -7,13 +7,12 @@ per test or module so tests do not see each other's rows:
 - "bulk": 2,000 rows over 16 speaker prefixes, `raw:wav` of 1.5-4.5 KB made
   from the key by SHA-256 so any byte can be checked, `meta:cls`, written by
   the Python data client in batches of 250;
-- small tables for versions, missing columns, binary keys and check_table.
+- small tables for versions, missing columns and binary keys.
 Faults are real: a loopback TCP proxy resets the connection mid-scan (the
 client sees UNAVAILABLE), or a wrapper around the real ReadRows stream raises
 a gRPC error after some rows.
 """
 
-import codecs
 import hashlib
 import re
 import selectors
@@ -25,19 +24,15 @@ import threading
 import apache_beam as beam
 import grpc
 import pytest
-from apache_beam.io.range_trackers import LexicographicKeyRangeTracker
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.util import assert_that, equal_to
 from google.cloud.bigtable.data import BigtableDataClient, RowMutationEntry, SetCell
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from transforms.sources.bigtable.rows import Cell, Row
-from transforms.sources.bigtable.source import (
-    END_OF_RANGE, BigtableReadConfig, BigtableReader, ByteKeyRange, ByteKeyRangeTracker,
-    MissingColumnError, ReadBigtableSamples, check_table, decode_key, estimated_bytes,
-    is_transient, key_ranges, open_reader, parse_columns, plan_key_ranges, read_range,
-    row_filter, row_to_sample)
+from transforms.sources.bigtable.key_ranges import ByteKeyRange, ByteKeyRangeTracker
+from transforms.sources.bigtable.read_config import BigtableReadConfig, row_filter
+from transforms.sources.bigtable.rows import RowReader, is_transient, read_range
+from transforms.sources.bigtable.source import BigtableReader, ReadBigtableSamples, plan_key_ranges
+from transforms.sources.bigtable.table import BigtableTable
 from transforms.format.dead_letters import FAILURES, SAMPLE
 from transforms.format.sample import KEY, URL
 from transforms.dataset.splits import stable_hash64
@@ -69,7 +64,7 @@ def _write(table_id, rows, batch=250):
 
 
 def _config(table, columns="raw:wav=wav,meta:cls=cls", **kwargs):
-    return BigtableReadConfig(PROJECT, INSTANCE, table, columns, **kwargs)
+    return BigtableReadConfig(BigtableTable(PROJECT, INSTANCE, table), columns, **kwargs)
 
 
 def _counter(result, name):
@@ -103,7 +98,7 @@ def bulk(bigtable_emulator):
 @pytest.fixture
 def bulk_reader(bulk):
     """A RowReader of the bulk table."""
-    reader = open_reader(_config(bulk))
+    reader = RowReader(_config(bulk).table)
     yield reader
     reader.close()
 
@@ -467,227 +462,3 @@ def test_reader_unbounded_range_split(bulk):
         reader.teardown()
     assert residual.end == b""
     assert first + second == [k for k in BULK_KEYS if k >= b"spk14/"]
-
-
-# --- the tracker --------------------------------------------------------------
-
-def test_tracker_claims_and_done():
-    tracker = ByteKeyRangeTracker(ByteKeyRange(b"b", b"d"))
-    assert tracker.current_progress().completed_work == 0
-    assert tracker.try_claim(b"b")
-    assert tracker.try_claim(b"bz")
-    with pytest.raises(ValueError, match="increasing order"):
-        tracker.try_claim(b"ba")
-    with pytest.raises(ValueError, match="not fully read"):
-        tracker.check_done()
-    assert not tracker.try_claim(b"d")  # the end is exclusive
-    tracker.check_done()
-    assert not tracker.try_claim(b"e")
-    assert tracker.current_progress().completed_work == 1
-    assert tracker.try_split(0.5) is None and tracker.is_bounded()
-
-    with pytest.raises(ValueError, match="before the range start"):
-        ByteKeyRangeTracker(ByteKeyRange(b"b", b"d")).try_claim(b"a")
-
-
-def test_tracker_end_of_range_and_empty():
-    tracker = ByteKeyRangeTracker(ByteKeyRange(b"a", b""))
-    assert tracker.try_claim(b"zzzz")
-    assert not tracker.try_claim(END_OF_RANGE)
-    tracker.check_done()
-    ByteKeyRangeTracker(ByteKeyRange(b"k", b"k")).check_done()  # nothing to read
-    with pytest.raises(ValueError, match="after its end"):
-        ByteKeyRange(b"z", b"a")
-
-
-def test_tracker_split_bounded():
-    tracker = ByteKeyRangeTracker(ByteKeyRange(b"row-000", b"row-100"))
-    assert tracker.try_claim(b"row-010")
-    primary, residual = tracker.try_split(0.5)
-    assert primary.start == b"row-000" and residual.end == b"row-100"
-    assert b"row-010" < primary.end == residual.start < b"row-100"
-    # halfway through the unclaimed rest, interpolating bytes (not digits)
-    assert LexicographicKeyRangeTracker.position_to_fraction(
-        residual.start, b"row-010\x00", b"row-100") == pytest.approx(0.5, abs=1e-6)
-    assert tracker.current_restriction() == primary
-    assert not tracker.try_claim(residual.start)  # belongs to the residual now
-    tracker.check_done()
-
-
-def test_tracker_checkpoint_and_unbounded_split():
-    tracker = ByteKeyRangeTracker(ByteKeyRange(b"a", b""))
-    assert tracker.try_split(0) == (ByteKeyRange(b"a", b"a"), ByteKeyRange(b"a", b""))
-    tracker.check_done()  # the primary is empty
-
-    # At the table start the checkpoint is at b"\x00": [b"", b"") would mean everything.
-    tracker = ByteKeyRangeTracker(ByteKeyRange(b"", b""))
-    primary, residual = tracker.try_split(1e-311)
-    assert (primary, residual) == (ByteKeyRange(b"", b"\x00"), ByteKeyRange(b"\x00", b""))
-    assert primary.is_empty and not tracker.try_claim(b"\x00")
-    tracker.check_done()
-
-    tracker = ByteKeyRangeTracker(ByteKeyRange(b"", b""))
-    assert tracker.try_claim(b"m")
-    primary, residual = tracker.try_split(0)
-    assert primary == ByteKeyRange(b"", b"m\x00") and residual == ByteKeyRange(b"m\x00", b"")
-
-    tracker = ByteKeyRangeTracker(ByteKeyRange(b"", b""))
-    assert tracker.try_claim(b"m")
-    primary, residual = tracker.try_split(0.5)
-    assert b"m" < primary.end == residual.start and residual.end == b""
-    assert tracker.try_split(1.0) is None  # no key is "all the way" to an unbounded end
-
-
-def test_tracker_progress_moves_forward():
-    tracker = ByteKeyRangeTracker(ByteKeyRange(b"\x00", b"\xff"))
-    seen = []
-    for key in (b"\x10", b"\x40", b"\x80", b"\xc0"):
-        tracker.try_claim(key)
-        progress = tracker.current_progress()
-        assert progress.completed_work + progress.remaining_work == pytest.approx(1)
-        seen.append(progress.completed_work)
-    assert seen == sorted(seen) and 0.45 < seen[2] < 0.55
-
-
-@settings(max_examples=200, deadline=None)
-@given(keys=st.lists(st.binary(min_size=1, max_size=4), min_size=1, max_size=30, unique=True),
-       claimed=st.integers(0, 30), fraction=st.floats(0, 0.999), bounded=st.booleans())
-def test_tracker_split_partitions_keys(keys, claimed, fraction, bounded):
-    keys.sort()
-    end = b"\xff\xff\xff\xff\xff" if bounded else b""
-    tracker = ByteKeyRangeTracker(ByteKeyRange(b"", end))
-    claimed = min(claimed, len(keys))
-    for key in keys[:claimed]:
-        assert tracker.try_claim(key)
-    split = tracker.try_split(fraction)
-    if split is None:
-        return
-    primary, residual = split
-    assert primary.end == residual.start and residual.end == end
-    rest = [k for k in keys[claimed:] if tracker.try_claim(k)]
-    second = ByteKeyRangeTracker(residual)
-    later = [k for k in keys[claimed:] if residual.start <= k and second.try_claim(k)]
-    assert keys[:claimed] + rest + later == keys
-
-
-# --- key ranges -----------------------------------------------------------------
-
-def _check_cover(ranges, start, end):
-    ordered = sorted(ranges, key=lambda r: r[0])
-    assert ordered[0][0] == start and ordered[-1][1] == end
-    for (_, a_end), (b_start, _) in zip(ordered, ordered[1:]):
-        assert a_end == b_start  # no gap, no overlap
-    assert all(not e or s < e for s, e in ordered)
-
-
-@settings(max_examples=200, deadline=None)
-@given(samples=st.lists(st.binary(max_size=3), max_size=40), start=st.binary(max_size=2),
-       end=st.binary(max_size=2), max_ranges=st.integers(1, 12))
-def test_key_ranges_cover_exactly_in_key_order(samples, start, end, max_ranges):
-    ranges = key_ranges(samples, start, end, max_ranges)
-    if end and start >= end:
-        assert ranges == []
-        return
-    _check_cover(ranges, start, end)
-    assert ranges == sorted(ranges, key=lambda r: r[0])
-    cuts = {k for k in samples if k and k > start and (not end or k < end)}
-    assert len(ranges) == min(len(cuts) + 1, max_ranges)
-    assert ranges == key_ranges(list(reversed(samples)), start, end, max_ranges)
-
-
-def test_key_ranges_merge_evenly():
-    samples = [b"k%03d" % i for i in range(1, 100)]  # 100 pieces
-    ranges = key_ranges(samples, b"", b"", max_ranges=8)
-    _check_cover(ranges, b"", b"")
-    sizes = sorted(sum(1 for k in [b"", *samples] if s <= k and (not e or k < e)) for s, e in ranges)
-    assert len(ranges) == 8 and sizes[-1] - sizes[0] <= 1
-    assert key_ranges([], b"a", b"b", 8) == [(b"a", b"b")]
-    assert key_ranges([b"x"], b"b", b"b", 8) == []
-
-
-def test_estimated_bytes():
-    # sample_row_keys: (key, bytes stored before it), the last key b"" = the table end
-    samples = [(b"b", 100), (b"d", 300), (b"", 500)]
-    assert estimated_bytes(samples, b"", b"b") == 100
-    assert estimated_bytes(samples, b"b", b"d") == 200
-    assert estimated_bytes(samples, b"d", b"") == 200
-    assert estimated_bytes(samples, b"c", b"") == 400  # from the sample at or before b"c"
-    assert estimated_bytes([], b"", b"") == 0
-
-
-# --- pure functions ---------------------------------------------------------------
-
-def _cell(family, qualifier, value, ts=1000, labels=None):
-    return Cell(family, qualifier, ts, tuple(labels or ()), value)
-
-
-def test_row_to_sample():
-    config = _config("t", "raw:wav=wav,meta:*", required=("wav",))
-    row = Row(b"spk1/\xe2\x82\xac", [
-        _cell("raw", b"wav", b"old", ts=1), _cell("raw", b"wav", b"new", ts=2),
-        _cell("meta", b"cls", b"3"), _cell("meta", b"lang", b"en"),
-        _cell("raw", b"wav", b"", ts=2, labels=["datagen-row"]),  # the marker cell
-        _cell("raw", b"unmapped", b"x"),
-    ])
-    assert row_to_sample(row, config) == {
-        KEY: "spk1/\u20ac", URL: "bigtable://test-project/test-instance/t",
-        "wav": b"new", "cls": b"3", "lang": b"en"}
-
-    with pytest.raises(MissingColumnError, match="row 'k' has no cell in required column "
-                                                 "raw:wav") as error:
-        row_to_sample(Row(b"k", [_cell("meta", b"cls", b"3")]), config)
-    assert error.value.columns == ["raw:wav"]
-    with pytest.raises(ValueError, match="columns meta:wav and raw:wav both map to field 'wav'"):
-        row_to_sample(Row(b"k", [_cell("raw", b"wav", b"1"), _cell("meta", b"wav", b"2")]), config)
-    with pytest.raises(ValueError, match="reserved"):
-        row_to_sample(Row(b"k", [_cell("raw", b"wav", b"1"), _cell("meta", b"__key__", b"2")]),
-                      config)
-
-
-def test_decode_key():
-    assert decode_key(b"spk1/0001") == "spk1/0001"
-    assert decode_key("caf\u00e9".encode()) == "caf\u00e9"
-    assert decode_key(b"\x8a\xffspk1/0001") == "\\x8a\\xffspk1/0001"
-    assert decode_key(b"caf\xc3") == "caf\\xc3"  # a cut multi-byte sequence
-    # Lossless: a key holding a backslash never reads like a binary one.
-    assert decode_key(b"a\\xff") == "a\\\\xff" != decode_key(b"a\xff")
-    for key in (b"a\\xff", b"a\xff", b"\\", b"caf\xc3\\"):
-        assert codecs.escape_decode(decode_key(key).encode())[0] == key
-
-
-def test_parse_columns():
-    assert parse_columns("raw:wav=wav, raw:label=cls,meta:*,raw:mp4") == {
-        "raw:wav": "wav", "raw:label": "cls", "meta:*": "*", "raw:mp4": "raw:mp4"}
-    for bad, message in [("rawwav", "not family:qualifier"), ("raw:", "not family:qualifier"),
-                         ("r@w:x", "not family:qualifier"), ("raw:x=", "empty field name"),
-                         ("raw:*=x", "cannot be renamed"), ("raw:x=__key__", "reserved"),
-                         ("raw:x,raw:x=y", "twice")]:
-        with pytest.raises(ValueError, match=message):
-            parse_columns(bad)
-
-
-def test_config_validation():
-    config = _config("t", {"raw:wav": "wav", "meta:*": "*"}, start_key="a", prefix="p")
-    assert config.required == ("wav", "meta:*") and config.families == ("meta", "raw")
-    assert config.start_key == b"a" and config.key_range() == (b"p", b"q")
-    assert _config("t", prefix=b"a\xff\xff").key_range() == (b"a\xff\xff", b"b")
-    assert _config("t", prefix=b"\xff").key_range() == (b"\xff", b"")
-    for kwargs, message in [(dict(columns="raw:a=x,raw:b=x"), "two columns to field 'x'"),
-                            (dict(columns=""), "not family:qualifier"),
-                            (dict(columns={}), "at least one column"),
-                            (dict(required=("nope",)), "not mapped columns"),
-                            (dict(sample_fraction=0), "sample_fraction"),
-                            (dict(max_rows=-1), "max_rows"), (dict(max_ranges=0), "max_ranges")]:
-        with pytest.raises(ValueError, match=message):
-            _config("t", **kwargs)
-
-
-def test_check_table(bigtable_emulator):
-    _create("raw", "raw")
-    check_table(_config("raw", "raw:wav=wav,raw:*"))
-    with pytest.raises(ValueError, match=re.escape(
-            "table 'raw' has no column family 'audio' (families: raw)")):
-        check_table(_config("raw", "raw:wav=wav,audio:flac=flac"))
-    with pytest.raises(ValueError, match=re.escape(
-            "table 'missing' does not exist in Bigtable instance test-project/test-instance")):
-        check_table(_config("missing", "raw:wav"))

@@ -30,7 +30,8 @@ from pipelines import (bigtable_to_tfrecord, manifest_to_tfrecord, tar_to_bigtab
                        tar_to_tfrecord, template_metadata)
 from pipelines.dataset_options import cut_options
 from pipelines.sample_corpus import write_corpus
-from transforms.sources.bigtable.sink import BigtableTableConfig, ensure_table
+from transforms.sources.bigtable.admin import ensure_table
+from transforms.sources.bigtable.table import BigtableTable
 from transforms.runner.runtime import wait_for
 
 pytestmark = pytest.mark.slow  # Dataflow translations of every job
@@ -44,7 +45,7 @@ def inputs(gcs_emulator, bigtable_emulator, tmp_path_factory):
     root = tmp_path_factory.mktemp("inputs")
     shard = write_corpus(str(root), shards=1, samples_per_shard=2, payload_bytes=64)[0]
     (root / "clips.csv").write_text("audio,label,speaker\nclips/a.flac,1,spk01\n")
-    ensure_table(BigtableTableConfig("datagen-test", "i", "raw"), ["raw"], create=True)
+    ensure_table(BigtableTable("datagen-test", "i", "raw"), ["raw"], create=True)
     return {"tar": gcs_emulator.upload(shard, "translate/raw/corpus-00000.tar"),
             "csv": gcs_emulator.upload(root / "clips.csv", "translate/lists/clips.csv"),
             "out": gcs_emulator.url("translate/out")}

@@ -1,13 +1,14 @@
 """Samples and encoded examples -> Cloud Bigtable rows, written by Beam's own writer.
 
     import apache_beam as beam
-    from transforms.sources.bigtable.sink import (BigtableTableConfig, WriteExamplesToBigtable,
-                                          WriteSamplesToBigtable, ensure_table)
+    from transforms.sources.bigtable.admin import ensure_table
+    from transforms.sources.bigtable.sink import WriteSamplesToBigtable
+    from transforms.sources.bigtable.table import BigtableTable
 
-    config = BigtableTableConfig(project="p", instance="i", table="raw")
-    ensure_table(config, ["raw"], create=True)          # at launch, before any work
+    table = BigtableTable(project="p", instance="i", table="raw")
+    ensure_table(table, ["raw"], create=True)          # at launch, before any work
     with beam.Pipeline() as p:
-        refused = samples | "ToBigtable" >> WriteSamplesToBigtable(config, family="raw")
+        refused = samples | "ToBigtable" >> WriteSamplesToBigtable(table, family="raw")
         # refused: dead letters (stage "write_bigtable") for the caller to write
 
 The writing itself is `apache_beam.io.gcp.bigtableio.WriteToBigTable`, which in
@@ -61,23 +62,19 @@ job that succeeds they are the rows written.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
-import re
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 import apache_beam as beam
 from apache_beam.io.gcp.bigtableio import WriteToBigTable
-from google.api_core import exceptions
-from google.cloud.bigtable import Client, column_family
 from google.cloud.bigtable.row import DirectRow
 
 from transforms.runner.counters import counter
 from transforms.format.dead_letters import FAILURES, SAMPLE, dead_letter
 from transforms.format.sample import KEY, URL, data_fields
+from transforms.sources.bigtable.table import BigtableTable, check_family
 
-__all__ = ["BigtableTableConfig", "WriteSamplesToBigtable", "WriteExamplesToBigtable",
-           "ensure_table", "sample_to_row", "example_row", "example_row_key", "RowRefused",
+__all__ = ["WriteSamplesToBigtable", "WriteExamplesToBigtable", "sample_to_row", "example_row", "example_row_key", "RowRefused",
            "STAGE", "EXAMPLE", "MAX_CELL_BYTES", "MAX_ROW_BYTES", "MAX_KEY_BYTES",
            "MAX_QUALIFIER_BYTES"]
 
@@ -90,25 +87,6 @@ MAX_ROW_BYTES = 100 << 20      # Bigtable's recommended maximum per row
 MAX_KEY_BYTES = 4 << 10        # row key limit
 MAX_QUALIFIER_BYTES = 16 << 10  # column qualifier limit
 
-# Column family ids as Bigtable accepts them (see google.cloud.bigtable.row).
-_FAMILY = re.compile(r"[_a-zA-Z0-9][-_.a-zA-Z0-9]{0,63}")
-
-
-@dataclasses.dataclass(frozen=True)
-class BigtableTableConfig:
-    """Which table: pickled to workers, so plain configuration only."""
-
-    project: str
-    instance: str
-    table: str
-    app_profile: str | None = None
-
-    @property
-    def address(self) -> str:
-        """`bigtable://project/instance/table`, for messages and dead letters."""
-        return f"bigtable://{self.project}/{self.instance}/{self.table}"
-
-
 class RowRefused(ValueError):
     """A row Bigtable should not be sent; `member` names the field at fault, if one is."""
 
@@ -117,18 +95,11 @@ class RowRefused(ValueError):
         self.member = member
 
 
-def _check_family(family: str, what: str) -> str:
-    if not isinstance(family, str) or not _FAMILY.fullmatch(family):
-        raise ValueError(f"{what} {family!r} is not a valid Bigtable column family id "
-                         "([_a-zA-Z0-9][-_.a-zA-Z0-9]*, at most 64 characters)")
-    return family
-
-
 def _parse_column(field: str, target: str) -> tuple[str, bytes]:
     family, sep, qualifier = target.partition(":")
     if not sep or not qualifier:
         raise ValueError(f"columns[{field!r}] = {target!r} is not 'family:qualifier'")
-    return _check_family(family, f"columns[{field!r}] family"), qualifier.encode("utf-8")
+    return check_family(family, f"columns[{field!r}] family"), qualifier.encode("utf-8")
 
 
 def _check_cell(key: str, member: str, qualifier: bytes, value: bytes) -> None:
@@ -288,36 +259,34 @@ class _ExampleRowsFn(_RowsFn):
                            member=error.member, unit=EXAMPLE, split=split)
 
 
-def _check_config(config: BigtableTableConfig) -> None:
-    if not (config.project and config.instance and config.table):
-        raise ValueError(f"Bigtable table needs project, instance and table, got {config}")
-    if config.app_profile:
+def _check_no_app_profile(table: BigtableTable) -> None:
+    if table.app_profile:
         raise ValueError(
-            f"app profile {config.app_profile!r}: Beam's WriteToBigTable always writes "
+            f"app profile {table.app_profile!r}: Beam's WriteToBigTable always writes "
             "through the instance's default app profile; leave app_profile unset to write")
 
 
 class _WriteRows(beam.PTransform):
     """Elements -> rows -> WriteToBigTable; returns the dead letters."""
 
-    def __init__(self, config: BigtableTableConfig, rows_fn: _RowsFn):
+    def __init__(self, table: BigtableTable, rows_fn: _RowsFn):
         super().__init__()
-        self._config = config
+        self._table = table
         self._rows_fn = rows_fn
 
     def expand(self, elements):
         rows = elements | "ToRows" >> beam.ParDo(self._rows_fn).with_outputs(
             FAILURES, main="rows")
         _ = rows.rows | "Write" >> WriteToBigTable(
-            project_id=self._config.project, instance_id=self._config.instance,
-            table_id=self._config.table)
+            project_id=self._table.project, instance_id=self._table.instance,
+            table_id=self._table.table)
         return rows[FAILURES]
 
 
 class WriteSamplesToBigtable(beam.PTransform):
     """Samples -> one Bigtable row each; returns the dead letters of refused samples.
 
-        refused = samples | "ToBigtable" >> WriteSamplesToBigtable(config, family="raw")
+        refused = samples | "ToBigtable" >> WriteSamplesToBigtable(table, family="raw")
 
     Rows are laid out by `sample_to_row`; a refused sample is a SAMPLE dead
     letter with stage "write_bigtable" and is not written at all. The table and
@@ -325,15 +294,15 @@ class WriteSamplesToBigtable(beam.PTransform):
     to "family:qualifier"; those families must exist too.
     """
 
-    def __init__(self, config: BigtableTableConfig, family: str = "raw",
+    def __init__(self, table: BigtableTable, family: str = "raw",
                  columns: Mapping[str, str] | None = None):
         super().__init__()
-        _check_config(config)
-        _check_family(family, "family")
+        _check_no_app_profile(table)
+        check_family(family, "family")
         columns = dict(columns or {})
         for field, target in columns.items():
             _parse_column(field, target)
-        self._config = config
+        self._table = table
         self._family = family
         self._columns = columns
 
@@ -344,13 +313,13 @@ class WriteSamplesToBigtable(beam.PTransform):
 
     def expand(self, samples):
         return samples | "Rows" >> _WriteRows(
-            self._config, _SampleRowsFn(_write_timestamp(), self._family, self._columns))
+            self._table, _SampleRowsFn(_write_timestamp(), self._family, self._columns))
 
 
 class WriteExamplesToBigtable(beam.PTransform):
     """BuildExamples' `(split, order_key, serialized)` tuples -> one row each.
 
-        refused = built.examples | "ExamplesToBigtable" >> WriteExamplesToBigtable(config)
+        refused = built.examples | "ExamplesToBigtable" >> WriteExamplesToBigtable(table)
 
     Row key `{split}#{order_key:016x}`, cells `{family}:example` (the
     serialized tf.Example) and `{family}:split` (see `example_row`). Returns
@@ -358,58 +327,12 @@ class WriteExamplesToBigtable(beam.PTransform):
     key = the row key). The table and family must exist (`ensure_table`).
     """
 
-    def __init__(self, config: BigtableTableConfig, family: str = "ex"):
+    def __init__(self, table: BigtableTable, family: str = "ex"):
         super().__init__()
-        _check_config(config)
-        self._config = config
-        self._family = _check_family(family, "family")
+        _check_no_app_profile(table)
+        self._table = table
+        self._family = check_family(family, "family")
 
     def expand(self, examples):
         return examples | "Rows" >> _WriteRows(
-            self._config, _ExampleRowsFn(_write_timestamp(), self._family, self._config.address))
-
-
-def ensure_table(config: BigtableTableConfig, families: Iterable[str],
-                 create: bool = False) -> list:
-    """Checks that the table and `families` exist; with `create`, makes what is missing.
-
-    Returns the families it created. Without `create`, a missing table or
-    family is a ValueError saying what is missing and how to make it (for
-    launchers: `--create_table`). New families keep one version per cell
-    (MaxVersions(1)): a reload then replaces cells instead of piling up
-    versions. Existing families are never altered.
-    """
-    families = sorted({_check_family(f, "column family") for f in families})
-    client = Client(project=config.project, admin=True)
-    try:
-        table = client.instance(config.instance).table(config.table)
-        if not table.exists():
-            if not create:
-                raise ValueError(
-                    f"Bigtable table {config.address} does not exist; create it with column "
-                    f"families {', '.join(families)} (e.g. `cbt createtable {config.table} "
-                    f"families={','.join(families)}`) or pass --create_table")
-            try:
-                table.create(column_families={f: column_family.MaxVersionsGCRule(1)
-                                              for f in families})
-                return families
-            except exceptions.AlreadyExists:
-                pass  # another launcher made it just now: check its families below
-            except exceptions.NotFound as e:
-                raise ValueError(f"cannot create {config.address}: {e.message}") from None
-        present = table.list_column_families()
-        missing = [f for f in families if f not in present]
-        if missing and not create:
-            raise ValueError(
-                f"Bigtable table {config.address} has no column famil"
-                f"{'y' if len(missing) == 1 else 'ies'} {', '.join(missing)} (it has "
-                f"{', '.join(sorted(present)) or 'none'}); add with `cbt createfamily "
-                f"{config.table} {missing[0]}` or pass --create_table")
-        for family in missing:
-            try:
-                table.column_family(family, column_family.MaxVersionsGCRule(1)).create()
-            except exceptions.AlreadyExists:
-                pass
-        return missing
-    finally:
-        client.close()
+            self._table, _ExampleRowsFn(_write_timestamp(), self._family, self._table.url))
