@@ -58,7 +58,7 @@ def _gzip_copies(root: str) -> str:
 
 def _samples(path: str, verify: bool) -> int:
     with open_input(path) as f:
-        return sum(kind == "sample" for kind, _ in iter_tar(f, path, verify=verify))
+        return sum(isinstance(item, dict) for item in iter_tar(f, path, verify=verify))
 
 
 def _tarfile_members(path: str, verify: bool) -> int:  # noqa: ARG001 - read() as _samples

@@ -45,9 +45,8 @@ def _samples_in(files: list):
     few, unverified: they only show which fields there are)."""
     for path in files:
         with open_input(path) as f:
-            for kind, item in iter_tar(f, path, verify=False):
-                if kind == "sample":
-                    yield item
+            yield from (item for item in iter_tar(f, path, verify=False)
+                        if isinstance(item, dict))
 
 
 def run(argv=None) -> dict | None:

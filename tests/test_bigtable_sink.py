@@ -31,6 +31,7 @@ from transforms.sources.bigtable.sink import (MAX_CELL_BYTES, RowRefused, WriteE
                                               WriteSamplesToBigtable, example_row,
                                               example_row_key, sample_to_row)
 from transforms.sources.bigtable.table import BigtableTable
+from transforms.dataset.examples import Example
 from transforms.runner.counters import NAMESPACE
 from transforms.format.dead_letters import FAILURES
 
@@ -186,8 +187,8 @@ def test_write_samples_refuses_oversized_cells_and_writes_the_rest(bigtable_emul
 def test_write_examples_to_bigtable(bigtable_emulator, pipeline):
     config = _config()
     ensure_table(config, ["ex"], create=True)
-    examples = [("train", 0x0123456789ABCDEF, b"example-1"), ("eval", 5, b"example-2"),
-                ("train", 2**64 - 1, b"example-3"), ("test", 7, TOO_BIG)]
+    examples = [Example("train", 0x0123456789ABCDEF, b"example-1"), Example("eval", 5, b"example-2"),
+                Example("train", 2**64 - 1, b"example-3"), Example("test", 7, TOO_BIG)]
     # Made by an untyped step, as BuildExamples' are: order keys up to 2**64 - 1 do not fit
     # the VarIntCoder Create would infer for them.
     refused = (pipeline | beam.Create(range(len(examples))) | beam.Map(examples.__getitem__)

@@ -33,7 +33,7 @@ from transforms.format.dead_letters import FAILURES, FILE, SAMPLE
 from transforms.format.sample import KEY, URL, data_fields
 from transforms.sources.file_match import match_files
 from transforms.sources.input_files import StorageReadError
-from transforms.sources.tar import (ReadTarSamples, TarReader, iter_tar,
+from transforms.sources.tar import (ReadTarSamples, Skipped, TarReader, iter_tar,
                                    plan_tar_units)
 from transforms.sources.units import Failed, ReadUnits, Source, WorkUnit
 
@@ -93,14 +93,13 @@ def _read(data: bytes, url="mem://x.tar"):
     """iter_tar over bytes -> (samples, skip reasons Counter, failures, stats)."""
     samples, skipped, failures = [], collections.Counter(), []
     stats = collections.Counter()
-    for kind, value in iter_tar(io.BytesIO(data), url, stats=stats):
-        if kind == "sample":
-            samples.append(value)
-        elif kind == "skipped":
-            skipped[value] += 1
+    for item in iter_tar(io.BytesIO(data), url, stats=stats):
+        if isinstance(item, Skipped):
+            skipped[item.reason] += 1
+        elif isinstance(item, Failed):
+            failures.append(item.record)
         else:
-            assert kind == "failure"
-            failures.append(value)
+            samples.append(item)
     return samples, skipped, failures, stats
 
 
@@ -354,7 +353,7 @@ def test_storage_errors_propagate_instead_of_becoming_dead_letters(compress, goo
         for event in iter_tar(_FailingFile(data, good), "gs://b/x.tar"):
             events.append(event)
     assert isinstance(info.value.__cause__, ConnectionError)
-    assert all(kind != "failure" for kind, _ in events)
+    assert not any(isinstance(event, Failed) for event in events)
 
 
 def test_valid_empty_tar_yields_nothing():
@@ -536,10 +535,10 @@ def test_memory_stays_flat(monkeypatch):
     samples = 0
     tracemalloc.start()
     try:
-        for kind, value in iter_tar(_GeneratedTar(n, size), "gen.tar", stats=stats):
-            assert kind == "sample", value
+        for item in iter_tar(_GeneratedTar(n, size), "gen.tar", stats=stats):
+            assert isinstance(item, dict), item
             samples += 1
-            del value
+            del item
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -22,14 +22,16 @@ import bisect
 import dataclasses
 import math
 import uuid
+from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.dataset.examples import Example
 from transforms.runner.counters import counter
 from transforms.dataset.tfrecord import COMPRESSIONS, SUFFIXES, ShardRecord, write_tfrecords
 
-__all__ = ["WriteShards", "ShardPlan", "plan_shards"]
+__all__ = ["Histogram", "ShardPlan", "WriteShards", "plan_shards"]
 
 _START_BITS = 32
 _MAX_BUCKETS = 1 << 16
@@ -38,18 +40,43 @@ _MAX_BUCKETS = 1 << 16
 # -- planning --------------------------------------------------------------------
 
 
-def _coarsen(acc: list, bits: int) -> None:
-    if bits >= acc[0]:
-        return
-    shift = acc[0] - bits
-    merged: dict = {}
-    for bucket, count in acc[1].items():
-        merged[bucket >> shift] = merged.get(bucket >> shift, 0) + count
-    acc[0], acc[1] = bits, merged
+class Histogram(NamedTuple):
+    """A split's order keys counted in buckets of their top `bits` bits."""
+
+    bits: int
+    buckets: tuple  # ((bucket, count), ...), sorted, no zero counts
+    num_examples: int
+    num_bytes: int
+
+
+@dataclasses.dataclass
+class _Counts:
+    """_BucketHistogram's accumulator."""
+
+    bits: int = _START_BITS
+    counts: dict = dataclasses.field(default_factory=dict)
+    num_examples: int = 0
+    num_bytes: int = 0
+
+    def add(self, bucket: int, count: int) -> None:
+        self.counts[bucket] = self.counts.get(bucket, 0) + count
+
+    def coarsen(self, bits: int) -> None:
+        """Re-counts in `bits`-bit buckets (no-op if that is no coarser)."""
+        if bits >= self.bits:
+            return
+        shift, counts = self.bits - bits, self.counts
+        self.bits, self.counts = bits, {}
+        for bucket, count in counts.items():
+            self.add(bucket >> shift, count)
+
+    def bound(self) -> None:
+        while len(self.counts) > _MAX_BUCKETS:
+            self.coarsen(self.bits - 1)
 
 
 class _BucketHistogram(beam.CombineFn):
-    """(order key, size) -> (bits, sorted ((bucket, count), ...), examples, bytes).
+    """(order key, size) -> the split's Histogram.
 
     The precision it ends at depends only on the set of keys (a subset never
     needs coarser buckets than the whole), so the plan is deterministic however
@@ -57,33 +84,31 @@ class _BucketHistogram(beam.CombineFn):
     """
 
     def create_accumulator(self):
-        return [_START_BITS, {}, 0, 0]
+        return _Counts()
 
     def add_input(self, acc, element):
         order, size = element
-        bucket = order >> (64 - acc[0])
-        acc[1][bucket] = acc[1].get(bucket, 0) + 1
-        acc[2] += 1
-        acc[3] += size
-        while len(acc[1]) > _MAX_BUCKETS:
-            _coarsen(acc, acc[0] - 1)
+        acc.add(order >> (64 - acc.bits), 1)
+        acc.num_examples += 1
+        acc.num_bytes += size
+        acc.bound()
         return acc
 
     def merge_accumulators(self, accumulators):
         accumulators = list(accumulators)
-        merged = [min(a[0] for a in accumulators), {}, 0, 0]
+        merged = _Counts(bits=min(a.bits for a in accumulators))
         for acc in accumulators:
-            _coarsen(acc, merged[0])
-            for bucket, count in acc[1].items():
-                merged[1][bucket] = merged[1].get(bucket, 0) + count
-            merged[2] += acc[2]
-            merged[3] += acc[3]
-        while len(merged[1]) > _MAX_BUCKETS:
-            _coarsen(merged, merged[0] - 1)
+            acc.coarsen(merged.bits)
+            for bucket, count in acc.counts.items():
+                merged.add(bucket, count)
+            merged.num_examples += acc.num_examples
+            merged.num_bytes += acc.num_bytes
+        merged.bound()
         return merged
 
     def extract_output(self, acc):
-        return acc[0], tuple(sorted(acc[1].items())), acc[2], acc[3]
+        return Histogram(acc.bits, tuple(sorted(acc.counts.items())), acc.num_examples,
+                         acc.num_bytes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +126,7 @@ class ShardPlan:
         return bisect.bisect_right(self.first_buckets, order >> (64 - self.bits)) - 1
 
 
-def plan_shards(histogram: tuple, target_shard_bytes: int, num_shards: int = 0) -> ShardPlan:
+def plan_shards(histogram: Histogram, target_shard_bytes: int, num_shards: int = 0) -> ShardPlan:
     """Cuts a split's bucket histogram into shards of about equal example count.
 
     The count is `num_shards` when given, else enough shards of about
@@ -151,7 +176,7 @@ class _WriteShardFn(beam.DoFn):
 
 
 class WriteShards(beam.PTransform):
-    """(split, order key, serialized example) -> a ShardRecord per written shard.
+    """Examples (transforms/dataset/examples.py) -> a ShardRecord per written shard.
 
     Shards go to `temp_dir`; the final step names and moves them. Shard count
     per split comes from `num_shards` or from `target_shard_bytes`.
@@ -171,14 +196,14 @@ class WriteShards(beam.PTransform):
         target, num_shards = self._target, self._num_shards
         plans = (
             examples
-            | "OrderKeysAndSizes" >> beam.Map(lambda e: (e[0], (e[1], len(e[2]))))
+            | "OrderKeysAndSizes" >> beam.Map(lambda e: (e.split, (e.order, len(e.serialized))))
             | "HistogramPerSplit" >> beam.CombinePerKey(_BucketHistogram())
             | "PlanShards" >> beam.MapTuple(
                 lambda split, hist: (split, plan_shards(hist, target, num_shards))))
 
-        def assign(example, plans):
-            split, order, serialized = example
-            return (split, plans[split].shard_of(order)), (order, serialized)
+        def assign(example: Example, plans):
+            shard = plans[example.split].shard_of(example.order)
+            return (example.split, shard), (example.order, example.serialized)
 
         return (
             examples

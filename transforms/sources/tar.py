@@ -14,7 +14,10 @@ Three layers, each usable on its own:
 
 - `iter_tar(fileobj, url)`: a pure generator (no Beam) over one archive. It
   streams (`tarfile` mode `r|`; .tar, .tar.gz/.tgz, .tar.bz2 and .tar.xz are
-  told apart by content) and holds one member and one sample at a time.
+  told apart by content) and holds one member and one sample at a time. As in
+  WebDataset, it is small generators in a row: the archive's members
+  (`_TarStream`, which also knows how the archive ended) -> fields or skips
+  (`_fields`) -> Samples (`_SampleGroup`).
 - `TarReader`: reads a work unit (transforms/sources/units.py) - one tar file, or
   consecutive small ones (`plan_tar_units`) - opening each path or URL through
   Beam's filesystems (local, gs://, ...) and turning the generator's events
@@ -74,7 +77,7 @@ import collections
 import functools
 import re
 import tarfile
-from typing import IO, Iterator, MutableMapping, Sequence
+from typing import IO, Iterator, MutableMapping, NamedTuple, Sequence
 
 import apache_beam as beam
 
@@ -87,7 +90,8 @@ from transforms.sources.input_files import StorageGuard, open_input
 from transforms.format.sample import KEY, URL, escape_name, is_text
 from transforms.sources.units import Failed, ReadUnits, Source, WorkUnit, group_by_size
 
-__all__ = ["ReadTarSamples", "TarReader", "iter_tar", "plan_tar_units", "SKIP_REASONS"]
+__all__ = ["ReadTarSamples", "SKIP_REASONS", "Skipped", "TarReader", "iter_tar",
+           "plan_tar_units"]
 
 _STAGE = "read_tar"
 
@@ -107,28 +111,6 @@ _META = re.compile(r"__[^/]*__($|/)")
 # or a storage error (StorageReadError) and propagates, so Beam retries the
 # bundle instead of hiding it in a dead letter.
 _READ_ERRORS = (tarfile.TarError, *compression.CORRUPT)
-
-
-class _EndAwareTarInfo(tarfile.TarInfo):
-    """A TarInfo whose header parsing records how the archive ended.
-
-    `TarFile.next()` returns None not only at the end-of-archive marker (a zero
-    block) but also, silently, when the file stops at a member boundary or in
-    the middle of a header, or when a header is garbage - anywhere past the
-    first member. Only the zero block means the last group is complete, so we
-    note which one we met on the TarFile being read.
-    """
-
-    @classmethod
-    def fromtarfile(cls, tarfile_obj):
-        try:
-            return super().fromtarfile(tarfile_obj)
-        except tarfile.EOFHeaderError:
-            tarfile_obj._datagen_end_marker = True
-            raise
-        except tarfile.HeaderError as e:
-            tarfile_obj._datagen_header_error = e
-            raise
 
 
 def _member_kind(info: tarfile.TarInfo) -> str:
@@ -161,21 +143,184 @@ def _failure(error: BaseException | str, context: str | None, *, url: str,
     return record
 
 
-def _finished(sample: dict, poisoned: dict | None) -> tuple[str, dict]:
-    """The event for a completed group: the sample, or its dead letter."""
-    return ("failure", poisoned) if poisoned is not None else ("sample", sample)
+def _file_failed(error: BaseException, context: str | None, url: str) -> Failed:
+    return Failed(_failure(error, context, url=url, key=None, member=None, unit=FILE))
 
 
-# C901: one loop over members and samples still; small WebDataset-style
-# generators (members -> samples) would each be simple.
-def iter_tar(fileobj: IO[bytes], url: str, *,  # noqa: C901
-             stats: MutableMapping[str, int] | None = None,
-             verify: bool = True) -> Iterator[tuple[str, object]]:
-    """Streams one tar archive into Samples, skips and failures.
+class Skipped(NamedTuple):
+    """A member that is not a sample field; `reason` is one of SKIP_REASONS."""
 
-    Yields `("sample", sample)`, `("skipped", reason)` (one of SKIP_REASONS) or
-    `("failure", dead_letter_record)`. `fileobj` is a binary file, not closed
-    here, and seekable if compressed and verified; compression (gzip, bzip2, xz) is detected from the content. A
+    reason: str
+
+
+class _Field(NamedTuple):
+    """A regular member that is a sample field: `key`.`ext`."""
+
+    info: tarfile.TarInfo
+    key: str
+    ext: str
+
+
+class _TarStream:
+    """One archive's members in order, streamed, and how the archive ended.
+
+    `TarFile.next()` returns None not only at the end-of-archive marker (a zero
+    block) but also, silently, when the file stops at a member boundary or in
+    the middle of a header, or when a header is garbage - anywhere past the
+    first member. Only the zero block means the last group is complete, so the
+    header parser of this stream notes which one it met.
+    """
+
+    def __init__(self, fileobj: IO[bytes]):
+        self.end_marker = False
+        self.header_error: tarfile.HeaderError | None = None
+        self.last_member: str | None = None  # for error messages
+        stream = self
+
+        class _EndAwareTarInfo(tarfile.TarInfo):
+            @classmethod
+            def fromtarfile(cls, tarfile_obj):
+                try:
+                    return super().fromtarfile(tarfile_obj)
+                except tarfile.EOFHeaderError:
+                    stream.end_marker = True
+                    raise
+                except tarfile.HeaderError as e:
+                    stream.header_error = e
+                    raise
+
+        self._tar = tarfile.open(fileobj=fileobj, mode="r|", tarinfo=_EndAwareTarInfo)
+
+    def members(self, stats: MutableMapping[str, int]) -> Iterator[tarfile.TarInfo]:
+        while (info := self._tar.next()) is not None:
+            # TarFile keeps every TarInfo in `members` (for random access we do
+            # not use); clearing it keeps memory flat, as WebDataset does.
+            self._tar.members = []
+            stats["members"] += 1
+            self.last_member = info.name
+            yield info
+
+    def read(self, info: tarfile.TarInfo) -> bytes:
+        return self._tar.extractfile(info).read()
+
+    def ending_error(self) -> tarfile.ReadError | None:
+        """None if the members ended at the end-of-archive marker."""
+        if self.end_marker:
+            return None
+        detail = f" ({self.header_error})" if self.header_error else ""
+        return tarfile.ReadError(f"no end-of-archive marker{detail}")
+
+    @property
+    def offset(self) -> int:
+        return self._tar.offset
+
+    def close(self) -> None:
+        self._tar.close()  # closes tarfile's buffers only, never the file
+
+
+def _fields(members: Iterator[tarfile.TarInfo]) -> Iterator[_Field | Skipped]:
+    """Members -> sample fields, or why a member is none (WebDataset's naming)."""
+    for info in members:
+        if not info.isreg():
+            yield Skipped(_member_kind(info))
+            continue
+        name = _normalise(info.name)
+        if ("/" not in name and name.startswith("__") and name.endswith("__")) or _META.match(name):
+            yield Skipped("meta")
+            continue
+        match = _KEY_EXT.match(name)
+        if match is None:
+            yield Skipped("no_extension")
+            continue
+        yield _Field(info, match.group(1), match.group(2).lower())
+
+
+class _SampleGroup:
+    """Consecutive fields with one key -> one Sample, or its dead letter."""
+
+    def __init__(self, url: str):
+        self._url = url
+        self._sample: dict | None = None    # the sample being grouped
+        self._failure: dict | None = None   # its dead letter, once a member made it fail
+
+    def finish_before(self, key: str) -> dict | Failed | None:
+        """The group so far, finished, if `key` starts a new one."""
+        return self.finish() if self._sample and key != self._sample[KEY] else None
+
+    def add(self, field: _Field, stream: _TarStream, stats: MutableMapping[str, int]) -> None:
+        """Reads one field of the group (after `finish_before` its key)."""
+        if self._sample is None:
+            self._sample = {KEY: field.key, URL: self._url}
+        if self._failure is None and not is_text(field.info.name):
+            self._fail(ValueError(f"member name {escape_name(field.info.name)!r} is not UTF-8 "
+                                  f"(written escaped, as transforms/format/sample.py says)"),
+                       "sample has a member name that is not text", field)
+        if self._failure is not None:
+            stats["bytes"] += field.info.size  # the rest of a failed sample: skipped, not kept
+            return
+        data = stream.read(field.info)
+        stats["bytes"] += len(data)
+        if field.ext in self._sample:
+            self._fail(ValueError(f"duplicate field {field.ext!r}: member {field.info.name!r} "
+                                  f"repeats a field already read for this sample"),
+                       "sample has a duplicate extension", field)
+        else:
+            self._sample[field.ext] = data
+
+    def _fail(self, error: ValueError, context: str, field: _Field) -> None:
+        self._failure = _failure(error, context, url=self._url, key=field.key,
+                                 member=field.info.name, unit=SAMPLE)
+        self._sample = {KEY: field.key, URL: self._url}  # drop the fields read so far
+
+    def finish(self) -> dict | Failed | None:
+        """The completed group: its Sample or its dead letter (None if no group)."""
+        done = Failed(self._failure) if self._failure is not None else self._sample
+        self._sample = self._failure = None
+        return done
+
+    def broken(self, error: BaseException, context: str, member: str | None) -> Failed:
+        """The dead letter of an archive that broke off during this group."""
+        if self._sample is None:
+            return Failed(_failure(error, context, url=self._url, key=None, member=member,
+                                   unit=FILE))
+        if self._failure is not None:
+            # Already a failure; count it once, with both reasons.
+            record = dict(self._failure)
+            record["message"] = f"{record['message']}; then {context}: {error}"[:MAX_MESSAGE]
+            return Failed(record)
+        return Failed(_failure(error, f"sample incomplete, {context}", url=self._url,
+                               key=self._sample[KEY], member=member, unit=SAMPLE))
+
+
+def _samples(stream: _TarStream, url: str,
+             stats: MutableMapping[str, int]) -> Iterator[dict | Skipped | Failed]:
+    """Fields grouped into Samples; the last group is complete only at the end marker."""
+    group = _SampleGroup(url)
+    try:
+        for item in _fields(stream.members(stats)):
+            if isinstance(item, Skipped):
+                yield item
+                continue
+            # Yielded before the field is read: a read error then fails only the new group.
+            if (done := group.finish_before(item.key)) is not None:
+                yield done
+            group.add(item, stream, stats)
+        error = stream.ending_error()
+    except _READ_ERRORS as e:
+        error = e
+    if error is not None:
+        yield group.broken(error, f"archive truncated or corrupt near tar offset "
+                                  f"{stream.offset}", stream.last_member)
+    elif (last := group.finish()) is not None:
+        yield last
+
+
+def iter_tar(fileobj: IO[bytes], url: str, *, stats: MutableMapping[str, int] | None = None,
+             verify: bool = True) -> Iterator[dict | Skipped | Failed]:
+    """Streams one tar archive into Samples, `Skipped` members and `Failed` dead letters.
+
+    `fileobj` is a binary file, not closed here, and seekable if compressed and
+    verified; compression (gzip, bzip2, xz) is detected from the content. A
     compressed archive is first read to its end through its codec's checks
     (`verify`; see the module docstring), then streamed. If `stats` is given,
     `stats["members"]` and `stats["bytes"]` are increased by the members seen
@@ -189,102 +334,25 @@ def iter_tar(fileobj: IO[bytes], url: str, *,  # noqa: C901
         try:
             compression.verify(raw, codec)
         except StreamCorrupt as e:
-            yield "failure", _failure(e, "compressed file corrupt, none of its samples used", url=url,
-                                      key=None, member=None, unit=FILE)
+            yield _file_failed(e, "compressed file corrupt, none of its samples used", url)
             return
         raw.rewind()
     archive = raw if codec is None else compression.decompressed(raw, codec)
     try:
-        stream = tarfile.open(fileobj=archive, mode="r|", tarinfo=_EndAwareTarInfo)
+        stream = _TarStream(archive)
     except _READ_ERRORS as e:
         # Fails here only before the first member: the file yields no sample.
-        if raw.bytes_read == 0:
-            yield "failure", _failure(tarfile.ReadError("empty file is not a tar archive"),
-                                      None, url=url, key=None, member=None, unit=FILE)
-        else:
-            yield "failure", _failure(e, "not a readable tar archive", url=url, key=None,
-                                      member=None, unit=FILE)
-        return
-
-    current: dict | None = None   # the sample being grouped
-    poisoned: dict | None = None  # its dead letter, once a member made it fail
-    member: str | None = None     # last member header read, for error messages
-    error: BaseException | None = None
-    try:
-        while True:
-            info = stream.next()
-            if info is None:
-                break
-            # TarFile keeps every TarInfo in `members` (for random access we do
-            # not use); clearing it keeps memory flat, as WebDataset does.
-            stream.members = []
-            stats["members"] += 1
-            member = info.name
-            if not info.isreg():
-                yield "skipped", _member_kind(info)
-                continue
-            name = _normalise(info.name)
-            if ("/" not in name and name.startswith("__") and name.endswith("__")) or _META.match(name):
-                yield "skipped", "meta"
-                continue
-            match = _KEY_EXT.match(name)
-            if match is None:
-                yield "skipped", "no_extension"
-                continue
-            key, ext = match.group(1), match.group(2).lower()
-            if current is not None and key != current[KEY]:
-                yield _finished(current, poisoned)
-                current = poisoned = None
-            if current is None:
-                current = {KEY: key, URL: url}
-            if poisoned is None and not is_text(info.name):
-                # The name cannot be a key or field name: the sample is a dead letter.
-                poisoned = _failure(
-                    ValueError(f"member name {escape_name(info.name)!r} is not UTF-8 (written "
-                               f"escaped, as transforms/format/sample.py says)"),
-                    "sample has a member name that is not text", url=url, key=key,
-                    member=info.name, unit=SAMPLE)
-                current = {KEY: key, URL: url}
-            if poisoned is not None:
-                stats["bytes"] += info.size  # the rest of a failed sample: skipped, not kept
-                continue
-            data = stream.extractfile(info).read()
-            stats["bytes"] += len(data)
-            if ext in current:
-                poisoned = _failure(
-                    ValueError(f"duplicate field {ext!r}: member {info.name!r} repeats a field "
-                               f"already read for this sample"),
-                    "sample has a duplicate extension", url=url, key=key, member=info.name,
-                    unit=SAMPLE)
-                current = {KEY: key, URL: url}  # drop the fields read so far
-                continue
-            current[ext] = data
-        if not getattr(stream, "_datagen_end_marker", False):
-            header_error = getattr(stream, "_datagen_header_error", None)
-            error = tarfile.ReadError(
-                "no end-of-archive marker"
-                + (f" ({header_error})" if header_error else ""))
-    except _READ_ERRORS as e:
-        error = e
-    finally:
-        stream.close()  # closes tarfile's buffers only, never `fileobj`
         archive.close()
-
-    if error is None:
-        if current is not None:
-            yield _finished(current, poisoned)
+        if raw.bytes_read == 0:
+            yield _file_failed(tarfile.ReadError("empty file is not a tar archive"), None, url)
+        else:
+            yield _file_failed(e, "not a readable tar archive", url)
         return
-    context = f"archive truncated or corrupt near tar offset {stream.offset}"
-    if current is None:
-        yield "failure", _failure(error, context, url=url, key=None, member=member, unit=FILE)
-    elif poisoned is not None:
-        # Already a failure; count it once, with both reasons.
-        record = dict(poisoned)
-        record["message"] = f"{record['message']}; then {context}: {error}"[:MAX_MESSAGE]
-        yield "failure", record
-    else:
-        yield "failure", _failure(error, f"sample incomplete, {context}", url=url,
-                                  key=current[KEY], member=member, unit=SAMPLE)
+    try:
+        yield from _samples(stream, url, stats)
+    finally:
+        stream.close()
+        archive.close()
 
 
 class TarReader:
@@ -312,28 +380,23 @@ class TarReader:
 
     def _read_file(self, path: str) -> Iterator[dict | Failed]:
         if not is_text(path):
-            yield Failed(_failure(ValueError("the file's name is not UTF-8"), "file not read",
-                                  url=path, key=None, member=None, unit=FILE))
+            yield _file_failed(ValueError("the file's name is not UTF-8"), "file not read", path)
             return
         try:
             fileobj = open_input(path)
         except Exception as e:  # noqa: BLE001 - missing, forbidden, a FIFO: whatever the filesystem says
-            yield Failed(_failure(e, "cannot open file", url=path, key=None, member=None,
-                                  unit=FILE))
+            yield _file_failed(e, "cannot open file", path)
             return
         self._files.inc()
         stats = collections.Counter()
         try:
-            for kind, value in iter_tar(fileobj, path, stats=stats):
-                if kind == "sample":
-                    self._samples.inc()
-                    yield value
-                elif kind == "skipped":
+            for item in iter_tar(fileobj, path, stats=stats):
+                if isinstance(item, Skipped):
                     self._skipped.inc()
-                else:
-                    if value["unit"] == SAMPLE:
-                        self._samples.inc()
-                    yield Failed(value)
+                    continue
+                if not isinstance(item, Failed) or item.record["unit"] == SAMPLE:
+                    self._samples.inc()
+                yield item
         finally:
             fileobj.close()
             self._members.inc(stats["members"])

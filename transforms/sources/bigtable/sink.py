@@ -248,15 +248,13 @@ class _ExampleRowsFn(_RowsFn):
         self._family = family
         self._url = url
 
-    def _to_row(self, element):
-        split, order_key, serialized = element
-        return example_row(split, order_key, serialized, self._family)
+    def _to_row(self, example):
+        return example_row(example.split, example.order, example.serialized, self._family)
 
-    def _dead_letter(self, element, error):
-        split, order_key, _ = element
+    def _dead_letter(self, example, error):
         return dead_letter(STAGE, error, url=self._url,
-                           key=example_row_key(split, order_key).decode("utf-8"),
-                           member=error.member, unit=EXAMPLE, split=split)
+                           key=example_row_key(example.split, example.order).decode("utf-8"),
+                           member=error.member, unit=EXAMPLE, split=example.split)
 
 
 def _check_no_app_profile(table: BigtableTable) -> None:
@@ -317,7 +315,7 @@ class WriteSamplesToBigtable(beam.PTransform):
 
 
 class WriteExamplesToBigtable(beam.PTransform):
-    """BuildExamples' `(split, order_key, serialized)` tuples -> one row each.
+    """Examples (transforms/dataset/examples.py `Example`) -> one row each.
 
         refused = built.examples | "ExamplesToBigtable" >> WriteExamplesToBigtable(table)
 
