@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Iterable, Mapping
+from typing import Any, Dict, Iterable, List, Mapping
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -98,6 +98,7 @@ def summary_line(summary: Mapping, table: str) -> str:
             f"{summary['files_failed']} files failed")
 
 
+@beam.typehints.with_input_types(int, List[Dict[str, Any]])  # (samples written, dead letters)
 class _ReportFn(beam.DoFn):
     """Runs once: writes or logs the dead letters, prints the summary, enforces the threshold."""
 

@@ -32,7 +32,7 @@ import apache_beam as beam
 from transforms.runner.counters import counter
 from transforms.format.dead_letters import FAILURES, SAMPLE, dead_letter
 from transforms.format.encoder import ExampleEncoder
-from transforms.dataset.examples import ExampleRecipe, SampleOutcome, convert_sample
+from transforms.dataset.examples import Example, ExampleRecipe, SampleOutcome, convert_sample
 from transforms.dataset.rolling_shards import RollingShards
 from transforms.format.sample import KEY, URL
 from transforms.format.spec import FeatureSpec
@@ -84,6 +84,8 @@ def outcome_tallies(outcome: SampleOutcome) -> dict:
     return tallies
 
 
+@beam.typehints.with_input_types(WorkUnit)
+@beam.typehints.with_output_types(Example)
 class _ConvertFn(beam.DoFn):
     """A unit -> its shards written, its report, dead letters (and its examples
     with `emit_examples`). The reader's clients, the encoder and the user's

@@ -159,6 +159,7 @@ def _write_failures(path: str, failures: Iterable[Mapping]) -> None:
     _write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in failures))
 
 
+@beam.typehints.with_output_types(CommitPlan)
 class _CheckFn(beam.DoFn):
     """Runs once, after every shard is written: the checks of step 1."""
 
@@ -228,6 +229,7 @@ def _move_batches(plan: CommitPlan, output: str) -> Iterable[list]:
         yield moves[i:i + _MOVE_BATCH]
 
 
+@beam.typehints.with_input_types(CommitPlan, Any)  # (plan, the moves done: a barrier)
 class _PublishFn(beam.DoFn):
     """Runs once, after every shard is in place: step 3."""
 

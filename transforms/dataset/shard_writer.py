@@ -22,7 +22,7 @@ import bisect
 import dataclasses
 import math
 import uuid
-from typing import NamedTuple
+from typing import Iterable, NamedTuple, Tuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
@@ -75,6 +75,7 @@ class _Counts:
             self.coarsen(self.bits - 1)
 
 
+@beam.typehints.with_output_types(Histogram)
 class _BucketHistogram(beam.CombineFn):
     """(order key, size) -> the split's Histogram.
 
@@ -152,6 +153,8 @@ def plan_shards(histogram: Histogram, target_shard_bytes: int, num_shards: int =
 # -- writing ---------------------------------------------------------------------
 
 
+@beam.typehints.with_input_types(Tuple[Tuple[str, int], Iterable[Tuple[int, bytes]]])
+@beam.typehints.with_output_types(ShardRecord)
 class _WriteShardFn(beam.DoFn):
     """((split, shard), [(order, bytes)]) -> its ShardRecord; writes a temp file."""
 

@@ -24,13 +24,13 @@ is the same on every runner and worker count.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 
 from transforms.dataset.examples import ExampleRecipe, Filtered, StageError, prepare_sample
 from transforms.dataset.splits import Strata, group_hash, group_stratum, stratum_cuts
-from transforms.sources.units import Failed
+from transforms.sources.units import Failed, WorkUnit
 
 __all__ = ["StratifySplits"]
 
@@ -50,6 +50,8 @@ def _group_and_label(sample, recipe: ExampleRecipe, sample_fn) -> tuple | None:
         return None
 
 
+@beam.typehints.with_input_types(WorkUnit)
+@beam.typehints.with_output_types(Tuple[str, Optional[str]])
 class _GroupLabelFn(beam.DoFn):
     """A work unit -> (group key, label) of each of its samples (_group_and_label);
     the reader's clients and the user's sample function are made in setup()."""

@@ -32,7 +32,7 @@ indexes name the shards.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterator, NamedTuple, Protocol, Sequence
+from typing import Any, Callable, Dict, Iterator, NamedTuple, Protocol, Sequence
 
 import apache_beam as beam
 from apache_beam.transforms.core import RestrictionProvider
@@ -133,6 +133,8 @@ class SplittableUnits(RestrictionProvider):
         return self._reader.restriction_size(unit, restriction)
 
 
+@beam.typehints.with_input_types(WorkUnit)
+@beam.typehints.with_output_types(Dict[str, Any])
 class _ReadUnitFn(beam.DoFn):
     """A unit -> its Samples (main output) and dead letters (FAILURES)."""
 

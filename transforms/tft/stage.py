@@ -29,9 +29,10 @@ protobuf's per-process map order: reruns are byte-identical.
 from __future__ import annotations
 
 import os
-from typing import NamedTuple
+from typing import List, NamedTuple
 
 import apache_beam as beam
+import pyarrow as pa
 import tensorflow as tf
 import tensorflow_transform as tft
 import tensorflow_transform.beam as tft_beam
@@ -46,7 +47,7 @@ from transforms.format.encoder import ExampleEncoder
 from transforms.dataset.examples import Example, ExampleRecipe, Filtered, StageError, build_examples
 from transforms.tft.preprocessing import ANALYZED_SPLIT, RAW_METADATA_DIR, TRANSFORM_DIRS, Preprocessing
 from transforms.format.spec import Feature, FeatureSpec
-from transforms.sources.units import Failed
+from transforms.sources.units import Failed, WorkUnit
 
 __all__ = ["Analysis", "AnalyzeTrainSplit", "ExampleTransformer", "transformed_spec", "publish",
            "STAGED_DIR"]
@@ -173,6 +174,8 @@ class ExampleTransformer:
 # -- Beam ---------------------------------------------------------------------------
 
 
+@beam.typehints.with_input_types(WorkUnit)
+@beam.typehints.with_output_types(bytes)
 class _TrainExamplesFn(beam.DoFn):
     """A work unit -> the serialized raw examples of its train samples; the rest
     stop at their split. Dead letters are the converter's to report."""
@@ -204,6 +207,8 @@ class _TrainExamplesFn(beam.DoFn):
         self._reader.teardown()
 
 
+@beam.typehints.with_input_types(List[bytes])
+@beam.typehints.with_output_types(pa.RecordBatch)
 class _ToRecordBatchFn(beam.DoFn):
     """A batch of serialized raw examples -> one RecordBatch; the decoder is made in setup()."""
 

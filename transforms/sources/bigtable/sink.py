@@ -63,12 +63,13 @@ job that succeeds they are the rows written.
 from __future__ import annotations
 
 import datetime
-from typing import Any, Mapping
+from typing import Any, Dict, Mapping
 
 import apache_beam as beam
 from apache_beam.io.gcp.bigtableio import WriteToBigTable
 from google.cloud.bigtable.row import DirectRow
 
+from transforms.dataset.examples import Example
 from transforms.runner.counters import counter
 from transforms.format.dead_letters import FAILURES, SAMPLE, dead_letter
 from transforms.format.sample import KEY, URL, data_fields
@@ -228,6 +229,8 @@ class _RowsFn(beam.DoFn):
         yield row
 
 
+@beam.typehints.with_input_types(Dict[str, Any])
+@beam.typehints.with_output_types(DirectRow)
 class _SampleRowsFn(_RowsFn):
     def __init__(self, timestamp, family: str, columns: Mapping[str, str]):
         super().__init__(timestamp)
@@ -242,6 +245,8 @@ class _SampleRowsFn(_RowsFn):
                            member=error.member, unit=SAMPLE)
 
 
+@beam.typehints.with_input_types(Example)
+@beam.typehints.with_output_types(DirectRow)
 class _ExampleRowsFn(_RowsFn):
     def __init__(self, timestamp, family: str, url: str):
         super().__init__(timestamp)
