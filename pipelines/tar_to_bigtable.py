@@ -24,7 +24,9 @@ family are checked before any work; `--create_table` creates whichever is
 missing. Dead letters (unreadable tar members or files, refused rows) go to
 `--failures_output` as JSON lines, or to the log without it; the job prints one
 summary line and fails when more than `--max_failure_fraction` of the inputs
-became dead letters (rows already written stay).
+became dead letters (rows already written stay). The dead letters' order and
+file, the threshold and its DatasetFailed are the dataset jobs' own
+(transforms/dataset/finalise.py).
 
 Flags (the flex template parameters): `--instance`, `--table`
 (BigtableTableOptions), `--family`, `--create_table`, `--failures_output`
@@ -37,7 +39,6 @@ Dataflow project).
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any, Dict, Iterable, List, Mapping
 
@@ -56,7 +57,7 @@ from transforms.sources.bigtable.table import BigtableTable
 from transforms.format.dead_letters import FAILURES, FILE, SAMPLE, describe
 from transforms.runner.runtime import make_pipeline, wait_for
 from transforms.sources.file_match import match_files
-from transforms.dataset.finalise import DatasetFailed
+from transforms.dataset.finalise import check_failure_fraction, sorted_failures, write_failures
 from transforms.dataset.fileops import check_writable
 from transforms.sources.tar import ReadTarSamples
 
@@ -109,10 +110,7 @@ class _ReportFn(beam.DoFn):
 
     def _keep(self, failures: list) -> None:
         if self._failures_output:
-            # Written even when empty, so the file always describes the latest load.
-            with FileSystems.create(self._failures_output) as f:
-                f.write("".join(json.dumps(r, sort_keys=True) + "\n"
-                                for r in failures).encode("utf-8"))
+            write_failures(self._failures_output, failures)
             return
         for record in failures[:_MAX_LOGGED]:
             _LOG.warning("dead letter: %s", describe(record))
@@ -121,18 +119,14 @@ class _ReportFn(beam.DoFn):
                          len(failures) - _MAX_LOGGED)
 
     def process(self, samples_yielded, failures):
-        failures = sorted(failures, key=lambda r: json.dumps(r, sort_keys=True))
+        failures = sorted_failures(failures)
         self._keep(failures)
         summary = load_summary(samples_yielded, failures)
         print(summary_line(summary, self._table))
-        inputs = summary["samples_read"] + summary["files_failed"]
-        failed = summary["samples_failed"] + summary["files_failed"]
-        if inputs and failed / inputs > self._max_failure_fraction:
-            where = self._failures_output or "the log"
-            raise DatasetFailed(
-                f"{failed} of {inputs} inputs failed ({failed / inputs:.2%} > "
-                f"--max_failure_fraction {self._max_failure_fraction:.2%}); dead letters in "
-                f"{where}; first: {describe(failures[0])}")
+        check_failure_fraction(summary["samples_failed"] + summary["files_failed"],
+                               summary["samples_read"] + summary["files_failed"],
+                               self._max_failure_fraction, failures,
+                               self._failures_output or "the log")
 
 
 def _table_config(options: PipelineOptions) -> BigtableTable:

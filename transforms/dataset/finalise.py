@@ -42,8 +42,8 @@ from transforms.tft.preprocessing import TRANSFORM_DIRS
 from transforms.format.spec import FeatureSpec
 from transforms.dataset.splits import split_balance
 
-__all__ = ["DatasetFailed", "Finalise", "TEMP_PREFIX", "account", "summary_line",
-           "unit_coverage_errors"]
+__all__ = ["DatasetFailed", "Finalise", "TEMP_PREFIX", "account", "check_failure_fraction",
+           "sorted_failures", "summary_line", "unit_coverage_errors", "write_failures"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -155,8 +155,28 @@ def _run_failures(temp_dir: str) -> str:
     return FileSystems.join(temp_dir, "failures.jsonl")
 
 
-def _write_failures(path: str, failures: Iterable[Mapping]) -> None:
+def sorted_failures(failures: Iterable[Mapping]) -> list:
+    """Dead letters in a stable order: the same file however the runner ordered them."""
+    return sorted(failures, key=lambda r: json.dumps(r, sort_keys=True))
+
+
+def write_failures(path: str, failures: Iterable[Mapping]) -> None:
+    """Dead letters as JSON lines; written even when there are none, so the file
+    always describes the latest run."""
     _write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in failures))
+
+
+def check_failure_fraction(failed: int, inputs: int, max_fraction: float,
+                           failures: list, kept_in: str) -> None:
+    """Raises DatasetFailed when more than `max_fraction` of the `inputs` failed,
+    saying where the (sorted) dead letters are kept and the first of them."""
+    if not inputs or failed / inputs <= max_fraction:
+        return
+    problem = (f"{failed} of {inputs} inputs failed ({failed / inputs:.2%} > "
+               f"--max_failure_fraction {max_fraction:.2%})")
+    if failures:
+        problem += f"; dead letters in {kept_in}; first: {describe(failures[0])}"
+    raise DatasetFailed(problem)
 
 
 @beam.typehints.with_output_types(CommitPlan)
@@ -184,33 +204,29 @@ class _CheckFn(beam.DoFn):
             raise AssertionError(f"examples built {accounting['examples_per_split']} "
                                  f"but shards hold {dict(in_shards)}")
 
-        failures = sorted(failures, key=lambda r: json.dumps(r, sort_keys=True))
+        failures = sorted_failures(failures)
         inputs = accounting["samples_read"] + accounting["files_failed"]
         failed = (accounting["samples_failed"] + accounting["files_failed"]
                   + accounting["examples_failed"])
         group_counts = dict(group_counts)
         empty, lopsided = split_balance(config.recipe.split_plan,
                                         accounting["examples_per_split"], group_counts)
-        problem = None
-        if inputs and failed / inputs > config.max_failure_fraction:
-            problem = (f"{failed} of {inputs} inputs failed ({failed / inputs:.2%} > "
-                       f"--max_failure_fraction {config.max_failure_fraction:.2%})")
-            if failures:
-                problem += (f"; dead letters in {_run_failures(self._temp_dir)}; first: "
-                            f"{describe(failures[0])}")
-        elif leaks:
-            problem = leakage_message(leaks)
-        elif empty and not config.allow_empty_splits:
-            problem = f"{empty[0]}; or pass --allow_empty_splits"
-        if problem is not None:
+        try:
+            check_failure_fraction(failed, inputs, config.max_failure_fraction, failures,
+                                   _run_failures(self._temp_dir))
+            if leaks:
+                raise DatasetFailed(leakage_message(leaks))
+            if empty and not config.allow_empty_splits:
+                raise DatasetFailed(f"{empty[0]}; or pass --allow_empty_splits")
+        except DatasetFailed:
             # The output stays exactly as it was; this run's dead letters stay in
             # its temporary folder (the next successful run removes it).
             remove_tree(self._temp_dir)
             if failures:
-                _write_failures(_run_failures(self._temp_dir), failures)
-            raise DatasetFailed(problem)
+                write_failures(_run_failures(self._temp_dir), failures)
+            raise
         if failures:
-            _write_failures(_run_failures(self._temp_dir), failures)
+            write_failures(_run_failures(self._temp_dir), failures)
 
         # An earlier run's manifest goes first: while files are replaced, no
         # reader takes this output for a complete dataset.
