@@ -23,7 +23,7 @@ import argparse
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.dataset_options import dataset_config, feature_spec
+from pipelines.dataset_job import dataset_config, feature_spec
 from pipelines.job_options import InputOptions
 from transforms.format.encoder import ExampleEncoder
 from transforms.dataset.examples import convert_sample

@@ -34,7 +34,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 
 from pipelines import cli
 from pipelines.job_options import BigtableReadOptions, BigtableTableOptions
-from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_job
+from pipelines.dataset_job import dataset_config, feature_spec, run_dataset_job
 from transforms.sources.bigtable.admin import ensure_table
 from transforms.sources.bigtable.read_config import BigtableReadConfig
 from transforms.sources.bigtable.rows import RowReader

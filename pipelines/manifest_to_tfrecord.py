@@ -34,11 +34,11 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import cli
 from pipelines.job_options import InputOptions, ListingOptions
-from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_job
+from pipelines.dataset_job import dataset_config, feature_spec, run_dataset_job
 from transforms.format.text import comma_list
 from transforms.media.cutting import media_features
 from transforms.dataset.write import DatasetConfig
-from transforms.sources.listing import (ListingReader, inspect_manifests, iter_samples,
+from transforms.sources.listing import (ListingReader, inspect_listings, iter_samples,
                                         missing_fields, plan_listing_units)
 from transforms.sources.units import Source
 
@@ -72,7 +72,7 @@ def run(argv=None) -> dict | None:
                          "several comma separated)")
     patterns = comma_list(manifests)
     media_columns = list(comma_list(opts.media_columns))
-    files, layout = inspect_manifests(patterns, media_columns, opts.key_column)
+    files, layout = inspect_listings(patterns, media_columns, opts.key_column)
     spec = feature_spec(options, iter_samples(files, layout))
     config = dataset_config(options, spec, source={
         "type": "manifest", "input": manifests, "num_files": len(files),

@@ -30,7 +30,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import cli
 from pipelines.job_options import InputOptions
-from pipelines.dataset_options import dataset_config, feature_spec, run_dataset_job
+from pipelines.dataset_job import dataset_config, feature_spec, run_dataset_job
 from transforms.format.text import comma_list
 from transforms.sources.file_match import matched_files
 from transforms.sources.input_files import open_input

@@ -114,7 +114,7 @@ def _steps(*flags: str) -> set:
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from pipelines.dataset_options import dataset_config, feature_spec
+    from pipelines.dataset_job import dataset_config, feature_spec
     from transforms.dataset.write import WriteDataset
     from transforms.sources.tar import TarReader, plan_tar_units
     from transforms.sources.units import Source

@@ -18,7 +18,7 @@ it. Both hooks are Beam 2.77 internals, pinned in setup.py. A finished bundle
 counts with its last answer, so a line may lag the truth by a few seconds of
 one bundle; the summary at the end is exact.
 On Dataflow the service's console shows these counters live: the launcher
-prints the job's console URL instead (pipelines/dataset_options.py).
+prints the job's console URL instead (pipelines/dataset_job.py).
 
 `INTERVAL_S` is None (quiet: tests, library use) unless the command line
 (pipelines/cli.py) sets it.

@@ -1,41 +1,26 @@
-"""CSV and JSONL manifests to Samples: rows naming media files, read in parallel.
+"""CSV and JSONL listings to Samples: rows naming media files, read in parallel.
 
     import apache_beam as beam
     from transforms.format.dead_letters import FAILURES
-    from transforms.sources.listing import ReadManifestSamples, inspect_manifests
+    from transforms.sources.listing import ReadListingSamples, inspect_listings
 
     patterns = ["gs://bucket/lists/train-*.csv"]
-    files, layout = inspect_manifests(patterns, media_columns=["audio"])  # launcher: headers
+    files, layout = inspect_listings(patterns, media_columns=["audio"])  # launcher: headers
     with beam.Pipeline() as p:
-        read = p | "ReadManifest" >> ReadManifestSamples(patterns, layout)
+        read = p | "ReadListing" >> ReadListingSamples(patterns, layout)
         samples = read.samples        # {"__key__": "clips/spk01_0001",
                                       #  "__url__": "gs://bucket/lists/train-0.csv",
                                       #  "audio": b"fLaC...", "label": b"3", "speaker": b"spk01"}
         failures = read[FAILURES]     # dead letters (transforms/format/dead_letters.py)
 
-A manifest is a CSV file (`.csv`; `.tsv` for tabs) with a header row, or a
-JSONL file (`.jsonl`, `.ndjson`) of one JSON object per line, either optionally
-compressed (`.gz`, `.bz2`, ...), local or `gs://`. Each row is one sample:
+A listing is a CSV or JSONL file naming one sample per row; how a row becomes
+a Sample is transforms/sources/listing_rows.py's.
 
-- media columns (`media_columns`) hold a file path or URI; the file is read
-  whole through Beam's filesystems into the field named by the column - not
-  by the file's extension, so one column may mix `.wav` and `.flac` and the
-  spec still names one field (the decoders tell formats apart by content). A
-  relative path is relative to the manifest's directory;
-- every other column becomes a field of the same name: CSV cells and JSON
-  strings as UTF-8 bytes (as tar members are), JSON numbers, booleans and
-  lists as they are, JSON objects as JSON text (so `meta.age` projects into
-  them), JSON nulls left out;
-- `__key__` is the `key_column`'s value, or else the first media column's
-  path up to the first dot of its basename, as written in the manifest
-  (`clips/spk01_0001.flac` -> `clips/spk01_0001`, the key the same file would
-  have in a WebDataset tar); `__url__` is the manifest's path.
-
-Large manifests never pass through the launching machine: the launcher reads
-one line of each file (`inspect_manifests`). When the job starts, a worker
+Large listings never pass through the launching machine: the launcher reads
+one line of each file (`inspect_listings`). When the job starts, a worker
 reads a few rows of the first to size the work units (`plan_listing_units`):
-byte ranges of the manifests, each holding about `target_bytes` of media by
-the first rows' sizes (a compressed manifest is one unit: it cannot be read
+byte ranges of the listings, each holding about `target_bytes` of media by
+the first rows' sizes (a compressed listing is one unit: it cannot be read
 from the middle). Workers read a unit's rows - the lines that start in its
 range - and their media. So a row is one physical line. CSV follows RFC 4180
 on that line (quoted fields may hold the delimiter and doubled quotes), but a
@@ -47,12 +32,12 @@ Use JSONL for text with newlines (JSON escapes them). Rows are identified by
 their key, not a line number: a split read does not know line numbers.
 Blank lines are skipped.
 
-Failures (transforms/format/dead_letters.py, unit SAMPLE, `url` = the manifest):
+Failures (transforms/format/dead_letters.py, unit SAMPLE, `url` = the listing):
 stage `read_manifest` for a row that does not parse (not UTF-8, bad CSV or
 JSON, wrong field count, no key, a media column empty or not a path; the
 message quotes the line), stage `read_media` for a file that is missing,
 unreadable, or a FIFO or device (`key` the row's, `member` the file's path or
-URI, `column` its column). A compressed manifest (.gz, .bz2, .xz) is read to
+URI, `column` its column). A compressed listing (.gz, .bz2, .xz) is read to
 its end through its codec's checks before its first row is used, as a
 compressed tar is (transforms/sources/tar.py): one that fails them is one FILE
 dead letter, stage `read_manifest`, and gives no row. As in the tar source, a file that opens but whose bytes then fail to
@@ -68,209 +53,35 @@ or a dead letter).
 from __future__ import annotations
 
 import contextlib
-import csv
-import dataclasses
 import functools
 import itertools
-import json
 import logging
-import posixpath
-import re
-from typing import IO, Any, Callable, Iterator, Mapping, Sequence
+from typing import IO, Callable, Iterator, Sequence
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.format.text import preview
 from transforms.runner.counters import counter
 from transforms.format.dead_letters import FILE, dead_letter
-from transforms.format.sample import KEY, URL, escape_name, field_text, is_text
+from transforms.format.sample import KEY, URL, escape_name, is_text
 from transforms.sources.file_match import as_patterns, match_files, matched_files
 from transforms.sources import compression
 from transforms.sources.compression import StreamCorrupt, codec_of_name
-from transforms.sources.input_files import StorageGuard, StorageReadError, open_input, read_whole
+from transforms.sources.input_files import StorageGuard, open_input, read_whole
+from transforms.sources.listing_rows import (ListingLayout, MediaReadError, header_columns,
+                                             listing_format, parse_row, resolve, row_to_sample)
 from transforms.sources.units import Failed, ReadUnits, Source, WorkUnit
 
-__all__ = ["ListingReader", "ManifestLayout", "MediaReadError", "ReadManifestSamples",
-           "inspect_manifests", "iter_samples", "manifest_format", "missing_fields",
-           "parse_row", "plan_listing_units", "read_media", "resolve", "row_to_sample"]
+__all__ = ["ListingReader", "ReadListingSamples", "inspect_listings", "iter_samples",
+           "missing_fields", "plan_listing_units", "read_media"]
 
 _LOG = logging.getLogger(__name__)
 _ROW_STAGE = "read_manifest"
 _MEDIA_STAGE = "read_media"
-_DELIMITERS = {"csv": ",", "tsv": "\t"}
-_FORMATS = {"csv": "csv", "tsv": "tsv", "jsonl": "jsonl", "ndjson": "jsonl"}
-_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
-_PREVIEW = 200
-# Rows of the first manifest whose media sizes estimate a unit's range.
+# Rows of the first listing whose media sizes estimate a unit's range.
 _SIZING_ROWS = 16
 # Rows a unit holds when no sized row was found to estimate from.
 _DEFAULT_UNIT_ROWS = 1000
-
-
-def _record_pattern(delimiter: str) -> re.Pattern:
-    """One RFC 4180 record on one line: fields quoted ("" escapes a quote) or
-    free of quotes and delimiters."""
-    d = re.escape(delimiter)
-    field = rf'(?:"(?:[^"]|"")*"|[^"{d}]*)'
-    return re.compile(rf"{field}(?:{d}{field})*")
-
-
-_RECORDS = {fmt: _record_pattern(d) for fmt, d in _DELIMITERS.items()}
-
-
-@dataclasses.dataclass(frozen=True)
-class ManifestLayout:
-    """How to read a manifest's rows; pickled to workers, so configuration only.
-
-    `columns` is the CSV header, or a JSONL file's first row's keys.
-    """
-
-    format: str  # csv, tsv or jsonl
-    columns: tuple
-    media_columns: tuple
-    key_column: str | None = None
-
-    def __post_init__(self):
-        if not self.media_columns:
-            raise ValueError("--media_columns names no column; which columns hold file paths?")
-        missing = [c for c in (*self.media_columns, self.key_column or "")
-                   if c and c not in self.columns]
-        if missing:
-            raise ValueError(f"no column {', '.join(map(repr, missing))} in the manifest "
-                             f"(columns: {', '.join(self.columns)})")
-
-
-def manifest_format(path: str) -> str:
-    """'a/b.csv.gz' -> 'csv'; ValueError for an extension that is not a manifest's."""
-    name = path.rsplit("/", 1)[-1]
-    if codec_of_name(path) is not None:
-        name = name.rsplit(".", 1)[0]
-    ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
-    if ext not in _FORMATS:
-        raise ValueError(f"manifest {path!r}: cannot tell its format; name it .csv, .tsv, "
-                         f".jsonl or .ndjson, optionally compressed as .gz, .bz2 or .xz "
-                         f"(e.g. rows.csv.gz)")
-    return _FORMATS[ext]
-
-
-def _text(line: bytes) -> str:
-    """A line as text, without a UTF-8 BOM (spreadsheets and editors put one at the
-    start of a file: a CSV header's, a JSONL file's first row)."""
-    try:
-        return line.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"line is not UTF-8: {e}") from None
-
-
-def _json_object(text: str) -> dict:
-    try:
-        row = json.loads(text)
-    except ValueError as e:
-        raise ValueError(f"line is not JSON ({e}): {preview(text, _PREVIEW)}") from None
-    except RecursionError:
-        raise ValueError(f"line is JSON nested too deeply to read: {preview(text, _PREVIEW)}") from None
-    if not isinstance(row, dict):
-        raise ValueError(f"line is not a JSON object: {preview(text, _PREVIEW)}")
-    return row
-
-
-def _csv_record(text: str, fmt: str) -> list:
-    if not _RECORDS[fmt].fullmatch(text):
-        raise ValueError(
-            f"line is not one CSV row: an unterminated quote, or a quote inside an unquoted "
-            f"field (a quoted field may not span lines): {preview(text, _PREVIEW)}")
-    return next(csv.reader([text], delimiter=_DELIMITERS[fmt]))
-
-
-def parse_row(line: bytes, layout: ManifestLayout) -> dict:
-    """One line -> {column: value}; ValueError saying why it is not a row."""
-    text = _text(line)
-    if layout.format == "jsonl":
-        return _json_object(text)
-    values = _csv_record(text, layout.format)
-    if len(values) != len(layout.columns):
-        raise ValueError(f"line has {len(values)} fields, the header {len(layout.columns)}: "
-                         f"{preview(text, _PREVIEW)}")
-    return dict(zip(layout.columns, values))
-
-
-def resolve(manifest_url: str, path: str) -> str:
-    """A media path as written in the manifest -> the path or URI to open.
-
-    URIs (`gs://...`) and absolute paths stay; a relative path is joined to the
-    manifest's directory (`gs://b/lists/m.csv` + `../clips/a.wav` ->
-    `gs://b/clips/a.wav`).
-    """
-    if _URI.match(path) or posixpath.isabs(path):
-        return path
-    scheme = _URI.match(manifest_url)
-    prefix = scheme.group(0) if scheme else ""
-    directory = posixpath.dirname(manifest_url[len(prefix):])
-    return prefix + posixpath.normpath(posixpath.join(directory, path))
-
-
-def _key_of_path(path: str) -> str:
-    # WebDataset's key: the path up to the first dot of its basename.
-    directory, sep, name = path.rpartition("/")
-    return directory + sep + name.split(".", 1)[0]
-
-
-def _field_value(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    if isinstance(value, dict):
-        return json.dumps(value, sort_keys=True).encode("utf-8")
-    return value
-
-
-class MediaReadError(Exception):
-    """A media file that cannot be read; names the row's key, the column and the path."""
-
-    def __init__(self, key: str, column: str, path: str, cause: BaseException):
-        super().__init__(f"column {column!r}: cannot read {path!r}: "
-                         f"{type(cause).__name__}: {cause}")
-        self.key = key
-        self.column = column
-        self.path = path
-
-
-def row_to_sample(row: Mapping[str, Any], manifest_url: str, layout: ManifestLayout,
-                  read: Callable[[str], bytes]) -> dict:
-    """A parsed row -> a Sample, its media read with `read(path)`.
-
-    Raises ValueError for a row that cannot name a sample (no key, a media
-    column empty or not a path) and MediaReadError for a file `read` fails on,
-    except that StorageReadError (the storage's fault) propagates.
-    """
-    for column in row:
-        if column.startswith("__"):
-            raise ValueError(f"column {column!r}: names starting with __ are reserved")
-    media = {}
-    for column in layout.media_columns:
-        path = row.get(column)
-        if not isinstance(path, str) or not path:
-            raise ValueError(f"media column {column!r} holds no path: {path!r}")
-        media[column] = path
-    key = row.get(layout.key_column) if layout.key_column else _key_of_path(
-        media[layout.media_columns[0]])
-    if key is None or key == "":
-        raise ValueError(f"key column {layout.key_column!r} is empty")
-    sample = {KEY: field_text(key), URL: manifest_url}
-    for column, value in row.items():
-        if column in media:
-            path = resolve(manifest_url, media[column])
-            try:
-                sample[column] = read(path)
-            except StorageReadError:
-                raise
-            except Exception as e:  # noqa: BLE001 - missing, forbidden, a directory: the row's
-                raise MediaReadError(sample[KEY], column, path, e) from e
-        elif value is not None:
-            sample[column] = _field_value(value)
-    return sample
-
-
 # A media file's bytes, as stored: what opening raises (missing, forbidden, a
 # FIFO or device) passes through, a failing read is StorageReadError.
 read_media = read_whole
@@ -278,7 +89,7 @@ read_media = read_whole
 
 @contextlib.contextmanager
 def _opened(path: str, verify: bool = False) -> Iterator[IO[bytes]]:
-    """A manifest opened for its lines, decompressed by its name's suffix; bad
+    """A listing opened for its lines, decompressed by its name's suffix; bad
     compressed data raises StreamCorrupt. With `verify`, a compressed one is
     first read to its end through its codec's checks (transforms/sources/compression.py)."""
     codec = codec_of_name(path)
@@ -302,9 +113,9 @@ def _first_line(path: str) -> bytes:
         return f.readline().rstrip(b"\r\n")
 
 
-def inspect_manifests(patterns: Sequence[str], media_columns: Sequence[str],
+def inspect_listings(patterns: Sequence[str], media_columns: Sequence[str],
                       key_column: str | None = None) -> tuple:
-    """(files, ManifestLayout) for the launcher; ValueError before any pipeline work.
+    """(files, ListingLayout) for the launcher; ValueError before any pipeline work.
 
     Reads only the first line of each file: every file must have one format
     and the same header (a JSONL file's first row's keys stand for its header),
@@ -314,47 +125,46 @@ def inspect_manifests(patterns: Sequence[str], media_columns: Sequence[str],
     layouts = {}
     for path in files:
         if not is_text(path):
-            raise ValueError(f"manifest {escape_name(path)!r}: its name is not UTF-8; rename "
-                             f"it (rows name their manifest as text)")
-        fmt = manifest_format(path)
+            raise ValueError(f"listing {escape_name(path)!r}: its name is not UTF-8; rename "
+                             f"it (rows name their listing as text)")
+        fmt = listing_format(path)
         try:
             line = _first_line(path)
         except StreamCorrupt as e:
             # Not the launcher's to judge: the job makes it a dead letter.
-            _LOG.warning("manifest %s is corrupt, so it will be a dead letter: %s", path, e)
+            _LOG.warning("listing %s is corrupt, so it will be a dead letter: %s", path, e)
             continue
         if not line:
-            raise ValueError(f"manifest {path!r} has no header row")
+            raise ValueError(f"listing {path!r} has no header row")
         try:
-            text = _text(line)
-            columns = tuple(_json_object(text) if fmt == "jsonl" else _csv_record(text, fmt))
+            columns = header_columns(line, fmt)
         except ValueError as e:
-            raise ValueError(f"manifest {path!r}, first line: {e}") from None
+            raise ValueError(f"listing {path!r}, first line: {e}") from None
         if len(set(columns)) != len(columns) or "" in columns:
-            raise ValueError(f"manifest {path!r}: header columns must be unique and named: "
+            raise ValueError(f"listing {path!r}: header columns must be unique and named: "
                              f"{', '.join(columns)}")
         layouts[path] = (fmt, columns)
     if not layouts:
-        raise ValueError(f"no manifest matching {', '.join(patterns)} can be read: every one "
+        raise ValueError(f"no listing matching {', '.join(patterns)} can be read: every one "
                          f"is corrupt")
     first = next(iter(layouts))
     fmt, columns = layouts[first]
     for path, found in layouts.items():
         if found != (fmt, columns):
-            raise ValueError(f"manifests {first!r} and {path!r} differ in format or columns "
+            raise ValueError(f"listings {first!r} and {path!r} differ in format or columns "
                              f"({', '.join(columns)} vs {', '.join(found[1])})")
     reserved = [c for c in columns if c.startswith("__")]
     if reserved:
-        raise ValueError(f"manifest {first!r}: column names starting with __ are reserved: "
+        raise ValueError(f"listing {first!r}: column names starting with __ are reserved: "
                          f"{', '.join(reserved)}")
     try:
-        layout = ManifestLayout(fmt, columns, tuple(media_columns), key_column or None)
+        layout = ListingLayout(fmt, columns, tuple(media_columns), key_column or None)
     except ValueError as e:
-        raise ValueError(f"manifest {first!r}: {e}") from None
+        raise ValueError(f"listing {first!r}: {e}") from None
     return files, layout
 
 
-def missing_fields(layout: ManifestLayout, fields: Sequence[tuple]) -> list:
+def missing_fields(layout: ListingLayout, fields: Sequence[tuple]) -> list:
     """The (flag, field) pairs whose field no column provides, as 'field (flag)' texts.
 
     A field is a column, a projection into one (`meta.age` with a `meta`
@@ -369,11 +179,11 @@ def missing_fields(layout: ManifestLayout, fields: Sequence[tuple]) -> list:
 
 def _lines(path: str, start: int = 0, end: int | None = None,
            skip_header: bool = False, verify: bool = False) -> Iterator[bytes]:
-    """The lines (without line ends) that start in [start, end) of a manifest;
-    `end` None reads to the end (how a compressed manifest, one unit, is read).
+    """The lines (without line ends) that start in [start, end) of a listing;
+    `end` None reads to the end (how a compressed listing, one unit, is read).
 
     `skip_header` leaves out the file's first line (a CSV header) when the range
-    starts at 0; `verify` checks a compressed manifest whole first (`_opened`).
+    starts at 0; `verify` checks a compressed listing whole first (`_opened`).
     Reads through Beam's filesystems: local or gs://.
     """
     with _opened(path, verify) as f:
@@ -389,7 +199,7 @@ def _lines(path: str, start: int = 0, end: int | None = None,
             yield line.rstrip(b"\r\n")
 
 
-def iter_samples(files: Sequence[str], layout: ManifestLayout,
+def iter_samples(files: Sequence[str], layout: ListingLayout,
                  read: Callable[[str], bytes] = read_media) -> Iterator[dict]:
     """The readable samples of `files`, in order; lazy, so the launcher's
     --features auto reads only the few rows it looks at."""
@@ -406,8 +216,8 @@ def iter_samples(files: Sequence[str], layout: ManifestLayout,
             continue
 
 
-def _sizing(path: str, layout: ManifestLayout) -> tuple:
-    """(mean row bytes, media bytes per manifest byte) over the first rows of
+def _sizing(path: str, layout: ListingLayout) -> tuple:
+    """(mean row bytes, media bytes per listing byte) over the first rows of
     `path`; the ratio counts the rows whose media exist (sized from their
     metadata, not read), None when none do."""
     media = sized_text = 0
@@ -425,17 +235,17 @@ def _sizing(path: str, layout: ManifestLayout) -> tuple:
             media += sum(sizes)
             sized_text += row_bytes[-1]
     except StreamCorrupt:
-        pass  # sized by the rows before the damage; the manifest is a dead letter
+        pass  # sized by the rows before the damage; the listing is a dead letter
 
     mean_row = sum(row_bytes) // len(row_bytes) if row_bytes else 1
     return mean_row, (media / sized_text if sized_text else None)
 
 
-def plan_listing_units(patterns: str | Sequence[str], layout: ManifestLayout,
+def plan_listing_units(patterns: str | Sequence[str], layout: ListingLayout,
                        target_bytes: int) -> tuple:
-    """The work units of the manifests matching `patterns`: byte ranges of about
-    `target_bytes` of media each, by the sizes of the first manifest's first
-    rows' media; a compressed manifest is one unit whatever its size."""
+    """The work units of the listings matching `patterns`: byte ranges of about
+    `target_bytes` of media each, by the sizes of the first listing's first
+    rows' media; a compressed listing is one unit whatever its size."""
     sizes = {m.path: m.size_in_bytes for m in matched_files(patterns)}
     files = sorted(sizes)
     row_bytes, ratio = _sizing(files[0], layout)
@@ -453,12 +263,12 @@ def plan_listing_units(patterns: str | Sequence[str], layout: ManifestLayout,
 
 
 class ListingReader:
-    """Reads manifest units (transforms/sources/units.py): each row of the unit's byte
+    """Reads listing units (transforms/sources/units.py): each row of the unit's byte
     range into a Sample, its media read, or a dead letter."""
 
     splittable = False
 
-    def __init__(self, layout: ManifestLayout):
+    def __init__(self, layout: ListingLayout):
         self._layout = layout
 
     def setup(self, counting: bool = True) -> None:
@@ -500,20 +310,20 @@ class ListingReader:
         pass
 
 
-class ReadManifestSamples(beam.PTransform):
-    """Reads the rows of CSV/JSONL manifests matching patterns into Samples.
+class ReadListingSamples(beam.PTransform):
+    """Reads the rows of CSV/JSONL listings matching patterns into Samples.
 
-        files, layout = inspect_manifests(patterns, media_columns=["audio"])
-        read = p | "ReadManifest" >> ReadManifestSamples(patterns, layout)
+        files, layout = inspect_listings(patterns, media_columns=["audio"])
+        read = p | "ReadListing" >> ReadListingSamples(patterns, layout)
         read.samples      # PCollection of Sample dicts
         read[FAILURES]    # dead letters (stages "read_manifest", "read_media")
 
-    The manifests are cut into units of about `target_bytes` of media
+    The listings are cut into units of about `target_bytes` of media
     (`plan_listing_units`) when the job starts; workers read the units' rows
     and media. The output is in no particular order.
     """
 
-    def __init__(self, file_pattern: str | Sequence[str], layout: ManifestLayout,
+    def __init__(self, file_pattern: str | Sequence[str], layout: ListingLayout,
                  target_bytes: int = 128 << 20):
         super().__init__()
         self._patterns = as_patterns(file_pattern)

@@ -1,5 +1,5 @@
-"""The CSV/JSONL manifest source: row parsing, path resolution, launch checks, and
-ReadManifestSamples on the local runner over manifests written here."""
+"""The CSV/JSONL listing source: row parsing, path resolution, launch checks, and
+ReadListingSamples on the local runner over listings written here."""
 
 import gzip
 import io
@@ -12,14 +12,13 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.util import assert_that, equal_to
 
 from transforms.format.dead_letters import FAILURES
-from transforms.sources.listing import (ManifestLayout, MediaReadError, ReadManifestSamples,
-                                        inspect_manifests, iter_samples, manifest_format,
-                                        plan_listing_units,
-                                        missing_fields, parse_row, read_media, resolve,
-                                        row_to_sample)
+from transforms.sources.listing import (ReadListingSamples, inspect_listings, iter_samples,
+                                        missing_fields, plan_listing_units, read_media)
+from transforms.sources.listing_rows import (ListingLayout, MediaReadError, listing_format,
+                                             parse_row, resolve, row_to_sample)
 from transforms.sources.input_files import StorageReadError
 
-CSV = ManifestLayout("csv", ("path", "label", "note"), ("path",))
+CSV = ListingLayout("csv", ("path", "label", "note"), ("path",))
 
 
 @pytest.mark.parametrize("line, row", [
@@ -47,12 +46,12 @@ def test_lines_that_are_not_rows(line, message):
 
 
 def test_tsv_and_jsonl_rows():
-    tsv = ManifestLayout("tsv", ("path", "text"), ("path",))
+    tsv = ListingLayout("tsv", ("path", "text"), ("path",))
     assert parse_row(b'a.wav\t"some,\t""text"""', tsv) == {"path": "a.wav",
                                                             "text": 'some,\t"text"'}
     with pytest.raises(ValueError, match="not one CSV row"):
         parse_row(b'a.wav\tsome "text"', tsv)
-    jsonl = ManifestLayout("jsonl", ("path",), ("path",))
+    jsonl = ListingLayout("jsonl", ("path",), ("path",))
     assert parse_row(b'{"path": "a.wav", "n": [1, 2]}', jsonl) == {"path": "a.wav", "n": [1, 2]}
     with pytest.raises(ValueError, match="not a JSON object"):
         parse_row(b'["a.wav"]', jsonl)
@@ -78,31 +77,31 @@ def test_media_paths_resolve_against_the_manifest(manifest, path, resolved):
     ("a.ndjson.gz", "jsonl"),
 ])
 def test_format_from_the_extension(path, fmt):
-    assert manifest_format(path) == fmt
+    assert listing_format(path) == fmt
 
 
 @pytest.mark.parametrize("path", ["a.txt", "a.json", "a", "a.gz"])
 def test_unknown_format_is_an_error(path):
     with pytest.raises(ValueError, match="cannot tell its format"):
-        manifest_format(path)
+        listing_format(path)
 
 
 def test_row_to_sample_fields_and_keys():
     files = {"/m/clips/spk1_001.flac": b"FLAC", "/m/v/x.mp4": b"MP4"}
-    layout = ManifestLayout("jsonl", ("audio", "video"), ("audio", "video"))
+    layout = ListingLayout("jsonl", ("audio", "video"), ("audio", "video"))
     row = {"audio": "clips/spk1_001.flac", "video": "v/x.mp4", "label": 3, "tags": ["a", "b"],
            "meta": {"age": 30}, "text": "hé", "gone": None, "ok": True}
     sample = row_to_sample(row, "/m/list.jsonl", layout, files.__getitem__)
     assert sample == {"__key__": "clips/spk1_001", "__url__": "/m/list.jsonl", "audio": b"FLAC",
                       "video": b"MP4", "label": 3, "tags": ["a", "b"],
                       "meta": b'{"age": 30}', "text": "hé".encode(), "ok": True}
-    keyed = ManifestLayout("jsonl", ("audio", "id"), ("audio",), key_column="id")
+    keyed = ListingLayout("jsonl", ("audio", "id"), ("audio",), key_column="id")
     assert row_to_sample({"audio": "/m/clips/spk1_001.flac", "id": 17}, "/m/list.jsonl", keyed,
                          files.__getitem__)["__key__"] == "17"
 
 
 def test_row_to_sample_failures_name_the_row_column_and_file():
-    layout = ManifestLayout("csv", ("path", "label"), ("path",))
+    layout = ListingLayout("csv", ("path", "label"), ("path",))
     with pytest.raises(MediaReadError) as e:
         row_to_sample({"path": "gone.wav", "label": "1"}, "/m/list.csv", layout,
                       lambda p: open(p, "rb").read())
@@ -124,7 +123,7 @@ class _BrokenFile(io.BytesIO):
 
 def test_storage_errors_after_opening_propagate_instead_of_becoming_dead_letters(monkeypatch):
     monkeypatch.setattr(FileSystems, "open", lambda path, **kwargs: _BrokenFile())
-    layout = ManifestLayout("csv", ("path",), ("path",))
+    layout = ListingLayout("csv", ("path",), ("path",))
     with pytest.raises(StorageReadError, match="gs://b/a.wav at byte 0 failed: ConnectionError"):
         row_to_sample({"path": "a.wav"}, "gs://b/list.csv", layout, read_media)
 
@@ -137,30 +136,30 @@ def _write(path, lines, *, header="path,label,speaker", newline="\n", opener=ope
 def test_inspect_reads_headers_and_names_what_is_missing(tmp_path):
     _write(tmp_path / "a.csv", ["x.wav,1,s"], header="\ufeffpath,label,speaker")  # Excel's BOM
     _write(tmp_path / "b.csv", ["y.wav,2,s"])
-    files, layout = inspect_manifests([str(tmp_path / "*.csv")], ["path"])
+    files, layout = inspect_listings([str(tmp_path / "*.csv")], ["path"])
     assert files == [str(tmp_path / "a.csv"), str(tmp_path / "b.csv")]
-    assert layout == ManifestLayout("csv", ("path", "label", "speaker"), ("path",))
-    with pytest.raises(ValueError, match="no column 'audio' in the manifest"):
-        inspect_manifests([str(tmp_path / "a.csv")], ["audio"])
+    assert layout == ListingLayout("csv", ("path", "label", "speaker"), ("path",))
+    with pytest.raises(ValueError, match="no column 'audio' in the listing"):
+        inspect_listings([str(tmp_path / "a.csv")], ["audio"])
     with pytest.raises(ValueError, match="no column 'id'"):
-        inspect_manifests([str(tmp_path / "a.csv")], ["path"], "id")
+        inspect_listings([str(tmp_path / "a.csv")], ["path"], "id")
     with pytest.raises(ValueError, match="names no column"):
-        inspect_manifests([str(tmp_path / "a.csv")], [])
+        inspect_listings([str(tmp_path / "a.csv")], [])
     _write(tmp_path / "c.csv", ["z.wav,s,3"], header="path,speaker,label")
     with pytest.raises(ValueError, match="differ in format or columns"):
-        inspect_manifests([str(tmp_path / "*.csv")], ["path"])
+        inspect_listings([str(tmp_path / "*.csv")], ["path"])
     _write(tmp_path / "d.tsv", ["z.wav\tz.wav"], header="path\tpath")
     with pytest.raises(ValueError, match="unique"):
-        inspect_manifests([str(tmp_path / "d.tsv")], ["path"])
+        inspect_listings([str(tmp_path / "d.tsv")], ["path"])
     _write(tmp_path / "e.csv", ["z.wav,1"], header="path,__key__")
     with pytest.raises(ValueError, match="reserved: __key__"):
-        inspect_manifests([str(tmp_path / "e.csv")], ["path"])
+        inspect_listings([str(tmp_path / "e.csv")], ["path"])
     with pytest.raises(ValueError, match="no files match"):
-        inspect_manifests([str(tmp_path / "none-*.csv")], ["path"])
+        inspect_listings([str(tmp_path / "none-*.csv")], ["path"])
 
 
 def test_missing_fields():
-    layout = ManifestLayout("jsonl", ("audio", "label", "meta"), ("audio",))
+    layout = ListingLayout("jsonl", ("audio", "label", "meta"), ("audio",))
     assert missing_fields(layout, [("--features", "label"), ("--features", "meta.age"),
                                    ("--split_by", "__key__"), ("--split_column", None),
                                    ("--stratify_by", "cls"), ("--features", "metadata")]) == [
@@ -196,12 +195,12 @@ def _counter(result, name):
 
 def test_every_row_read_once_across_range_boundaries(tmp_path, pipeline):
     missing = _corpus(tmp_path)
-    files, layout = inspect_manifests([str(tmp_path / "list.csv")], ["path"])
+    files, layout = inspect_listings([str(tmp_path / "list.csv")], ["path"])
     # 300 bytes of media a unit: rows of 11-byte files make ranges of about 1 KB.
     units = plan_listing_units(files, layout, target_bytes=300)
     assert len(units) > 10 and sum(u.inputs[2] - u.inputs[1] for u in units) == (
         tmp_path / "list.csv").stat().st_size
-    read = pipeline | ReadManifestSamples(files, layout, target_bytes=300)
+    read = pipeline | ReadListingSamples(files, layout, target_bytes=300)
     assert_that(read.samples | "Keys" >> beam.Map(
         lambda s: (s["__key__"], s["path"], s["label"], s["speaker"])),
         equal_to([(f"media/{i:03d}", f"payload {i:03d}".encode(), str(i % 5).encode(),
@@ -224,9 +223,9 @@ def test_jsonl_gz_manifest_with_bad_lines(tmp_path, pipeline):
     rows = [json.dumps({"file": "a.wav", "label": 1, "tags": ["x"]}),
             "not json", json.dumps({"file": 7}), json.dumps({"label": 2})]
     _write(tmp_path / "m.jsonl.gz", rows, header=None, opener=gzip.open)
-    files, layout = inspect_manifests([str(tmp_path / "m.jsonl.gz")], ["file"])
+    files, layout = inspect_listings([str(tmp_path / "m.jsonl.gz")], ["file"])
     assert layout.columns == ("file", "label", "tags")
-    read = pipeline | ReadManifestSamples(files, layout)
+    read = pipeline | ReadListingSamples(files, layout)
     assert_that(read.samples, equal_to([{"__key__": "a", "__url__": files[0], "file": b"RIFF",
                                          "label": 1, "tags": ["x"]}]), label="samples")
     assert_that(read[FAILURES] | beam.Map(lambda r: (r["stage"], r["message"].split(":")[0])),
@@ -242,11 +241,11 @@ def test_a_jsonl_files_byte_order_mark_does_not_cost_its_first_row(tmp_path, pip
     (tmp_path / "a.wav").write_bytes(b"RIFF")
     _write(tmp_path / "m.jsonl", ["\ufeff" + json.dumps({"file": "a.wav", "label": 1})],
            header=None)
-    files, layout = inspect_manifests([str(tmp_path / "m.jsonl")], ["file"])
+    files, layout = inspect_listings([str(tmp_path / "m.jsonl")], ["file"])
     assert layout.columns == ("file", "label")
     expected = {"__key__": "a", "__url__": files[0], "file": b"RIFF", "label": 1}
     assert list(iter_samples(files, layout)) == [expected]
-    read = pipeline | ReadManifestSamples(files, layout)
+    read = pipeline | ReadListingSamples(files, layout)
     assert_that(read.samples, equal_to([expected]), label="samples")
     assert_that(read[FAILURES], equal_to([]), label="failures")
     pipeline.run()
@@ -254,7 +253,7 @@ def test_a_jsonl_files_byte_order_mark_does_not_cost_its_first_row(tmp_path, pip
 
 def test_iter_samples_reads_lazily_and_skips_bad_rows(tmp_path):
     missing = _corpus(tmp_path)
-    files, layout = inspect_manifests([str(tmp_path / "list.csv")], ["path"])
+    files, layout = inspect_listings([str(tmp_path / "list.csv")], ["path"])
     first = []
     for sample in iter_samples(files, layout):
         first.append(sample["__key__"])

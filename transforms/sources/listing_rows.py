@@ -1,0 +1,211 @@
+"""One row of a CSV/JSONL listing -> a Sample: its columns, its key, its media.
+
+A listing is a CSV file (`.csv`; `.tsv` for tabs) with a header row, or a
+JSONL file (`.jsonl`, `.ndjson`) of one JSON object per line, either optionally
+compressed (`.gz`, `.bz2`, ...), local or `gs://`. Each row is one sample:
+
+- media columns (`media_columns`) hold a file path or URI; the file is read
+  whole through Beam's filesystems into the field named by the column - not
+  by the file's extension, so one column may mix `.wav` and `.flac` and the
+  spec still names one field (the decoders tell formats apart by content). A
+  relative path is relative to the listing's directory;
+- every other column becomes a field of the same name: CSV cells and JSON
+  strings as UTF-8 bytes (as tar members are), JSON numbers, booleans and
+  lists as they are, JSON objects as JSON text (so `meta.age` projects into
+  them), JSON nulls left out;
+- `__key__` is the `key_column`'s value, or else the first media column's
+  path up to the first dot of its basename, as written in the listing
+  (`clips/spk01_0001.flac` -> `clips/spk01_0001`, the key the same file would
+  have in a WebDataset tar); `__url__` is the listing's path.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import posixpath
+import re
+from typing import Any, Callable, Mapping
+
+from transforms.format.sample import KEY, URL, field_text
+from transforms.format.text import preview
+from transforms.sources.compression import codec_of_name
+from transforms.sources.input_files import StorageReadError
+
+__all__ = ["ListingLayout", "MediaReadError", "header_columns", "listing_format", "parse_row",
+           "resolve", "row_to_sample"]
+
+_DELIMITERS = {"csv": ",", "tsv": "\t"}
+_FORMATS = {"csv": "csv", "tsv": "tsv", "jsonl": "jsonl", "ndjson": "jsonl"}
+_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_PREVIEW = 200
+
+
+def _record_pattern(delimiter: str) -> re.Pattern:
+    """One RFC 4180 record on one line: fields quoted ("" escapes a quote) or
+    free of quotes and delimiters."""
+    d = re.escape(delimiter)
+    field = rf'(?:"(?:[^"]|"")*"|[^"{d}]*)'
+    return re.compile(rf"{field}(?:{d}{field})*")
+
+
+_RECORDS = {fmt: _record_pattern(d) for fmt, d in _DELIMITERS.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class ListingLayout:
+    """How to read a listing's rows; pickled to workers, so configuration only.
+
+    `columns` is the CSV header, or a JSONL file's first row's keys.
+    """
+
+    format: str  # csv, tsv or jsonl
+    columns: tuple
+    media_columns: tuple
+    key_column: str | None = None
+
+    def __post_init__(self):
+        if not self.media_columns:
+            raise ValueError("--media_columns names no column; which columns hold file paths?")
+        missing = [c for c in (*self.media_columns, self.key_column or "")
+                   if c and c not in self.columns]
+        if missing:
+            raise ValueError(f"no column {', '.join(map(repr, missing))} in the listing "
+                             f"(columns: {', '.join(self.columns)})")
+
+
+def listing_format(path: str) -> str:
+    """'a/b.csv.gz' -> 'csv'; ValueError for an extension that is not a listing's."""
+    name = path.rsplit("/", 1)[-1]
+    if codec_of_name(path) is not None:
+        name = name.rsplit(".", 1)[0]
+    ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    if ext not in _FORMATS:
+        raise ValueError(f"listing {path!r}: cannot tell its format; name it .csv, .tsv, "
+                         f".jsonl or .ndjson, optionally compressed as .gz, .bz2 or .xz "
+                         f"(e.g. rows.csv.gz)")
+    return _FORMATS[ext]
+
+
+def _text(line: bytes) -> str:
+    """A line as text, without a UTF-8 BOM (spreadsheets and editors put one at the
+    start of a file: a CSV header's, a JSONL file's first row)."""
+    try:
+        return line.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"line is not UTF-8: {e}") from None
+
+
+def _json_object(text: str) -> dict:
+    try:
+        row = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"line is not JSON ({e}): {preview(text, _PREVIEW)}") from None
+    except RecursionError:
+        raise ValueError(f"line is JSON nested too deeply to read: {preview(text, _PREVIEW)}") from None
+    if not isinstance(row, dict):
+        raise ValueError(f"line is not a JSON object: {preview(text, _PREVIEW)}")
+    return row
+
+
+def _csv_record(text: str, fmt: str) -> list:
+    if not _RECORDS[fmt].fullmatch(text):
+        raise ValueError(
+            f"line is not one CSV row: an unterminated quote, or a quote inside an unquoted "
+            f"field (a quoted field may not span lines): {preview(text, _PREVIEW)}")
+    return next(csv.reader([text], delimiter=_DELIMITERS[fmt]))
+
+
+def header_columns(line: bytes, fmt: str) -> tuple:
+    """A listing's first line -> its columns: a CSV header, or a JSONL row's keys."""
+    text = _text(line)
+    return tuple(_json_object(text) if fmt == "jsonl" else _csv_record(text, fmt))
+
+
+def parse_row(line: bytes, layout: ListingLayout) -> dict:
+    """One line -> {column: value}; ValueError saying why it is not a row."""
+    text = _text(line)
+    if layout.format == "jsonl":
+        return _json_object(text)
+    values = _csv_record(text, layout.format)
+    if len(values) != len(layout.columns):
+        raise ValueError(f"line has {len(values)} fields, the header {len(layout.columns)}: "
+                         f"{preview(text, _PREVIEW)}")
+    return dict(zip(layout.columns, values))
+
+
+def resolve(listing_url: str, path: str) -> str:
+    """A media path as written in the listing -> the path or URI to open.
+
+    URIs (`gs://...`) and absolute paths stay; a relative path is joined to the
+    listing's directory (`gs://b/lists/m.csv` + `../clips/a.wav` ->
+    `gs://b/clips/a.wav`).
+    """
+    if _URI.match(path) or posixpath.isabs(path):
+        return path
+    scheme = _URI.match(listing_url)
+    prefix = scheme.group(0) if scheme else ""
+    directory = posixpath.dirname(listing_url[len(prefix):])
+    return prefix + posixpath.normpath(posixpath.join(directory, path))
+
+
+def _key_of_path(path: str) -> str:
+    # WebDataset's key: the path up to the first dot of its basename.
+    directory, sep, name = path.rpartition("/")
+    return directory + sep + name.split(".", 1)[0]
+
+
+def _field_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True).encode("utf-8")
+    return value
+
+
+class MediaReadError(Exception):
+    """A media file that cannot be read; names the row's key, the column and the path."""
+
+    def __init__(self, key: str, column: str, path: str, cause: BaseException):
+        super().__init__(f"column {column!r}: cannot read {path!r}: "
+                         f"{type(cause).__name__}: {cause}")
+        self.key = key
+        self.column = column
+        self.path = path
+
+
+def row_to_sample(row: Mapping[str, Any], listing_url: str, layout: ListingLayout,
+                  read: Callable[[str], bytes]) -> dict:
+    """A parsed row -> a Sample, its media read with `read(path)`.
+
+    Raises ValueError for a row that cannot name a sample (no key, a media
+    column empty or not a path) and MediaReadError for a file `read` fails on,
+    except that StorageReadError (the storage's fault) propagates.
+    """
+    for column in row:
+        if column.startswith("__"):
+            raise ValueError(f"column {column!r}: names starting with __ are reserved")
+    media = {}
+    for column in layout.media_columns:
+        path = row.get(column)
+        if not isinstance(path, str) or not path:
+            raise ValueError(f"media column {column!r} holds no path: {path!r}")
+        media[column] = path
+    key = row.get(layout.key_column) if layout.key_column else _key_of_path(
+        media[layout.media_columns[0]])
+    if key is None or key == "":
+        raise ValueError(f"key column {layout.key_column!r} is empty")
+    sample = {KEY: field_text(key), URL: listing_url}
+    for column, value in row.items():
+        if column in media:
+            path = resolve(listing_url, media[column])
+            try:
+                sample[column] = read(path)
+            except StorageReadError:
+                raise
+            except Exception as e:  # noqa: BLE001 - missing, forbidden, a directory: the row's
+                raise MediaReadError(sample[KEY], column, path, e) from e
+        elif value is not None:
+            sample[column] = _field_value(value)
+    return sample
