@@ -12,7 +12,7 @@ In this one process, best of --repeat, on one core:
 
   tarfile      tarfile's own "r|gz" over the .tar.gz, every member read: how
                the reader streamed before issue #12 (zlib, unverified);
-  read once    transforms.sources.tar.iter_tar(verify=False) over the .tar.gz:
+  read once    transforms.sources.tar_stream.iter_tar(verify=False) over the .tar.gz:
                one pass through ISA-L's gzip, unverified;
   read+verify  iter_tar as the job runs it: to the end through gzip's CRC-32,
                then again to stream the samples;
@@ -39,7 +39,7 @@ import numpy as np
 from benchmarks.audio_pipeline_bench import speech_corpus, write_shards
 from benchmarks.plain_loop import convert
 from transforms.sources.input_files import open_input
-from transforms.sources.tar import iter_tar
+from transforms.sources.tar_stream import iter_tar
 
 SPEECH_FLAGS = ["--cut", "audio_windows", "--audio_fields", "flac", "--window_s", "1",
                 "--features", "label=cls:int64", "--split_by", "__key__:^([^_]+)"]

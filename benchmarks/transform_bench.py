@@ -27,7 +27,7 @@ import time
 import tensorflow_transform.beam  # noqa: F401 - imported here, outside the timed runs
 
 from pipelines import tar_to_tfrecord
-from pipelines.sample_corpus import write_corpus
+from transforms.testing.corpus import write_corpus
 
 FEATURES = "payload=bin:bytes,label=cls:int64,speaker=json.speaker:bytes,gain=json.gain:float"
 TRANSFORM = ["--normalize", "gain=zscore", "--vocabulary", "speaker"]

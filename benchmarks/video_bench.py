@@ -41,7 +41,8 @@ import time
 
 import av
 
-from transforms.media.video import FrameOptions, iter_frames, probe_video
+from transforms.media.frames import FrameOptions
+from transforms.media.video import iter_frames, probe_video
 
 RSS_TARGET_MIB = 1024
 LOOPS = 10                     # the long video is the short one 10 times

@@ -41,7 +41,7 @@ import tempfile
 
 from benchmarks.audio_pipeline_bench import speech_corpus, write_shards
 from benchmarks.process_tree import measure
-from pipelines.sample_corpus import write_corpus
+from transforms.testing.corpus import write_corpus
 
 PAYLOAD = 128 << 10
 PAYLOAD_FLAGS = ["--features", "payload=bin:bytes,label=cls:int64,speaker=json.speaker:bytes,"

@@ -33,11 +33,12 @@ from transforms.dataset.examples import ExampleRecipe
 from transforms.dataset.fileops import check_writable
 from transforms.dataset.finalise import summary_line
 from transforms.tft.preprocessing import Preprocessing
-from transforms.format.spec import FeatureSpec, infer_spec, parse_features
+from transforms.format.infer import infer_spec
+from transforms.format.spec import FeatureSpec, parse_features
 from transforms.runner.runtime import announce_job, make_pipeline, runs_locally, wait_for
 from transforms.dataset.splits import SplitPlan
 from transforms.sources.units import Source
-from transforms.media.video import FrameOptions
+from transforms.media.frames import FrameOptions
 
 __all__ = [
     "cut_options",

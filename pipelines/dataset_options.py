@@ -20,6 +20,8 @@ class DatasetOptions(PipelineOptions):
 
     @classmethod
     def _add_argparse_args(cls, parser):
+        """A declaration table, one `flag` call per flag, by --help group: long
+        because it is flat, which keeps every flag findable in one place."""
         features = flag_group(parser, "features")
         cutting = flag_group(parser, "cutting")
         splits = flag_group(parser, "splits")

@@ -30,41 +30,26 @@ class InputOptions(PipelineOptions):
 
     @classmethod
     def _add_argparse_args(cls, parser):
-        flag(
-            flag_group(parser, "input"),
-            "--input",
-            help="Tar shards (CSV/JSONL manifests for manifest_to_tfrecord): a "
-            "file pattern (local or gs://), or several comma separated, e.g. "
-            "'data/train-*.tar.gz'. Required.",
-            example="gs://my-bucket/raw/train-*.tar",
-            regex="^gs://[^,]+(,gs://[^,]+)*$",
-            label="Input files",
-        )
+        flag(flag_group(parser, "input"), "--input", example="gs://my-bucket/raw/train-*.tar",
+             regex="^gs://[^,]+(,gs://[^,]+)*$", label="Input files",
+             help="Tar shards (CSV/JSONL manifests for manifest_to_tfrecord): a file pattern "
+                  "(local or gs://), or several comma separated, e.g. 'data/train-*.tar.gz'. "
+                  "Required.")
 
 
 class ListingOptions(PipelineOptions):
-    """How manifest_to_tfrecord reads its CSV/JSONL manifests (the files are --input)."""
+    """How manifest_to_tfrecord reads its CSV/JSONL listings (the files are --input)."""
 
     @classmethod
     def _add_argparse_args(cls, parser):
         inputs = flag_group(parser, "input")
-        flag(
-            inputs,
-            "--media_columns",
-            default="",
-            help="Columns holding media file paths or URIs (relative to the manifest, "
-            "absolute, or gs://), comma separated, e.g. 'audio,video'; each file is read "
-            "into the field named by its column. Required.",
-            example="audio",
-        )
-        flag(
-            inputs,
-            "--key_column",
-            default="",
-            help="Column holding each row's sample key; default: the first media column's "
-            "path up to the first dot of its file name.",
-            example="clip_id",
-        )
+        flag(inputs, "--media_columns", default="", example="audio",
+             help="Columns holding media file paths or URIs (relative to the manifest, absolute, "
+                  "or gs://), comma separated, e.g. 'audio,video'; each file is read into the "
+                  "field named by its column. Required.")
+        flag(inputs, "--key_column", default="", example="clip_id",
+             help="Column holding each row's sample key; default: the first media column's path up "
+                  "to the first dot of its file name.")
 
 
 class BigtableTableOptions(PipelineOptions):
@@ -73,20 +58,11 @@ class BigtableTableOptions(PipelineOptions):
     @classmethod
     def _add_argparse_args(cls, parser):
         bigtable = flag_group(parser, "bigtable")
-        flag(
-            bigtable,
-            "--instance",
-            help="Bigtable instance id. Required.",
-            example="media-instance",
-            regex="^[a-z][-a-z0-9]{4,31}[a-z0-9]$",
-        )
-        flag(
-            bigtable,
-            "--table",
-            help="Bigtable table id. Required.",
-            example="raw",
-            regex=BIGTABLE_ID,
-        )
+        flag(bigtable, "--instance", example="media-instance",
+             regex="^[a-z][-a-z0-9]{4,31}[a-z0-9]$",
+             help="Bigtable instance id. Required.")
+        flag(bigtable, "--table", example="raw", regex=BIGTABLE_ID,
+             help="Bigtable table id. Required.")
 
 
 class BigtableReadOptions(PipelineOptions):
@@ -95,91 +71,37 @@ class BigtableReadOptions(PipelineOptions):
     @classmethod
     def _add_argparse_args(cls, parser):
         bigtable = flag_group(parser, "bigtable")
-        flag(
-            bigtable,
-            "--columns",
-            help="Which cells become which fields: 'family:qualifier=field' comma "
-            "separated, or 'family:*' for every qualifier of a family, e.g. "
-            "'raw:wav=wav,raw:label=cls'. Required.",
-            example="raw:wav=wav,raw:label=cls",
-        )
-        flag(
-            bigtable,
-            "--app_profile",
-            default="",
-            help="Bigtable app profile id.",
-            example="batch-reads",
-            label="Bigtable app profile",
-        )
-        flag(bigtable, "--start_key", default="", help="First row key to read.", example="spk00")
-        flag(bigtable, "--end_key", default="", help="Row key to stop before.", example="spk10")
-        flag(
-            bigtable,
-            "--prefix",
-            default="",
-            help="Only rows whose key starts so.",
-            example="spk01/",
-        )
-        flag(
-            bigtable,
-            "--key_regex",
-            default="",
-            help="Only rows whose whole key matches this RE2 regex.",
-            example="spk0[0-4]/.*",
-            label="Row key regex",
-        )
-        flag(
-            bigtable,
-            "--max_rows",
-            type=int,
-            default=0,
-            help="At most this many rows, the first in key order (0 = all).",
-            example="1000",
-        )
-        flag(
-            bigtable,
-            "--sample_fraction",
-            type=float,
-            default=1.0,
-            help="Keep this fraction of rows, chosen by a hash of the key: "
-            "the same rows on every run.",
-        )
-        flag(
-            bigtable,
-            "--max_ranges",
-            type=int,
-            default=64,
-            help="Key ranges read in parallel (cut at the table's sample keys).",
-        )
-        flag(
-            bigtable,
-            "--examples_table",
-            default="",
-            help="Also write the encoded examples to this table (same instance).",
-            example="examples",
-            regex=BIGTABLE_ID,
-        )
-        flag(
-            bigtable,
-            "--examples_family",
-            default="ex",
-            help="Column family of --examples_table (default ex).",
-            example="ex",
-            regex=BIGTABLE_ID,
-        )
-        flag(
-            bigtable,
-            "--create_examples_table",
-            **SWITCH,
-            help="Create --examples_table and its family when missing.",
-        )
-        flag(
-            bigtable,
-            "--examples_only",
-            **SWITCH,
-            help="Write examples to --examples_table only, no TFRecord files "
-            "(the manifest and dead letters still go to --output).",
-        )
+        flag(bigtable, "--columns", example="raw:wav=wav,raw:label=cls",
+             help="Which cells become which fields: 'family:qualifier=field' comma separated, or "
+                  "'family:*' for every qualifier of a family, e.g. 'raw:wav=wav,raw:label=cls'. "
+                  "Required.")
+        flag(bigtable, "--app_profile", default="", example="batch-reads",
+             label="Bigtable app profile",
+             help="Bigtable app profile id.")
+        flag(bigtable, "--start_key", default="", example="spk00",
+             help="First row key to read.")
+        flag(bigtable, "--end_key", default="", example="spk10",
+             help="Row key to stop before.")
+        flag(bigtable, "--prefix", default="", example="spk01/",
+             help="Only rows whose key starts so.")
+        flag(bigtable, "--key_regex", default="", example="spk0[0-4]/.*", label="Row key regex",
+             help="Only rows whose whole key matches this RE2 regex.")
+        flag(bigtable, "--max_rows", type=int, default=0, example="1000",
+             help="At most this many rows, the first in key order (0 = all).")
+        flag(bigtable, "--sample_fraction", type=float, default=1.0,
+             help="Keep this fraction of rows, chosen by a hash of the key: the same rows on every "
+                  "run.")
+        flag(bigtable, "--max_ranges", type=int, default=64,
+             help="Key ranges read in parallel (cut at the table's sample keys).")
+        flag(bigtable, "--examples_table", default="", example="examples", regex=BIGTABLE_ID,
+             help="Also write the encoded examples to this table (same instance).")
+        flag(bigtable, "--examples_family", default="ex", example="ex", regex=BIGTABLE_ID,
+             help="Column family of --examples_table (default ex).")
+        flag(bigtable, "--create_examples_table", **SWITCH,
+             help="Create --examples_table and its family when missing.")
+        flag(bigtable, "--examples_only", **SWITCH,
+             help="Write examples to --examples_table only, no TFRecord files (the manifest and "
+                  "dead letters still go to --output).")
 
 
 class BigtableLoadOptions(PipelineOptions):
@@ -188,28 +110,13 @@ class BigtableLoadOptions(PipelineOptions):
     @classmethod
     def _add_argparse_args(cls, parser):
         bigtable = flag_group(parser, "bigtable")
-        flag(
-            bigtable,
-            "--family",
-            default="raw",
-            help="Column family holding the fields: one cell per field, qualifier = the "
-            "field name (default raw).",
-            example="raw",
-            regex=BIGTABLE_ID,
-        )
-        flag(
-            bigtable,
-            "--create_table",
-            **SWITCH,
-            help="Create the table and the family when missing (else the job stops "
-            "before any work).",
-        )
-        flag(
-            bigtable,
-            "--failures_output",
-            default="",
-            help="Write dead letters here as JSON lines (local or gs://); empty logs them.",
-            example="gs://my-bucket/loads/raw_failures.jsonl",
-            regex=GS_PATH,
-            label="Dead letters file",
-        )
+        flag(bigtable, "--family", default="raw", example="raw", regex=BIGTABLE_ID,
+             help="Column family holding the fields: one cell per field, qualifier = the field "
+                  "name (default raw).")
+        flag(bigtable, "--create_table", **SWITCH,
+             help="Create the table and the family when missing (else the job stops before any "
+                  "work).")
+        flag(bigtable, "--failures_output", default="",
+             example="gs://my-bucket/loads/raw_failures.jsonl", regex=GS_PATH,
+             label="Dead letters file",
+             help="Write dead letters here as JSON lines (local or gs://); empty logs them.")

@@ -34,7 +34,8 @@ from pipelines.dataset_job import dataset_config, feature_spec, run_dataset_job
 from transforms.format.text import comma_list
 from transforms.sources.file_match import matched_files
 from transforms.sources.input_files import open_input
-from transforms.sources.tar import TarReader, iter_tar, plan_tar_units
+from transforms.sources.tar import TarReader, plan_tar_units
+from transforms.sources.tar_stream import iter_tar
 from transforms.sources.units import Source
 
 __all__ = ["run"]

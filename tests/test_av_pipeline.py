@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from pipelines import synthetic_media, tar_to_tfrecord
-from pipelines.sample_corpus import write_corpus
+from pipelines import tar_to_tfrecord
+from transforms.testing import synthetic_media
+from transforms.testing.corpus import write_corpus
 from transforms.format import reader
 
 SECONDS = 1.5

@@ -1,7 +1,7 @@
 """Writing Samples and examples to Bigtable, and the tar -> Bigtable load, on the real emulator.
 
 Fixtures are made in the tests: the AV demo corpus by
-`pipelines.sample_corpus.write_corpus(kind="av")`, small tars with `tarfile`,
+`transforms.testing.corpus.write_corpus(kind="av")`, small tars with `tarfile`,
 Samples as dicts. Tables are read back with the plain google-cloud-bigtable
 client and with Google's `cbt` CLI, both pointed at the emulator by
 BIGTABLE_EMULATOR_HOST (the `bigtable_emulator` fixture). Every test uses its
@@ -24,7 +24,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from google.cloud.bigtable import Client
 
 from pipelines import tar_to_bigtable
-from pipelines.sample_corpus import write_corpus
+from transforms.testing.corpus import write_corpus
 from transforms.sources.bigtable import sink as bigtable_sink
 from transforms.sources.bigtable.admin import ensure_table
 from transforms.sources.bigtable.sink import (MAX_CELL_BYTES, RowRefused, WriteExamplesToBigtable,

@@ -15,7 +15,7 @@ import tensorflow as tf
 from google.cloud import bigtable
 
 from pipelines import bigtable_to_tfrecord, tar_to_bigtable, tar_to_tfrecord
-from pipelines.sample_corpus import write_corpus
+from transforms.testing.corpus import write_corpus
 
 pytestmark = pytest.mark.slow  # jobs against the Bigtable emulator
 

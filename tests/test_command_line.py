@@ -14,7 +14,7 @@ import pytest
 
 from pipelines import template_metadata
 from pipelines.cli import EXIT_DATA, EXIT_FLAGS, EXIT_INFRASTRUCTURE
-from pipelines.sample_corpus import write_corpus
+from transforms.testing.corpus import write_corpus
 
 pytestmark = pytest.mark.slow  # jobs in subprocesses
 

@@ -22,7 +22,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from dataflow_dry_run import DATAFLOW, IMAGE, dry_run
 from pipelines import template_metadata
-from pipelines.sample_corpus import write_corpus
+from transforms.testing.corpus import write_corpus
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEMPLATES = template_metadata.TEMPLATES

@@ -29,7 +29,7 @@ from dataflow_dry_run import IMAGE, translate
 from pipelines import (bigtable_to_tfrecord, manifest_to_tfrecord, tar_to_bigtable,
                        tar_to_tfrecord, template_metadata)
 from pipelines.dataset_job import cut_options
-from pipelines.sample_corpus import write_corpus
+from transforms.testing.corpus import write_corpus
 from transforms.sources.bigtable.admin import ensure_table
 from transforms.sources.bigtable.table import BigtableTable
 from transforms.runner.runtime import wait_for

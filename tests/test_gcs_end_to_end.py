@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from pipelines import tar_to_tfrecord
-from pipelines.sample_corpus import write_corpus
+from transforms.testing.corpus import write_corpus
 from transforms.dataset import finalise
 from transforms.format import manifest
 from transforms.format import reader

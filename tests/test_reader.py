@@ -135,18 +135,19 @@ def test_missing_dataset_and_split_are_clear_errors(dataset, tmp_path):
         reader.load(dataset, "eval")
 
 
-def test_format_and_media_import_without_beam():
-    """Every module of transforms/format/ and transforms/media/, and the built-in
-    preprocessing, import neither Beam nor tf.Transform (only
+def test_format_media_and_testing_import_without_beam():
+    """Every module of transforms/format/, transforms/media/ and transforms/testing/,
+    and the built-in preprocessing, import neither Beam nor tf.Transform (only
     reader.transform_output loads tf.Transform, when asked)."""
-    code = ("import importlib, pkgutil, sys; import transforms.format, transforms.media; "
-            "names = [m.name for p in (transforms.format, transforms.media) "
+    code = ("import importlib, pkgutil, sys; "
+            "import transforms.format, transforms.media, transforms.testing; "
+            "names = [m.name for p in (transforms.format, transforms.media, transforms.testing) "
             "for m in pkgutil.iter_modules(p.__path__, p.__name__ + '.')]; "
             "[importlib.import_module(n) for n in names + ['transforms.tft.preprocessing']]; "
             "print(len(names), any(m.startswith(('apache_beam', 'tensorflow_transform')) "
             "for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "13 False"
+    assert out.stdout.strip() == "18 False"
 
 
 def test_inspect_shows_counts_and_decoded_examples(dataset):

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from transforms.format.spec import Feature, FeatureSpec, infer_spec, parse_features
+from transforms.format.infer import infer_spec
+from transforms.format.spec import Feature, FeatureSpec, parse_features
 
 
 def test_parse_features_names_sources_and_shapes():

@@ -33,8 +33,8 @@ from transforms.format.dead_letters import FAILURES, FILE, SAMPLE
 from transforms.format.sample import KEY, URL, data_fields
 from transforms.sources.file_match import match_files
 from transforms.sources.input_files import StorageReadError
-from transforms.sources.tar import (ReadTarSamples, Skipped, TarReader, iter_tar,
-                                   plan_tar_units)
+from transforms.sources.tar_stream import Skipped, iter_tar
+from transforms.sources.tar import ReadTarSamples, TarReader, plan_tar_units
 from transforms.sources.units import Failed, ReadUnits, Source, WorkUnit
 
 LONG_KEY = "corpus/long_" + "x" * 100  # member names over 100 characters

@@ -12,7 +12,7 @@ import tensorflow as tf
 from apache_beam.metrics.metric import MetricsFilter
 
 from pipelines import tar_to_tfrecord
-from pipelines.sample_corpus import write_corpus
+from transforms.testing.corpus import write_corpus
 from transforms.format import reader
 from transforms.dataset.write import DatasetConfig, WriteDataset
 from transforms.dataset.examples import ExampleRecipe

@@ -1,4 +1,4 @@
-"""transforms.media.video on real codecs: H.264/mp4, VP9/webm, mkv, raw H.264, images.
+"""transforms.media.video, frames and image_sequence on real codecs: H.264/mp4, VP9/webm, mkv, raw H.264, images.
 
 Fixtures are generated here, mostly with PyAV (`_encode`: numpy RGB frames ->
 libx264 / libvpx-vp9 through av.open(..., "w")); `ffmpeg_clip` makes files
@@ -20,8 +20,9 @@ import pytest
 from PIL import Image
 
 from transforms.media.decoded import MediaError
-from transforms.media.video import (FrameOptions, image_sequence_members, iter_frames,
-                              iter_image_sequence, probe_video)
+from transforms.media.frames import FrameOptions
+from transforms.media.image_sequence import image_sequence_members, iter_image_sequence
+from transforms.media.video import iter_frames, probe_video
 
 COLOURS = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 0)]
 # A solid colour survives YUV 4:2:0 and JPEG within a few levels; 12 leaves room.

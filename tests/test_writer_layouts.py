@@ -15,7 +15,7 @@ from apache_beam.runners.portability.fn_api_runner import execution
 
 from benchmarks.process_tree import measure
 from pipelines import tar_to_tfrecord
-from pipelines.sample_corpus import write_corpus
+from transforms.testing.corpus import write_corpus
 
 FEATURES = "payload=bin:bytes,label=cls:int64,speaker=json.speaker:bytes"
 

@@ -5,5 +5,6 @@
 - `dataset/`: building examples, splitting, writing shards, the final step, `WriteDataset`;
 - `tft/`: tf.Transform, fitted on the train split and applied to every example;
 - `format/` (Beam-free): what training code imports - sample, spec, encoder, manifest, reader;
-- `runner/`: running a job - the local runner, its progress lines, the job's counters.
+- `runner/`: running a job - the local runner, its progress lines, the job's counters;
+- `testing/` (Beam-free): synthetic media and the demo corpus, for the demo, tests and benchmarks.
 """

@@ -4,8 +4,8 @@ A TFRecord is the record's length, a masked CRC32C of the length, the record,
 and a masked CRC32C of the record. `TFRecordWriter` streams records into one
 file through Beam's filesystems (local, gs://), holding at most a write
 buffer, never the file. GZIP is deflated by ISA-L (python-isal) at its
-default level: measured ~13x faster than zlib's default level at the same
-ratio on PCM payloads, where zlib had been half of a pipeline's time. The
+default level: many times faster than zlib's at the same ratio on PCM
+payloads, where zlib had been half of a pipeline's time (docs/performance.md). The
 output is ordinary gzip (fixed header, no timestamp), so every reader takes it
 and reruns are byte-identical.
 """

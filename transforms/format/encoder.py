@@ -2,16 +2,13 @@
 
 Why hand-written: serialising was the measured bottleneck of the encode stage.
 `tf.train.FloatList(value=array)` and `Int64List(value=array)` walk a numpy
-array one element at a time, turning each into a Python scalar: 16,000 values
-take 2.5-3.5 ms per example (see benchmarks/encoder_bench.py). The wire format
+array one element at a time, turning each into a Python scalar. The wire format
 of an Example is small and fixed, so this module writes it directly: a float
 list is one `tobytes()` of a little-endian float32 array, and int64 varints are
-computed for a whole array at once with numpy bit operations.
-
-Measured on 16,000 values: float lists ~200x faster than protobuf; int64 lists
-~23x when all values have the same varint length and ~7x when lengths are
-mixed, where cutting each varint out of a fixed 10-byte row dominates (numpy has
-no cheaper variable-length gather; a compiled loop would be needed for more).
+computed for a whole array at once with numpy bit operations. Mixed varint
+lengths gain least: cutting each varint out of a fixed 10-byte row dominates,
+and numpy has no cheaper variable-length gather. The figures, and those behind
+the choices below: docs/performance.md (benchmarks/encoder_bench.py).
 
 The output is byte-identical to
 `tf.train.Example(features=tf.train.Features(feature=...)).SerializeToString(deterministic=True)`
@@ -61,13 +58,12 @@ _LIST_TAG = {"bytes": b"\x0a", "float": b"\x12", "int64": b"\x1a"}
 
 _U64 = (1 << 64) - 1
 
-# Up to this many values a Python loop beats the numpy path's fixed set-up cost
-# (measured: ~1 us per value in Python against ~30 us for numpy).
+# Up to this many values a Python loop beats the numpy path's fixed set-up cost.
 _SMALL = 32
 
 # Arrays are encoded in chunks of this many values, so that the work arrays are
-# small enough (about 1 MB) to keep for each thread. Smaller chunks measured
-# slower: numpy's fixed cost per call starts to dominate.
+# small enough (about 1 MB) to keep for each thread; smaller chunks are slower,
+# as numpy's fixed cost per call starts to dominate.
 _CHUNK = 16384
 
 
@@ -109,7 +105,7 @@ def _row_dtype(width: int) -> np.dtype:
     """A `width`-byte record of little-endian 8/4/2/1-byte unsigned fields.
 
     Varints are laid out as such records: numpy casts a uint64 array into a
-    record field ~20x faster than it copies an (n, 8) uint8 array into an
+    record field much faster than it copies an (n, 8) uint8 array into an
     (n, width) one, whose short rows it walks one at a time.
     """
     names, formats, offsets, offset = [], [], [], 0
@@ -129,8 +125,8 @@ _ROWS = {w: _row_dtype(w) for w in range(2, 11)}
 class _Scratch(threading.local):
     """Work arrays for one chunk, made once per thread and reused.
 
-    Fresh ~100 KB temporaries on every call made the int64 path 2-3x slower:
-    glibc hands blocks that size back to the OS when they are freed (its trim
+    Fresh ~100 KB temporaries on every call made the int64 path slower: glibc
+    hands blocks that size back to the OS when they are freed (its trim
     threshold is 128 KB), so every call page-faulted its temporaries in again.
     """
 
@@ -241,8 +237,8 @@ def _varints_chunk(values: np.ndarray) -> bytes:
     keep = s.keep[:flat.size]
     np.not_equal(flat, 0, out=keep)
     keep[::10] = True
-    # Measured: gathering by index beats np.compress and boolean indexing,
-    # whose cost grows with the number of runs (here one or two per value).
+    # Gathering by index beats np.compress and boolean indexing, whose cost
+    # grows with the number of runs (here one or two per value).
     return flat.take(np.flatnonzero(keep)).tobytes()
 
 

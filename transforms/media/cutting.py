@@ -29,7 +29,9 @@ from transforms.media.windows import WindowOptions, audio_windows, window_at
 from transforms.media.decoded import Audio, MediaError
 from transforms.format.sample import KEY
 from transforms.format.spec import Feature
-from transforms.media.video import FrameOptions, image_sequence_members, iter_frames, iter_image_sequence
+from transforms.media.frames import FrameOptions
+from transforms.media.image_sequence import image_sequence_members, iter_image_sequence
+from transforms.media.video import iter_frames
 
 __all__ = ["CutOptions", "MODES", "cut_sample", "media_features", "media_fields"]
 

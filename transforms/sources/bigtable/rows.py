@@ -1,14 +1,14 @@
 """Bigtable ReadRows on the raw protobuf: calls whose chunks are merged into rows,
 retried after the last row delivered.
 
-Measured on the emulator (benchmarks/bigtable_bench.py), the data client's
-`read_rows_stream` spends about 85 us of client CPU a row, mostly handing each
-response from gRPC's polling thread to the reader's thread and wrapping it in
-retry, metrics and proto-plus layers - and our retries are our own (`read_range`). `RowReader` makes ReadRows calls
-on a channel of its own with gRPC's single-threaded unary-stream mode (the
-reading thread drives the call: no hand-off), decodes the upb messages as
-they are and merges their chunks into rows by the ReadRows rules; about 40 us
-a row. The chunk rules:
+Why our own: the data client's `read_rows_stream` spends most of its client
+CPU a row handing each response from gRPC's polling thread to the reader's
+thread and wrapping it in retry, metrics and proto-plus layers - and our
+retries are our own (`read_range`). `RowReader` makes ReadRows calls on a
+channel of its own with gRPC's single-threaded unary-stream mode (the reading
+thread drives the call: no hand-off), decodes the upb messages as they are and
+merges their chunks into rows by the ReadRows rules, in about half the CPU a
+row (docs/performance.md). The chunk rules:
 
 - a row's first chunk carries its key, later ones may repeat it; keys rise;
 - a chunk naming a family names a qualifier too; both carry over to the

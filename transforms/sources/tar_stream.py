@@ -1,0 +1,321 @@
+"""One tar archive streamed into Samples: pure, no Beam (transforms/sources/tar.py
+reads work units of them).
+
+Grouping follows WebDataset (webdataset/tariterators.py `base_plus_ext` and
+`group_by_keys`): the key is the member path up to the first dot of its
+basename, directories included (`corpus/spk1_0001.flac` -> key
+`corpus/spk1_0001`, field `flac`); the extension is lower-cased; consecutive
+members with one key form one Sample; WebDataset meta members (`__*__`) are
+skipped. One deliberate difference: a leading `./` is stripped from member
+names, because GNU `tar -C dir .` writes `./corpus/a.flac` where WebDataset's
+TarWriter and `tar -C dir corpus` write `corpus/a.flac`, and the same data must
+give the same keys whichever tool packed it.
+
+A compressed archive is held back until it is verified: its codec's checks
+(gzip's CRC-32 and length, bzip2's block and stream CRCs, xz's check) are at
+the end of the stream, after the tar's own end-of-archive marker, so the file
+is first read to its very end through them (transforms/sources/compression.py), and
+only then streamed into samples. It is read twice - fast next to decoding
+media, and the reason to store media tars uncompressed: FLAC, MP4 and JPEG
+barely compress anyway. A file that fails its check (a flipped byte, a cut
+upload) is one FILE dead letter and gives no sample: none of its bytes can be
+trusted.
+
+Failures (transforms/format/dead_letters.py, stage `read_tar`):
+
+- a duplicate field in one sample (two `a.cls` in a row), or a member whose
+  name is not UTF-8: that sample becomes a SAMPLE dead letter (the name
+  escaped, see transforms/format/sample.py), the rest of the archive is read;
+- a truncated or corrupt tar (short data, bad header): reading that file
+  stops; the samples completed before the error were already yielded; the
+  sample in progress becomes a SAMPLE dead letter - its last group is complete
+  only at the end-of-archive marker, so even a cut that falls exactly between
+  two members fails it; with no sample in progress, one FILE dead letter;
+- a compressed file failing its check, not a tar at all, an empty (zero-byte)
+  file, a file that cannot be opened or whose name is not UTF-8: one FILE dead
+  letter. A valid but empty tar (only end-of-archive blocks) yields nothing
+  and is not a failure. A FIFO or device is refused when the files are
+  matched, before the job starts (transforms/sources/file_match.py).
+
+Not a failure of the data, so no dead letter: an error of the storage while
+reading the bytes (a gs:// read that still fails after the client's retries,
+a disk error) raises StorageReadError, and the runner retries the bundle.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import tarfile
+from typing import IO, Iterator, MutableMapping, NamedTuple
+
+from transforms.format.dead_letters import FILE, MAX_MESSAGE, SAMPLE, dead_letter
+from transforms.format.sample import KEY, URL, escape_name, is_text
+from transforms.sources import compression
+from transforms.sources.compression import MAGIC_BYTES, StreamCorrupt, codec_of_content
+from transforms.sources.input_files import StorageGuard
+from transforms.sources.units import Failed
+
+__all__ = ["SKIP_REASONS", "Skipped", "file_failed", "iter_tar"]
+
+_STAGE = "read_tar"
+
+# Why a member was skipped: its kind when it is not a regular file, or why a
+# regular file is not a sample field.
+SKIP_REASONS = ("directory", "symlink", "hardlink", "device", "fifo", "other",
+                "meta", "no_extension")
+
+# WebDataset's `base_plus_ext`: key = path up to the first dot of the basename,
+# extension = the rest. No match (no dot in the basename) -> not a field.
+_KEY_EXT = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
+# WebDataset's `skip_meta` default for `__key__`-style meta members.
+_META = re.compile(r"__[^/]*__($|/)")
+
+# What reading a broken archive raises: tarfile's ReadError (a TarError), or
+# the codec's own error while a member's data is read. Anything else is a bug
+# or a storage error (StorageReadError) and propagates, so Beam retries the
+# bundle instead of hiding it in a dead letter.
+_READ_ERRORS = (tarfile.TarError, *compression.CORRUPT)
+
+
+def _member_kind(info: tarfile.TarInfo) -> str:
+    if info.isdir():
+        return "directory"
+    if info.issym():
+        return "symlink"
+    if info.islnk():
+        return "hardlink"
+    if info.ischr() or info.isblk():
+        return "device"
+    if info.isfifo():
+        return "fifo"
+    return "other"
+
+
+def _normalise(name: str) -> str:
+    # GNU `tar -C dir .` writes "./a.flac"; WebDataset's TarWriter writes "a.flac".
+    while name.startswith("./"):
+        name = name[2:]
+    return name
+
+
+def _failure(error: BaseException | str, context: str | None, *, url: str,
+             key: str | None, member: str | None, unit: str) -> dict:
+    """A dead letter keeping the error's type, its message prefixed with `context`."""
+    record = dead_letter(_STAGE, error, url=url, key=key, member=member, unit=unit)
+    if context:
+        record["message"] = f"{context}: {record['message']}"[:MAX_MESSAGE]
+    return record
+
+
+def file_failed(error: BaseException, context: str | None, url: str) -> Failed:
+    """The FILE dead letter of a file that gave no sample."""
+    return Failed(_failure(error, context, url=url, key=None, member=None, unit=FILE))
+
+
+class Skipped(NamedTuple):
+    """A member that is not a sample field; `reason` is one of SKIP_REASONS."""
+
+    reason: str
+
+
+class _Field(NamedTuple):
+    """A regular member that is a sample field: `key`.`ext`."""
+
+    info: tarfile.TarInfo
+    key: str
+    ext: str
+
+
+class _TarStream:
+    """One archive's members in order, streamed, and how the archive ended.
+
+    `TarFile.next()` returns None not only at the end-of-archive marker (a zero
+    block) but also, silently, when the file stops at a member boundary or in
+    the middle of a header, or when a header is garbage - anywhere past the
+    first member. Only the zero block means the last group is complete, so the
+    header parser of this stream notes which one it met.
+    """
+
+    def __init__(self, fileobj: IO[bytes]):
+        self.end_marker = False
+        self.header_error: tarfile.HeaderError | None = None
+        self.last_member: str | None = None  # for error messages
+        stream = self
+
+        class _EndAwareTarInfo(tarfile.TarInfo):
+            @classmethod
+            def fromtarfile(cls, tarfile_obj):
+                try:
+                    return super().fromtarfile(tarfile_obj)
+                except tarfile.EOFHeaderError:
+                    stream.end_marker = True
+                    raise
+                except tarfile.HeaderError as e:
+                    stream.header_error = e
+                    raise
+
+        self._tar = tarfile.open(fileobj=fileobj, mode="r|", tarinfo=_EndAwareTarInfo)
+
+    def members(self, stats: MutableMapping[str, int]) -> Iterator[tarfile.TarInfo]:
+        while (info := self._tar.next()) is not None:
+            # TarFile keeps every TarInfo in `members` (for random access we do
+            # not use); clearing it keeps memory flat, as WebDataset does.
+            self._tar.members = []
+            stats["members"] += 1
+            self.last_member = info.name
+            yield info
+
+    def read(self, info: tarfile.TarInfo) -> bytes:
+        return self._tar.extractfile(info).read()
+
+    def ending_error(self) -> tarfile.ReadError | None:
+        """None if the members ended at the end-of-archive marker."""
+        if self.end_marker:
+            return None
+        detail = f" ({self.header_error})" if self.header_error else ""
+        return tarfile.ReadError(f"no end-of-archive marker{detail}")
+
+    @property
+    def offset(self) -> int:
+        return self._tar.offset
+
+    def close(self) -> None:
+        self._tar.close()  # closes tarfile's buffers only, never the file
+
+
+def _fields(members: Iterator[tarfile.TarInfo]) -> Iterator[_Field | Skipped]:
+    """Members -> sample fields, or why a member is none (WebDataset's naming)."""
+    for info in members:
+        if not info.isreg():
+            yield Skipped(_member_kind(info))
+            continue
+        name = _normalise(info.name)
+        if ("/" not in name and name.startswith("__") and name.endswith("__")) or _META.match(name):
+            yield Skipped("meta")
+            continue
+        match = _KEY_EXT.match(name)
+        if match is None:
+            yield Skipped("no_extension")
+            continue
+        yield _Field(info, match.group(1), match.group(2).lower())
+
+
+class _SampleGroup:
+    """Consecutive fields with one key -> one Sample, or its dead letter."""
+
+    def __init__(self, url: str):
+        self._url = url
+        self._sample: dict | None = None    # the sample being grouped
+        self._failure: dict | None = None   # its dead letter, once a member made it fail
+
+    def finish_before(self, key: str) -> dict | Failed | None:
+        """The group so far, finished, if `key` starts a new one."""
+        return self.finish() if self._sample and key != self._sample[KEY] else None
+
+    def add(self, field: _Field, stream: _TarStream, stats: MutableMapping[str, int]) -> None:
+        """Reads one field of the group (after `finish_before` its key)."""
+        if self._sample is None:
+            self._sample = {KEY: field.key, URL: self._url}
+        if self._failure is None and not is_text(field.info.name):
+            self._fail(ValueError(f"member name {escape_name(field.info.name)!r} is not UTF-8 "
+                                  f"(written escaped, as transforms/format/sample.py says)"),
+                       "sample has a member name that is not text", field)
+        if self._failure is not None:
+            stats["bytes"] += field.info.size  # the rest of a failed sample: skipped, not kept
+            return
+        data = stream.read(field.info)
+        stats["bytes"] += len(data)
+        if field.ext in self._sample:
+            self._fail(ValueError(f"duplicate field {field.ext!r}: member {field.info.name!r} "
+                                  f"repeats a field already read for this sample"),
+                       "sample has a duplicate extension", field)
+        else:
+            self._sample[field.ext] = data
+
+    def _fail(self, error: ValueError, context: str, field: _Field) -> None:
+        self._failure = _failure(error, context, url=self._url, key=field.key,
+                                 member=field.info.name, unit=SAMPLE)
+        self._sample = {KEY: field.key, URL: self._url}  # drop the fields read so far
+
+    def finish(self) -> dict | Failed | None:
+        """The completed group: its Sample or its dead letter (None if no group)."""
+        done = Failed(self._failure) if self._failure is not None else self._sample
+        self._sample = self._failure = None
+        return done
+
+    def broken(self, error: BaseException, context: str, member: str | None) -> Failed:
+        """The dead letter of an archive that broke off during this group."""
+        if self._sample is None:
+            return Failed(_failure(error, context, url=self._url, key=None, member=member,
+                                   unit=FILE))
+        if self._failure is not None:
+            # Already a failure; count it once, with both reasons.
+            record = dict(self._failure)
+            record["message"] = f"{record['message']}; then {context}: {error}"[:MAX_MESSAGE]
+            return Failed(record)
+        return Failed(_failure(error, f"sample incomplete, {context}", url=self._url,
+                               key=self._sample[KEY], member=member, unit=SAMPLE))
+
+
+def _samples(stream: _TarStream, url: str,
+             stats: MutableMapping[str, int]) -> Iterator[dict | Skipped | Failed]:
+    """Fields grouped into Samples; the last group is complete only at the end marker."""
+    group = _SampleGroup(url)
+    try:
+        for item in _fields(stream.members(stats)):
+            if isinstance(item, Skipped):
+                yield item
+                continue
+            # Yielded before the field is read: a read error then fails only the new group.
+            if (done := group.finish_before(item.key)) is not None:
+                yield done
+            group.add(item, stream, stats)
+        error = stream.ending_error()
+    except _READ_ERRORS as e:
+        error = e
+    if error is not None:
+        yield group.broken(error, f"archive truncated or corrupt near tar offset "
+                                  f"{stream.offset}", stream.last_member)
+    elif (last := group.finish()) is not None:
+        yield last
+
+
+def iter_tar(fileobj: IO[bytes], url: str, *, stats: MutableMapping[str, int] | None = None,
+             verify: bool = True) -> Iterator[dict | Skipped | Failed]:
+    """Streams one tar archive into Samples, `Skipped` members and `Failed` dead letters.
+
+    `fileobj` is a binary file, not closed here, and seekable if compressed and
+    verified; compression (gzip, bzip2, xz) is detected from the content. A
+    compressed archive is first read to its end through its codec's checks
+    (`verify`; see the module docstring), then streamed. If `stats` is given,
+    `stats["members"]` and `stats["bytes"]` are increased by the members seen
+    and the member bytes read. Memory holds one member and one sample, however
+    large the archive.
+    """
+    stats = stats if stats is not None else collections.Counter()
+    raw = StorageGuard(fileobj, url)
+    codec = codec_of_content(raw.peek(MAGIC_BYTES))
+    if codec is not None and verify:
+        try:
+            compression.verify(raw, codec)
+        except StreamCorrupt as e:
+            yield file_failed(e, "compressed file corrupt, none of its samples used", url)
+            return
+        raw.rewind()
+    archive = raw if codec is None else compression.decompressed(raw, codec)
+    try:
+        stream = _TarStream(archive)
+    except _READ_ERRORS as e:
+        # Fails here only before the first member: the file yields no sample.
+        archive.close()
+        if raw.bytes_read == 0:
+            yield file_failed(tarfile.ReadError("empty file is not a tar archive"), None, url)
+        else:
+            yield file_failed(e, "not a readable tar archive", url)
+        return
+    try:
+        yield from _samples(stream, url, stats)
+    finally:
+        stream.close()
+        archive.close()
