@@ -42,6 +42,7 @@ test-fast: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(PY) -m benchmarks.encoder_bench
+	$(PY) -m benchmarks.kernels_bench
 	$(PY) -m benchmarks.writer_bench
 	$(PY) -m benchmarks.checksum_bench
 	$(PY) -m benchmarks.audio_bench
