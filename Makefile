@@ -22,7 +22,8 @@ demo: $(VENV)/.installed
 	$(PY) -m pipelines.tar_to_tfrecord --input '$(DEMO)/corpus/*.tar' --output $(DEMO)/dataset \
 	    --cut frames --video_field mp4 --audio_fields flac --fps 2 --frame_size 112x112 \
 	    --av_window_s 0.5 --features 'label=cls:int64,speaker=json.speaker:bytes' \
-	    --split_by json.speaker --splits train=0.7,eval=0.15,test=0.15 --max_failure_fraction 0.05
+	    --label_field cls --split_by json.speaker --splits train=0.7,eval=0.15,test=0.15 \
+	    --max_failure_fraction 0.05
 	$(PY) -m pipelines.inspect_dataset $(DEMO)/dataset --examples 1
 
 # Tests check our decoders against files made by independent encoders

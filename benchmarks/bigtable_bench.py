@@ -354,7 +354,7 @@ def dataset_job(workers: int) -> Measurement:
                        "--columns", "raw:wav=wav", "--features", "wav:bytes",
                        "--output", output, "--direct_num_workers", str(workers)])
         seconds, cores = clock.read()
-        with open(os.path.join(output, "dataset_info.json")) as f:
+        with open(os.path.join(output, "manifest.json")) as f:
             info = json.load(f)
     finally:
         shutil.rmtree(output, ignore_errors=True)

@@ -117,12 +117,12 @@ def test_an_empty_split_fails_unless_allowed(corpus, tmp_path):
     # 39 groups: the failed sample's speaker has no other sample.
     assert "came out empty" in line and "the 39 groups of --split_by __key__:^([^_]+)" in line
     assert "--stratify_by" in line and line.endswith("or pass --allow_empty_splits")
-    assert not (tmp_path / "out" / "dataset_info.json").exists()
+    assert not (tmp_path / "out" / "manifest.json").exists()
 
     done = _tar_job(corpus, tmp_path / "out", *splits, "--allow_empty_splits")
     assert done.returncode == 0, done.stderr
     warnings = [line for line in _lines(done.stdout) if line.startswith("warning: ")]
-    info = json.loads((tmp_path / "out" / "dataset_info.json").read_text())
+    info = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert [f"warning: {w}" for w in info["warnings"]] == warnings and warnings
     assert sum(s["num_groups"] for s in info["splits"].values()) == 39  # one failed
 

@@ -18,12 +18,11 @@ import tensorflow as tf
 from pipelines import tar_to_tfrecord
 from transforms.testing.corpus import write_corpus
 from transforms.dataset import finalise
-from transforms.format import manifest
-from transforms.format import reader
+from transforms.format import manifest, reader, tfds_metadata
 from transforms.dataset.commit import move_shards, name_shards
 from transforms.dataset.fileops import ensure_dir
 from transforms.format.tf_paths import tf_readable
-from transforms.dataset.tfrecord import ShardRecord, write_tfrecords
+from transforms.dataset.tfrecord import write_tfrecords
 
 pytestmark = pytest.mark.slow  # jobs against the storage emulator
 
@@ -62,6 +61,11 @@ def _local_files(root) -> dict:
             for d, _, files in os.walk(root) for f in files}
 
 
+# What a dataset holds besides its shards and their indexes.
+_METADATA = {manifest.MANIFEST, manifest.SCHEMA, manifest.FAILURES_FILE, tfds_metadata.TFDS_INFO,
+             tfds_metadata.TFDS_FEATURES}
+
+
 def _without_run_details(info: dict) -> dict:
     return {k: v for k, v in info.items() if k not in ("created", "source")}
 
@@ -70,9 +74,10 @@ def test_dataset_lands_in_the_bucket(runs, gcs_emulator):
     local, local_info, _, remote_info = runs
     in_bucket = gcs_emulator.objects("out/ds/")
     on_disk = _local_files(local)
-    shards = {s["file"] for split in remote_info["splits"].values() for s in split["shards"]}
+    shards = {f for split in remote_info["splits"].values() for s in split["shards"]
+              for f in (s["file"], s["index"]["file"])}
     # Exactly the dataset: no temp folder, no stray object.
-    assert set(in_bucket) == shards | {manifest.MANIFEST, manifest.SCHEMA, manifest.FAILURES_FILE}
+    assert set(in_bucket) == shards | _METADATA
     assert set(in_bucket) == set(on_disk)
     assert {name: in_bucket[name] for name in shards} == {name: on_disk[name] for name in shards}
     assert json.loads(in_bucket[manifest.MANIFEST]) == remote_info
@@ -109,7 +114,7 @@ def test_reader_reads_back_from_gs(runs):
 
 
 def test_missing_dataset_on_gs_is_a_clear_error(gcs_emulator):
-    with pytest.raises(FileNotFoundError, match="out/nothing/dataset_info.json not found"):
+    with pytest.raises(FileNotFoundError, match="out/nothing/manifest.json not found"):
         reader.load_info(gcs_emulator.url("out/nothing"))
 
 
@@ -122,9 +127,9 @@ def test_rerun_into_the_same_bucket_path_leaves_only_the_new_shards(corpus, gcs_
     info = tar_to_tfrecord.run(["--input", gcs_emulator.url("raw/*.tar"), "--output", output,
                                 *flags])
     shards = {s["file"] for split in info["splits"].values() for s in split["shards"]}
-    assert all(name.endswith("-of-00001.tfrecord.gz") for name in shards)
-    assert set(gcs_emulator.objects("out/rerun/")) == shards | {
-        manifest.MANIFEST, manifest.SCHEMA, manifest.FAILURES_FILE}
+    assert all(name.endswith("-of-00001.tfrecord") for name in shards)
+    assert set(gcs_emulator.objects("out/rerun/")) == shards | _METADATA | {
+        f"{name}.idx" for name in shards}
 
 
 def test_a_rerun_failing_while_it_replaces_files_unpublishes_the_old_dataset(
@@ -148,8 +153,7 @@ def _temp_shards(temp_dir: str) -> list:
     for split, part in (("train", 0), ("train", 1), ("eval", 0)):
         temp = f"{temp_dir}/{split}-{part}.tfrecord"
         record = f"{split}{part}".encode()
-        write_tfrecords(temp, [record], "none")
-        shards.append(ShardRecord(split, (0, part), temp, 1, len(record)))
+        shards.append(write_tfrecords(temp, [record], "none").shard(split, (0, part)))
     return shards
 
 
@@ -161,16 +165,19 @@ def test_moves_survive_a_retry_after_failing_partway(where, gcs_emulator, tmp_pa
     named = name_shards(_temp_shards(f"{output}/.temp"), "none")
     for split in ("train", "eval"):
         ensure_dir(f"{output}/{split}")
-    moves = [(n.shard.temp, f"{output}/{n.file}") for n in named]
+    moves = [pair for n in named for pair in n.moves(output)]
     move_shards(moves[:1])  # the first attempt moved one shard, then failed
     move_shards(moves)
     move_shards(moves)
     assert [n.file for n in named] == ["eval/data-00000-of-00001.tfrecord",
                                        "train/data-00000-of-00002.tfrecord",
                                        "train/data-00001-of-00002.tfrecord"]
-    for (_, final), split_part in zip(moves, ("eval0", "train0", "train1")):
+    for n, split_part in zip(named, ("eval0", "train0", "train1")):
+        final = f"{output}/{n.file}"
         assert [r.numpy() for r in tf.data.TFRecordDataset(tf_readable(final))] == [
             split_part.encode()]
+        with tf.io.gfile.GFile(tf_readable(f"{output}/{n.index_file}")) as f:
+            assert f.read() == f"0 {len(split_part) + 16}\n"
     # A shard gone from both places is an error, not a silently smaller dataset.
     with pytest.raises(IOError, match="eval/data-00001-of-00002"):
         move_shards([(f"{output}/.temp/gone.tfrecord",

@@ -28,6 +28,7 @@ import pytest
 from benchmarks.process_tree import measure
 from pipelines import manifest_to_tfrecord, tar_to_tfrecord
 from transforms.format import reader
+from transforms.format.manifest import DatasetInfo
 
 FEATURES = "payload=bin:bytes,label=cls:int64,speaker=json.speaker:bytes"
 _PACK = {".tar.gz": gzip.compress, ".tar.bz2": bz2.compress, ".tar.xz": lzma.compress}
@@ -279,7 +280,7 @@ def test_a_failed_run_leaves_a_finished_dataset_exactly_as_it_was(one_bad_sample
     # The successful run removed the failed one's temporary folder.
     assert not list(output.glob(".temp*"))
     finished = _tree(output)
-    assert "dataset_info.json" in finished and "failures/failures.jsonl" in finished
+    assert "manifest.json" in finished and "failures/failures.jsonl" in finished
     # Every sample fails this time: other dead letters, which must not replace the
     # dataset's own.
     dead_letters = _failed_run(one_bad_sample, output, "--features", FEATURES + ",json.no:int64")
@@ -304,7 +305,7 @@ def test_a_killed_run_leaves_the_dataset_whole_and_the_next_run_clears_its_debri
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
-        while not list(output.glob(".temp-datagen-*/*.tfrecord.gz")):
+        while not list(output.glob(".temp-datagen-*/*.tfrecord")):
             assert job.poll() is None and time.monotonic() < deadline, "no shard to kill it at"
             time.sleep(0.05)
     finally:
@@ -314,8 +315,8 @@ def test_a_killed_run_leaves_the_dataset_whole_and_the_next_run_clears_its_debri
     assert _tree(output) == finished                # and the dataset is as it was
     info = _run(f"{corpus}/s0.tar", output)
     assert not list(output.glob(".temp-datagen-*"))
-    assert {str(p.relative_to(output)) for p in output.glob("*/data-*")} == {
-        s["file"] for entry in info["splits"].values() for s in entry["shards"]}
+    assert {str(p.relative_to(output)) for p in output.glob("*/data-*")} == (
+        DatasetInfo(info).stored_files())
 
 
 # -- memory ---------------------------------------------------------------------------------

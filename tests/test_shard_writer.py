@@ -67,7 +67,7 @@ def test_tfrecords_read_back_with_tensorflow(tmp_path):
     records = [b"", b"x", bytes(range(256)) * 100]
     for compression, tf_compression in (("gzip", "GZIP"), ("none", "")):
         path = str(tmp_path / f"data-{compression}")
-        assert write_tfrecords(path, records, compression) == sum(map(len, records))
+        assert write_tfrecords(path, records, compression).num_bytes == sum(map(len, records))
         back = [r.numpy() for r in tf.data.TFRecordDataset(path, compression_type=tf_compression)]
         assert back == records
 
@@ -116,7 +116,7 @@ def test_rolling_shards_of_two_attempts_never_share_a_file(tmp_path):
 
 def test_shards_are_named_by_their_order_not_their_arrival():
     def shard(split, *order):
-        return ShardRecord(split, order, f"/tmp/{split}{order}", 1, 1)
+        return ShardRecord(split, order, f"/tmp/{split}{order}", 1, 1, "00000000")
 
     named = name_shards([shard("train", 2, 0), shard("test", 0, 0), shard("train", 0, 1),
                          shard("train", 0, 0)], "gzip")

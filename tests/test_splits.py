@@ -213,7 +213,7 @@ def _write(pipeline, samples, output, splits, **plan):
         DatasetConfig(output=str(output), recipe=recipe, max_failure_fraction=0.5),
         memory_source(samples))
     pipeline.run()
-    return json.loads((output / "dataset_info.json").read_text())
+    return json.loads((output / "manifest.json").read_text())
 
 
 def _read_back(output, info):
@@ -307,7 +307,7 @@ def test_leakage_check_fails_the_job_and_publishes_nothing(pipeline, tmp_path):
     output = tmp_path / "ds"
     with pytest.raises(Exception, match=r"split leakage: 1 group key\(s\) .*'spk1' in test, train"):
         _write(pipeline, samples, output, "train=0.5,test=0.5", split_column="split")
-    assert not (output / "dataset_info.json").exists()
+    assert not (output / "manifest.json").exists()
     assert not [p for p in os.listdir(output) if p.startswith(".temp") or p in ("train", "test")]
 
 

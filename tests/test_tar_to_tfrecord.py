@@ -14,6 +14,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from pipelines import tar_to_tfrecord
 from transforms.testing.corpus import write_corpus
 from transforms.format import reader
+from transforms.format.manifest import DatasetInfo
 from transforms.dataset.write import DatasetConfig, WriteDataset
 from transforms.dataset.examples import ExampleRecipe
 from transforms.format.spec import parse_features
@@ -94,13 +95,15 @@ def test_manifest_layout_and_accounting(dataset):
         for shard in split["shards"]:
             path = output / shard["file"]
             records = [r.numpy() for r in
-                       tf.data.TFRecordDataset(str(path), compression_type="GZIP")]
+                       tf.data.TFRecordDataset(str(path))]
             assert len(records) == shard["num_examples"] > 0
             assert sum(map(len, records)) == shard["num_bytes"] <= SHARD_BYTES
         on_disk = sorted(os.listdir(output / name))
-        assert on_disk == sorted(os.path.basename(s["file"]) for s in split["shards"])
+        assert on_disk == sorted(os.path.basename(f) for s in split["shards"]
+                                 for f in (s["file"], s["index"]["file"]))
     assert sorted(os.listdir(output)) == [
-        "dataset_info.json", "eval", "failures", "schema.pbtxt", "test", "train"]
+        "dataset_info.json", "eval", "failures", "features.json", "manifest.json",
+        "schema.pbtxt", "test", "train"]
     schema = (output / "schema.pbtxt").read_text()
     assert 'name: "label"' in schema and "type: INT" in schema
 
@@ -128,7 +131,7 @@ def test_reruns_are_byte_identical_with_any_number_of_worker_processes(corpus, d
     output, _ = dataset
     _run(corpus, tmp_path / "again", "--direct_num_workers", workers)
     assert _shard_bytes(tmp_path / "again") == _shard_bytes(output)
-    with open(output / "dataset_info.json") as f, open(tmp_path / "again" / "dataset_info.json") as g:
+    with open(output / "manifest.json") as f, open(tmp_path / "again" / "manifest.json") as g:
         assert json.load(f)["splits"] == json.load(g)["splits"]
 
 
@@ -137,7 +140,7 @@ def test_a_rerun_with_other_splits_leaves_no_shard_of_the_old_ones(corpus, tmp_p
     _run(corpus, output, "--splits", "train=0.5,validation=0.5")
     assert list((output / "validation").glob("data-*"))
     info = _run(corpus, output)
-    listed = {s["file"] for entry in info["splits"].values() for s in entry["shards"]}
+    listed = DatasetInfo(info).stored_files()
     on_disk = {str(p.relative_to(output)) for p in output.glob("*/data-*")}
     assert on_disk == listed and not list((output / "validation").glob("data-*"))
 
@@ -220,5 +223,5 @@ def test_counters_match_the_manifest(corpus, tmp_path, pipeline):
     assert counter("samples_failed") == 1
     assert counter("samples_read") == (counter("samples_written") + counter("samples_failed")
                                        + counter("samples_filtered"))
-    info = json.loads((tmp_path / "c" / "dataset_info.json").read_text())
+    info = json.loads((tmp_path / "c" / "manifest.json").read_text())
     assert info["accounting"]["samples_read"] == counter("samples_read")

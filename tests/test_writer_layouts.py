@@ -95,7 +95,7 @@ def test_memory_stays_flat_over_a_corpus_three_times_the_budget(tmp_path):
                    "--input", f"{tmp_path}/*.tar.gz", "--output", str(tmp_path / "out"),
                    "--features", "payload=bin:bytes,label=cls:int64",
                    "--split_by", "__key__:^([^_]+)", "--allow_empty_splits"])
-    info = json.loads((tmp_path / "out" / "dataset_info.json").read_text())
+    info = json.loads((tmp_path / "out" / "manifest.json").read_text())
     written = sum(s["num_bytes"] for s in info["splits"].values())
     assert written >= corpus_bytes  # every payload went through, and more than the budget
     assert run.peak_rss < budget, f"peak RSS {run.peak_rss >> 20} MiB"
@@ -134,18 +134,20 @@ def test_a_run_removes_what_killed_runs_left_and_nothing_else(corpus, tmp_path):
     output = tmp_path / "out"
     # A run killed while writing, and one killed after moving its shards out.
     (output / ".temp-datagen-0123abcd").mkdir(parents=True)
-    (output / ".temp-datagen-0123abcd" / "train-000000-00000-x.tfrecord.gz").write_bytes(b"x")
+    (output / ".temp-datagen-0123abcd" / "train-000000-00000-x.tfrecord").write_bytes(b"x")
     (output / ".temp-datagen-4567").mkdir()
     (output / "notes.txt").write_text("mine")
     (output / "mine").mkdir()
     info = _run(root, output, "--shard_size_mb", "1")
     filled = [split for split, entry in info["splits"].items() if entry["num_examples"]]
     assert sorted(os.listdir(output)) == sorted(
-        ["dataset_info.json", "mine", "notes.txt", "schema.pbtxt", *filled])
+        ["dataset_info.json", "features.json", "manifest.json", "mine", "notes.txt",
+         "schema.pbtxt", *filled])
     assert (output / "notes.txt").read_text() == "mine"
     for split in filled:
         entry = info["splits"][split]
         files = sorted(os.listdir(output / split))
-        assert files == sorted(os.path.basename(s["file"]) for s in entry["shards"])
-        assert sum(1 for f in files for _ in tf.data.TFRecordDataset(
-            str(output / split / f), compression_type="GZIP")) == entry["num_examples"]
+        shard_files = sorted(os.path.basename(s["file"]) for s in entry["shards"])
+        assert files == sorted(shard_files + [f + ".idx" for f in shard_files])
+        assert sum(1 for f in shard_files for _ in tf.data.TFRecordDataset(
+            str(output / split / f))) == entry["num_examples"]

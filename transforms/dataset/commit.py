@@ -3,7 +3,8 @@
 Whichever writer made them (transforms/dataset/convert.py where examples are built, or
 transforms/dataset/shard_writer.py for the global layout), the shards of a split are
 named `data-NNNNN-of-MMMMM` by their `order`, so names depend on the input
-alone, never on which worker finished first. The moves are batches any worker
+alone, never on which worker finished first; a shard's record index goes with
+it (`<file>.idx`). The moves are batches any worker
 can do (`move_shards`), so a commit of many thousand shards on gs://, a copy
 and a delete each, runs in parallel; each batch may be retried.
 """
@@ -15,7 +16,7 @@ from typing import Iterable, NamedTuple, Sequence
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.dataset.tfrecord import ShardRecord, shard_name
+from transforms.dataset.tfrecord import INDEX_SUFFIX, ShardRecord, shard_name
 
 __all__ = ["NamedShard", "name_shards", "move_shards", "remove_stale_shards", "split_entries"]
 
@@ -28,6 +29,23 @@ class NamedShard(NamedTuple):
 
     shard: ShardRecord
     file: str
+
+    @property
+    def index_file(self) -> str | None:
+        """Its record index's file, if it has one."""
+        return self.file + INDEX_SUFFIX if self.shard.index_crc32c else None
+
+    def moves(self, output_dir: str) -> list[tuple[str, str]]:
+        """(temp, final) paths of its data file and index."""
+        pairs = [(self.shard.temp, FileSystems.join(output_dir, self.file))]
+        if self.index_file:
+            pairs.append((self.shard.temp + INDEX_SUFFIX,
+                          FileSystems.join(output_dir, self.index_file)))
+        return pairs
+
+    def kept_files(self) -> set:
+        """Its files, relative to the output directory."""
+        return {self.file, self.index_file} - {None}
 
 
 def name_shards(shards: Iterable[ShardRecord], compression: str) -> list[NamedShard]:
@@ -60,7 +78,7 @@ def move_shards(moves: Sequence[tuple[str, str]]) -> None:
 
 
 def remove_stale_shards(output_dir: str, kept: set) -> None:
-    """Deletes the data files in the output's folders that are not in `kept`
+    """Deletes the data files and indexes in the output's folders that are not in `kept`
     (files relative to `output_dir`): an earlier run's, in a split this run
     has too or in one it has not (a run with other --splits), so the output
     holds exactly what the manifest lists."""
@@ -72,12 +90,17 @@ def remove_stale_shards(output_dir: str, kept: set) -> None:
 
 
 def split_entries(named: Iterable[NamedShard]) -> dict:
-    """The manifest's per-split entries: totals and each shard's file and counts."""
+    """The manifest's per-split entries: totals, and each shard's file, counts,
+    checksum and index."""
     result: dict = {}
-    for shard, file in named:
+    for named_shard in named:
+        shard = named_shard.shard
         entry = result.setdefault(shard.split, {"num_examples": 0, "num_bytes": 0, "shards": []})
         entry["num_examples"] += shard.num_examples
         entry["num_bytes"] += shard.num_bytes
-        entry["shards"].append({"file": file, "num_examples": shard.num_examples,
-                                "num_bytes": shard.num_bytes})
+        entry["shards"].append({
+            "file": named_shard.file, "num_examples": shard.num_examples,
+            "num_bytes": shard.num_bytes, "crc32c": shard.crc32c,
+            **({"index": {"file": named_shard.index_file, "crc32c": shard.index_crc32c}}
+               if named_shard.index_file else {})})
     return result

@@ -49,7 +49,7 @@ class ConvertOptions:
     """Where the built examples go; pickled to workers, so configuration only."""
 
     temp_dir: str
-    compression: str = "gzip"
+    compression: str = "none"
     target_shard_bytes: int = 128 << 20
     write_shards: bool = True       # roll shards where the examples are built
     emit_examples: bool = False     # also output them (global layout, an examples sink)

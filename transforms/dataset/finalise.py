@@ -18,7 +18,8 @@
 2. **Move**, in parallel batches any worker may take and any runner may retry.
 3. **Publish**: data files of an earlier run are removed, the dead letters
    moved to `failures/failures.jsonl`, a staged tf.Transform moved next to the
-   data, `schema.pbtxt` and `dataset_info.json`
+   data, `schema.pbtxt`, TFDS's `features.json` and `dataset_info.json` (for
+   uncompressed shards, transforms/format/tfds_metadata.py) and `manifest.json`
    written last (its presence means the dataset is complete), and the
    temporary folders of this and of earlier, killed runs removed.
 """
@@ -33,7 +34,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.format import manifest
+from transforms.format import manifest, tfds_metadata
 from transforms.dataset.commit import move_shards, name_shards, remove_stale_shards, split_entries
 from transforms.format.dead_letters import EXAMPLE, FILE, SAMPLE, describe
 from transforms.dataset.fileops import delete_if_exists, ensure_dir, remove_tree, remove_trees_named
@@ -228,9 +229,10 @@ class _CheckFn(beam.DoFn):
         if failures:
             write_failures(_run_failures(self._temp_dir), failures)
 
-        # An earlier run's manifest goes first: while files are replaced, no
-        # reader takes this output for a complete dataset.
-        delete_if_exists(FileSystems.join(config.output, manifest.MANIFEST))
+        # An earlier run's manifests go first: while files are replaced, no
+        # reader (ours or TFDS) takes this output for a complete dataset.
+        for name in (manifest.MANIFEST, tfds_metadata.TFDS_INFO, tfds_metadata.TFDS_FEATURES):
+            delete_if_exists(FileSystems.join(config.output, name))
         named = name_shards(shards, config.compression)
         for split in sorted({n.shard.split for n in named}):
             ensure_dir(FileSystems.join(config.output, split))  # before parallel moves into it
@@ -240,7 +242,7 @@ class _CheckFn(beam.DoFn):
 
 
 def _move_batches(plan: CommitPlan, output: str) -> Iterable[list]:
-    moves = [(n.shard.temp, FileSystems.join(output, n.file)) for n in plan.named]
+    moves = [pair for n in plan.named for pair in n.moves(output)]
     for i in range(0, len(moves), _MOVE_BATCH):
         yield moves[i:i + _MOVE_BATCH]
 
@@ -268,11 +270,23 @@ class _PublishFn(beam.DoFn):
         return (self._transformed_spec,
                 config.preprocessing.manifest_section(config.recipe.spec))
 
+    def _publish_tfds(self, spec: FeatureSpec, classes: dict, info: Mapping[str, Any]) -> None:
+        """TFDS's dataset_info.json and features.json for the manifest `info`."""
+        output = self._config.output
+        description = (f"Written by beam-datagen {info['package_version']} from "
+                       f"{info['source'].get('input') or info['source'].get('type')}; "
+                       f"its manifest is {manifest.MANIFEST}.")
+        _write_text(FileSystems.join(output, tfds_metadata.TFDS_FEATURES),
+                    json.dumps(tfds_metadata.tfds_features(spec, classes), indent=2) + "\n")
+        _write_text(FileSystems.join(output, tfds_metadata.TFDS_INFO), json.dumps(
+            tfds_metadata.tfds_dataset_info(tfds_metadata.dataset_name(output), info["splits"],
+                                            description), indent=2) + "\n")
+
     def process(self, plan: CommitPlan, moved):  # noqa: ARG002 - see below
         # `moved` only orders this step after every move.
         config = self._config
         names = config.recipe.split_plan.names
-        remove_stale_shards(config.output, {n.file for n in plan.named})
+        remove_stale_shards(config.output, set().union(*(n.kept_files() for n in plan.named)))
         failures = FileSystems.join(config.output, manifest.FAILURES_FILE)
         if plan.num_failures:
             ensure_dir(FileSystems.join(config.output, "failures"))
@@ -290,8 +304,12 @@ class _PublishFn(beam.DoFn):
             accounting=plan.accounting, num_failures=plan.num_failures, source=config.source,
             options=config.options, split_names=names, label_counts=plan.label_counts,
             group_counts=plan.group_counts, warnings=plan.warnings, transform=transform)
+        classes = manifest.label_classes(spec, config.recipe.split_plan.label_source,
+                                         plan.label_counts)
         _write_text(FileSystems.join(config.output, manifest.SCHEMA),
-                    manifest.schema_pbtxt(spec))
+                    manifest.schema_pbtxt(spec, classes))
+        if config.write_tfrecords and tfds_metadata.applies(config.compression):
+            self._publish_tfds(spec, classes, info)
         _write_text(FileSystems.join(config.output, manifest.MANIFEST),
                     json.dumps(info, indent=2, sort_keys=False) + "\n")
         # This run's temporary folder, and any a killed run left behind.

@@ -37,18 +37,18 @@ class RollingShards:
         self._compression = compression
         self._target = target_bytes
         self._attempt = uuid.uuid4().hex[:12]
-        self._open: dict = {}   # split -> (part, path, writer)
+        self._open: dict = {}   # split -> (part, writer)
         self._parts: dict = {}  # split -> parts started
         self._done: list = []
 
     def write(self, split: str, serialized: bytes) -> None:
         current = self._open.get(split)
-        if current is not None and current[2].num_bytes + len(serialized) > self._target:
+        if current is not None and current[1].num_bytes + len(serialized) > self._target:
             self._finish(split)
             current = None
         if current is None:
             current = self._start(split)
-        current[2].write(serialized)
+        current[1].write(serialized)
 
     def _start(self, split: str) -> tuple:
         part = self._parts.get(split, 0)
@@ -57,14 +57,13 @@ class RollingShards:
         # split unit's row key) stays in the record, out of file names.
         name = f"{split}-{self._order[0]:06d}-{part:05d}-{self._attempt}"
         path = FileSystems.join(self._temp_dir, name + SUFFIXES[self._compression])
-        self._open[split] = (part, path, TFRecordWriter(path, self._compression))
+        self._open[split] = (part, TFRecordWriter(path, self._compression))
         return self._open[split]
 
     def _finish(self, split: str) -> None:
-        part, path, writer = self._open.pop(split)
+        part, writer = self._open.pop(split)
         writer.close()
-        self._done.append(ShardRecord(split, (*self._order, part), path, writer.num_records,
-                                      writer.num_bytes))
+        self._done.append(writer.shard(split, (*self._order, part)))
 
     def close(self) -> list[ShardRecord]:
         """Closes every open file; the records of all shards written."""

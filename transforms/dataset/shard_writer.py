@@ -173,9 +173,9 @@ class _WriteShardFn(beam.DoFn):
         # Unique per attempt: a retried bundle never writes over another's file.
         name = f"{split}-{index:05d}-{uuid.uuid4().hex[:12]}{SUFFIXES[self._compression]}"
         temp = FileSystems.join(self._temp_dir, name)
-        num_bytes = write_tfrecords(temp, (e for _, e in examples), self._compression)
+        writer = write_tfrecords(temp, (e for _, e in examples), self._compression)
         self._shards.inc()
-        yield ShardRecord(split, (index,), temp, len(examples), num_bytes)
+        yield writer.shard(split, (index,))
 
 
 class WriteShards(beam.PTransform):
@@ -185,7 +185,7 @@ class WriteShards(beam.PTransform):
     per split comes from `num_shards` or from `target_shard_bytes`.
     """
 
-    def __init__(self, temp_dir: str, compression: str = "gzip",
+    def __init__(self, temp_dir: str, compression: str = "none",
                  target_shard_bytes: int = 128 << 20, num_shards: int = 0):
         super().__init__()
         if compression not in COMPRESSIONS:

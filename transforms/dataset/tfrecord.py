@@ -8,6 +8,14 @@ default level: many times faster than zlib's at the same ratio on PCM
 payloads, where zlib had been half of a pipeline's time (docs/performance.md). The
 output is ordinary gzip (fixed header, no timestamp), so every reader takes it
 and reruns are byte-identical.
+
+Every shard's bytes are checksummed as they are written (CRC32C, the checksum
+GCS keeps for every object), and an uncompressed shard gets a record index
+beside it (`<shard>.idx`): one `offset size` line per record, in bytes, the
+text format of DALI's `tfrecord2idx`. A reader seeks with it to any record
+(exact resume, a global shuffle) without scanning the shard; offsets into a
+gzip stream could not be seeked to, so a gzip shard has none. The index
+format and its reader are transforms/format/record_index.py.
 """
 
 from __future__ import annotations
@@ -20,11 +28,14 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from isal import isal_zlib
 
-__all__ = ["COMPRESSIONS", "SUFFIXES", "ShardRecord", "TFRecordWriter", "shard_name",
-           "write_tfrecords"]
+from transforms.format.record_index import FRAME_OVERHEAD, index_text, masked_crc32c
+
+__all__ = ["COMPRESSIONS", "INDEX_SUFFIX", "SUFFIXES", "ShardRecord", "TFRecordWriter",
+           "shard_name", "write_tfrecords"]
 
 SUFFIXES = {"gzip": ".tfrecord.gz", "none": ".tfrecord"}
 COMPRESSIONS = tuple(SUFFIXES)
+INDEX_SUFFIX = ".idx"
 # Frames are gathered up to this much before one compress and write. Larger
 # buffers are slower, not faster: glibc gives their memory back after every
 # flush and the next one faults it in again (8 MiB: +45% time on payloads).
@@ -41,32 +52,33 @@ class ShardRecord(NamedTuple):
     temp: str          # where it was written
     num_examples: int
     num_bytes: int     # serialized examples, before compression
+    crc32c: str        # of the file's bytes, 8 hex digits
+    index_crc32c: str | None = None  # of its record index (`temp` + INDEX_SUFFIX), if it has one
 
 
 def shard_name(split: str, index: int, num_shards: int, compression: str) -> str:
-    """`train/data-00003-of-00008.tfrecord.gz`, relative to the output directory."""
-    return f"{split}/data-{index:05d}-of-{num_shards:05d}{SUFFIXES[compression]}"
-
-
-def _masked_crc(data: bytes) -> int:
-    crc = google_crc32c.value(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+    """`train/data-00003-of-00008.tfrecord.gz`, relative to the output directory:
+    TFDS's `{SPLIT}/data-{SHARD_X_OF_Y}.{FILEFORMAT}` (five digits or more)."""
+    digits = max(5, len(str(num_shards)))
+    return (f"{split}/data-{index:0{digits}d}-of-{num_shards:0{digits}d}"
+            f"{SUFFIXES[compression]}")
 
 
 def _frame(record: bytes) -> tuple:
     """One TFRecord's parts: length, masked CRC32C of the length, data, masked CRC32C
     of the data. Not joined: the writer's flush copies them once."""
     length = struct.pack("<Q", len(record))
-    return (length, struct.pack("<I", _masked_crc(length)), record,
-            struct.pack("<I", _masked_crc(record)))
+    return (length, struct.pack("<I", masked_crc32c(length)), record,
+            struct.pack("<I", masked_crc32c(record)))
 
 
 class TFRecordWriter:
-    """Streams records into one TFRecord file (`compression` gzip or none).
+    """Streams records into one TFRecord file (`compression` gzip or none), and
+    an uncompressed one's record index into `path` + INDEX_SUFFIX when closed.
 
         with TFRecordWriter(path, "gzip") as writer:
             writer.write(serialized)
-        writer.num_records, writer.num_bytes
+        writer.shard("train", order)   # its ShardRecord: counts and checksums
     """
 
     def __init__(self, path: str, compression: str):
@@ -76,25 +88,35 @@ class TFRecordWriter:
         self._compressor = (isal_zlib.compressobj(isal_zlib.ISAL_DEFAULT_COMPRESSION,
                                                   isal_zlib.DEFLATED, _GZIP_WBITS)
                             if compression == "gzip" else None)
+        self._path = path
         self._pending: list = []
         self._pending_bytes = 0
+        self._crc = 0
+        self._record_sizes: list | None = [] if compression == "none" else None
         self.num_records = 0
         self.num_bytes = 0  # records, before framing and compression
+        self.crc32c = ""    # set on close
+        self.index_crc32c: str | None = None
 
     def write(self, record: bytes) -> None:
         self.num_records += 1
         self.num_bytes += len(record)
+        if self._record_sizes is not None:
+            self._record_sizes.append(len(record))
         if len(record) >= _WRITE_BUFFER:
             # A large record is not copied into the buffer: its frame goes out
-            # in buffer-sized pieces, so writing it adds no copy of it.
+            # as it is, or through the compressor in buffer-sized pieces.
             self._flush()
             for part in _frame(record):
+                if self._compressor is None:
+                    self._write(part)
+                    continue
                 view = memoryview(part)
                 for start in range(0, len(view), _WRITE_BUFFER):
                     self._write(view[start:start + _WRITE_BUFFER])
             return
         self._pending += _frame(record)
-        self._pending_bytes += len(record) + 16
+        self._pending_bytes += len(record) + FRAME_OVERHEAD
         if self._pending_bytes >= _WRITE_BUFFER:
             self._flush()
 
@@ -104,13 +126,30 @@ class TFRecordWriter:
         self._pending, self._pending_bytes = [], 0
 
     def _write(self, data) -> None:
-        self._file.write(self._compressor.compress(data) if self._compressor else data)
+        if self._compressor:
+            data = self._compressor.compress(data)
+        self._crc = google_crc32c.extend(self._crc, data)
+        self._file.write(data)
 
     def close(self) -> None:
         self._flush()
         if self._compressor:
-            self._file.write(self._compressor.flush())
+            tail = self._compressor.flush()
+            self._crc = google_crc32c.extend(self._crc, tail)
+            self._file.write(tail)
         self._file.close()
+        self.crc32c = f"{self._crc:08x}"
+        if self._record_sizes is not None:
+            index = index_text(self._record_sizes).encode("ascii")
+            with FileSystems.create(self._path + INDEX_SUFFIX,
+                                    compression_type=CompressionTypes.UNCOMPRESSED) as f:
+                f.write(index)
+            self.index_crc32c = f"{google_crc32c.value(index):08x}"
+
+    def shard(self, split: str, order: tuple) -> ShardRecord:
+        """The closed file as the shard of `split` at `order`."""
+        return ShardRecord(split, order, self._path, self.num_records, self.num_bytes,
+                           self.crc32c, self.index_crc32c)
 
     def __enter__(self) -> "TFRecordWriter":
         return self
@@ -119,9 +158,10 @@ class TFRecordWriter:
         self.close()
 
 
-def write_tfrecords(path: str, records: Iterable[bytes], compression: str) -> int:
-    """Writes records as one TFRecord file; returns the bytes of the records."""
+def write_tfrecords(path: str, records: Iterable[bytes], compression: str) -> TFRecordWriter:
+    """Writes records as one TFRecord file (and its index); returns the closed
+    writer, which holds the counts and checksums."""
     with TFRecordWriter(path, compression) as writer:
         for record in records:
             writer.write(record)
-    return writer.num_bytes
+    return writer

@@ -64,7 +64,7 @@ class DatasetConfig:
 
     output: str
     recipe: ExampleRecipe
-    compression: str = "gzip"
+    compression: str = "none"
     target_shard_bytes: int = 128 << 20
     num_shards: int = 0
     max_failure_fraction: float = 0.01

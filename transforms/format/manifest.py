@@ -1,4 +1,4 @@
-"""The dataset manifest: `dataset_info.json` and `schema.pbtxt`.
+"""The dataset manifest: `manifest.json` and `schema.pbtxt`.
 
 Beam-free and TensorFlow-free: the pipeline builds the manifest here, the
 reader and `pipelines.inspect_dataset` read it back through `DatasetInfo`. The manifest
@@ -15,10 +15,12 @@ from typing import Any, Mapping, Sequence
 
 from transforms.format.spec import FeatureSpec
 
-__all__ = ["MANIFEST", "SCHEMA", "FAILURES_FILE", "FORMAT_VERSION", "build_manifest",
-           "schema_pbtxt", "schema_proto", "DatasetInfo"]
+__all__ = ["MANIFEST", "LEGACY_MANIFEST", "SCHEMA", "FAILURES_FILE", "FORMAT_VERSION",
+           "build_manifest", "label_classes", "schema_pbtxt", "schema_proto", "DatasetInfo"]
 
-MANIFEST = "dataset_info.json"
+MANIFEST = "manifest.json"
+# Where datasets written before TFDS's files took that name kept their manifest.
+LEGACY_MANIFEST = "dataset_info.json"
 SCHEMA = "schema.pbtxt"
 FAILURES_FILE = "failures/failures.jsonl"
 FORMAT_VERSION = 1
@@ -39,7 +41,7 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
                    label_counts: Mapping[str, Mapping[str, int]] | None = None,
                    group_counts: Mapping[str, int] | None = None, warnings: Sequence[str] = (),
                    transform: Mapping[str, Any] | None = None) -> dict:
-    """The dataset_info.json document (a JSON-ready dict).
+    """The manifest.json document (a JSON-ready dict).
 
     Every split named by the options is listed, with zero examples if none fell
     in it, so a reader can tell an empty split from a missing one. With
@@ -74,15 +76,41 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
     }
 
 
-def schema_pbtxt(spec: FeatureSpec) -> str:
+def schema_pbtxt(spec: FeatureSpec, num_classes: Mapping[str, int] | None = None) -> str:
     """The spec as a tensorflow_metadata Schema in text format."""
     from google.protobuf import text_format
 
-    return text_format.MessageToString(schema_proto(spec))
+    return text_format.MessageToString(schema_proto(spec, num_classes))
 
 
-def schema_proto(spec: FeatureSpec):
-    """The spec as a tensorflow_metadata Schema (what TFXIO decodes tf.Examples with)."""
+_INT32 = (-2**31, 2**31 - 1)
+
+
+def label_classes(spec: FeatureSpec, label_source: str | None,
+                  label_counts: Mapping[str, Mapping[str, int]] | None) -> dict:
+    """{feature: number of classes} for the int64 scalar holding the labels
+    counted per split (--label_field, --stratify_by), when every label is a
+    non-negative integer (the classes are then 0..max); {} otherwise."""
+    labels = {label for counts in (label_counts or {}).values() for label in counts}
+    if not labels or not all(label.isdigit() for label in labels):
+        return {}
+    return {f.name: max(map(int, labels)) + 1 for f in spec
+            if f.source == label_source and f.dtype == "int64" and not f.shape}
+
+
+def schema_proto(spec: FeatureSpec, num_classes: Mapping[str, int] | None = None):
+    """The spec as a tensorflow_metadata Schema (what TFXIO decodes tf.Examples
+    with, and TFDV validates statistics against).
+
+    Beside type, presence and shape, each feature says what the schema
+    language can: `image_domain` for JPEG frames, `audio_domain` for audio,
+    `bool_domain` for bools, an `int_domain` for int32 (its range) and for
+    labels with `num_classes` ({feature: classes}: categorical, 0..n-1). What
+    it cannot say (int16 or uint8 arrays packed into one bytes value, a
+    double stored as float32, the sample rate) goes in the feature's
+    annotation: `beam_datagen.dtype:int16`, `beam_datagen.shape:[8000]`,
+    `beam_datagen.sample_rate:16000`, with a comment in words.
+    """
     from tensorflow_metadata.proto.v0 import schema_pb2
 
     schema = schema_pb2.Schema()
@@ -94,11 +122,50 @@ def schema_proto(spec: FeatureSpec):
             feature.value_count.min = 0
         else:
             feature.shape.dim.extend(schema_pb2.FixedShape.Dim(size=d) for d in f.stored_shape)
+        _describe(feature, f, (num_classes or {}).get(f.name))
     return schema
 
 
+def _describe(feature, f, num_classes: int | None) -> None:
+    """Sets the domain and annotation of the Schema `feature` for spec feature `f`."""
+    if f.dtype == "jpeg":
+        feature.image_domain.SetInParent()
+    elif f.sample_rate:
+        feature.audio_domain.SetInParent()
+    elif num_classes is not None:
+        feature.int_domain.min, feature.int_domain.max = 0, num_classes - 1
+        feature.int_domain.is_categorical = True
+    elif f.dtype == "bool":
+        feature.bool_domain.SetInParent()
+    elif f.dtype == "int32":
+        feature.int_domain.min, feature.int_domain.max = _INT32
+    if f.dtype == _STORED_AS[f.kind] and not f.sample_rate:
+        return
+    feature.annotation.tag.append(f"beam_datagen.dtype:{f.dtype}")
+    if f.stored_shape != f.shape:
+        feature.annotation.tag.append(f"beam_datagen.shape:{list(f.shape)}")
+    if f.sample_rate:
+        feature.annotation.tag.append(f"beam_datagen.sample_rate:{f.sample_rate}")
+    words = _COMMENTS.get(f.dtype, f"{f.dtype}{{shape}}").format(shape=list(f.shape))
+    feature.annotation.comment.append(
+        f"{words}: audio at {f.sample_rate} Hz" if f.sample_rate else words)
+
+
+# The declared dtype a tf.Example list holds without saying more.
+_STORED_AS = {"bytes": "bytes", "int64": "int64", "float": "float"}
+_COMMENTS = {
+    "int16": "int16{shape}, packed little-endian into one bytes value",
+    "uint8": "uint8{shape}, packed into one bytes value",
+    "jpeg": "JPEG image(s) of shape {shape}",
+    "string": "UTF-8 text",
+    "bool": "bool, stored as 0/1",
+    "int32": "int32, stored as int64",
+    "double": "float64, stored as float32",
+}
+
+
 class DatasetInfo:
-    """A parsed dataset_info.json: the spec, the splits and their shard files."""
+    """A parsed manifest.json: the spec, the splits and their shard files."""
 
     def __init__(self, document: Mapping[str, Any]):
         version = document.get("format_version")
@@ -125,6 +192,11 @@ class DatasetInfo:
     def files(self, split: str) -> list:
         """The split's shard paths, relative to the output directory, in order."""
         return [s["file"] for s in self.split(split)["shards"]]
+
+    def stored_files(self) -> set:
+        """Every shard and record index the manifest lists, relative to the output."""
+        return {f for split in self.splits.values() for shard in split["shards"]
+                for f in (shard["file"], shard.get("index", {}).get("file")) if f}
 
     def num_examples(self, split: str) -> int:
         return self.split(split)["num_examples"]

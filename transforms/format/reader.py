@@ -35,13 +35,17 @@ raw features when serving (`transform_features_layer()`).
 
 from __future__ import annotations
 
+import random
+
 import tensorflow as tf
 
-from transforms.format.manifest import MANIFEST, DatasetInfo
+from transforms.format.manifest import LEGACY_MANIFEST, MANIFEST, DatasetInfo
+from transforms.format.record_index import RecordTable
 from transforms.format.spec import FeatureSpec
 from transforms.format.tf_paths import tf_readable
 
-__all__ = ["load", "load_info", "parsing_spec", "decode_features", "transform_output"]
+__all__ = ["load", "load_info", "steps_per_epoch", "examples_per_epoch", "parsing_spec",
+           "decode_features", "transform_output"]
 
 _TF_DTYPES = {"bytes": tf.string, "int64": tf.int64, "float": tf.float32}
 _PACKED_DTYPES = {"int16": tf.int16, "uint8": tf.uint8}
@@ -57,15 +61,30 @@ _SHUFFLE_BUFFER_BYTES = 64 << 20
 _SHUFFLE_BUFFER_EXAMPLES = (1_000, 100_000)
 
 
-def load_info(output_dir: str) -> DatasetInfo:
-    """The dataset's manifest, read through tf.io.gfile (local, gs://, ...)."""
-    path = f"{output_dir.rstrip('/')}/{MANIFEST}"
+def _read_text(path: str) -> bytes | None:
     try:
         with tf.io.gfile.GFile(tf_readable(path), "rb") as f:
-            return DatasetInfo.from_json(f.read())
+            return f.read()
     except (FileNotFoundError, tf.errors.NotFoundError):
+        return None
+
+
+def load_info(output_dir: str) -> DatasetInfo:
+    """The dataset's manifest, read through tf.io.gfile (local, gs://, ...).
+
+    A dataset written before the manifest was `manifest.json` has it in
+    `dataset_info.json`, the name TFDS's own description now takes.
+    """
+    root = output_dir.rstrip("/")
+    text = _read_text(f"{root}/{MANIFEST}")
+    if text is None:
+        legacy = _read_text(f"{root}/{LEGACY_MANIFEST}")
+        if legacy is not None and b'"format_version"' in legacy:
+            text = legacy
+    if text is None:
         raise FileNotFoundError(
-            f"{path} not found: not a finished beam-datagen dataset") from None
+            f"{root}/{MANIFEST} not found: not a finished beam-datagen dataset")
+    return DatasetInfo.from_json(text)
 
 
 def transform_output(output_dir: str):
@@ -138,13 +157,30 @@ def _check_crops(spec: FeatureSpec, crops: dict) -> None:
             raise ValueError(f"random_crop: {name!r} length {length} is not in 1..{f.shape[0]}")
 
 
-def _arrange(batch: dict, names: list, as_tuple: bool = False, label_key: str | None = None):
-    """A dict of features as `load` yields it: the dict, a tuple in `names` order,
-    or `(features, label)` with the label taken out of the features."""
-    if label_key is not None:
-        rest = [n for n in names if n != label_key]
-        return _arrange(batch, rest, as_tuple), batch[label_key]
-    return tuple(batch[n] for n in names) if as_tuple else {n: batch[n] for n in names}
+def _selection(spec: FeatureSpec, features, label_key: str | None) -> tuple:
+    """(names to yield, whether as a lone tensor) for `load`'s `features`."""
+    known = spec.names
+    single = isinstance(features, str)
+    names = ([features] if single else list(features) if features is not None
+             else [n for n in known if n != label_key])
+    asked = [("features", n) for n in names] + [("label_key", label_key)] * (label_key is not None)
+    for role, name in asked:
+        if name not in known:
+            raise ValueError(f"{role} {name!r} is not a feature; the dataset has "
+                             f"{', '.join(known)}")
+    if label_key in names:
+        raise ValueError(f"label_key {label_key!r} is also among the features")
+    return names, single
+
+
+def _arrange(batch: dict, names: list, single: bool, as_tuple: bool, label_key: str | None):
+    """The features as `load` yields them: one tensor, a dict, or a tuple in
+    `names` order; with `label_key`, paired with the label."""
+    if single:
+        inputs = batch[names[0]]
+    else:
+        inputs = tuple(batch[n] for n in names) if as_tuple else {n: batch[n] for n in names}
+    return inputs if label_key is None else (inputs, batch[label_key])
 
 
 def _shuffle_buffer(split: dict) -> int:
@@ -154,59 +190,162 @@ def _shuffle_buffer(split: dict) -> int:
     return int(min(high, max(low, _SHUFFLE_BUFFER_BYTES // max(1, mean))))
 
 
-def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
-         shuffle: bool = False, shuffle_buffer: int | None = None, repeat: bool = False,
-         seed: int | None = None, drop_remainder: bool = False,
-         random_crop: dict | None = None, as_tuple: bool = False,
-         label_key: str | None = None,
-         num_parallel_reads: int = tf.data.AUTOTUNE) -> tf.data.Dataset:
-    """A tf.data pipeline over one split: interleaved reads, batched parsing, prefetch.
+def _check_shard(shard) -> tuple:
+    if shard is None:
+        return 0, 1
+    index, count = shard
+    if not (isinstance(index, int) and isinstance(count, int) and 0 <= index < count):
+        raise ValueError(f"shard {shard!r}: expected (index, count) with 0 <= index < count")
+    return index, count
 
-    Without `shuffle` the examples come in a fixed order: up to 64 shards
-    read at once, one example from each in turn. With it, the shard order is
-    shuffled every epoch and the examples pass a shuffle buffer of
-    `shuffle_buffer` examples (default: about 64 MiB of them); with a `seed`
-    too, the same order on every run, else reads also interleave
-    nondeterministically for speed. `batch_size=None` yields single parsed
-    examples.
 
-    `random_crop={"audio": 8000}` cuts each example's `audio` to 8000 values
-    at a random offset (seeded by `seed`), the read-time augmentation for
-    fixed-length windows.
+def examples_per_epoch(num_examples: int, shard: tuple | None = None) -> int:
+    """Examples one worker reads per epoch: all, or with `shard=(index, count)`
+    the same number for every worker, ceil(num_examples / count)."""
+    _, count = _check_shard(shard)
+    return -(-num_examples // count)
 
-    Each element is a dict of feature name -> tensor; with `as_tuple` a tuple
-    in the manifest's feature order; with `label_key` a pair `(features,
-    label)` whose features (dict, or tuple with `as_tuple`) leave the label
-    out, what Keras `fit` takes.
+
+def steps_per_epoch(output_dir: str, split: str = "train", batch_size: int = 32, *,
+                    drop_remainder: bool = False, shard: tuple | None = None) -> int:
+    """Batches in one epoch of `load(output_dir, split, batch_size, ...)` with
+    the same `drop_remainder` and `shard`, from the manifest alone: what Keras
+    `fit(steps_per_epoch=...)` wants for a repeated dataset."""
+    examples = examples_per_epoch(load_info(output_dir).num_examples(split), shard)
+    return examples // batch_size if drop_remainder else -(-examples // batch_size)
+
+
+def _record_ids(num_records: int, per_epoch: int, shard: tuple, start: int,
+                repeat: bool, global_shuffle: bool, seed: int) -> tf.data.Dataset:
+    """The split's record numbers in the order one worker reads them.
+
+    Position k of the worker's stream is example j = k % per_epoch of epoch
+    e = k // per_epoch; the worker `index` of `count` takes the epoch's
+    positions index * per_epoch + j, wrapping around to the first examples
+    when the workers outnumber what is left, and with `global_shuffle` each
+    position goes through epoch e's permutation of all records
+    (`index_shuffle`, seeded by (seed, e): every worker computes the same one).
     """
-    info = load_info(output_dir)
-    crops = dict(random_crop or {})
-    _check_crops(info.spec, crops)
-    if label_key is not None and label_key not in info.spec.names:
-        raise ValueError(f"label_key {label_key!r} is not a feature; the dataset has "
-                         f"{', '.join(info.spec.names)}")
-    deterministic = not shuffle or seed is not None
-    root = output_dir.rstrip("/")
-    files = [tf_readable(f"{root}/{name}") for name in info.files(split)]
-    features = parsing_spec(info.spec)
-    compression = _COMPRESSION[info.compression]
+    index, _ = shard
+    positions = (tf.data.Dataset.counter(start) if repeat and per_epoch
+                 else tf.data.Dataset.range(start, per_epoch))
 
+    def record(k):
+        epoch, j = k // per_epoch, k % per_epoch
+        position = (index * per_epoch + j) % num_records
+        if not global_shuffle:
+            return position
+        return tf.random.experimental.index_shuffle(
+            position, tf.stack([tf.constant(seed, tf.int64), epoch]), num_records - 1)
+
+    return positions.map(record, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def _stream_records(root: str, info: DatasetInfo, split: str, shuffle: bool, seed: int | None,
+                    deterministic: bool, num_parallel_reads: int) -> tf.data.Dataset:
+    """The split's serialized examples, its shards read at once, one example from
+    each in turn; with `shuffle`, the shards in a new order every epoch."""
+    files = [tf_readable(f"{root}/{name}") for name in info.files(split)]
     file_ds = tf.data.Dataset.from_tensor_slices(tf.constant(files, dtype=tf.string))
     if shuffle and files:
         file_ds = file_ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-    ds = file_ds.interleave(
+    compression = _COMPRESSION[info.compression]
+    return file_ds.interleave(
         lambda path: tf.data.TFRecordDataset(path, compression_type=compression),
         cycle_length=max(1, min(len(files), _INTERLEAVE)), block_length=1,
         num_parallel_calls=num_parallel_reads, deterministic=deterministic)
+
+
+def _open_binary(path: str):
+    return tf.io.gfile.GFile(tf_readable(path), "rb")
+
+
+def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
+         features: str | list | None = None, label_key: str | None = None,
+         as_tuple: bool = False, shuffle: bool = False, shuffle_buffer: int | None = None,
+         global_shuffle: bool = False, seed: int | None = None, repeat: bool = False,
+         drop_remainder: bool = False, shard: tuple | None = None, start: int = 0,
+         random_crop: dict | None = None,
+         num_parallel_reads: int = tf.data.AUTOTUNE) -> tf.data.Dataset:
+    """A tf.data pipeline over one split: reads, batched parsing and decoding, prefetch.
+
+    What comes out: a dict of feature name -> tensor [batch, *shape] of every
+    feature, or of `features=["audio", "frame"]` only (a 2-input Keras
+    model); `features="audio"` yields that one tensor (a Sequential model);
+    `as_tuple` gives a tuple in the listed order. With `label_key` each
+    element is `(features, label)`, the label left out of the features: what
+    Keras `fit` takes. Only the features asked for are parsed.
+    `batch_size=None` yields single examples.
+
+    Order: without shuffling, the split's examples come in a fixed order (64
+    shards read at once, one example from each in turn). `shuffle` mixes
+    them as they stream: the shard order is shuffled every epoch and the
+    examples pass a buffer of `shuffle_buffer` (default: about 64 MiB of
+    them). `global_shuffle` reads each epoch in a uniformly random order of
+    all the split's examples (a fresh permutation per epoch, seeded by
+    `seed`), seeking to each through the shards' record indexes. With a
+    `seed`, the same order on every run.
+
+    Distributed training: `shard=(index, count)` gives worker `index` of
+    `count` its own part of every epoch: the same number of examples for
+    every worker (`steps_per_epoch` says how many batches), so no worker waits
+    on another at the end of an epoch, and none lost: when the split does not
+    divide evenly, the last worker's part wraps around to the first examples
+    (at most count - 1 of them read twice an epoch). With `global_shuffle`
+    the workers split each epoch's permutation, so pass them one `seed`.
+
+    Resuming: `start=n` begins at the n-th example this call would yield
+    (counting across epochs with `repeat`): `steps_done * batch_size` resumes
+    a run exactly where it stopped. `global_shuffle`, `shard` and `start` read
+    through the record indexes, which uncompressed datasets have.
+
+    The dataset knows its length (`cardinality`), from the manifest, so Keras
+    shows progress and does not warn at the end of an epoch; a shard holding
+    more or fewer examples than the manifest says is an error, not a silent
+    change. `random_crop={"audio": 8000}` cuts each example's `audio` to
+    8000 values at a random offset (seeded by `seed`).
+    """
+    info = load_info(output_dir)
+    names, single = _selection(info.spec, features, label_key)
+    crops = dict(random_crop or {})
+    _check_crops(info.spec, crops)
+    if set(crops) - set(names):
+        raise ValueError(f"random_crop: {sorted(set(crops) - set(names))} not among the "
+                         "features read")
+    index, count = _check_shard(shard)
+    if global_shuffle and count > 1 and seed is None:
+        raise ValueError("global_shuffle with shard: give every worker the same seed")
+    root = output_dir.rstrip("/")
+    num_examples = info.num_examples(split)
+    indexed = global_shuffle or count > 1 or start > 0
+    per_epoch = examples_per_epoch(num_examples, (index, count)) if indexed else num_examples
+    deterministic = not shuffle or seed is not None
+
+    if indexed:
+        table = RecordTable(root, info.split(split)["shards"], _open_binary)
+        ds = _record_ids(num_examples, per_epoch, (index, count), start, repeat,
+                         global_shuffle, seed if seed is not None else random.getrandbits(31))
+    else:
+        ds = _stream_records(root, info, split, shuffle, seed, deterministic, num_parallel_reads)
     if shuffle:
-        buffer = shuffle_buffer or _shuffle_buffer(info.split(split))
-        ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
-    if repeat:
+        ds = ds.shuffle(shuffle_buffer or _shuffle_buffer(info.split(split)), seed=seed,
+                        reshuffle_each_iteration=True)
+    if repeat and not indexed:
         ds = ds.repeat()
-    def parse(serialized):
-        batch = decode_features(info.spec, tf.io.parse_example(serialized, features))
-        batch = _random_crop(batch, crops, seed) if crops else batch
-        return _arrange(batch, info.spec.names, as_tuple, label_key)
+
+    wanted = names + ([label_key] if label_key is not None else [])
+    spec = FeatureSpec(tuple(f for f in info.spec if f.name in wanted))
+    parsing = parsing_spec(spec)
+
+    def read(ids):
+        records = tf.numpy_function(table.read, [ids], tf.string, stateful=False)
+        return tf.ensure_shape(records, [None])
+
+    def parse(batch):
+        serialized = read(batch) if indexed else batch
+        parsed = decode_features(spec, tf.io.parse_example(serialized, parsing))
+        parsed = _random_crop(parsed, crops, seed) if crops else parsed
+        return _arrange(parsed, names, single, as_tuple, label_key)
 
     # Parsing and decoding work on batches (one op call per batch, not per
     # example); single examples are batches of one, unbatched after.
@@ -214,4 +353,9 @@ def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
     ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
     if batch_size is None:
         ds = ds.unbatch()
+    if not repeat:
+        remaining = max(0, per_epoch - start)
+        size = batch_size or 1
+        ds = ds.apply(tf.data.experimental.assert_cardinality(
+            remaining // size if drop_remainder and batch_size else -(-remaining // size)))
     return ds.prefetch(tf.data.AUTOTUNE)

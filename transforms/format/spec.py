@@ -59,7 +59,8 @@ class Feature:
     """One tf.Example feature: its name, where its value comes from, and its type.
 
     `shape` is `()` for a scalar, a tuple of ints for a fixed shape, and
-    `(None,)` for a variable-length list.
+    `(None,)` for a variable-length list. `sample_rate` marks a feature as
+    audio: samples per second (a cut's audio windows have it).
     """
 
     name: str
@@ -67,6 +68,7 @@ class Feature:
     shape: tuple = ()
     source: str = ""
     encoding: str = "raw"
+    sample_rate: int | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "dtype", ALIASES.get(self.dtype, self.dtype))
@@ -119,13 +121,14 @@ class Feature:
             "dtype": self.dtype,
             "shape": list(self.shape),
             "encoding": self.encoding,
+            **({"sample_rate": self.sample_rate} if self.sample_rate else {}),
         }
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Feature":
         return cls(name=d["name"], dtype=d["dtype"], shape=tuple(d["shape"]),
                    source=d.get("source", d["name"]),
-                   encoding=d.get("encoding", "raw"))
+                   encoding=d.get("encoding", "raw"), sample_rate=d.get("sample_rate"))
 
     def coerce(self, value: Any):
         """Converts a Sample value to what the encoder takes for this feature.

@@ -90,7 +90,8 @@ def media_features(options: CutOptions) -> tuple:
                      "clips": options.clip_frames / (options.frames.fps or 1)}[options.mode]
     features = []
     if options._uses_audio:
-        features.append(Feature("audio", audio_dtype, (options.samples_in(audio_seconds),)))
+        features.append(Feature("audio", audio_dtype, (options.samples_in(audio_seconds),),
+                                sample_rate=options.audio.sample_rate))
     if options.mode in ("frames", "clips"):
         height, width = options.frames.size
         image_dtype = "jpeg" if options.frames.image_format == "jpeg" else "uint8"

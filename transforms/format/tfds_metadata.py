@@ -1,0 +1,107 @@
+"""TFDS's description of a dataset, so `tfds.builder_from_directory(out)` reads it.
+
+Beam-free and TensorFlow-free: the final step writes these two files beside
+the manifest, in the JSON TFDS 4.x writes for its own datasets (its
+`DatasetInfo` and `FeaturesDict` protos):
+
+- `dataset_info.json`: name, version, file format and, per split, the shard
+  lengths and TFDS's file template for our names,
+  `{SPLIT}/data-{SHARD_X_OF_Y}.{FILEFORMAT}`;
+- `features.json`: one TFDS feature per spec feature, chosen so TFDS decodes
+  the bytes we wrote: `Image` for a JPEG frame, `Video` for a clip's JPEG
+  frames, `Audio` for a window (raw float32 values, or int16 packed as
+  bytes), `ClassLabel` for an integer label whose classes are known, `Text`
+  for UTF-8 strings and `Tensor` for everything else (packed arrays with
+  TFDS's bytes encoding).
+
+TFDS reads uncompressed tfrecord shards only, so a gzip dataset gets neither
+file (`applies`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+from transforms.format.spec import PACKED, Feature, FeatureSpec
+
+__all__ = ["TFDS_INFO", "TFDS_FEATURES", "FILEPATH_TEMPLATE", "VERSION", "applies",
+           "dataset_name", "tfds_feature", "tfds_features", "tfds_dataset_info"]
+
+TFDS_INFO = "dataset_info.json"
+TFDS_FEATURES = "features.json"
+FILEPATH_TEMPLATE = "{SPLIT}/data-{SHARD_X_OF_Y}.{FILEFORMAT}"
+# TFDS wants a semantic version; ours is the layout's, not the data's.
+VERSION = "1.0.0"
+
+_CLASS = "tensorflow_datasets.core.features."
+# Declared dtype -> TFDS's dtype name (as stored: int64 lists widen bool and
+# int32, float lists narrow double; TFDS casts back, as our reader does).
+_DTYPES = {"bytes": "string", "string": "string", "bool": "bool", "int32": "int32",
+           "int64": "int64", "float": "float32", "double": "float64",
+           "int16": "int16", "uint8": "uint8"}
+
+
+def applies(compression: str) -> bool:
+    """Whether TFDS can read shards of this compression (only uncompressed)."""
+    return compression == "none"
+
+
+def dataset_name(output_dir: str) -> str:
+    """The output folder's name as a TFDS dataset name (snake_case)."""
+    base = output_dir.rstrip("/").rsplit("/", 1)[-1]
+    name = re.sub(r"[^a-z0-9]+", "_", base.lower()).strip("_")
+    return name if name and name[0].isalpha() else f"dataset_{name}".rstrip("_")
+
+
+def _shape(shape: tuple) -> dict:
+    dims = [str(-1 if d is None else d) for d in shape]
+    return {"dimensions": dims} if dims else {}
+
+
+def _tensor(feature: Feature) -> dict:
+    return {"pythonClassName": _CLASS + "tensor_feature.Tensor",
+            "tensor": {"dtype": _DTYPES[feature.dtype], "shape": _shape(feature.shape),
+                       "encoding": "bytes" if feature.dtype in PACKED else "none"}}
+
+
+def tfds_feature(feature: Feature, num_classes: int | None = None) -> dict:
+    """One feature in TFDS's JSON; `num_classes` makes an int64 scalar a ClassLabel."""
+    if feature.dtype == "jpeg":
+        kind = "image" if len(feature.shape) == 3 else "video"
+        return {"pythonClassName": _CLASS + f"{kind}_feature.{kind.capitalize()}",
+                kind: {"dtype": "uint8", "encodingFormat": "jpeg",
+                       "shape": _shape(feature.shape)}}
+    if feature.sample_rate and feature.dtype in ("float", "int16"):
+        return {"pythonClassName": _CLASS + "audio_feature.Audio",
+                "audio": {"dtype": _DTYPES[feature.dtype], "shape": _shape(feature.shape),
+                          "sampleRate": str(feature.sample_rate),
+                          "encoding": "BYTES" if feature.dtype in PACKED else "NONE"}}
+    if num_classes is not None and feature.dtype == "int64" and not feature.shape:
+        return {"pythonClassName": _CLASS + "class_label_feature.ClassLabel",
+                "classLabel": {"numClasses": str(num_classes)}}
+    if feature.dtype == "string" and not feature.shape:
+        return {"pythonClassName": _CLASS + "text_feature.Text", "text": {}}
+    return _tensor(feature)
+
+
+def tfds_features(spec: FeatureSpec, num_classes: Mapping[str, int]) -> dict:
+    """`features.json`: a FeaturesDict of every feature, keyed as in the tf.Examples."""
+    return {"pythonClassName": _CLASS + "features_dict.FeaturesDict",
+            "featuresDict": {"features": {
+                f.name: tfds_feature(f, num_classes.get(f.name)) for f in spec}}}
+
+
+def tfds_dataset_info(name: str, splits: Mapping[str, Mapping], description: str) -> dict:
+    """`dataset_info.json` for the manifest's `splits` (each with its shards)."""
+    return {
+        "name": name,
+        "version": VERSION,
+        "description": description,
+        "fileFormat": "tfrecord",
+        "splits": [{"name": split,
+                    "filepathTemplate": FILEPATH_TEMPLATE,
+                    "numBytes": str(entry["num_bytes"]),
+                    "shardLengths": [str(s["num_examples"]) for s in entry["shards"]]}
+                   for split, entry in splits.items()],
+    }
