@@ -44,6 +44,8 @@ test-fast: $(VENV)/.installed
 bench: $(VENV)/.installed
 	$(PY) -m benchmarks.encoder_bench
 	$(PY) -m benchmarks.kernels_bench
+	test -f $(DEMO)/dataset/manifest.json || $(MAKE) demo
+	$(PY) -m benchmarks.compression_bench --dataset $(DEMO)/dataset
 	$(PY) -m benchmarks.writer_bench
 	$(PY) -m benchmarks.checksum_bench
 	$(PY) -m benchmarks.audio_bench

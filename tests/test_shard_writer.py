@@ -1,8 +1,10 @@
 """Shard writing: TFRecord framing, rolling shards, naming in order, the global
 layout's plan; everything read back with TensorFlow's own reader."""
 
+import os
 import random
 
+import google_crc32c
 import pytest
 import tensorflow as tf
 
@@ -10,6 +12,7 @@ from transforms.dataset.commit import name_shards
 from transforms.dataset.rolling_shards import RollingShards
 from transforms.dataset.shard_writer import _BucketHistogram, plan_shards
 from transforms.dataset.tfrecord import ShardRecord, shard_name, write_tfrecords
+from transforms.format.record_index import RecordIndexError, parse_index
 
 
 def _histogram(orders, sizes=None, chunks=1):
@@ -75,6 +78,8 @@ def test_tfrecords_read_back_with_tensorflow(tmp_path):
 def test_shard_name():
     assert shard_name("train", 3, 8, "gzip") == "train/data-00003-of-00008.tfrecord.gz"
     assert shard_name("eval", 0, 1, "none") == "eval/data-00000-of-00001.tfrecord"
+    # TFDS's SHARD_X_OF_Y: five digits, more when the count needs them.
+    assert shard_name("train", 7, 123456, "none") == "train/data-000007-of-123456.tfrecord"
 
 
 def _records(path, compression="GZIP"):
@@ -125,3 +130,31 @@ def test_shards_are_named_by_their_order_not_their_arrival():
         ("train", (0, 0), "train/data-00000-of-00003.tfrecord.gz"),
         ("train", (0, 1), "train/data-00001-of-00003.tfrecord.gz"),
         ("train", (2, 0), "train/data-00002-of-00003.tfrecord.gz")]
+
+
+def test_uncompressed_shards_get_a_record_index_and_checksums(tmp_path):
+    records = [b"", b"x" * 5, bytes(range(256)) * 5000]   # the last one > the write buffer
+    path = str(tmp_path / "data.tfrecord")
+    writer = write_tfrecords(path, records, "none")
+    data = open(path, "rb").read()
+    index = open(path + ".idx", "rb").read()
+    sizes = [len(r) + 16 for r in records]
+    assert index.decode() == "".join(f"{sum(sizes[:i])} {s}\n" for i, s in enumerate(sizes))
+    assert writer.crc32c == f"{google_crc32c.value(data):08x}"
+    assert writer.index_crc32c == f"{google_crc32c.value(index):08x}"
+    table = parse_index(index, "data.tfrecord.idx")
+    assert [data[o + 12:o + s - 4] for o, s in table] == records
+    gz = str(tmp_path / "data.tfrecord.gz")
+    writer = write_tfrecords(gz, records, "gzip")
+    assert writer.index_crc32c is None and not os.path.exists(gz + ".idx")
+    assert writer.crc32c == f"{google_crc32c.value(open(gz, 'rb').read()):08x}"
+
+
+@pytest.mark.parametrize("text, problem", [
+    (b"0 17\n17\n", "not a record index"),
+    (b"0 17\n18 17\n", "do not follow one another"),
+    (b"4 17\n", "do not follow one another"),
+])
+def test_a_bad_record_index_is_refused(text, problem):
+    with pytest.raises(RecordIndexError, match=problem):
+        parse_index(text, "x.idx")

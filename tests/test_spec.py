@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from transforms.format import tfds_metadata
 from transforms.format.infer import infer_spec
 from transforms.format.spec import Feature, FeatureSpec, parse_features
 
@@ -187,3 +188,9 @@ def test_a_fixed_shape_takes_a_nested_json_list():
 def test_packed_arrays_refuse_bools():
     with pytest.raises(ValueError, match="expected an integer array"):
         Feature("pcm", "int16", (2,)).coerce(np.array([True, False]))
+
+
+@pytest.mark.parametrize("output, name", [("gs://b/datasets/VoxCeleb-2 v1/", "voxceleb_2_v1"),
+                                          ("out/2024", "dataset_2024"), ("/", "dataset")])
+def test_tfds_dataset_names_are_snake_case(output, name):
+    assert tfds_metadata.dataset_name(output) == name

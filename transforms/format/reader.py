@@ -294,10 +294,13 @@ def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
     (at most count - 1 of them read twice an epoch). With `global_shuffle`
     the workers split each epoch's permutation, so pass them one `seed`.
 
-    Resuming: `start=n` begins at the n-th example this call would yield
-    (counting across epochs with `repeat`): `steps_done * batch_size` resumes
-    a run exactly where it stopped. `global_shuffle`, `shard` and `start` read
-    through the record indexes, which uncompressed datasets have.
+    Resuming: `start=n` begins at the n-th example the same call without it
+    would yield (counting across epochs with `repeat`): `steps_done *
+    batch_size` resumes a run exactly where it stopped (with `shuffle`, give a
+    `seed`). With `global_shuffle` or `shard` the reader seeks there; the
+    streaming read gets there by reading past the first n examples.
+    `global_shuffle` and `shard` read through the shards' record indexes,
+    which uncompressed datasets have (the default).
 
     The dataset knows its length (`cardinality`), from the manifest, so Keras
     shows progress and does not warn at the end of an epoch; a shard holding
@@ -317,7 +320,7 @@ def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
         raise ValueError("global_shuffle with shard: give every worker the same seed")
     root = output_dir.rstrip("/")
     num_examples = info.num_examples(split)
-    indexed = global_shuffle or count > 1 or start > 0
+    indexed = global_shuffle or count > 1
     per_epoch = examples_per_epoch(num_examples, (index, count)) if indexed else num_examples
     deterministic = not shuffle or seed is not None
 
@@ -330,8 +333,8 @@ def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
     if shuffle:
         ds = ds.shuffle(shuffle_buffer or _shuffle_buffer(info.split(split)), seed=seed,
                         reshuffle_each_iteration=True)
-    if repeat and not indexed:
-        ds = ds.repeat()
+    if not indexed:
+        ds = (ds.repeat() if repeat else ds).skip(start)
 
     wanted = names + ([label_key] if label_key is not None else [])
     spec = FeatureSpec(tuple(f for f in info.spec if f.name in wanted))
