@@ -30,6 +30,7 @@ setuptools.setup(
             "hypothesis>=6.100",
             "webdataset>=0.2.90",
             "gcp-storage-emulator>=2024.8",
+            "tensorflow-datasets==4.9.*",  # reads our datasets back (tests/test_interop.py)
         ],
     },
 )

@@ -17,8 +17,12 @@ are stored in; media features are decoded from the manifest alone: packed
 `int16`/`uint8` arrays with `tf.io.decode_raw`, `jpeg` images with
 `tf.io.decode_jpeg`, each reshaped to its declared shape.
 
-For Keras `fit`, `load(..., label_key="label")` yields `(features, label)`
-and `as_tuple=True` yields the features as a tuple in declared order.
+For Keras `fit`: `features=[...]` picks the inputs (a lone name gives a lone
+tensor), `label_key="label"` yields `(features, label)`, the dataset knows
+its length, and `steps_per_epoch` counts batches from the manifest.
+`shard=(index, count)`, `global_shuffle` and `start` (distributed training,
+a uniform shuffle, exact resume) seek through the shards' record indexes
+(transforms/format/record_index.py).
 
 Shards are written where examples are built, in the order of their source
 (a tar file's samples, a listing's rows), so one shard may hold one speaker or
