@@ -13,6 +13,7 @@ sharding on this (transforms/format/reader.py).
 
 from __future__ import annotations
 
+import concurrent.futures
 import struct
 from typing import Callable, Iterable, Sequence
 
@@ -24,6 +25,7 @@ __all__ = ["FRAME_OVERHEAD", "RecordTable", "RecordIndexError", "index_text", "m
 
 # A record's frame: length (8 bytes), its CRC (4), the record, the record's CRC (4).
 FRAME_OVERHEAD = 16
+_INDEX_READERS = 16
 
 
 class RecordIndexError(ValueError):
@@ -70,21 +72,9 @@ class RecordTable:
     def __init__(self, root: str, shards: Sequence[dict], open_file: Callable):
         self._open = open_file
         self.files = [f"{root}/{s['file']}" for s in shards]
-        tables = []
-        for shard in shards:
-            index = shard.get("index")
-            if not index:
-                raise RecordIndexError(f"{shard['file']} has no record index (only uncompressed "
-                                  "shards have one: write with --compression none)")
-            with open_file(f"{root}/{index['file']}") as f:
-                text = f.read()
-            if f"{google_crc32c.value(text):08x}" != index["crc32c"]:
-                raise RecordIndexError(f"{index['file']}: CRC32C does not match the manifest's")
-            table = parse_index(text, index["file"])
-            if len(table) != shard["num_examples"]:
-                raise RecordIndexError(f"{index['file']} lists {len(table)} records, the manifest "
-                                  f"{shard['num_examples']}")
-            tables.append(table)
+        # In parallel: on gs:// each index is a request, and a split may have thousands.
+        with concurrent.futures.ThreadPoolExecutor(_INDEX_READERS) as pool:
+            tables = list(pool.map(lambda shard: _load_index(root, shard, open_file), shards))
         self.file_ids = np.concatenate(
             [np.full(len(t), i, dtype=np.int32) for i, t in enumerate(tables)] or
             [np.zeros(0, np.int32)])
@@ -103,26 +93,36 @@ class RecordTable:
         ids = np.asarray(ids, dtype=np.int64)
         out = np.empty(len(ids), dtype=object)
         order = np.lexsort((self.offsets[ids], self.file_ids[ids]))
-        start = 0
-        while start < len(order):
-            end = start + 1
-            while (end < len(order) and self.file_ids[ids[order[end]]]
-                   == self.file_ids[ids[order[start]]]
-                   and self.offsets[ids[order[end]]] == self.offsets[ids[order[end - 1]]]
-                   + self.sizes[ids[order[end - 1]]]):
-                end += 1
-            run = ids[order[start:end]]
-            first = self.offsets[run[0]]
-            path = self.files[self.file_ids[run[0]]]
+        files, offsets, sizes = (a[ids[order]] for a in (self.file_ids, self.offsets, self.sizes))
+        # A read starts where the file changes or a record does not follow the one before.
+        starts = np.flatnonzero(np.r_[True, (files[1:] != files[:-1])
+                                      | (offsets[1:] != offsets[:-1] + sizes[:-1])])
+        for begin, end in zip(starts, np.r_[starts[1:], len(order)]):
+            path, first = self.files[files[begin]], int(offsets[begin])
             with self._open(path) as f:
-                f.seek(int(first))
-                data = f.read(int(self.offsets[run[-1]] + self.sizes[run[-1]] - first))
-            for k, record in zip(order[start:end], run):
-                begin = int(self.offsets[record] - first)
-                out[k] = _unframe(data[begin:begin + int(self.sizes[record])], path,
-                                  int(self.offsets[record]))
-            start = end
+                f.seek(first)
+                data = f.read(int(offsets[end - 1] + sizes[end - 1]) - first)
+            for k in range(begin, end):
+                at = int(offsets[k]) - first
+                out[order[k]] = _unframe(data[at:at + int(sizes[k])], path, int(offsets[k]))
         return out
+
+
+def _load_index(root: str, shard: dict, open_file: Callable) -> np.ndarray:
+    """A manifest shard entry's index, checked against the entry."""
+    index = shard.get("index")
+    if not index:
+        raise RecordIndexError(f"{shard['file']} has no record index (only uncompressed "
+                               "shards have one: write with --compression none)")
+    with open_file(f"{root}/{index['file']}") as f:
+        text = f.read()
+    if f"{google_crc32c.value(text):08x}" != index["crc32c"]:
+        raise RecordIndexError(f"{index['file']}: CRC32C does not match the manifest's")
+    table = parse_index(text, index["file"])
+    if len(table) != shard["num_examples"]:
+        raise RecordIndexError(f"{index['file']} lists {len(table)} records, the manifest "
+                               f"{shard['num_examples']}")
+    return table
 
 
 def _unframe(frame: bytes, path: str, offset: int) -> bytes:
