@@ -9,9 +9,9 @@ process tree (benchmarks/process_tree.py: the local runner's worker processes
 count too):
 
   payload  pipelines.sample_corpus shards, 16 files of 128 KiB payloads:
-           read, encode, GZIP, write, nothing to decode;
+           read, encode, write (uncompressed, the default), nothing to decode;
   speech   16 kHz mono FLAC (95 s each, tone + noise), 8 files, cut into 1 s
-           float32 windows: decode, cut, encode, GZIP, write.
+           float32 windows: decode, cut, encode, write.
 
 Runs per corpus:
 
