@@ -4,8 +4,8 @@
 
 On the train shards of an uncompressed dataset (`make demo` writes one: JPEG
 frames with float32 audio windows), in this one process: the shards as they
-are, and gzipped as the writer would (ISA-L, transforms/dataset/tfrecord.py),
-each read by tf.data's TFRecordDataset on one core, best of --repeat. Prints
+are, and their records rewritten by the writer with --compression gzip
+(transforms/dataset/tfrecord.py), each read by tf.data's TFRecordDataset on one core, best of --repeat. Prints
 each one's bytes on disk and MB/s of records read, and the ratios.
 """
 
@@ -17,11 +17,9 @@ import tempfile
 import timeit
 
 import tensorflow as tf
-from isal import isal_zlib
 
+from transforms.dataset.tfrecord import write_tfrecords
 from transforms.format import reader
-
-_GZIP_WBITS = 31  # a gzip stream, as TFRecord's GZIP files are
 
 
 def _read_all(paths: list, compression: str) -> None:
@@ -38,13 +36,9 @@ def main(argv=None) -> None:
     plain = [os.path.join(args.dataset, f) for f in info.files("train")]
     records = info.split("train")["num_bytes"]
     with tempfile.TemporaryDirectory() as tmp:
-        gzipped = []
-        for i, path in enumerate(plain):
-            compressor = isal_zlib.compressobj(isal_zlib.ISAL_DEFAULT_COMPRESSION,
-                                               isal_zlib.DEFLATED, _GZIP_WBITS)
-            gzipped.append(os.path.join(tmp, f"{i}.tfrecord.gz"))
-            with open(path, "rb") as src, open(gzipped[-1], "wb") as out:
-                out.write(compressor.compress(src.read()) + compressor.flush())
+        gzipped = [os.path.join(tmp, f"{i}.tfrecord.gz") for i in range(len(plain))]
+        for path, gz in zip(plain, gzipped):
+            write_tfrecords(gz, (r.numpy() for r in tf.data.TFRecordDataset(path)), "gzip")
         results = {}
         for name, paths, compression in (("none", plain, ""), ("gzip", gzipped, "GZIP")):
             seconds = min(timeit.repeat(lambda: _read_all(paths, compression),  # noqa: B023

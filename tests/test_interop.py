@@ -9,6 +9,7 @@ tests/schema_statistics.py), and through its DALI-format record indexes.
 """
 
 import os
+import shutil
 import warnings
 
 import google_crc32c
@@ -226,8 +227,6 @@ def test_global_shuffle_is_a_seeded_permutation_and_resumes_exactly(datasets):
 
 
 def test_a_corrupt_record_is_caught_when_read_through_the_index(datasets, tmp_path):
-    import shutil
-
     output, info = datasets["audio"]
     copy = tmp_path / "copy"
     shutil.copytree(output, copy)
@@ -333,8 +332,6 @@ def test_the_check_finds_what_breaks_a_schema(datasets):
 
 
 def test_a_dataset_from_before_manifest_json_still_loads(datasets, tmp_path):
-    import shutil
-
     output, _ = datasets["audio"]
     old = tmp_path / "old"
     shutil.copytree(output, old)

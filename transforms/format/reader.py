@@ -215,7 +215,11 @@ def steps_per_epoch(output_dir: str, split: str = "train", batch_size: int = 32,
     """Batches in one epoch of `load(output_dir, split, batch_size, ...)` with
     the same `drop_remainder` and `shard`, from the manifest alone: what Keras
     `fit(steps_per_epoch=...)` wants for a repeated dataset."""
-    examples = examples_per_epoch(load_info(output_dir).num_examples(split), shard)
+    return _batches(examples_per_epoch(load_info(output_dir).num_examples(split), shard),
+                    batch_size, drop_remainder)
+
+
+def _batches(examples: int, batch_size: int, drop_remainder: bool) -> int:
     return examples // batch_size if drop_remainder else -(-examples // batch_size)
 
 
@@ -361,8 +365,6 @@ def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
     if batch_size is None:
         ds = ds.unbatch()
     if not repeat:
-        remaining = max(0, per_epoch - start)
-        size = batch_size or 1
-        ds = ds.apply(tf.data.experimental.assert_cardinality(
-            remaining // size if drop_remainder and batch_size else -(-remaining // size)))
+        ds = ds.apply(tf.data.experimental.assert_cardinality(_batches(
+            max(0, per_epoch - start), batch_size or 1, drop_remainder and batch_size is not None)))
     return ds.prefetch(tf.data.AUTOTUNE)
