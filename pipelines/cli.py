@@ -51,7 +51,7 @@ from transforms.dataset.finalise import DatasetFailed
 from transforms.runner import progress
 
 __all__ = ["EXIT_BUG", "EXIT_DATA", "EXIT_FLAGS", "EXIT_INFRASTRUCTURE", "FlagError",
-           "checked_flags", "job_parser", "main", "native_stderr_silenced"]
+           "checked_flags", "command_parser", "job_parser", "main", "native_stderr_silenced"]
 
 EXIT_BUG, EXIT_FLAGS, EXIT_DATA, EXIT_INFRASTRUCTURE = 1, 2, 3, 4
 # A local run prints a progress line this often (transforms/runner/progress.py).
@@ -59,7 +59,7 @@ _PROGRESS_S = 5.0
 
 # --help lists the groups in data-flow order.
 _GROUPS = ("input", "bigtable", "features", "cutting", "splits", "sample operations", "output",
-           "preprocessing", "command line")
+           "preprocessing", "verification", "command line")
 _BEAM_FLAGS = """\
 Beam's own flags pass through: --runner (DirectRunner, the default, or DataflowRunner),
 --direct_num_workers N for N local worker processes, and on Dataflow --project, --region,
@@ -104,12 +104,13 @@ def _beam_flags(parser: argparse.ArgumentParser) -> None:
         action.help = argparse.SUPPRESS
 
 
-def job_parser(job: str) -> argparse.ArgumentParser:
-    """The parser of every flag `job` (e.g. 'tar_to_tfrecord') takes, grouped, with
-    Beam's own flags accepted but not listed."""
-    template = TEMPLATES[job]
-    doc = importlib.import_module(f"pipelines.{job}").__doc__ or ""
-    parser = _JobParser(prog=f"python -m pipelines.{job}", usage="%(prog)s [flags]",
+def command_parser(job: str, doc: str, add_flags: Callable, usage: str = "[flags]"
+                   ) -> argparse.ArgumentParser:
+    """The parser of `python -m pipelines.<job>`: the flags `add_flags(parser)`
+    declares, grouped, with Beam's own flags accepted but not listed, and
+    --help made of `doc` (the module docstring: its first paragraph and its
+    command lines)."""
+    parser = _JobParser(prog=f"python -m pipelines.{job}", usage=f"%(prog)s {usage}",
                         add_help=False, allow_abbrev=False,
                         description=doc.split("\n\n")[0] + "\n\n" + _usage_examples(doc),
                         epilog=_BEAM_FLAGS, formatter_class=_Formatter)
@@ -117,12 +118,19 @@ def job_parser(job: str) -> argparse.ArgumentParser:
     setattr(parser, GROUPS_ATTRIBUTE, {})
     for title in _GROUPS:
         flag_group(parser, title)
-    template.add_flags(parser)
+    add_flags(parser)
     line = flag_group(parser, "command line")
     line.add_argument("-h", "--help", action="help", help="Show this help and exit.")
     line.add_argument("--verbose", action="store_true",
                       help="On an error, print the full trace; log Beam's INFO lines.")
     return parser
+
+
+def job_parser(job: str) -> argparse.ArgumentParser:
+    """The parser of every flag `job` (e.g. 'tar_to_tfrecord') takes, grouped, with
+    Beam's own flags accepted but not listed."""
+    doc = importlib.import_module(f"pipelines.{job}").__doc__ or ""
+    return command_parser(job, doc, TEMPLATES[job].add_flags)
 
 
 def _usage_examples(doc: str) -> str:
@@ -133,11 +141,13 @@ def _usage_examples(doc: str) -> str:
     return "examples:\n" + "\n\n".join(f"  {b}" for b in blocks) if blocks else ""
 
 
-def checked_flags(job: str, argv: Sequence[str] | None) -> list:
-    """`argv` (None: the process's) once every argument is one the job takes;
-    FlagError in one line otherwise."""
+def checked_flags(job: str, argv: Sequence[str] | None,
+                  parser: argparse.ArgumentParser | None = None) -> list:
+    """`argv` (None: the process's) once every argument is one the job takes
+    (those of `parser`, by default `job_parser(job)`); FlagError in one line
+    otherwise."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = job_parser(job)
+    parser = parser or job_parser(job)
     _, rest = parser.parse_known_args(argv)
     if rest:
         arg = rest[0]
@@ -205,15 +215,16 @@ def exit_code(error: BaseException) -> int:
     return EXIT_BUG
 
 
-def main(run: Callable) -> None:
-    """Runs `run(argv)` for `python -m pipelines.X`: --help, --verbose, exit codes."""
+def main(run: Callable, parser: Callable[[], argparse.ArgumentParser] | None = None) -> None:
+    """Runs `run(argv)` for `python -m pipelines.X`: --help (from `parser()`, by
+    default the job's template's flags), --verbose, exit codes."""
     module = run.__module__
     if module == "__main__":  # python -m pipelines.X
         module = sys.modules["__main__"].__spec__.name
     job = module.rsplit(".", 1)[-1]
     argv = sys.argv[1:]
     if "-h" in argv or "--help" in argv:
-        job_parser(job).print_help()
+        (parser() if parser else job_parser(job)).print_help()
         sys.exit(0)
     verbose = "--verbose" in argv
     argv = [a for a in argv if a != "--verbose"]

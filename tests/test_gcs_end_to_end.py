@@ -15,7 +15,7 @@ import shutil
 import pytest
 import tensorflow as tf
 
-from pipelines import tar_to_tfrecord
+from pipelines import tar_to_tfrecord, verify
 from transforms.testing.corpus import write_corpus
 from transforms.dataset import finalise
 from transforms.format import manifest, reader, tfds_metadata
@@ -111,6 +111,23 @@ def test_reader_reads_back_from_gs(runs):
         assert len(from_gs) == entry["num_examples"]
         assert from_gs == [(ex["payload"].numpy(), int(ex["label"]))
                            for ex in reader.load(str(local), split, batch_size=None)]
+
+
+def test_verify_reads_a_dataset_in_the_bucket(runs, gcs_emulator, tmp_path):
+    """pipelines.verify as a Beam job on gs://; then on a copy with one shard byte flipped."""
+    _, _, remote, remote_info = runs
+    problems, summary = verify.verify(remote, media_samples=1000)
+    examples = sum(s["num_examples"] for s in remote_info["splits"].values())
+    assert problems == [] and f": {examples} examples in " in summary
+    shard = remote_info["splits"]["train"]["shards"][0]
+    for name, data in gcs_emulator.objects("out/ds/").items():
+        if name == shard["file"]:
+            data = data[:-1] + bytes([data[-1] ^ 1])  # the last record's CRC
+        (tmp_path / "object").write_bytes(data)
+        gcs_emulator.upload(tmp_path / "object", f"out/flipped/{name}")
+    problems, _ = verify.verify(gcs_emulator.url("out/flipped"))
+    assert len(problems) == 2 and problems[0].endswith(": fails its CRC")
+    assert problems[1].startswith(f"{shard['file']}: its CRC32C is ")
 
 
 def test_missing_dataset_on_gs_is_a_clear_error(gcs_emulator):

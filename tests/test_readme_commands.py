@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from pipelines import cli, template_metadata
+from pipelines import cli, template_metadata, verify
 
 pytestmark = pytest.mark.slow  # jobs in subprocesses
 
@@ -83,8 +83,10 @@ def test_every_readme_command_runs_as_written(scratch, bigtable_emulator):
             module = argv[2]
             required, everything = _split_optional([t for t in argv[3:] if t != "..."])
             job = module.removeprefix("pipelines.")
-            if job in template_metadata.TEMPLATES and "--help" not in everything:
+            if "--help" not in everything and job in template_metadata.TEMPLATES:
                 cli.checked_flags(job, everything)  # FlagError names what is wrong
+            elif job == "verify":
+                cli.checked_flags(job, everything, verify.parser())
             if flags_only:
                 continue
             done = subprocess.run([sys.executable, "-m", module, *required], cwd=scratch,

@@ -1,0 +1,1 @@
+"""Checking a written dataset against its manifest: files, records, examples, media."""

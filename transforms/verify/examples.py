@@ -1,0 +1,168 @@
+"""One serialized record against the manifest's feature spec, and its media decoded.
+
+`example_problems` parses the record with TensorFlow's own protobuf and
+checks every feature the way the reader will take it: present, in the
+tf.Example list of its declared kind, with as many values (or packed bytes)
+as its shape holds, and within its declared dtype (a bool is 0 or 1, an int32
+fits, a string is UTF-8); a feature the spec does not name is a problem too.
+
+`media_problems` decodes what a record's media should be, for the seeded
+sample of records a verification decodes: JPEG frames (Pillow) to their
+declared height, width and channels; audio of a cut to the length its
+start and end times span at its declared sample rate; and encoded images
+and audio kept whole in a `bytes` feature (JPEG, PNG, FLAC, WAV, Ogg) with
+Pillow or soundfile.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+
+from transforms.format.spec import PACKED, FeatureSpec
+
+__all__ = ["example_problems", "media_problems", "parse_example"]
+
+_INT32 = np.iinfo(np.int32)
+_IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n")
+
+
+def parse_example(record: bytes):
+    """The record as a tf.train.Example (ValueError if it is not one)."""
+    from tensorflow.core.example import example_pb2
+    from google.protobuf.message import DecodeError
+
+    try:
+        return example_pb2.Example.FromString(record)
+    except DecodeError as e:
+        raise ValueError(f"not a tf.train.Example: {e}") from None
+
+
+def _values(example, name: str, kind: str):
+    feature = example.features.feature[name]
+    return getattr(feature, f"{kind}_list").value
+
+
+def example_problems(example, spec: FeatureSpec) -> list:
+    """What in the parsed `example` differs from `spec` (module docstring)."""
+    problems = []
+    stored = example.features.feature
+    for extra in sorted(set(stored) - set(spec.names)):
+        problems.append(f"feature {extra!r} is not in the manifest's spec")
+    for f in spec:
+        if f.name not in stored:
+            problems.append(f"feature {f.name!r} is missing")
+            continue
+        kind = stored[f.name].WhichOneof("kind")
+        if kind is not None and kind != f"{f.kind}_list":
+            problems.append(f"feature {f.name!r} is a {kind}, the spec says {f.kind}_list")
+            continue
+        values = _values(example, f.name, f.kind)
+        problem = _count_problem(f, values) or _domain_problem(f, values)
+        if problem:
+            problems.append(f"feature {f.name!r}: {problem}")
+    return problems
+
+
+def _count_problem(f, values) -> str | None:
+    if f.is_variable:
+        return None
+    expected = math.prod(f.stored_shape)
+    if len(values) != expected:
+        return f"{len(values)} values, its shape {list(f.shape)} holds {expected}"
+    if f.dtype in PACKED:
+        size = f.size * np.dtype(PACKED[f.dtype]).itemsize
+        if len(values[0]) != size:
+            return f"{len(values[0])} bytes, {f.dtype}{list(f.shape)} packs into {size}"
+    return None
+
+
+def _domain_problem(f, values) -> str | None:
+    if f.dtype == "bool" and any(v not in (0, 1) for v in values):
+        return "a bool that is not 0 or 1"
+    if f.dtype == "int32" and any(not _INT32.min <= v <= _INT32.max for v in values):
+        return "a value outside int32"
+    if f.dtype == "string":
+        try:
+            for v in values:
+                v.decode("utf-8")
+        except UnicodeDecodeError:
+            return "text that is not UTF-8"
+    if f.kind == "float" and not np.isfinite(np.asarray(values, np.float32)).all():
+        return "a NaN or infinite value"
+    return None
+
+
+def media_problems(example, spec: FeatureSpec) -> tuple:
+    """(media values decoded, what failed) for a parsed `example` that passed
+    `example_problems`."""
+    decoded, problems = 0, []
+    times = {name: _values(example, name, "float") for name in ("start_time", "end_time")
+             if name in spec.names}
+    for f in spec:
+        if f.kind != "bytes" and not f.sample_rate:
+            continue
+        values = _values(example, f.name, f.kind)
+        try:
+            if f.dtype == "jpeg":
+                for image in values:
+                    _check_image(image, f.shape[-3:])
+                    decoded += 1
+            elif f.sample_rate:
+                decoded += _check_audio_span(f, times)
+            elif f.dtype == "bytes":
+                decoded += sum(_check_encoded(v) for v in values)
+        except ValueError as e:
+            problems.append(f"feature {f.name!r}: {e}")
+    return decoded, problems
+
+
+def _check_image(data: bytes, shape: tuple | None = None) -> None:
+    """Decodes an image; with `shape` (h, w, c), checks it has that shape."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.load()
+            size, bands = image.size, len(image.getbands())
+    except (UnidentifiedImageError, OSError, SyntaxError) as e:
+        raise ValueError(f"the image does not decode: {e}") from None
+    if shape is not None and (size[1], size[0], bands) != tuple(shape):
+        raise ValueError(f"the image is {size[1]}x{size[0]}x{bands}, declared "
+                         f"{'x'.join(map(str, shape))}")
+
+
+def _check_audio_span(f, times: dict) -> int:
+    """A cut's audio against its start and end times: 1 if checked, 0 if the
+    example has no times to check it against."""
+    if len(times) < 2 or not times["end_time"] or times["end_time"][0] <= times["start_time"][0]:
+        return 0
+    start, end = times["start_time"][0], times["end_time"][0]
+    samples = f.shape[0]
+    spanned = (end - start) * f.sample_rate
+    # The times are float32: allow a sample, and their rounding at this magnitude.
+    slack = 1 + 2 * f.sample_rate * float(np.spacing(np.float32(max(abs(start), abs(end)))))
+    if abs(spanned - samples) > slack:
+        raise ValueError(f"{samples} samples, but {start:.4f}-{end:.4f} s at the declared "
+                         f"{f.sample_rate} Hz spans {spanned:.1f}")
+    return 1
+
+
+def _check_encoded(data: bytes) -> int:
+    """Decodes an image or audio file kept whole; 1 if it was one, else 0."""
+    if data.startswith(_IMAGE_MAGIC):
+        _check_image(data)
+        return 1
+    if data[:4] in (b"fLaC", b"OggS") or (data[:4] == b"RIFF" and data[8:12] == b"WAVE"):
+        import soundfile
+
+        try:
+            samples, rate = soundfile.read(io.BytesIO(data), dtype="int16")
+        except (soundfile.LibsndfileError, RuntimeError) as e:
+            raise ValueError(f"the audio does not decode: {e}") from None
+        if not len(samples) or rate <= 0:
+            raise ValueError(f"the audio decodes to {len(samples)} samples at {rate} Hz")
+        return 1
+    return 0

@@ -1,0 +1,149 @@
+"""One shard against its manifest entry: `check_shard`, and `VerifyShards` running it.
+
+Per shard, a verification reads every byte once (transforms/verify/records.py)
+and checks that:
+
+- every record's framing and CRCs, and a gzip file's stream and trailer, hold;
+- the file's CRC32C is the one the writer recorded in the manifest (CRC32C,
+  as GCS keeps for every object: `gsutil hash -c` shows the same);
+- the records are as many, and hold as many bytes, as the manifest says;
+- the record index, if the shard has one, is byte for byte what the records
+  make, and its CRC32C the manifest's;
+- every record is a tf.train.Example of the manifest's spec, and the media of a
+  seeded sample of them decode (transforms/verify/examples.py).
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any, Callable, Iterator, Mapping, NamedTuple
+
+import apache_beam as beam
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.format.record_index import index_text
+from transforms.format.spec import FeatureSpec
+from transforms.verify.examples import example_problems, media_problems, parse_example
+from transforms.verify.records import RecordStream
+
+__all__ = ["ShardReport", "VerifyShards", "check_shard", "chosen_for_decoding"]
+
+_READ_CHUNK = 8 << 20
+# Problems listed per shard: a shard broken throughout says so in a few lines.
+_PROBLEMS_SHOWN = 10
+
+
+class ShardReport(NamedTuple):
+    """What verifying one shard found."""
+
+    file: str            # relative to the dataset
+    num_records: int     # intact records read
+    num_bytes: int       # their bytes
+    num_decoded: int     # records whose media were decoded
+    problems: tuple      # each "file: what is wrong"
+
+
+def chosen_for_decoding(seed: int, file: str, number: int, fraction: float) -> bool:
+    """Whether record `number` of `file` is in the seeded sample whose media are
+    decoded: the same records on every run and runner with this seed."""
+    return zlib.crc32(f"{seed}/{file}/{number}".encode()) < fraction * 2**32
+
+
+def _chunks(path: str) -> Iterator[bytes]:
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        while chunk := f.read(_READ_CHUNK):
+            yield chunk
+
+
+def _read(path: str) -> bytes:
+    return b"".join(_chunks(path))
+
+
+def check_shard(root: str, entry: Mapping[str, Any], spec: FeatureSpec, compression: str,
+                decode: Callable[[int], bool], read_chunks: Callable = _chunks,
+                read_file: Callable = _read) -> ShardReport:
+    """Verifies the shard of manifest `entry` under `root`; `decode(number)` says
+    whether to decode a record's media. `read_chunks(path)` yields a file's
+    bytes, `read_file(path)` returns them (Beam's filesystems by default)."""
+    name = entry["file"]
+    problems, decoded, num_bytes = [], 0, 0
+    stream = RecordStream(read_chunks(f"{root}/{name}"), compression)
+    for record in stream:
+        num_bytes += len(record.data)
+        where = f"record {record.number} (byte {record.offset})"
+        try:
+            example = parse_example(record.data)
+        except ValueError as e:
+            problems.append(f"{where}: {e}")
+            continue
+        found = example_problems(example, spec)
+        if not found and decode(record.number):
+            count, found = media_problems(example, spec)
+            decoded += count > 0
+        problems += [f"{where}: {p}" for p in found]
+    problems = stream.problems + problems
+    num_records = len(stream.sizes)
+    if entry.get("crc32c") and stream.crc32c != entry["crc32c"]:
+        problems.append(f"its CRC32C is {stream.crc32c}, the manifest's {entry['crc32c']}")
+    if num_records != entry["num_examples"]:
+        problems.append(f"{num_records} records, the manifest says {entry['num_examples']}")
+    elif sum(stream.sizes) != entry["num_bytes"]:
+        problems.append(f"{sum(stream.sizes)} bytes of records, the manifest says "
+                        f"{entry['num_bytes']}")
+    if entry.get("index"):
+        problems += _index_problems(root, entry["index"], stream.sizes, read_file)
+    shown = [f"{name}: {p}" for p in problems[:_PROBLEMS_SHOWN]]
+    if len(problems) > _PROBLEMS_SHOWN:
+        shown.append(f"{name}: … and {len(problems) - _PROBLEMS_SHOWN} more problems")
+    return ShardReport(name, num_records, num_bytes, decoded, tuple(shown))
+
+
+def _index_problems(root: str, index: Mapping[str, str], sizes: list,
+                    read_file: Callable) -> list:
+    try:
+        text = read_file(f"{root}/{index['file']}")
+    except (OSError, IOError):  # listed as missing by the layout check
+        return []
+    import google_crc32c
+
+    problems = []
+    if f"{google_crc32c.value(text):08x}" != index["crc32c"]:
+        problems.append(f"its index {index['file']} fails the manifest's CRC32C")
+    if text != index_text(sizes).encode("ascii"):
+        problems.append(f"its index {index['file']} does not match its records")
+    return problems
+
+
+class _CheckShardFn(beam.DoFn):
+    def __init__(self, root: str, spec: FeatureSpec, compression: str, decode_fraction: float,
+                 seed: int):
+        self._root = root
+        self._spec = spec
+        self._compression = compression
+        self._fraction = decode_fraction
+        self._seed = seed
+
+    def process(self, entry: dict) -> Iterator[ShardReport]:
+        def decode(number: int) -> bool:
+            return chosen_for_decoding(self._seed, entry["file"], number, self._fraction)
+
+        report = check_shard(self._root, entry, self._spec, self._compression, decode)
+        beam.metrics.Metrics.counter("datagen", "records_verified").inc(report.num_records)
+        yield report
+
+
+class VerifyShards(beam.PTransform):
+    """Manifest shard entries -> a ShardReport each (see `check_shard`), the
+    shards spread over the workers. Each record's media are decoded with
+    probability `decode_fraction`, chosen by `seed`."""
+
+    def __init__(self, root: str, spec: FeatureSpec, compression: str,
+                 decode_fraction: float, seed: int = 0):
+        super().__init__()
+        self._fn = _CheckShardFn(root, spec, compression, decode_fraction, seed)
+
+    def expand(self, entries):
+        return (entries
+                | "Spread" >> beam.Reshuffle()
+                | "CheckShard" >> beam.ParDo(self._fn))
