@@ -24,7 +24,7 @@ demo: $(VENV)/.installed
 	    --av_window_s 0.5 --features 'label=cls:int64,speaker=json.speaker:bytes' \
 	    --label_field cls --split_by json.speaker --splits train=0.7,eval=0.15,test=0.15 \
 	    --max_failure_fraction 0.05
-	$(PY) -m pipelines.inspect_dataset $(DEMO)/dataset --examples 1
+	$(PY) -m pipelines.inspect $(DEMO)/dataset --examples 1 --report $(DEMO)/report.png
 
 # Tests check our decoders against files made by independent encoders
 # (Debian's ffmpeg and sox); install them if the machine lacks them.

@@ -21,6 +21,7 @@ setuptools.setup(
         "soxr>=0.3",
         "av>=12",
         "pillow>=10",
+        "matplotlib>=3.8",  # pipelines.inspect --report
     ],
     extras_require={
         "test": [

@@ -200,7 +200,7 @@ def test_two_workers_and_inspect_show_only_their_own_lines(corpus, tmp_path):
     done = _tar_job(corpus, tmp_path / "out", "--direct_num_workers", "2",
                     "--splits", "train=0.5,test=0.5")
     assert done.returncode == 0 and done.stderr == "", done.stderr
-    shown = _job("inspect_dataset", str(tmp_path / "out"), "--examples", "1")
+    shown = _job("inspect", str(tmp_path / "out"), "--examples", "1")
     assert shown.returncode == 0 and shown.stderr == "", shown.stderr
     assert shown.stdout.startswith(f"dataset {tmp_path / 'out'}\n")
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from pipelines import inspect_dataset, manifest_to_tfrecord
+from pipelines import inspect, manifest_to_tfrecord
 from transforms.format import reader
 
 RATE = 16000
@@ -146,7 +146,7 @@ def test_stratified_splits_from_a_jsonl_manifest_are_deterministic(tmp_path):
     counts = collections.Counter((split, ex["label"].numpy().decode()) for split, ex in examples)
     assert {(s, label): n for s, v in info["splits"].items()
             for label, n in v["label_counts"].items()} == counts
-    shown = inspect_dataset.describe_dataset(str(tmp_path / "one"), examples=0)
+    shown = inspect.describe_dataset(str(tmp_path / "one"), examples=0)
     assert "labels: " + ", ".join(f"{label} {counts[('train', label)]}" for label in "abc") in shown
     for label in "abc":
         groups = {g: n for (lab, g), n in sizes.items() if lab == label}

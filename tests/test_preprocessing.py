@@ -13,7 +13,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from pipelines import inspect_dataset
+from pipelines import inspect
 from pipelines import tar_to_tfrecord
 from transforms.format import manifest
 from transforms.format import reader
@@ -114,7 +114,7 @@ def test_manifest_records_the_transform_and_accounting_holds(corpus, transformed
     assert not [p for p in os.listdir(output) if p.startswith(".temp")]
     assert ('transform: {"bucketize": {"age": 4}, "normalize": {"gain": "zscore", "score": '
             '"0_1"}, "vocabulary": ["lang"]}, statistics of train, in transform_fn/; raw '
-            'features: key, payload, label') in inspect_dataset.describe_dataset(output, examples=0)
+            'features: key, payload, label') in inspect.describe_dataset(output, examples=0)
 
     acc = info["accounting"]
     assert (acc["samples_read"], acc["samples_written"], acc["samples_failed"]) == (80, 79, 1)

@@ -1,4 +1,4 @@
-"""The tf.data reader over a dataset written by WriteDataset, and `pipelines.inspect_dataset`."""
+"""The tf.data reader over a dataset written by WriteDataset, and `pipelines.inspect`."""
 
 import subprocess
 import sys
@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from memory_source import memory_source
 
-from pipelines import inspect_dataset
+from pipelines import inspect
 from transforms.format import reader
 from transforms.dataset.write import DatasetConfig, WriteDataset
 from transforms.dataset.examples import ExampleRecipe
@@ -151,7 +151,7 @@ def test_format_media_and_testing_import_without_beam():
 
 
 def test_inspect_shows_counts_and_decoded_examples(dataset):
-    text = inspect_dataset.describe_dataset(dataset, examples=1)
+    text = inspect.describe_dataset(dataset, examples=1)
     info = reader.load_info(dataset)
     for split in ("train", "test"):
         assert f"{split:<8} {info.num_examples(split):>9} examples" in text

@@ -1,7 +1,7 @@
 """The dataset manifest: `manifest.json` and `schema.pbtxt`.
 
 Beam-free and TensorFlow-free: the pipeline builds the manifest here, the
-reader and `pipelines.inspect_dataset` read it back through `DatasetInfo`. The manifest
+reader and `pipelines.inspect` read it back through `DatasetInfo`. The manifest
 is the only contract between writer and reader: feature spec, compression, and
 per split the example count, bytes and each shard's file and count.
 """

@@ -1,13 +1,20 @@
 """Summarise a finished dataset: manifest, per-split counts, first examples decoded.
 
-    python -m pipelines.inspect_dataset out/ [--examples 2] [--failures 3]
+    python -m pipelines.inspect out/ [--examples 2] [--failures 3]
+    python -m pipelines.inspect out/ --report report.png   # or report.html
 
 Reads only what the manifest names (through tf.io.gfile, so gs:// works too).
+`--report` also draws the dataset (transforms/report/): counts, label
+balance, duration, start-time and size histograms per split, a contact sheet
+of frames, audio windows with their log-mel spectrograms, dead letters by
+stage; as a PNG, or an HTML page holding the summary and the PNG.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import html
 import json
 import sys
 
@@ -15,7 +22,7 @@ import numpy as np
 
 from pipelines.cli import native_stderr_silenced
 
-__all__ = ["describe_dataset", "run"]
+__all__ = ["describe_dataset", "run", "write_report"]
 
 
 def _show(value) -> str:
@@ -85,19 +92,50 @@ def describe_dataset(output_dir: str, examples: int = 2, failures: int = 3) -> s
     return "\n".join(lines)
 
 
+def write_report(output_dir: str, path: str, text: str, max_examples: int) -> None:
+    """The picture of the dataset at `path`: a PNG, or HTML (by its suffix)."""
+    import tensorflow as tf
+
+    from transforms.report.figure import draw
+    from transforms.report.gather import gather
+
+    png = draw(gather(output_dir, max_examples=max_examples))
+    if path.endswith((".html", ".htm")):
+        image = base64.b64encode(png).decode("ascii")
+        data = (f"<!doctype html><meta charset=utf-8><title>{html.escape(output_dir)}</title>"
+                f"<pre>{html.escape(text)}</pre><img alt='dataset report' "
+                f"src='data:image/png;base64,{image}'>\n").encode("utf-8")
+    else:
+        data = png
+    with tf.io.gfile.GFile(path, "wb") as f:
+        f.write(data)
+
+
 def run(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("output_dir", help="A pipeline's --output directory.")
     parser.add_argument("--examples", type=int, default=2, help="Examples to decode per split.")
     parser.add_argument("--failures", type=int, default=3, help="Dead letters to show.")
+    parser.add_argument("--report", default="",
+                        help="Also draw the dataset into this file: .png, or .html (the summary "
+                             "and the picture in one page).")
+    parser.add_argument("--report_examples", type=int, default=5000,
+                        help="The duration and start-time histograms read up to this many "
+                             "examples per split (sizes come from every example's index entry).")
     args = parser.parse_args(argv)
+    if args.report and not args.report.endswith((".png", ".html", ".htm")):
+        sys.exit(f"error: --report {args.report}: name a .png or .html file")
     try:
         # TensorFlow's C++ chatter (CUDA probing, twice) would bury the summary.
         with native_stderr_silenced():
             text = describe_dataset(args.output_dir, args.examples, args.failures)
+            if args.report:
+                write_report(args.output_dir, args.report, text, args.report_examples)
     except (FileNotFoundError, ValueError) as e:
         sys.exit(f"error: {e}")
     print(text)
+    if args.report:
+        print(f"report: {args.report}")
 
 
 if __name__ == "__main__":

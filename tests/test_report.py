@@ -1,0 +1,114 @@
+"""`python -m pipelines.inspect OUT --report`: a picture of a dataset.
+
+Two datasets from tar_to_tfrecord on an audio-visual corpus
+(pipelines.sample_corpus --kind av: 16:9 H.264 clips with FLAC or AAC voices,
+one sample broken): single frames padded into a square (so letterboxed) with
+their audio windows, in three splits of which one gets no speaker; and int16
+audio windows only. What the report gathers is checked against the dataset
+read back; the pictures are opened and looked at as far as a test can.
+"""
+
+import base64
+import io
+import re
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from pipelines import inspect, tar_to_tfrecord
+from transforms.format import reader
+from transforms.report.figure import letterboxed, log_mel
+from transforms.report.gather import gather
+from transforms.testing.corpus import write_corpus
+
+COMMON = ["--video_field", "mp4", "--audio_fields", "flac", "--decode_threads", "1",
+          "--features", "label=cls:int64,speaker=json.speaker:string", "--label_field", "cls",
+          "--split_by", "json.speaker", "--max_failure_fraction", "0.5"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("av")
+    write_corpus(str(root), shards=2, samples_per_shard=3, speakers=3, kind="av", seconds=1.5,
+                 bad_samples=1)
+    return root
+
+
+@pytest.fixture(scope="module")
+def frames(corpus, tmp_path_factory):
+    output = tmp_path_factory.mktemp("frames")
+    info = tar_to_tfrecord.run([
+        "--input", f"{corpus}/*.tar", "--output", str(output), *COMMON, "--cut", "frames",
+        "--fps", "4", "--frame_size", "48x48", "--av_window_s", "0.5",
+        "--splits", "train=0.98,eval=0.01,test=0.01", "--allow_empty_splits"])
+    return str(output), info
+
+
+@pytest.fixture(scope="module")
+def audio(corpus, tmp_path_factory):
+    output = tmp_path_factory.mktemp("audio")
+    info = tar_to_tfrecord.run([
+        "--input", f"{corpus}/*.tar", "--output", str(output), *COMMON,
+        "--cut", "audio_windows", "--window_s", "0.25", "--audio_dtype", "int16",
+        "--split_by", "__key__", "--splits", "train=0.5,test=0.5", "--compression", "gzip"])
+    return str(output), info
+
+
+def test_what_the_report_gathers_is_the_dataset(frames):
+    output, info = frames
+    view = gather(output, frames=10, audio_windows=3)
+    assert [s.name for s in view.splits] == ["train", "eval", "test"]
+    empty = [s.name for s in view.splits if not s.num_examples]
+    assert empty and all(info["splits"][n]["num_examples"] == 0 for n in empty)
+    train = view.splits[0]
+    examples = list(reader.load(output, "train", batch_size=None))
+    assert train.examples_read == len(examples) == train.num_examples
+    np.testing.assert_allclose(
+        sorted(train.durations), sorted(float(e["end_time"] - e["start_time"]) for e in examples))
+    assert train.start_times.min() < 0      # audio windows padded before the video starts
+    assert sorted(train.sizes) == sorted(
+        len(r.numpy()) for r in reader.tf.data.TFRecordDataset(
+            [f"{output}/{s['file']}" for s in info["splits"]["train"]["shards"]]))
+    assert train.label_counts == info["splits"]["train"]["label_counts"]
+    assert len(view.thumbnails) == 10 and len(view.audio) == 3
+    assert all(t.image.shape == (48, 48, 3) and letterboxed(t.image) for t in view.thumbnails)
+    assert re.match(r"label \d+\n.+\nt -?\d\.\d\d--?\d\.\d\d s$", view.thumbnails[0].caption)
+    assert view.dead_letters == {"decode_video": 1}
+
+
+def test_the_png_report(frames, tmp_path):
+    output, _ = frames
+    path = tmp_path / "report.png"
+    inspect.run([output, "--examples", "0", "--report", str(path)])
+    image = np.asarray(Image.open(path).convert("RGB"))
+    assert image.shape[1] == 1600 and 1400 < image.shape[0] < 2600
+    assert image.std() > 30 and len(np.unique(image.reshape(-1, 3), axis=0)) > 500
+    # The contact sheet shows the frames: the corpus's coloured backgrounds are there.
+    colours = {tuple(c) for c in image.reshape(-1, 3)[::7]}
+    assert len({c for c in colours if max(c) - min(c) > 120}) > 20
+
+
+def test_the_html_report_holds_the_summary_and_the_picture(audio, tmp_path):
+    output, _ = audio
+    path = tmp_path / "report.html"
+    inspect.run([output, "--examples", "0", "--report", str(path)])
+    page = path.read_text()
+    assert f"<pre>dataset {output}" in page and "compression gzip" in page
+    png = base64.b64decode(re.search(r"base64,([A-Za-z0-9+/=]+)'", page).group(1))
+    image = np.asarray(Image.open(io.BytesIO(png)).convert("L"))
+    # No frames: no contact sheet, so a shorter picture than the frames one.
+    assert image.shape[1] == 1600 and 900 < image.shape[0] < 1500 and image.std() > 20
+
+
+def test_log_mel_finds_a_tone_in_its_band():
+    rate = 16000
+    t = np.arange(rate // 2) / rate
+    low, high = (log_mel(np.sin(2 * np.pi * f * t).astype(np.float32), rate) for f in (300, 4000))
+    assert low.shape == (48, 64)
+    assert np.argmax(low.mean(axis=0)) < np.argmax(high.mean(axis=0))
+
+
+def test_a_report_that_is_neither_png_nor_html(frames):
+    with pytest.raises(SystemExit, match="name a .png or .html file"):
+        inspect.run([frames[0], "--report", "report.pdf"])

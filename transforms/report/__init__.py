@@ -1,0 +1,1 @@
+"""A picture of a written dataset: what it holds, gathered (gather.py) and drawn (figure.py)."""
