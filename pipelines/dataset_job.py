@@ -28,6 +28,8 @@ from transforms.dataset import sample_ops
 from transforms.media.audio import AudioOptions
 from transforms.media.windows import WindowOptions
 from transforms.media.cutting import CutOptions, media_features, media_fields
+from transforms.dataset import projection
+from transforms.dataset.dry_run import measure_sample
 from transforms.dataset.write import DatasetConfig, WriteDataset
 from transforms.dataset.examples import ExampleRecipe
 from transforms.dataset.fileops import check_writable
@@ -43,6 +45,7 @@ from transforms.media.frames import FrameOptions
 __all__ = [
     "cut_options",
     "dataset_config",
+    "dry_run",
     "feature_spec",
     "read_manifest",
     "run_dataset_job",
@@ -217,6 +220,29 @@ def read_manifest(output: str) -> dict:
         return json.loads(f.read())
 
 
+def dry_run(config: DatasetConfig, source: Source, samples: int):
+    """--dry_run_samples: the recipe on the first `samples` samples, here; prints
+    and returns the whole job's Projection (transforms/dataset/projection.py)."""
+    input_bytes = config.source.get("input_bytes")
+    if not input_bytes:
+        raise ValueError(f"--dry_run_samples: a {config.source['type']} source's size is not "
+                         "known before reading it; it projects tar shards only")
+    measure = measure_sample(source, config.recipe, samples)
+    read_bytes = sum(m.size_in_bytes for result in FileSystems.match(list(measure.files_read))
+                     for m in result.metadata_list)
+    plan = config.recipe.split_plan
+    projected = projection.project(
+        measure, input_bytes=input_bytes, read_bytes=read_bytes,
+        split_ratios=None if plan.column else dict(plan.splits), split_names=plan.names, target_shard_bytes=config.target_shard_bytes,
+        shuffle=config.shuffle, num_shards=config.num_shards, compression=config.compression,
+        video=config.recipe.cut.mode in ("frames", "clips"))
+    print(projection.render(projected, measure, input_bytes=input_bytes, read_bytes=read_bytes,
+                            input_files=config.source.get("num_files", len(measure.files_read)),
+                            options={"shuffle": config.shuffle,
+                                     "shard_size_mb": config.target_shard_bytes / (1 << 20)}))
+    return projected
+
+
 def run_dataset_job(
     options: PipelineOptions,
     config: DatasetConfig,
@@ -226,8 +252,14 @@ def run_dataset_job(
     """Runs WriteDataset over the planned `source`; returns the manifest when the
     job finished here (not with --no_wait_until_finish, a flex template launch).
 
-    `examples_sink` see WriteDataset.
+    `examples_sink` see WriteDataset. With --dry_run_samples, writes nothing and
+    returns the job's Projection instead (`dry_run`).
     """
+    samples = options.view_as(DatasetOptions).dry_run_samples
+    if samples < 0:
+        raise ValueError(f"--dry_run_samples {samples}: must be 0 (a real run) or more")
+    if samples:
+        return dry_run(config, source, samples)
     # After every flag check, so a flag error leaves no folder behind; before
     # any work, so an output it cannot write costs nothing.
     check_writable(config.output)

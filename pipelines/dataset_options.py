@@ -172,6 +172,10 @@ class DatasetOptions(PipelineOptions):
              help="TFRecord compression: none (default), what TFDS and DALI read and what the "
                   "record index seeks in; or gzip, smaller by a fifth on JPEG frames and audio, "
                   "read by our reader and tf.data only.")
+        flag(output, "--dry_run_samples", type=int, default=0, example="64",
+             help="Write nothing: run the recipe on the first N samples here, then print what the "
+                  "whole job would make (examples, bytes and shards per split, example sizes) "
+                  "and cost on Dataflow (docs/scale.md).")
         flag(output, "--max_failure_fraction", type=float, default=0.01,
              label="Maximum failed fraction", recorded=True,
              help="Fail the job when more than this fraction of inputs (samples, plus files that "

@@ -54,8 +54,9 @@ def test_a_template_for_every_pipeline():
             text = f.read()
         return "def run(" in text and ("run_dataset_job(" in text or "make_pipeline(" in text)
 
+    # verify prints its findings: a template's launcher would print them nowhere.
     jobs = {name[:-3] for name in os.listdir(os.path.join(REPO, "pipelines"))
-            if name.endswith(".py") and is_job(name)}
+            if name.endswith(".py") and is_job(name)} - {"verify"}
     with_metadata = {d for d in os.listdir(template_metadata.TEMPLATE_DIR)
                      if os.path.exists(template_metadata.path(d))}
     make_list = re.search(r"^PIPELINES\s*:=\s*(.*)$", open(os.path.join(REPO, "Makefile")).read(),

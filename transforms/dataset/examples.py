@@ -27,9 +27,9 @@ from transforms.dataset.splits import SplitPlan, Strata, stable_hash64
 
 # Protobuf parses no message of 2 GiB or more: an example that large could be
 # written but never read back.
-_PROTOBUF_LIMIT = 2**31 - 1
+PROTOBUF_LIMIT = 2**31 - 1
 
-__all__ = ["Example", "ExampleRecipe", "SampleOutcome", "StageError", "build_examples",
+__all__ = ["PROTOBUF_LIMIT", "Example", "ExampleRecipe", "SampleOutcome", "StageError", "build_examples",
            "convert_sample", "prepare_sample"]
 
 
@@ -123,10 +123,10 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
         coerced = {f.name: _stage("encode", f.coerce, values[f.name], member=f.source)
                    for f in recipe.spec}
         serialized = _stage("encode", encoder.encode, coerced)
-        if len(serialized) > _PROTOBUF_LIMIT:
+        if len(serialized) > PROTOBUF_LIMIT:
             raise StageError("encode", ValueError(
                 f"example {index} is {len(serialized)} bytes; protobuf reads none over "
-                f"{_PROTOBUF_LIMIT} (cut the media into smaller examples)"))
+                f"{PROTOBUF_LIMIT} (cut the media into smaller examples)"))
         yield stable_hash64(f"{sample[KEY]}#{index}", b"datagen-order"), serialized
 
 
