@@ -187,7 +187,7 @@ def test_converter_emits_examples_when_asked(tmp_path):
 
 def test_an_example_protobuf_cannot_read_back_is_a_dead_letter(monkeypatch):
     """Over 2 GiB in production; the limit is lowered here so the test stays small."""
-    monkeypatch.setattr(examples_module, "_PROTOBUF_LIMIT", 60)
+    monkeypatch.setattr(examples_module, "PROTOBUF_LIMIT", 60)
     _, outcome = _convert({**SAMPLE, "json": b'{"speaker": "' + b"s" * 80 + b'"}'})
     assert outcome.failure.stage == "encode" and "protobuf reads none over 60" in str(
         outcome.failure)
