@@ -134,6 +134,7 @@ def verify(root: str, media_samples: int = 64, seed: int = 0,
 
 def run(argv=None) -> None:
     argv = cli.checked_flags("verify", argv, parser())
+    # Beam's flags are what this command's own leave (checked above: nothing else).
     own = argparse.ArgumentParser(add_help=False)
     _add_flags(own)
     args, beam_argv = own.parse_known_args(argv)
