@@ -31,6 +31,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 
 from pipelines import cli
+from pipelines.dataset_job import read_manifest
 from pipelines.flag_types import flag, flag_group
 from transforms.dataset.finalise import DatasetFailed
 from transforms.dataset.fileops import remove_tree
@@ -110,7 +111,7 @@ def verify(root: str, media_samples: int = 64, seed: int = 0,
     """(problems, summary line) for the dataset at `root`."""
     root = root.rstrip("/")
     try:
-        info = DatasetInfo.from_json(_read(FileSystems.join(root, manifest.MANIFEST)))
+        info = DatasetInfo(read_manifest(root))
     except (OSError, IOError):
         return [f"{manifest.MANIFEST}: missing: not a finished beam-datagen dataset"], ""
     found = _relative_files(root)

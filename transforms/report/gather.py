@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from transforms.format import manifest, reader
 from transforms.format.manifest import DatasetInfo
-from transforms.format.record_index import RecordTable
+from transforms.format.record_index import FRAME_OVERHEAD, RecordTable
 from transforms.format.spec import FeatureSpec
 from transforms.format.tf_paths import tf_readable
 
@@ -93,7 +93,7 @@ def _sizes(root: str, info: DatasetInfo, split: str) -> np.ndarray:
     if not shards or not all("index" in s for s in shards):
         return np.zeros(0, np.int64)
     open_file = lambda path: tf.io.gfile.GFile(tf_readable(path), "rb")  # noqa: E731
-    return RecordTable(root, shards, open_file).sizes - 16  # the frames' overhead
+    return RecordTable(root, shards, open_file).sizes - FRAME_OVERHEAD
 
 
 def _times(root: str, info: DatasetInfo, split: str, max_examples: int) -> tuple:

@@ -19,6 +19,7 @@ import zlib
 from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
 import apache_beam as beam
+import google_crc32c
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
@@ -105,8 +106,6 @@ def _index_problems(root: str, index: Mapping[str, str], sizes: list,
         text = read_file(f"{root}/{index['file']}")
     except (OSError, IOError):  # listed as missing by the layout check
         return []
-    import google_crc32c
-
     problems = []
     if f"{google_crc32c.value(text):08x}" != index["crc32c"]:
         problems.append(f"its index {index['file']} fails the manifest's CRC32C")
