@@ -18,12 +18,14 @@ from typing import Any, Iterable, Mapping
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from pipelines.dataset_options import DatasetOptions
 from transforms.format import manifest
 from transforms.format.text import comma_list
 from transforms.runner import progress
+from transforms.runner.counters import NAMESPACE
 from transforms.dataset import sample_ops
 from transforms.media.audio import AudioOptions
 from transforms.media.windows import WindowOptions
@@ -33,6 +35,7 @@ from transforms.dataset.dry_run import measure_sample
 from transforms.dataset.write import DatasetConfig, WriteDataset
 from transforms.dataset.examples import ExampleRecipe
 from transforms.dataset.fileops import check_writable
+from transforms.dataset.ledger import plan_run_folder, start_run
 from transforms.dataset.finalise import summary_line
 from transforms.tft.preprocessing import Preprocessing
 from transforms.format.infer import infer_spec
@@ -138,6 +141,13 @@ def dataset_config(
         raise ValueError("--num_shards must be >= 0 and --shard_size_mb > 0")
     if not 0 <= opts.max_failure_fraction <= 1:
         raise ValueError("--max_failure_fraction must be between 0 and 1")
+    if (opts.resume or opts.retry_failed) and (opts.shuffle == "global" or any(
+            (opts.preprocessing_fn, opts.normalize, opts.vocabulary, opts.bucketize))):
+        # The global layout writes no shard before every example is shuffled, and a
+        # tf.Transform is fitted on the whole train split before any unit is written.
+        raise ValueError(f"--{'retry_failed' if opts.retry_failed else 'resume'} reuses the "
+                         "shards of work units: not with --shuffle global or tf.Transform "
+                         "preprocessing, which have none of their own")
     workers = options.view_as(DirectOptions).direct_num_workers
     if opts.shuffle == "global" and runs_locally(options) and workers != 1:
         # README, "Writer layouts": Beam 2.77's local runner sends a stage's input
@@ -243,6 +253,14 @@ def dry_run(config: DatasetConfig, source: Source, samples: int):
     return projected
 
 
+def _reuse_line(result) -> str:
+    """'resume: 3 work units reused, 5 converted', from the job's counters."""
+    counts = {name: sum(c.committed or 0 for c in result.metrics().query(
+        MetricsFilter().with_namespace(NAMESPACE).with_name(name))["counters"])
+        for name in ("units_reused", "units_converted")}
+    return f"resume: {counts['units_reused']} work units reused, {counts['units_converted']} converted"
+
+
 def run_dataset_job(
     options: PipelineOptions,
     config: DatasetConfig,
@@ -260,13 +278,23 @@ def run_dataset_job(
         raise ValueError(f"--dry_run_samples {samples}: must be 0 (a real run) or more")
     if samples:
         return dry_run(config, source, samples)
+    opts = options.view_as(DatasetOptions)
+    if (opts.resume or opts.retry_failed) and not (config.write_tfrecords
+                                                   and examples_sink is None):
+        raise ValueError("--resume and --retry_failed reuse TFRecord shards: not with an "
+                         "examples table")
+    run, reusing = plan_run_folder(config.output, config.fingerprint, config.options,
+                                   resume=opts.resume, retry_failed=opts.retry_failed)
     # After every flag check, so a flag error leaves no folder behind; before
     # any work, so an output it cannot write costs nothing.
     check_writable(config.output)
+    start_run(run, config.fingerprint, config.options)
+    if reusing:
+        print(reusing)
     local = runs_locally(options)
     interval = progress.INTERVAL_S if local else None
     pipeline = make_pipeline(options, interval)
-    _ = pipeline | "WriteDataset" >> WriteDataset(config, source, examples_sink)
+    _ = pipeline | "WriteDataset" >> WriteDataset(config, source, examples_sink, run)
     with (
         progress.reporting(interval, config.source.get("input_bytes"))
         if interval
@@ -279,6 +307,8 @@ def run_dataset_job(
     if not finished:
         return None
     info = read_manifest(config.output)
+    if run.reuse:
+        print(_reuse_line(result))
     print(summary_line(info))
     for warning in info["warnings"]:
         print(f"warning: {warning}")

@@ -176,6 +176,14 @@ class DatasetOptions(PipelineOptions):
              help="Write nothing: run the recipe on the first N samples here, then print what the "
                   "whole job would make (examples, bytes and shards per split, example sizes) "
                   "and cost on Dataflow (docs/scale.md).")
+        flag(output, "--resume", **SWITCH,
+             help="Into an output an earlier run of the same recipe left unfinished (killed, "
+                  "failed) or published: reuse the work units it committed and convert only the "
+                  "rest; refused, naming the flags, when the recipe differs.")
+        flag(output, "--retry_failed", **SWITCH,
+             help="Into a published dataset of the same recipe: convert again only the work "
+                  "units whose inputs became dead letters (a tar file, a listing range, a key "
+                  "range), reuse the rest; the accounting covers both runs.")
         flag(output, "--max_failure_fraction", type=float, default=0.01,
              label="Maximum failed fraction", recorded=True,
              help="Fail the job when more than this fraction of inputs (samples, plus files that "

@@ -8,8 +8,8 @@ import tensorflow as tf
 from memory_source import memory_source
 
 from transforms.dataset import sample_ops
-from transforms.dataset.convert import REPORTS, SHARDS, ConvertOptions, _ConvertFn
-from transforms.format.dead_letters import FAILURES
+from transforms.dataset.convert import RECEIPTS, ConvertOptions, _ConvertFn
+from transforms.dataset.ledger import parse_receipt
 from transforms.format.encoder import ExampleEncoder
 from transforms.dataset.examples import (Built, ExampleRecipe, Filtered, SampleOutcome, StageError,
                                  build_examples, convert_sample)
@@ -138,7 +138,7 @@ def _tagged(outputs):
     return by_tag
 
 
-def test_converter_writes_a_units_shards_and_reports_every_sample(tmp_path):
+def test_converter_writes_a_units_shards_and_a_receipt_of_every_sample(tmp_path):
     samples = [SAMPLE,                                            # written
                {**SAMPLE, "json": b'{"speaker": "spk02"}'},       # filtered by where
                {**SAMPLE, "cls": b"x"}]                           # dead letter
@@ -146,21 +146,25 @@ def test_converter_writes_a_units_shards_and_reports_every_sample(tmp_path):
     [unit] = memory_source(samples).plan()
     out = _tagged(fn.process(unit))
     split = _recipe().split_plan.split_of("spk01")
-    [shard] = out[SHARDS]
+    [receipt] = out[RECEIPTS]
+    [shard] = receipt.shards
     assert (shard.split, shard.order, shard.num_examples) == (split, (0, 0), 1)
     [record] = [r.numpy() for r in tf.data.TFRecordDataset(shard.temp)]
     assert tf.train.Example.FromString(record).features.feature["label"].int64_list.value == [4]
     assert len(record) == shard.num_bytes
-    [report] = out[REPORTS]
-    assert dict(report.tallies) == {("read", ""): 3, ("written", split): 1,
-                                    ("examples", split): 1, ("filtered", "where"): 1,
-                                    ("failed", "sample"): 1}
-    assert report.groups == (("spk01", split),) and report.span is None
-    [letter] = out[FAILURES]
+    assert dict(receipt.tallies) == {("read", ""): 3, ("written", split): 1,
+                                     ("examples", split): 1, ("filtered", "where"): 1,
+                                     ("failed", "sample"): 1}
+    assert receipt.groups == (("spk01", split),) and receipt.span is None
+    assert receipt.inputs == unit.inputs
+    [letter] = receipt.failures
     assert letter["key"] == "spk01_0001" and letter["url"] == "file.tar"
     assert letter["stage"] == "encode" and letter["unit"] == "sample"
     assert letter["examples_written"] == 0
     assert "examples" not in out  # written where built: nothing else leaves the worker
+    # The same receipt is in the run's folder, for a --resume.
+    [written] = (tmp_path / "units").glob("000000-*.json")
+    assert parse_receipt(written.read_text()) == receipt
 
 
 def drop_every_example(values):
@@ -173,8 +177,9 @@ def test_a_sample_whose_examples_were_all_dropped_is_filtered(tmp_path):
                      emit_examples=True)
     [unit] = memory_source([SAMPLE]).plan()
     out = _tagged(fn.process(unit))
-    assert dict(out[REPORTS][0].tallies) == {("read", ""): 1, ("filtered", "no_examples"): 1}
-    assert SHARDS not in out and "examples" not in out
+    [receipt] = out[RECEIPTS]
+    assert dict(receipt.tallies) == {("read", ""): 1, ("filtered", "no_examples"): 1}
+    assert receipt.shards == () and "examples" not in out
 
 
 def test_converter_emits_examples_when_asked(tmp_path):
@@ -182,7 +187,8 @@ def test_converter_emits_examples_when_asked(tmp_path):
     [unit] = memory_source([SAMPLE, {**SAMPLE, "__key__": "spk01_0002"}]).plan()
     out = _tagged(fn.process(unit))
     assert [e.split for e in out["examples"]] == [_recipe().split_plan.split_of("spk01")] * 2
-    assert SHARDS not in out and len(out[REPORTS]) == 1
+    [receipt] = out[RECEIPTS]
+    assert receipt.shards == () and not (tmp_path / "units").exists()
 
 
 def test_an_example_protobuf_cannot_read_back_is_a_dead_letter(monkeypatch):

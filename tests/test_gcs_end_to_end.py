@@ -18,6 +18,7 @@ import tensorflow as tf
 from pipelines import tar_to_tfrecord, verify
 from transforms.testing.corpus import write_corpus
 from transforms.dataset import finalise
+from transforms.dataset.ledger import LEDGER
 from transforms.format import manifest, reader, tfds_metadata
 from transforms.dataset.commit import move_shards, name_shards
 from transforms.dataset.fileops import ensure_dir
@@ -63,11 +64,12 @@ def _local_files(root) -> dict:
 
 # What a dataset holds besides its shards and their indexes.
 _METADATA = {manifest.MANIFEST, manifest.SCHEMA, manifest.FAILURES_FILE, tfds_metadata.TFDS_INFO,
-             tfds_metadata.TFDS_FEATURES}
+             tfds_metadata.TFDS_FEATURES, LEDGER}
 
 
 def _without_run_details(info: dict) -> dict:
-    return {k: v for k, v in info.items() if k not in ("created", "source")}
+    # The fingerprint covers the source's path.
+    return {k: v for k, v in info.items() if k not in ("created", "source", "recipe_fingerprint")}
 
 
 def test_dataset_lands_in_the_bucket(runs, gcs_emulator):

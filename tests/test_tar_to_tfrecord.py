@@ -16,6 +16,7 @@ from transforms.testing.corpus import write_corpus
 from transforms.format import reader
 from transforms.format.manifest import DatasetInfo
 from transforms.dataset.write import DatasetConfig, WriteDataset
+from transforms.dataset.ledger import parse_receipt
 from transforms.dataset.examples import ExampleRecipe
 from transforms.format.spec import parse_features
 from transforms.dataset.splits import SplitPlan
@@ -103,7 +104,14 @@ def test_manifest_layout_and_accounting(dataset):
                                  for f in (s["file"], s["index"]["file"]))
     assert sorted(os.listdir(output)) == [
         "dataset_info.json", "eval", "failures", "features.json", "manifest.json",
-        "schema.pbtxt", "test", "train"]
+        "schema.pbtxt", "test", "train", "units.jsonl"]
+    # The ledger: each unit's inputs, shards (by their final names) and tallies.
+    ledger = [parse_receipt(line) for line in (output / "units.jsonl").read_text().splitlines()]
+    assert [r.unit for r in ledger] == [0, 1, 2]
+    assert sorted(s.temp for r in ledger for s in r.shards) == sorted(
+        shard["file"] for split in info["splits"].values() for shard in split["shards"])
+    assert sum(n for r in ledger for (what, _), n in r.tallies if what == "read") == 60
+    assert [len(r.failures) for r in ledger].count(1) == 1
     schema = (output / "schema.pbtxt").read_text()
     assert 'name: "label"' in schema and "type: INT" in schema
 

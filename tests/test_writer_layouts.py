@@ -142,7 +142,7 @@ def test_a_run_removes_what_killed_runs_left_and_nothing_else(corpus, tmp_path):
     filled = [split for split, entry in info["splits"].items() if entry["num_examples"]]
     assert sorted(os.listdir(output)) == sorted(
         ["dataset_info.json", "features.json", "manifest.json", "mine", "notes.txt",
-         "schema.pbtxt", *filled])
+         "schema.pbtxt", "units.jsonl", *filled])
     assert (output / "notes.txt").read_text() == "mine"
     for split in filled:
         entry = info["splits"][split]

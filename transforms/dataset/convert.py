@@ -1,47 +1,47 @@
 """Work units to shards, written where the examples are built.
 
     converted = units | "Convert" >> ConvertUnits(reader, recipe, options)
-    converted[SHARDS]    # ShardRecord per shard written (transforms/dataset/tfrecord.py)
-    converted[REPORTS]   # UnitReport per unit: its tallies and (group, split) pairs
-    converted[FAILURES]  # dead letters
+    converted[RECEIPTS]  # a UnitReceipt per unit (transforms/dataset/ledger.py)
     converted.examples   # the Examples themselves, only with options.emit_examples
 
 One DoFn reads a unit (transforms/sources/units.py), runs the recipe on each sample
 (transforms/dataset/examples.py), applies a staged tf.Transform when there is one, and
 streams the examples into rolling per-split shards (transforms/dataset/rolling_shards.py)
-in the order they are built. No example leaves the worker: only a few numbers
-per shard and per unit go on to the final step, so nothing the size of the data
+in the order they are built. No example leaves the worker: only the unit's
+receipt goes on to the final step, a few numbers per shard and per unit, so nothing the size of the data
 is shuffled or held, memory stays flat and every worker writes. The examples
 are output as well only when something downstream needs them (the hash-ordered
 global layout, or an examples table).
 
-A unit's report holds its tallies, {(what, detail): n} with `what` one of read,
+A unit's receipt holds its tallies, {(what, detail): n} with `what` one of read,
 written, examples, label, filtered, failed (transforms/dataset/finalise.py adds them up
-and checks samples read = written + filtered + failed), and the distinct
-(group key, split) pairs the leakage check needs.
+and checks samples read = written + filtered + failed), the distinct
+(group key, split) pairs the leakage check needs, its shards and its dead
+letters. With shards written here, the receipt is also written into the run's
+folder once they are closed, so a rerun with --resume can skip the unit.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Iterator, NamedTuple
+from typing import Iterator
 
 import apache_beam as beam
 
 from transforms.runner.counters import counter
-from transforms.format.dead_letters import FAILURES, SAMPLE, dead_letter
+from transforms.format.dead_letters import SAMPLE, dead_letter
 from transforms.format.encoder import ExampleEncoder
 from transforms.dataset.examples import Example, ExampleRecipe, SampleOutcome, convert_sample
+from transforms.dataset.ledger import UnitReceipt, write_receipt
 from transforms.dataset.rolling_shards import RollingShards
 from transforms.format.sample import KEY, URL
 from transforms.format.spec import FeatureSpec
 from transforms.sources.units import Failed, SplittableUnits, WorkUnit
 
-__all__ = ["ConvertOptions", "ConvertUnits", "UnitReport", "SHARDS", "REPORTS"]
+__all__ = ["ConvertOptions", "ConvertUnits", "RECEIPTS", "outcome_tallies"]
 
-SHARDS = "shards"
-REPORTS = "reports"
+RECEIPTS = "receipts"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,15 +57,6 @@ class ConvertOptions:
     # every example first; `transformed_spec` is its output's spec.
     transform_dir: str | None = None
     transformed_spec: FeatureSpec | None = None
-
-
-class UnitReport(NamedTuple):
-    """What one unit (or, split by the runner, one part of it) came to."""
-
-    unit: int
-    span: tuple | None   # the key range read, for splittable units
-    tallies: tuple       # ((what, detail), n) pairs
-    groups: tuple        # distinct (group key, split) pairs of samples with examples
 
 
 def outcome_tallies(outcome: SampleOutcome) -> dict:
@@ -87,8 +78,8 @@ def outcome_tallies(outcome: SampleOutcome) -> dict:
 @beam.typehints.with_input_types(WorkUnit)
 @beam.typehints.with_output_types(Example)
 class _ConvertFn(beam.DoFn):
-    """A unit -> its shards written, its report, dead letters (and its examples
-    with `emit_examples`). The reader's clients, the encoder and the user's
+    """A unit -> its shards written and its receipt (and its examples with
+    `emit_examples`). The reader's clients, the encoder and the user's
     functions are made in setup(); a tf.Transform is loaded on first use, once
     the side input says it is staged."""
 
@@ -127,13 +118,14 @@ class _ConvertFn(beam.DoFn):
                                                    options.transformed_spec)
         tallies: collections.Counter = collections.Counter()
         groups: set = set()
+        failures: list = []
         for event in self._reader.read(unit, tracker):
             if isinstance(event, Failed):
                 record = event.record
                 tallies[("failed", record["unit"])] += 1
                 if record["unit"] == SAMPLE:  # a file that yielded no sample was not a read
                     tallies[("read", "")] += 1
-                yield beam.pvalue.TaggedOutput(FAILURES, record)
+                failures.append(record)
                 continue
             tallies[("read", "")] += 1
             stats: dict = {}
@@ -143,15 +135,17 @@ class _ConvertFn(beam.DoFn):
             tallies.update(outcome_tallies(outcome))
             if outcome.examples:
                 groups.add((outcome.group, outcome.split))
-            yield from self._count_outcome(event, outcome, stats)
+            failures += self._count_outcome(event, outcome, stats)
         if self._transformer is not None:
             yield from self._write(self._transformer.flush(), shards)
-        for record in (shards.close() if shards else []):
-            yield beam.pvalue.TaggedOutput(SHARDS, record)
         restriction = tracker.current_restriction() if tracker else None
-        span = (restriction.start, restriction.end) if restriction else None
-        yield beam.pvalue.TaggedOutput(REPORTS, UnitReport(
-            unit.index, span, tuple(tallies.items()), tuple(groups)))
+        receipt = UnitReceipt(
+            unit.index, (restriction.start, restriction.end) if restriction else None,
+            unit.inputs, tuple(sorted(tallies.items(), key=repr)), tuple(sorted(groups, key=repr)),
+            tuple(shards.close()) if shards else (), tuple(failures))
+        if shards:
+            write_receipt(options.temp_dir, receipt)
+        yield beam.pvalue.TaggedOutput(RECEIPTS, receipt)
 
     def _deliver(self, examples, shards):
         """Routes each example (through the transform, if any) and returns the
@@ -171,8 +165,8 @@ class _ConvertFn(beam.DoFn):
             if self._options.emit_examples:
                 yield example
 
-    def _count_outcome(self, sample, outcome: SampleOutcome, stats: dict) -> Iterator:
-        """Counters for one sample, and its dead letter when it failed."""
+    def _count_outcome(self, sample, outcome: SampleOutcome, stats: dict) -> list:
+        """Counters for one sample; its dead letter when it failed."""
         self._count("examples_written", outcome.examples)
         for name, n in stats.items():
             self._count(name, n)
@@ -181,11 +175,10 @@ class _ConvertFn(beam.DoFn):
             error = outcome.failure
             # A sample that failed while its examples were built says how many stay.
             extra = {} if outcome.split is None else {"examples_written": outcome.examples}
-            yield beam.pvalue.TaggedOutput(FAILURES, dead_letter(
-                error.stage, error.cause, url=sample.get(URL, ""), key=sample.get(KEY),
-                member=error.member, **extra))
-        else:
-            self._count("samples_filtered" if outcome.filtered else "samples_written")
+            return [dead_letter(error.stage, error.cause, url=sample.get(URL, ""),
+                                key=sample.get(KEY), member=error.member, **extra)]
+        self._count("samples_filtered" if outcome.filtered else "samples_written")
+        return []
 
 
 class _ConvertSplittableFn(SplittableUnits, _ConvertFn):
@@ -226,4 +219,4 @@ class ConvertUnits(beam.PTransform):
         fn = (_ConvertSplittableFn if self._reader.splittable else _ConvertFn)(
             self._reader, self._recipe, self._options)
         return units | "ConvertUnits" >> beam.ParDo(fn, **side).with_outputs(
-            SHARDS, REPORTS, FAILURES, main="examples")
+            RECEIPTS, main="examples")

@@ -1,7 +1,7 @@
 """The job's last steps: check everything, move the shards into place, publish.
 
     info = ({"planned": ..., "shards": ..., "tallies": ..., "failures": ..., "leaks": ...,
-             "group_counts": ..., "reports": ...}
+             "group_counts": ..., "receipts": ...}
             | "Finalise" >> Finalise(config, temp_dir, transformed_spec))
 
 1. **Check**, once every shard is written. Samples read = written + filtered +
@@ -9,19 +9,22 @@
    by the runner: its parts tile it); the shards hold exactly the examples
    built. The dead letters go to the run's temporary folder. Then the job
    fails when more than --max_failure_fraction of the inputs failed or a group
-   key is in two splits: it removes its shards, keeps its dead letters where
-   its error says (`<output>/.temp-datagen-<run>/failures.jsonl`), and leaves
-   the output exactly as it was - an earlier dataset there stays whole.
+   key is in two splits: it keeps its shards and receipts for --resume and its
+   dead letters where its error says (`<output>/.temp-datagen-<run>/failures.jsonl`),
+   and leaves the output exactly as it was - an earlier dataset there stays whole.
    Otherwise an earlier run's manifest is deleted (while files change, no
    reader takes the folder for a dataset) and the shards are named in order
-   (transforms/dataset/commit.py).
+   (transforms/dataset/commit.py); a reused shard already in the dataset
+   whose name changes is first moved aside into the temporary folder, so no
+   move lands on a file another move has still to take.
 2. **Move**, in parallel batches any worker may take and any runner may retry.
 3. **Publish**: data files of an earlier run are removed, the dead letters
    moved to `failures/failures.jsonl`, a staged tf.Transform moved next to the
    data, `schema.pbtxt`, TFDS's `features.json` and `dataset_info.json` (for
-   uncompressed shards, transforms/format/tfds_metadata.py) and `manifest.json`
-   written last (its presence means the dataset is complete), and the
-   temporary folders of this and of earlier, killed runs removed.
+   uncompressed shards, transforms/format/tfds_metadata.py), the ledger
+   `units.jsonl` (transforms/dataset/ledger.py) and `manifest.json` written
+   last (its presence means the dataset is complete), and the temporary
+   folders of this and of earlier, killed runs removed.
 """
 
 from __future__ import annotations
@@ -35,21 +38,21 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.format import manifest, tfds_metadata
-from transforms.dataset.commit import move_shards, name_shards, remove_stale_shards, split_entries
+from transforms.dataset.commit import (NamedShard, move_shards, name_shards, remove_stale_shards,
+                                      split_entries)
 from transforms.format.dead_letters import EXAMPLE, FILE, SAMPLE, describe
 from transforms.dataset.fileops import delete_if_exists, ensure_dir, remove_tree, remove_trees_named
 from transforms.dataset.leakage import leakage_message
+from transforms.dataset.ledger import LEDGER, TEMP_PREFIX, ledger_text
 from transforms.tft.preprocessing import TRANSFORM_DIRS
 from transforms.format.spec import FeatureSpec
 from transforms.dataset.splits import split_balance
 
-__all__ = ["DatasetFailed", "Finalise", "TEMP_PREFIX", "account", "check_failure_fraction",
+__all__ = ["DatasetFailed", "Finalise", "account", "check_failure_fraction",
            "sorted_failures", "summary_line", "unit_coverage_errors", "write_failures"]
 
 _LOG = logging.getLogger(__name__)
 
-# Every run writes under <output>/<TEMP_PREFIX><run id>/ until it is published.
-TEMP_PREFIX = ".temp-datagen-"
 # Shards a move batch holds: one batch copy and one batch delete request on gs://.
 _MOVE_BATCH = 100
 
@@ -144,6 +147,7 @@ class CommitPlan(NamedTuple):
     num_failures: int
     group_counts: dict  # split -> groups in it
     warnings: tuple     # splits that came out empty (allowed) or off their ratio
+    ledger: str | None  # units.jsonl, for the default layout's shards
 
 
 def _write_text(path: str, text: str) -> None:
@@ -177,7 +181,8 @@ def check_failure_fraction(failed: int, inputs: int, max_fraction: float,
                f"--max_failure_fraction {max_fraction:.2%})")
     if failures:
         problem += f"; dead letters in {kept_in}; first: {describe(failures[0])}"
-    raise DatasetFailed(problem)
+    raise DatasetFailed(f"{problem}; --resume with a higher --max_failure_fraction publishes "
+                        "this run's work")
 
 
 @beam.typehints.with_output_types(CommitPlan)
@@ -188,14 +193,14 @@ class _CheckFn(beam.DoFn):
         self._config = config
         self._temp_dir = temp_dir
 
-    def process(self, _, planned, shards, tallies, failures, leaks, group_counts, reports):
+    def process(self, _, planned, shards, tallies, failures, leaks, group_counts, receipts):
         config = self._config
         accounting = account(tallies)
         accounted = (accounting["samples_written"] + accounting["samples_filtered"]
                      + accounting["samples_failed"])
         if accounting["samples_read"] != accounted:
             raise AssertionError(f"accounting mismatch: {accounting}")
-        problems = unit_coverage_errors(dict(planned), reports)
+        problems = unit_coverage_errors(dict(planned), [(r.unit, r.span) for r in receipts])
         if problems:
             raise AssertionError(f"work units lost or repeated: {'; '.join(problems[:5])}")
         in_shards = collections.Counter()
@@ -221,8 +226,11 @@ class _CheckFn(beam.DoFn):
                 raise DatasetFailed(f"{empty[0]}; or pass --allow_empty_splits")
         except DatasetFailed:
             # The output stays exactly as it was; this run's dead letters stay in
-            # its temporary folder (the next successful run removes it).
-            remove_tree(self._temp_dir)
+            # its temporary folder, and so does its work when only a policy flag
+            # failed it (--max_failure_fraction, --allow_empty_splits): a rerun
+            # with --resume publishes it. A leak would fail every rerun.
+            if leaks:
+                remove_tree(self._temp_dir)
             if failures:
                 write_failures(_run_failures(self._temp_dir), failures)
             raise
@@ -234,15 +242,38 @@ class _CheckFn(beam.DoFn):
         for name in (manifest.MANIFEST, tfds_metadata.TFDS_INFO, tfds_metadata.TFDS_FEATURES):
             delete_if_exists(FileSystems.join(config.output, name))
         named = name_shards(shards, config.compression)
+        ledger = None
+        if config.write_tfrecords and config.shuffle == "none":
+            ledger = ledger_text(receipts, {n.shard.temp: n.file for n in named})
+        named = _move_aside(named, config.output, self._temp_dir)
         for split in sorted({n.shard.split for n in named}):
             ensure_dir(FileSystems.join(config.output, split))  # before parallel moves into it
         yield CommitPlan(tuple(named), accounting,
                          _label_counts(tallies) if config.recipe.split_plan.label_source else None,
-                         len(failures), group_counts, tuple(empty + lopsided))
+                         len(failures), group_counts, tuple(empty + lopsided), ledger)
+
+
+def _move_aside(named: list, output: str, temp_dir: str) -> list:
+    """The named shards, those already in the dataset under another name first
+    moved into `temp_dir` (their moves could otherwise land on each other)."""
+    aside, result = [], []
+    for n in named:
+        in_place = not n.shard.temp.startswith(temp_dir + "/")
+        if in_place and n.shard.temp != FileSystems.join(output, n.file):
+            parked = FileSystems.join(temp_dir, "aside", n.file)
+            aside += [(old, parked + old[len(n.shard.temp):]) for old, _ in n.moves(output)]
+            n = NamedShard(n.shard._replace(temp=parked), n.file)
+        result.append(n)
+    if aside:
+        for split in sorted({n.file.split("/")[0] for n in named}):
+            ensure_dir(FileSystems.join(temp_dir, "aside", split))
+        move_shards(aside)
+    return result
 
 
 def _move_batches(plan: CommitPlan, output: str) -> Iterable[list]:
-    moves = [pair for n in plan.named for pair in n.moves(output)]
+    # A reused shard already in place under its name stays where it is.
+    moves = [(temp, final) for n in plan.named for temp, final in n.moves(output) if temp != final]
     for i in range(0, len(moves), _MOVE_BATCH):
         yield moves[i:i + _MOVE_BATCH]
 
@@ -303,11 +334,16 @@ class _PublishFn(beam.DoFn):
             spec=spec, splits=splits, compression=config.compression,
             accounting=plan.accounting, num_failures=plan.num_failures, source=config.source,
             options=config.options, split_names=names, label_counts=plan.label_counts,
-            group_counts=plan.group_counts, warnings=plan.warnings, transform=transform)
+            group_counts=plan.group_counts, warnings=plan.warnings, transform=transform,
+            recipe_fingerprint=config.fingerprint, ledger=LEDGER if plan.ledger is not None else None)
         classes = manifest.label_classes(spec, config.recipe.split_plan.label_source,
                                          plan.label_counts)
         _write_text(FileSystems.join(config.output, manifest.SCHEMA),
                     manifest.schema_pbtxt(spec, classes))
+        if plan.ledger is not None:
+            _write_text(FileSystems.join(config.output, LEDGER), plan.ledger)
+        else:
+            delete_if_exists(FileSystems.join(config.output, LEDGER))  # an earlier run's
         if config.write_tfrecords and tfds_metadata.applies(config.compression):
             self._publish_tfds(spec, classes, info)
         _write_text(FileSystems.join(config.output, manifest.MANIFEST),
@@ -319,14 +355,14 @@ class _PublishFn(beam.DoFn):
 
 
 class Finalise(beam.PTransform):
-    """{"planned", "shards", "tallies", "failures", "leaks", "group_counts", "reports"}
+    """{"planned", "shards", "tallies", "failures", "leaks", "group_counts", "receipts"}
     -> the manifest dict, once the dataset is published (see the module docstring).
 
     `planned` are the work units as (index, span or None) pairs, `shards`
     ShardRecords, `tallies` the singleton dict of summed tallies, `failures`
     dead letters, `leaks` (group, splits) pairs, `group_counts` (split,
-    groups) pairs, `reports` the units' (index, span) pairs, checked against
-    `planned`.
+    groups) pairs, `receipts` the units' UnitReceipts (transforms/dataset/ledger.py),
+    checked against `planned` and kept in the ledger.
     """
 
     def __init__(self, config, temp_dir: str, transformed_spec: FeatureSpec | None = None):
@@ -348,7 +384,7 @@ class Finalise(beam.PTransform):
                 failures=beam.pvalue.AsList(inputs["failures"]),
                 leaks=beam.pvalue.AsList(inputs["leaks"]),
                 group_counts=beam.pvalue.AsList(inputs["group_counts"]),
-                reports=beam.pvalue.AsList(inputs["reports"])))
+                receipts=beam.pvalue.AsList(inputs["receipts"])))
         moved = (
             plan
             | "MoveBatches" >> beam.FlatMap(_move_batches, config.output)

@@ -23,25 +23,27 @@ and labels first (transforms/dataset/stratify.py); tf.Transform's analysis build
 train split's examples in its own pass (transforms/tft/stage.py) and the
 converter applies the staged transform to every example before writing it.
 
+Every converted unit leaves a receipt (transforms/dataset/ledger.py): given
+earlier work to reuse (--resume, --retry_failed), the units whose receipts
+stand for them are not converted again, and their receipts join the new ones.
+
 The final step (transforms/dataset/finalise.py) checks the accounting, writes the dead
 letters, enforces --max_failure_fraction, checks that no group key is in two
 splits (transforms/dataset/leakage.py), names and moves the shards, and writes the
-manifest last (its presence means the dataset is complete).
+ledger and, last, the manifest (its presence means the dataset is complete).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from typing import Any, Mapping
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
 
-from transforms.dataset.convert import REPORTS, SHARDS, ConvertOptions, ConvertUnits
-from transforms.format.dead_letters import FAILURES
+from transforms.dataset.convert import RECEIPTS, ConvertOptions, ConvertUnits
 from transforms.dataset.examples import ExampleRecipe
-from transforms.dataset.finalise import TEMP_PREFIX, Finalise
+from transforms.dataset.finalise import Finalise
+from transforms.dataset.ledger import REUSED, RunFolder, SkipCommitted, recipe_fingerprint
 from transforms.dataset.leakage import SplitGroups
 from transforms.tft.preprocessing import Preprocessing
 from transforms.dataset.shard_writer import WriteShards
@@ -75,6 +77,11 @@ class DatasetConfig:
     shuffle: str = "none"
     allow_empty_splits: bool = False
 
+    @property
+    def fingerprint(self) -> str:
+        """The recipe's fingerprint, recorded in the manifest (ledger.recipe_fingerprint)."""
+        return recipe_fingerprint(self.options, self.source, self.recipe.spec.to_json())
+
     def __post_init__(self):
         if self.shuffle not in SHUFFLES:
             raise ValueError(f"--shuffle {self.shuffle!r}: expected one of {', '.join(SHUFFLES)}")
@@ -99,19 +106,23 @@ class WriteDataset(beam.PTransform):
 
     With `config.preprocessing`, tf.Transform analyzes the train split and the
     shards and sink get the transformed examples.
+
+    `run` is where the run writes until it publishes (a fresh temporary folder
+    by default), and the earlier work it reuses (transforms/dataset/ledger.py).
     """
 
     def __init__(self, config: DatasetConfig, source: Source,
-                 examples_sink: beam.PTransform | None = None):
+                 examples_sink: beam.PTransform | None = None, run: RunFolder | None = None):
         super().__init__()
         self._config = config
         self._source = source
         self._examples_sink = examples_sink
+        self._run = run or RunFolder.fresh(config.output)
 
     def expand(self, pbegin):
         config, reader = self._config, self._source.reader
         recipe = config.recipe
-        temp_dir = FileSystems.join(config.output, f"{TEMP_PREFIX}{uuid.uuid4().hex}")
+        temp_dir = self._run.temp_dir
         hashed = config.shuffle == "global"
 
         units = pbegin | "Units" >> PlanUnits(self._source)
@@ -130,16 +141,19 @@ class WriteDataset(beam.PTransform):
             emit_examples=hashed or self._examples_sink is not None,
             transform_dir=analysis.directory if analysis else None,
             transformed_spec=analysis.spec if analysis else None)
-        converted = units | "Convert" >> ConvertUnits(
+        pending = units | "SkipCommitted" >> SkipCommitted(self._run, reader.splittable)
+        converted = pending.units | "Convert" >> ConvertUnits(
             reader, recipe, options, strata, analysis.staged if analysis else None)
+        receipts = ((converted[RECEIPTS], pending[REUSED])
+                    | "AllReceipts" >> beam.Flatten())
 
         if hashed and config.write_tfrecords:
             shards = converted.examples | "WriteShards" >> WriteShards(
                 temp_dir, config.compression, config.target_shard_bytes, config.num_shards)
         else:
-            shards = converted[SHARDS]
-        failures, tally_parts = [converted[FAILURES]], [
-            converted[REPORTS] | "UnitTallies" >> beam.FlatMap(lambda r: r.tallies)]
+            shards = receipts | "UnitShards" >> beam.FlatMap(lambda r: r.shards)
+        failures, tally_parts = [receipts | "UnitFailures" >> beam.FlatMap(lambda r: r.failures)], [
+            receipts | "UnitTallies" >> beam.FlatMap(lambda r: r.tallies)]
         if self._examples_sink is not None:
             refused = converted.examples | "WriteExamplesSink" >> self._examples_sink
             failures.append(refused)
@@ -151,7 +165,7 @@ class WriteDataset(beam.PTransform):
             | "AllTallies" >> beam.Flatten()
             | "SumTallies" >> beam.CombinePerKey(sum)
             | "TallyDict" >> beam.combiners.ToDict())
-        groups = (converted[REPORTS]
+        groups = (receipts
                   | "GroupSplits" >> beam.FlatMap(lambda r: r.groups)  # (group key, split)
                   | "SplitGroups" >> SplitGroups())
         splittable = reader.splittable
@@ -163,5 +177,5 @@ class WriteDataset(beam.PTransform):
             "failures": failures | "AllFailures" >> beam.Flatten(),
             "leaks": groups["leaks"],
             "group_counts": groups["counts"],
-            "reports": converted[REPORTS] | "UnitSpans" >> beam.Map(lambda r: (r.unit, r.span)),
+            "receipts": receipts,
         } | "Finalise" >> Finalise(config, temp_dir, analysis.spec if analysis else None)

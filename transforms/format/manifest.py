@@ -40,7 +40,8 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
                    options: Mapping[str, Any], split_names: list,
                    label_counts: Mapping[str, Mapping[str, int]] | None = None,
                    group_counts: Mapping[str, int] | None = None, warnings: Sequence[str] = (),
-                   transform: Mapping[str, Any] | None = None) -> dict:
+                   transform: Mapping[str, Any] | None = None, recipe_fingerprint: str = "",
+                   ledger: str | None = None) -> dict:
     """The manifest.json document (a JSON-ready dict).
 
     Every split named by the options is listed, with zero examples if none fell
@@ -51,6 +52,8 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
     `warnings` are the final step's (a split off its ratio). With
     `transform` (tf.Transform's section: its directories, the preprocessing
     and the raw features), `spec` is the transformed examples'.
+    `recipe_fingerprint` and `ledger` (its units.jsonl) let a rerun with
+    --resume or --retry_failed reuse its units (transforms/dataset/ledger.py).
     """
     splits = {name: dict(splits.get(name, {"num_examples": 0, "num_bytes": 0, "shards": []}))
               for name in split_names}
@@ -66,12 +69,14 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
         "package_version": _package_version(),
         "source": dict(source),
         "options": dict(options),
+        "recipe_fingerprint": recipe_fingerprint,
         "features": spec.to_json(),
         "compression": compression,
         "splits": splits,
         "accounting": dict(accounting),
         "failures": {"count": num_failures, "file": FAILURES_FILE if num_failures else None},
         "warnings": list(warnings),
+        "ledger": ledger,
         **({"transform": dict(transform)} if transform is not None else {}),
     }
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from transforms.dataset.finalise import TEMP_PREFIX
+from transforms.dataset.ledger import TEMP_PREFIX
 from transforms.format import manifest, tfds_metadata
 from transforms.format.manifest import DatasetInfo
 from transforms.tft.preprocessing import TRANSFORM_DIRS
@@ -30,6 +30,8 @@ def _accounted(info: DatasetInfo, path: str) -> bool:
         return True
     if path == manifest.FAILURES_FILE:
         return bool(info.document["failures"]["count"])
+    if path == info.document.get("ledger"):
+        return True
     return bool(info.transform) and path.split("/", 1)[0] in TRANSFORM_DIRS
 
 

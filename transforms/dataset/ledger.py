@@ -1,0 +1,348 @@
+"""Which work units are done: receipts while a run writes, the ledger once it is published.
+
+A work unit the default writer has converted leaves a receipt, a `UnitReceipt`,
+in the run's temporary folder as soon as its shards are closed:
+`<output>/.temp-datagen-<run>/units/<unit>-<attempt>.json`, holding all the final step
+needs from it (its tallies, groups, shards and dead letters). The run's
+`run.json` beside it records the recipe's fingerprint. The published dataset
+keeps every unit's receipt, with the shards' final names, in `units.jsonl`
+(the ledger), which the manifest lists.
+
+That is what lets a rerun into the same output do only what is left:
+
+- `--resume` reuses the receipts of an unfinished (killed, failed) run with
+  the same recipe, continuing in its folder, and those in the ledger of a
+  published dataset with the same recipe; it converts only the units
+  without one.
+- `--retry_failed` does the same, but converts again every unit whose receipt
+  holds a dead letter: the inputs that failed, and what shares their unit.
+
+A receipt is reused only for the planned unit of the same index *and*
+inputs, and a key range only when its receipts tile it, so the dataset is
+the one a clean run makes: byte for byte, names and all, when the inputs
+read the same. The fingerprint (`recipe_fingerprint`) is over the recorded
+flags that shape examples and shards, the source and the feature spec; a
+rerun whose fingerprint differs is refused, naming the flags that changed.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import json
+import uuid
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from transforms.dataset.tfrecord import ShardRecord
+from transforms.format import manifest
+from transforms.runner.counters import counter
+
+__all__ = ["LEDGER", "REUSED", "TEMP_PREFIX", "RunFolder", "SkipCommitted", "UnitReceipt",
+           "flag_differences", "ledger_text", "parse_receipt", "plan_run_folder",
+           "receipt_line", "recipe_fingerprint", "reusable", "start_run", "write_receipt"]
+
+# Every run writes under <output>/<TEMP_PREFIX><run id>/ until it is published.
+TEMP_PREFIX = ".temp-datagen-"
+LEDGER = "units.jsonl"
+_RECEIPTS = "units"
+_RUN_FILE = "run.json"
+# Recorded flags that decide whether to publish, not what is written.
+_POLICY_FLAGS = ("max_failure_fraction", "allow_empty_splits")
+# Source details that describe the input found, not the recipe (units check inputs).
+_SOURCE_FACTS = ("num_files", "input_bytes")
+# SkipCommitted's output of reused receipts.
+REUSED = "reused"
+
+
+class UnitReceipt(NamedTuple):
+    """What one unit (or, split by the runner, one part of it) came to."""
+
+    unit: int
+    span: tuple | None   # the key range read, for splittable units
+    inputs: tuple        # the unit's inputs, as planned
+    tallies: tuple       # ((what, detail), n) pairs (transforms/dataset/finalise.py)
+    groups: tuple        # distinct (group key, split) pairs of samples with examples
+    shards: tuple        # ShardRecords of the shards it wrote
+    failures: tuple      # its dead letters
+
+    @property
+    def failed(self) -> int:
+        return sum(n for (what, _), n in self.tallies if what == "failed")
+
+
+def _to_json(value: Any) -> Any:
+    """Tuples, bytes and ints as JSON: bytes as {"b64": ...}, tuples as lists."""
+    if isinstance(value, bytes):
+        return {"b64": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, (tuple, list)):
+        return [_to_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _to_json(v) for k, v in value.items()}
+    return value
+
+
+def _from_json(value: Any) -> Any:
+    """_to_json's inverse, lists coming back as tuples (dead letters stay dicts)."""
+    if isinstance(value, list):
+        return tuple(_from_json(v) for v in value)
+    if isinstance(value, dict):
+        if set(value) == {"b64"}:
+            return base64.b64decode(value["b64"])
+        return {k: _from_json(v) for k, v in value.items()}
+    return value
+
+
+def receipt_line(receipt: UnitReceipt) -> str:
+    """The receipt as one line of JSON. Inputs JSON cannot hold (a test's
+    in-memory samples) are written as their repr: such a receipt never
+    matches a planned unit again, so it is never reused."""
+    return json.dumps(_to_json({**receipt._asdict(), "shards": [tuple(s) for s in receipt.shards]}),
+                      sort_keys=True, default=repr)
+
+
+def parse_receipt(line: str) -> UnitReceipt:
+    fields = _from_json(json.loads(line))
+    fields["shards"] = tuple(ShardRecord(*s) for s in fields["shards"])
+    return UnitReceipt(**fields)
+
+
+def write_receipt(temp_dir: str, receipt: UnitReceipt) -> None:
+    """Writes `receipt` into the run's folder, once the unit's shards are closed.
+    Each attempt at a unit writes its own file: a retried bundle leaves two
+    receipts of equal worth, and `reusable` takes one."""
+    path = FileSystems.join(temp_dir, _RECEIPTS, f"{receipt.unit:06d}-{uuid.uuid4().hex[:12]}.json")
+    with FileSystems.create(path) as f:
+        f.write(receipt_line(receipt).encode("utf-8"))
+
+
+def ledger_text(receipts: Iterable[UnitReceipt], final_files: Mapping[str, str]) -> str:
+    """The published ledger: a line per receipt, in unit order, its shards'
+    `temp` replaced by their path in the dataset (`final_files`: temp -> path)."""
+    lines = []
+    for receipt in sorted(receipts, key=lambda r: (r.unit, r.span or ())):
+        shards = tuple(s._replace(temp=final_files[s.temp]) for s in receipt.shards)
+        lines.append(receipt_line(receipt._replace(shards=shards)) + "\n")
+    return "".join(lines)
+
+
+def _ledger_receipts(text: str, output: str) -> Iterator[UnitReceipt]:
+    """A ledger's receipts, their shards at their full path under `output`."""
+    for line in text.splitlines():
+        receipt = parse_receipt(line)
+        yield receipt._replace(shards=tuple(
+            s._replace(temp=FileSystems.join(output, s.temp)) for s in receipt.shards))
+
+
+def recipe_fingerprint(options: Mapping[str, Any], source: Mapping[str, Any],
+                       features: Any) -> str:
+    """sha256 (16 hex digits) of what decides a unit's shards: the recorded
+    flags but the publishing policy, the source but the input's size, and the
+    feature spec (`features`, its JSON)."""
+    recipe = {
+        "options": {k: v for k, v in options.items() if k not in _POLICY_FLAGS},
+        "source": {k: v for k, v in source.items() if k not in _SOURCE_FACTS},
+        "features": features,
+    }
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+
+
+def flag_differences(earlier: Mapping[str, Any], now: Mapping[str, Any]) -> list:
+    """'--window_s 1.0 (was 2.0)' for each recorded flag that differs."""
+    return [f"--{name} {now.get(name)!r} (was {earlier.get(name)!r})"
+            for name in sorted(set(earlier) | set(now))
+            if earlier.get(name) != now.get(name) and name not in _POLICY_FLAGS]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunFolder:
+    """Where a run writes until it publishes, and the earlier work it may reuse.
+
+    `reuse` are receipt files or patterns (a run folder's `units/*.json`, a
+    published ledger) read when the job starts; `retry_failed` converts again
+    the units whose receipts hold dead letters.
+    """
+
+    temp_dir: str
+    reuse: tuple = ()
+    retry_failed: bool = False
+
+    @classmethod
+    def fresh(cls, output: str) -> "RunFolder":
+        return cls(FileSystems.join(output, f"{TEMP_PREFIX}{uuid.uuid4().hex}"))
+
+
+def _read_json(path: str) -> dict | None:
+    try:
+        with FileSystems.open(path) as f:
+            return json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def _run_folders(output: str) -> list:
+    """(folder, run.json) of the unfinished runs in `output`."""
+    pattern = FileSystems.join(output, f"{TEMP_PREFIX}*", _RUN_FILE)
+    found = []
+    for metadata in FileSystems.match([pattern])[0].metadata_list:
+        run = _read_json(metadata.path)
+        if run is not None:
+            found.append((metadata.path.rsplit("/", 1)[0], run))
+    return found
+
+
+def plan_run_folder(output: str, fingerprint: str, options: Mapping[str, Any], *,
+                    resume: bool, retry_failed: bool) -> tuple[RunFolder, str]:
+    """This run's folder, and a line saying what it picks up.
+
+    Without `resume` or `retry_failed`: a fresh folder. Otherwise the unfinished
+    run of the same recipe with the most receipts (its folder continues), and
+    the published dataset's ledger when its recipe is the same. ValueError, in
+    one line naming the flags that changed, when the earlier work is another
+    recipe's, or `retry_failed` finds no published dataset.
+    """
+    flag = "--retry_failed" if retry_failed else "--resume"
+    info = None
+    if FileSystems.exists(FileSystems.join(output, manifest.MANIFEST)):
+        info = _read_json(FileSystems.join(output, manifest.MANIFEST))
+    if not (resume or retry_failed):
+        return RunFolder.fresh(output), ""
+    if retry_failed and info is None:
+        raise ValueError(f"--retry_failed: {output} holds no published dataset to retry the "
+                         "failures of; --resume continues an unfinished run")
+    if info is not None and info.get("recipe_fingerprint") != fingerprint:
+        changed = flag_differences(info.get("options", {}), options) or [
+            "the source or the feature spec"]
+        raise ValueError(f"{flag}: {output} was written by another recipe: "
+                         f"{', '.join(changed)}; run without {flag} to replace it")
+    runs = _run_folders(output)
+    others = [run for _, run in runs if run.get("fingerprint") != fingerprint]
+    mine = [folder for folder, run in runs if run.get("fingerprint") == fingerprint]
+    if not mine and others and info is None:
+        changed = flag_differences(others[0].get("options", {}), options) or [
+            "the source or the feature spec"]
+        raise ValueError(f"{flag}: the unfinished run in {output} used another recipe: "
+                         f"{', '.join(changed)}; run without {flag} to start afresh")
+    counts = {folder: len(FileSystems.match([FileSystems.join(folder, _RECEIPTS, "*.json")])[0]
+                          .metadata_list) for folder in mine}
+    reuse, said = [], []
+    folder = max(mine, key=lambda f: (counts[f], f)) if mine else None
+    if folder is not None:
+        reuse.append(FileSystems.join(folder, _RECEIPTS, "*.json"))
+        said.append(f"{counts[folder]} unit receipts of the unfinished run in {folder}")
+    if info is not None and info.get("ledger"):
+        reuse.append(FileSystems.join(output, info["ledger"]))
+        said.append(f"the published dataset's {info['ledger']}")
+    run = RunFolder(folder or RunFolder.fresh(output).temp_dir, tuple(reuse), retry_failed)
+    return run, f"{flag}: reusing " + (" and ".join(said) if said else "nothing: a full run")
+
+
+def start_run(run: RunFolder, fingerprint: str, options: Mapping[str, Any]) -> None:
+    """Marks the run's folder with its recipe, so a later --resume knows it."""
+    with FileSystems.create(FileSystems.join(run.temp_dir, _RUN_FILE)) as f:
+        f.write(json.dumps({"fingerprint": fingerprint, "options": dict(options)},
+                           sort_keys=True).encode("utf-8"))
+
+
+def _tiling(receipts: Sequence[UnitReceipt], span: tuple | None) -> tuple | None:
+    """Receipts that cover `span` exactly once (one receipt for a unit read whole,
+    None for a unit read whole), or None when they do not."""
+    if span is None:
+        whole = [r for r in receipts if r.span is None]
+        return (whole[0],) if whole else None
+    by_start: dict = {}
+    for receipt in sorted(receipts, key=lambda r: r.span or ()):
+        if receipt.span is not None:
+            by_start.setdefault(receipt.span[0], receipt)
+    parts, edge = [], span[0]
+    while edge != span[1] and edge in by_start:
+        parts.append(by_start[edge])
+        edge = by_start[edge].span[1]
+    return tuple(parts) if parts and edge == span[1] else None
+
+
+def reusable(inputs: tuple, span: tuple | None, candidates: Sequence[tuple[int, UnitReceipt]],
+             retry_failed: bool) -> tuple | None:
+    """The receipts that stand for a planned unit (its `inputs`, and its key
+    range `span`, None for a unit read whole), or None when it must be converted.
+
+    `candidates` are (origin, receipt) pairs of its index, the lowest origin
+    first (an unfinished run before the published ledger): the receipts of one
+    origin are taken together or not at all. With `retry_failed`, a unit whose
+    receipts hold a dead letter is converted again.
+    """
+    for origin in sorted({o for o, _ in candidates}):
+        parts = _tiling([r for o, r in candidates if o == origin and r.inputs == inputs], span)
+        if parts is None:
+            continue
+        return None if retry_failed and any(r.failed for r in parts) else parts
+    return None
+
+
+def _read_receipts(origin: int, pattern: str) -> Iterator[tuple]:
+    """(origin, receipt) pairs from a ledger or a run folder's receipt files; a
+    receipt file a killed run left half-written is not one."""
+    for metadata in FileSystems.match([pattern])[0].metadata_list:
+        with FileSystems.open(metadata.path) as f:
+            text = f.read().decode("utf-8")
+        if metadata.path.endswith(LEDGER):
+            output = metadata.path[:-len(LEDGER)].rstrip("/")
+            yield from ((origin, r) for r in _ledger_receipts(text, output))
+            continue
+        try:
+            yield origin, parse_receipt(text)
+        except (ValueError, TypeError, KeyError):
+            continue
+
+
+@beam.typehints.with_output_types(Any)
+class _SkipCommittedFn(beam.DoFn):
+    def __init__(self, retry_failed: bool, splittable: bool):
+        self._retry_failed = retry_failed
+        self._splittable = splittable
+
+    def setup(self):
+        self._reused = counter("units_reused")
+        self._converted = counter("units_converted")
+
+    def process(self, unit, receipts):
+        span = self._span(unit)
+        parts = reusable(unit.inputs, span, receipts.get(unit.index, ()), self._retry_failed)
+        if parts is None:
+            self._converted.inc()
+            yield unit
+            return
+        self._reused.inc()
+        for receipt in parts:
+            yield beam.pvalue.TaggedOutput(REUSED, receipt)
+
+    def _span(self, unit):
+        # A splittable unit's inputs are its key range (transforms/sources/units.py).
+        return tuple(unit.inputs) if self._splittable else None
+
+
+class SkipCommitted(beam.PTransform):
+    """Planned units -> the units to convert (main output), and under REUSED
+    the receipts of earlier work that stand for the others (`reusable`).
+
+    Reads `run.reuse` when the job starts, on a worker.
+    """
+
+    def __init__(self, run: RunFolder, splittable: bool):
+        super().__init__()
+        self._run = run
+        self._splittable = splittable
+
+    def expand(self, units):
+        receipts = (
+            units.pipeline
+            | "ReceiptSources" >> beam.Create(list(enumerate(self._run.reuse)))
+            | "ReadReceipts" >> beam.FlatMapTuple(_read_receipts)
+            | "ByUnit" >> beam.Map(lambda pair: (pair[1].unit, pair))
+            | "GroupByUnit" >> beam.GroupByKey())  # (unit index, [(origin, receipt)])
+        return units | "SkipCommitted" >> beam.ParDo(
+            _SkipCommittedFn(self._run.retry_failed, self._splittable),
+            receipts=beam.pvalue.AsDict(receipts)).with_outputs(REUSED, main="units")
