@@ -123,6 +123,8 @@ def cut_options(options: PipelineOptions) -> CutOptions:
         with_audio=not opts.no_audio,
         av_window_s=opts.av_window_s,
         clip_frames=opts.clip_frames,
+        min_duration_s=opts.min_duration_s,
+        max_duration_s=opts.max_duration_s,
     )
 
 

@@ -94,12 +94,22 @@ class DatasetOptions(PipelineOptions):
         flag(cutting, "--cut", default="none", choices=list(MODES), recorded=True,
              help="How samples become examples: none (one example per sample), audio_windows, "
                   "frames (a frame with the audio window centred on it), clips.")
-        flag(cutting, "--audio_fields", default="", example="flac,wav", recorded="cut",
+        flag(cutting, "--audio_fields", default="", example="flac,wav", recorded=True,
              help="Fields that may hold a sample's audio, first present wins, e.g. 'flac,wav'; "
-                  "without one, the video's own audio track is used.")
-        flag(cutting, "--video_field", default="", example="mp4", recorded="cut",
+                  "without one, the video's own audio track is used. With --cut none, whole-sample "
+                  "examples get duration_s and num_samples from its header.")
+        flag(cutting, "--video_field", default="", example="mp4", recorded=True,
              help="The field holding the video (e.g. mp4), or 'frames' for numbered images "
-                  "(key.0001.jpg, key.0002.jpg, ...).")
+                  "(key.0001.jpg, key.0002.jpg, ...). With --cut none, whole-sample examples get "
+                  "duration_s and num_frames from its header.")
+        flag(cutting, "--min_duration_s", type=float, default=0.0, example="1.5",
+             label="Shortest media kept (s)", recorded=True,
+             help="Filter (and count, as 'duration') samples whose media (--audio_fields, else "
+                  "--video_field) last less, read from their headers before decoding (0: no bound).")
+        flag(cutting, "--max_duration_s", type=float, default=0.0, example="20",
+             label="Longest media kept (s)", recorded=True,
+             help="Filter (and count, as 'duration') samples whose media last longer (0: no "
+                  "bound).")
         flag(cutting, "--sequence_fps", type=float, default=25.0,
              label="Frame rate of image sequences", recorded="cut",
              help="Frame rate of image-sequence samples.")

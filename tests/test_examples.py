@@ -39,7 +39,8 @@ def test_a_good_sample_becomes_one_parsed_example_in_its_groups_split():
     out = _build(SAMPLE)
     assert isinstance(out, Built)
     assert out.split == _recipe().split_plan.split_of("spk01")
-    [(order, serialized)] = out.examples
+    [(order, serialized, duration)] = out.examples
+    assert duration is None  # no duration_s, no start and end times
     example = tf.train.Example.FromString(serialized)
     assert example.features.feature["label"].int64_list.value == [4]
     assert example.features.feature["speaker"].bytes_list.value == [b"spk01"]

@@ -14,7 +14,8 @@ are output as well only when something downstream needs them (the hash-ordered
 global layout, or an examples table).
 
 A unit's receipt holds its tallies, {(what, detail): n} with `what` one of read,
-written, examples, label, filtered, failed (transforms/dataset/finalise.py adds them up
+written, examples, label, duration, duration_ms, filtered, failed
+(transforms/dataset/finalise.py adds them up
 and checks samples read = written + filtered + failed), the distinct
 (group key, split) pairs the leakage check needs, its shards and its dead
 letters. With shards written here, the receipt is also written into the run's
@@ -31,6 +32,7 @@ import apache_beam as beam
 
 from transforms.runner.counters import counter
 from transforms.format.dead_letters import SAMPLE, dead_letter
+from transforms.format.durations import duration_bin
 from transforms.format.encoder import ExampleEncoder
 from transforms.dataset.examples import Example, ExampleRecipe, SampleOutcome, convert_sample
 from transforms.dataset.ledger import UnitReceipt, write_receipt
@@ -60,12 +62,16 @@ class ConvertOptions:
 
 
 def outcome_tallies(outcome: SampleOutcome) -> dict:
-    """A sample's {(what, detail): n} tallies (its read is counted by the caller)."""
-    tallies = {}
+    """A sample's {(what, detail): n} tallies (its read is counted by the caller),
+    its examples' durations among them."""
+    tallies = collections.Counter()
     if outcome.examples:
         tallies[("examples", outcome.split)] = outcome.examples
         if outcome.label is not None:
             tallies[("label", (outcome.split, outcome.label))] = outcome.examples
+    for seconds in outcome.durations:  # transforms/format/durations.py
+        tallies[("duration", (outcome.split, duration_bin(seconds)))] += 1
+        tallies[("duration_ms", outcome.split)] += round(seconds * 1000)
     if outcome.failure is not None:
         tallies[("failed", SAMPLE)] = 1
     elif outcome.filtered is not None:

@@ -1,7 +1,7 @@
 """One sample in, encoded tf.Examples out: the per-sample half of every pipeline.
 
 `build_examples` is the pure function: where → select → rename → sample_fn →
-filter empty (`prepare_sample`) → split, then lazily cut (transforms.media.cutting) → features →
+filter empty (`prepare_sample`) → media length and duration bounds → split, then lazily cut (transforms.media.cutting) → features →
 example_fn → filter empty → encode, one example at a time so a long recording
 streams through in constant memory.
 
@@ -20,6 +20,7 @@ from typing import Any, Callable, Generator, Iterator, Mapping, NamedTuple
 
 from transforms.dataset import sample_ops
 from transforms.media.cutting import CutOptions, cut_sample
+from transforms.media.length import probe_length
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.sample import KEY, FieldReader
 from transforms.format.spec import FeatureSpec
@@ -65,7 +66,8 @@ class StageError(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class Built:
-    """A sample's split and its examples: a lazy iterator of (order key, serialized).
+    """A sample's split and its examples: a lazy iterator of (order key,
+    serialized, duration in seconds or None).
 
     `group` and `label` are the split's group key and label (--label_field or
     --stratify_by).
@@ -107,9 +109,19 @@ def _feature_values(example: Mapping[str, Any], spec: FeatureSpec) -> dict:
     return values
 
 
+def _duration(coerced: Mapping[str, Any]) -> float | None:
+    """An example's duration: its duration_s (a whole sample's), else its
+    end_time - start_time (a cut's); None when it has neither."""
+    if "duration_s" in coerced:
+        return float(coerced["duration_s"][0])
+    if "start_time" in coerced and "end_time" in coerced:
+        return float(coerced["end_time"][0] - coerced["start_time"][0])
+    return None
+
+
 def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
               example_fn, stats: dict) -> Iterator[tuple]:
-    """(order key, serialized) for each example the sample is cut into."""
+    """(order key, serialized, duration) for each example the sample is cut into."""
     for index, example in enumerate(_stage_iter("cut", cut_sample(sample, recipe.cut, stats))):
         values = _stage("features", _feature_values, example, recipe.spec)
         if example_fn is not None:
@@ -127,7 +139,7 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
             raise StageError("encode", ValueError(
                 f"example {index} is {len(serialized)} bytes; protobuf reads none over "
                 f"{PROTOBUF_LIMIT} (cut the media into smaller examples)"))
-        yield stable_hash64(f"{sample[KEY]}#{index}", b"datagen-order"), serialized
+        yield stable_hash64(f"{sample[KEY]}#{index}", b"datagen-order"), serialized, _duration(coerced)
 
 
 def prepare_sample(sample: Mapping[str, Any], recipe: ExampleRecipe,
@@ -162,6 +174,14 @@ def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
     sample = prepare_sample(sample, recipe, sample_fn)
     if isinstance(sample, Filtered):
         return sample
+    cut = recipe.cut
+    if cut.measures_length:
+        length = _stage("probe", probe_length, sample, cut.audio_fields, cut.video_field,
+                        cut.sequence_fps)
+        if not cut.admits(length.duration_s):
+            return Filtered("duration")
+        if cut.mode == "none":
+            sample = {**sample, **length.fields()}
     split, group, label = _stage("split", recipe.split_plan.assign, sample, strata)
     return Built(split, _examples(sample, recipe, encoder, example_fn,
                                   stats if stats is not None else {}), group, label)
@@ -185,6 +205,7 @@ class SampleOutcome(NamedTuple):
     label: str | None = None        # --label_field / --stratify_by value
     filtered: str | None = None
     failure: StageError | None = None
+    durations: tuple = ()           # of its examples, seconds (those that have one)
 
 
 def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
@@ -204,13 +225,17 @@ def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
         return SampleOutcome(failure=e)
     if isinstance(built, Filtered):
         return SampleOutcome(filtered=built.reason)
-    emitted = 0
+    emitted, durations = 0, []
     try:
-        for order, serialized in built.examples:
+        for order, serialized, duration in built.examples:
             yield Example(built.split, order, serialized)
             emitted += 1
+            if duration is not None:
+                durations.append(duration)
     except StageError as e:
-        return SampleOutcome(built.split, emitted, built.group, built.label, failure=e)
+        return SampleOutcome(built.split, emitted, built.group, built.label, failure=e,
+                             durations=tuple(durations))
     if not emitted:
         return SampleOutcome(filtered="no_examples")
-    return SampleOutcome(built.split, emitted, built.group, built.label)
+    return SampleOutcome(built.split, emitted, built.group, built.label,
+                         durations=tuple(durations))

@@ -38,6 +38,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.format import manifest, tfds_metadata
+from transforms.format.durations import split_durations
 from transforms.dataset.commit import (NamedShard, move_shards, name_shards, remove_stale_shards,
                                       split_entries)
 from transforms.format.dead_letters import EXAMPLE, FILE, SAMPLE, describe
@@ -97,6 +98,16 @@ def _label_counts(tallies: Mapping[tuple, int]) -> dict:
     return counts
 
 
+def _split_durations(tallies: Mapping[tuple, int]) -> dict:
+    """{split: its durations entry} from the duration tallies (transforms/format/durations.py)."""
+    bins: dict = {}
+    for (what, detail), n in tallies.items():
+        if what == "duration":
+            bins.setdefault(detail[0], {})[detail[1]] = n
+    return {split: split_durations(counts, tallies.get(("duration_ms", split), 0))
+            for split, counts in sorted(bins.items())}
+
+
 def summary_line(info: Mapping[str, Any]) -> str:
     """'datagen: 120 samples read -> 118 written (train 94, eval 12, test 12), ...'."""
     a = info["accounting"]
@@ -148,6 +159,7 @@ class CommitPlan(NamedTuple):
     group_counts: dict  # split -> groups in it
     warnings: tuple     # splits that came out empty (allowed) or off their ratio
     ledger: str | None  # units.jsonl, for the default layout's shards
+    durations: dict     # split -> its durations entry
 
 
 def _write_text(path: str, text: str) -> None:
@@ -250,7 +262,8 @@ class _CheckFn(beam.DoFn):
             ensure_dir(FileSystems.join(config.output, split))  # before parallel moves into it
         yield CommitPlan(tuple(named), accounting,
                          _label_counts(tallies) if config.recipe.split_plan.label_source else None,
-                         len(failures), group_counts, tuple(empty + lopsided), ledger)
+                         len(failures), group_counts, tuple(empty + lopsided), ledger,
+                         _split_durations(tallies))
 
 
 def _move_aside(named: list, output: str, temp_dir: str) -> list:
@@ -335,6 +348,7 @@ class _PublishFn(beam.DoFn):
             accounting=plan.accounting, num_failures=plan.num_failures, source=config.source,
             options=config.options, split_names=names, label_counts=plan.label_counts,
             group_counts=plan.group_counts, warnings=plan.warnings, transform=transform,
+            durations=plan.durations,
             recipe_fingerprint=config.fingerprint, ledger=LEDGER if plan.ledger is not None else None)
         classes = manifest.label_classes(spec, config.recipe.split_plan.label_source,
                                          plan.label_counts)

@@ -41,7 +41,8 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
                    label_counts: Mapping[str, Mapping[str, int]] | None = None,
                    group_counts: Mapping[str, int] | None = None, warnings: Sequence[str] = (),
                    transform: Mapping[str, Any] | None = None, recipe_fingerprint: str = "",
-                   ledger: str | None = None) -> dict:
+                   ledger: str | None = None,
+                   durations: Mapping[str, Any] | None = None) -> dict:
     """The manifest.json document (a JSON-ready dict).
 
     Every split named by the options is listed, with zero examples if none fell
@@ -52,7 +53,9 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
     `warnings` are the final step's (a split off its ratio). With
     `transform` (tf.Transform's section: its directories, the preprocessing
     and the raw features), `spec` is the transformed examples'.
-    `recipe_fingerprint` and `ledger` (its units.jsonl) let a rerun with
+    With `durations` ({split: entry}, transforms/format/durations.py), each split
+    with examples that have a duration records its total, histogram and
+    bucket boundaries. `recipe_fingerprint` and `ledger` (its units.jsonl) let a rerun with
     --resume or --retry_failed reuse its units (transforms/dataset/ledger.py).
     """
     splits = {name: dict(splits.get(name, {"num_examples": 0, "num_bytes": 0, "shards": []}))
@@ -63,6 +66,9 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
     if group_counts is not None:
         for name, split in splits.items():
             split["num_groups"] = group_counts.get(name, 0)
+    for name, entry in (durations or {}).items():
+        if name in splits:
+            splits[name]["durations"] = dict(entry)
     return {
         "format_version": FORMAT_VERSION,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -268,12 +268,46 @@ def _open_binary(path: str):
     return tf.io.gfile.GFile(tf_readable(path), "rb")
 
 
+def _duration_ms(spec: FeatureSpec):
+    """A serialized example -> its duration in milliseconds (int32): its
+    duration_s, else its end_time - start_time."""
+    names = (["duration_s"] if "duration_s" in spec.names
+             else ["start_time", "end_time"] if {"start_time", "end_time"} <= set(spec.names)
+             else None)
+    if names is None:
+        raise ValueError("bucket_by_duration: the examples have no duration_s, start_time or "
+                         "end_time to bucket by")
+    parsing = {name: tf.io.FixedLenFeature([], tf.float32) for name in names}
+
+    def length(serialized):
+        parsed = tf.io.parse_single_example(serialized, parsing)
+        seconds = (parsed["duration_s"] if len(names) == 1
+                   else parsed["end_time"] - parsed["start_time"])
+        return tf.cast(tf.round(seconds * 1000), tf.int32)
+    return length
+
+
+def _bucketed(ds: tf.data.Dataset, info: DatasetInfo, split: str, bucket_by_duration,
+              batch_size: int, drop_remainder: bool) -> tf.data.Dataset:
+    """Serialized examples -> batches of them, each of one duration bucket."""
+    if bucket_by_duration is True:
+        boundaries = info.split(split).get("durations", {}).get("bucket_boundaries_s", [])
+    else:
+        boundaries = list(bucket_by_duration)
+    edges = [round(b * 1000) for b in boundaries]
+    if any(b <= a for a, b in zip(edges, edges[1:])) or any(e <= 0 for e in edges):
+        raise ValueError(f"bucket_by_duration {boundaries!r}: increasing positive seconds")
+    return ds.bucket_by_sequence_length(
+        _duration_ms(info.spec), edges, [batch_size] * (len(edges) + 1),
+        drop_remainder=drop_remainder)
+
+
 def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
          features: str | list | None = None, label_key: str | None = None,
          as_tuple: bool = False, shuffle: bool = False, shuffle_buffer: int | None = None,
          global_shuffle: bool = False, seed: int | None = None, repeat: bool = False,
          drop_remainder: bool = False, shard: tuple | None = None, start: int = 0,
-         random_crop: dict | None = None,
+         random_crop: dict | None = None, bucket_by_duration: bool | list = False,
          num_parallel_reads: int = tf.data.AUTOTUNE) -> tf.data.Dataset:
     """A tf.data pipeline over one split: reads, batched parsing and decoding, prefetch.
 
@@ -315,6 +349,13 @@ def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
     more or fewer examples than the manifest says is an error, not a silent
     change. `random_crop={"audio": 8000}` cuts each example's `audio` to
     8000 values at a random offset (seeded by `seed`).
+
+    Variable-length clips: `bucket_by_duration=True` batches examples of like
+    duration together (tf.data's `bucket_by_sequence_length`), cut at the
+    boundaries the manifest suggests for the split (about equal buckets), or
+    at a list of boundaries in seconds. Every batch then comes from one
+    bucket, and its count is no longer known ahead. It reads the streamed
+    order (not `global_shuffle` or `shard`).
     """
     info = load_info(output_dir)
     names, single = _selection(info.spec, features, label_key)
@@ -324,6 +365,9 @@ def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
         raise ValueError(f"random_crop: {sorted(set(crops) - set(names))} not among the "
                          "features read")
     index, count = _check_shard(shard)
+    if bucket_by_duration is not False and (global_shuffle or count > 1 or not batch_size):
+        raise ValueError("bucket_by_duration batches the streamed order: give a batch_size, "
+                         "and not global_shuffle or shard")
     if global_shuffle and count > 1 and seed is None:
         raise ValueError("global_shuffle with shard: give every worker the same seed")
     root = output_dir.rstrip("/")
@@ -360,11 +404,14 @@ def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
 
     # Parsing and decoding work on batches (one op call per batch, not per
     # example); single examples are batches of one, unbatched after.
-    ds = ds.batch(batch_size or 1, drop_remainder=drop_remainder and batch_size is not None)
+    if bucket_by_duration is not False:
+        ds = _bucketed(ds, info, split, bucket_by_duration, batch_size, drop_remainder)
+    else:
+        ds = ds.batch(batch_size or 1, drop_remainder=drop_remainder and batch_size is not None)
     ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
     if batch_size is None:
         ds = ds.unbatch()
-    if not repeat:
+    if not repeat and bucket_by_duration is False:
         ds = ds.apply(tf.data.experimental.assert_cardinality(_batches(
             max(0, per_epoch - start), batch_size or 1, drop_remainder and batch_size is not None)))
     return ds.prefetch(tf.data.AUTOTUNE)

@@ -45,7 +45,7 @@ import soxr
 
 from transforms.media.decoded import Audio, MediaError
 
-__all__ = ["AudioOptions", "decode_audio", "stream_audio"]
+__all__ = ["AudioOptions", "decode_audio", "probe_audio", "stream_audio"]
 
 _DTYPES = ("float32", "int16")
 _INT16_SCALE = 32767
@@ -119,6 +119,19 @@ def decode_audio(data: bytes, options: AudioOptions, *, name: str = "") -> Audio
         samples = soxr.resample(samples, source.rate, rate, quality="HQ")
     return Audio(_finish(samples, options.dtype), rate, start=source.start,
                  source_rate=source.rate, source_channels=source.channels)
+
+
+def probe_audio(data: bytes, *, name: str = "") -> tuple[int, int]:
+    """(samples per channel, sample rate) of the member, as stored: from the
+    header where libsndfile reads one, else counted by decoding (FFmpeg's
+    headers may not say, or say wrong). MediaError for bad bytes."""
+    with _open(data, name) as source:
+        frames = source.frames
+        if frames is None:
+            frames = sum(len(block) for block in source.blocks(_WHOLE_READ_FRAMES))
+    if not frames:
+        raise MediaError(f"no audio samples in {name!r}")
+    return frames, source.rate
 
 
 def stream_audio(data: bytes, options: AudioOptions, *, name: str = "",
@@ -207,6 +220,7 @@ class _Source:
     start: float
     # blocks(frames) -> blocks of about `frames` frames, each at least one frame.
     blocks: Callable[[int], Iterator[np.ndarray]]
+    frames: int | None = None  # as its header declares them, where it does
 
 
 def _extension(name: str) -> str:
@@ -283,7 +297,7 @@ def _soundfile_source(data: bytes, name: str, ext: str) -> Iterator[_Source]:
         if expected is not None and file.format not in expected:
             raise MediaError(f"member {name!r} holds {file.format} data, not {ext.upper()}")
         yield _Source(file.samplerate, file.channels, 0.0,
-                      functools.partial(_soundfile_blocks, file, what))
+                      functools.partial(_soundfile_blocks, file, what), file.frames)
 
 
 def _soundfile_blocks(file: sf.SoundFile, what: str, frames: int) -> Iterator[np.ndarray]:

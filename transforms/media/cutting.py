@@ -30,13 +30,14 @@ from transforms.media.decoded import Audio, MediaError
 from transforms.format.sample import KEY
 from transforms.format.spec import Feature
 from transforms.media.frames import FrameOptions
-from transforms.media.image_sequence import image_sequence_members, iter_image_sequence
+from transforms.media.image_sequence import (IMAGE_SEQUENCE, image_sequence_members,
+                                             iter_image_sequence)
+from transforms.media.length import length_features
 from transforms.media.video import iter_frames
 
 __all__ = ["CutOptions", "MODES", "cut_sample", "media_features", "media_fields"]
 
 MODES = ("none", "audio_windows", "frames", "clips")
-IMAGE_SEQUENCE = "frames"  # --video_field value meaning "the sample's numbered images"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,10 +54,22 @@ class CutOptions:
     with_audio: bool = True
     av_window_s: float = 1.0
     clip_frames: int = 8
+    # Samples whose media last less or more are filtered ("duration"); 0: no bound.
+    min_duration_s: float = 0.0
+    max_duration_s: float = 0.0
 
     def __post_init__(self):
         if self.mode not in MODES:
             raise ValueError(f"--cut {self.mode!r}: expected one of {', '.join(MODES)}")
+        if self.min_duration_s < 0 or self.max_duration_s < 0 or (
+                self.max_duration_s and self.min_duration_s > self.max_duration_s):
+            raise ValueError(f"--min_duration_s {self.min_duration_s} and --max_duration_s "
+                             f"{self.max_duration_s}: bounds >= 0, the minimum not above the "
+                             "maximum (0: no bound)")
+        if (self.min_duration_s or self.max_duration_s) and not (
+                self.audio_fields or self.video_field):
+            raise ValueError("--min_duration_s/--max_duration_s measure the media of "
+                             "--audio_fields or --video_field: name one")
         if self.mode == "none":
             return
         if self.audio.sample_rate is None and self._uses_audio:
@@ -74,6 +87,18 @@ class CutOptions:
                              "and needs --clip_frames >= 1")
 
     @property
+    def measures_length(self) -> bool:
+        """Whether each sample's media length is probed first: for the duration
+        bounds, or for whole-sample examples to record it."""
+        return bool(self.min_duration_s or self.max_duration_s or (
+            self.mode == "none" and (self.audio_fields or self.video_field)))
+
+    def admits(self, duration_s: float) -> bool:
+        """Whether a sample of this duration is within the duration bounds."""
+        return (duration_s >= self.min_duration_s
+                and (not self.max_duration_s or duration_s <= self.max_duration_s))
+
+    @property
     def _uses_audio(self) -> bool:
         return self.mode == "audio_windows" or self.with_audio
 
@@ -82,9 +107,10 @@ class CutOptions:
 
 
 def media_features(options: CutOptions) -> tuple:
-    """The features a cut adds to every example (the rest come from --features)."""
+    """The features a cut adds to every example (the rest come from --features);
+    whole samples with media fields get their length (transforms/media/length.py)."""
     if options.mode == "none":
-        return ()
+        return length_features(options.audio_fields, options.video_field)
     audio_dtype = "int16" if options.audio.dtype == "int16" else "float"
     audio_seconds = {"audio_windows": options.windows.window_s, "frames": options.av_window_s,
                      "clips": options.clip_frames / (options.frames.fps or 1)}[options.mode]

@@ -23,7 +23,10 @@ from PIL import Image
 from transforms.media.decoded import Frame, MediaError
 from transforms.media.frames import FrameOptions, FramePicker, sampling_times, to_frame
 
-__all__ = ["image_sequence_members", "iter_image_sequence"]
+__all__ = ["IMAGE_SEQUENCE", "image_sequence_members", "iter_image_sequence"]
+
+# --video_field value meaning "the sample's numbered images".
+IMAGE_SEQUENCE = "frames"
 
 # An image-sequence field: an optional prefix ending in a separator, a frame
 # number, an image extension ("0001.jpg", "frames.0001.png", "frames/12.jpeg").

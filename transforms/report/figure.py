@@ -121,13 +121,15 @@ def letterboxed(image: np.ndarray) -> bool:
 
 
 def _histogram(ax, view: DatasetView, field: str, title: str, scale: float = 1.0,
-               warning: str = "") -> None:
+               warning: str = "", weights: str | None = None) -> None:
+    """Each split's `field` values, counted `weights` times each when given."""
     drawn = False
     for i, split in enumerate(view.splits):
         values = getattr(split, field)
+        counts = getattr(split, weights) if weights else np.ones(len(values))
         if len(values):
-            ax.hist(np.asarray(values, np.float64) * scale, bins=30, alpha=0.6, color=_colour(i),
-                    label=f"{split.name} ({len(values)})")
+            ax.hist(np.asarray(values, np.float64) * scale, bins=30, weights=counts, alpha=0.6,
+                    color=_colour(i), label=f"{split.name} ({int(counts.sum())})")
             drawn = True
     ax.set_title(title + warning, fontsize=10, color="red" if warning else "black")
     if drawn:
@@ -189,7 +191,8 @@ def draw(view: DatasetView, dpi: int = 100) -> bytes:
             _labels(part.subplots(), view)
         elif row == "histograms":
             axes = part.subplots(1, 3)
-            _histogram(axes[0], view, "durations", "example duration, s (end - start)")
+            _histogram(axes[0], view, "durations", "example duration, s (every example)",
+                       weights="duration_counts")
             _histogram(axes[1], view, "start_times", "start time in its source, s",
                        warning=_negative_starts(view))
             _histogram(axes[2], view, "sizes", "example size, KB (every example)", 1 / 1000)

@@ -2,9 +2,9 @@
 
 Beam-free (TensorFlow, through the reader). Per split: the manifest's example
 and label counts; each example's size from the record indexes (all of them,
-without reading a record; a gzip dataset has none); and, from up to
-`max_examples` examples read, their durations (end - start) and start
-times. A few examples picked at random (through the indexes when there are
+without reading a record; a gzip dataset has none); every example's
+duration, as the manifest's histogram counts it; and, from up to
+`max_examples` examples read, their start times. A few examples picked at random (through the indexes when there are
 some) give the frames of the contact sheet and the audio windows; the dead
 letters are counted by stage.
 """
@@ -26,7 +26,6 @@ from transforms.format.tf_paths import tf_readable
 
 __all__ = ["AudioClip", "DatasetView", "SplitView", "Thumbnail", "gather"]
 
-_TIMES = ("start_time", "end_time")
 # Examples read per batch for the histograms.
 _BATCH = 256
 
@@ -36,8 +35,9 @@ class SplitView(NamedTuple):
     num_examples: int
     label_counts: dict     # label -> examples (the manifest's), {} without labels
     sizes: np.ndarray      # bytes of every example, from the indexes ([] for gzip)
-    durations: np.ndarray  # seconds, of the examples read ([] without times)
-    start_times: np.ndarray
+    durations: np.ndarray        # the manifest's duration bins, their middles, s
+    duration_counts: np.ndarray  # examples in each
+    start_times: np.ndarray      # of the examples read ([] without times)
     examples_read: int
 
 
@@ -96,17 +96,20 @@ def _sizes(root: str, info: DatasetInfo, split: str) -> np.ndarray:
     return RecordTable(root, shards, open_file).sizes - FRAME_OVERHEAD
 
 
-def _times(root: str, info: DatasetInfo, split: str, max_examples: int) -> tuple:
-    """(durations, start times, examples read) of up to `max_examples` examples."""
-    if not set(_TIMES) <= set(info.spec.names) or not info.num_examples(split):
-        return np.zeros(0), np.zeros(0), 0
-    batches = reader.load(root, split, batch_size=_BATCH, features=list(_TIMES))
-    starts, ends = [], []
-    for batch in batches.take(-(-max_examples // _BATCH)):
-        starts.append(batch["start_time"].numpy())
-        ends.append(batch["end_time"].numpy())
-    start, end = np.concatenate(starts)[:max_examples], np.concatenate(ends)[:max_examples]
-    return end - start, start, len(start)
+def _start_times(root: str, info: DatasetInfo, split: str, max_examples: int) -> np.ndarray:
+    """The start times of up to `max_examples` examples."""
+    if "start_time" not in info.spec.names or not info.num_examples(split):
+        return np.zeros(0)
+    batches = reader.load(root, split, batch_size=_BATCH, features="start_time")
+    starts = [batch.numpy() for batch in batches.take(-(-max_examples // _BATCH))]
+    return np.concatenate(starts)[:max_examples]
+
+
+def _durations(split: dict) -> tuple:
+    """(bin middles, examples per bin) of the split's duration histogram."""
+    bins = split.get("durations", {}).get("histogram", [])
+    return (np.array([(b["from_s"] + b["to_s"]) / 2 for b in bins]),
+            np.array([b["examples"] for b in bins]))
 
 
 def _text(value) -> str:
@@ -148,9 +151,9 @@ def gather(root: str, *, max_examples: int = 5000, frames: int = 24, audio_windo
     filled = sum(1 for split in info.splits.values() if split["num_examples"])
     per_split = -(-frames // max(1, filled))  # frames from every split that has examples
     for name, split in info.splits.items():
-        durations, starts, read = _times(root, info, name, max_examples)
+        starts = _start_times(root, info, name, max_examples)
         splits.append(SplitView(name, split["num_examples"], dict(split.get("label_counts", {})),
-                                _sizes(root, info, name), durations, starts, read))
+                                _sizes(root, info, name), *_durations(split), starts, len(starts)))
         wanted = per_split if image else (audio_windows if audio else 0)
         for example in _picked(root, info, name, wanted, seed):
             caption = _caption(example, label, key)

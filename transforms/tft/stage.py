@@ -198,7 +198,7 @@ class _TrainExamplesFn(beam.DoFn):
                                        self._example_fn, strata=strata)
                 if isinstance(built, Filtered) or built.split != ANALYZED_SPLIT:
                     continue
-                for _, serialized in built.examples:
+                for _, serialized, _ in built.examples:
                     yield serialized
             except StageError:
                 continue  # what it built before failing is in the dataset: analyzed too
