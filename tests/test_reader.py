@@ -147,7 +147,7 @@ def test_format_media_and_testing_import_without_beam():
             "print(len(names), any(m.startswith(('apache_beam', 'tensorflow_transform')) "
             "for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "20 False"
+    assert out.stdout.strip() == "22 False"
 
 
 def test_inspect_shows_counts_and_decoded_examples(dataset):
