@@ -194,6 +194,18 @@ def _run_folders(output: str) -> list:
     return found
 
 
+def _another_recipe(flag: str, what: str, earlier: Mapping[str, Any],
+                    options: Mapping[str, Any], advice: str) -> ValueError:
+    """The one-line refusal of earlier work of another recipe, naming what changed."""
+    if "recipe_fingerprint" not in earlier and "fingerprint" not in earlier:
+        changed = ["a version that kept no recipe fingerprint"]
+    else:
+        changed = flag_differences(earlier.get("options", {}), options) or [
+            "the source or the feature spec"]
+    return ValueError(f"{flag}: {what} another recipe: {', '.join(changed)}; "
+                      f"run without {flag} to {advice}")
+
+
 def plan_run_folder(output: str, fingerprint: str, options: Mapping[str, Any], *,
                     resume: bool, retry_failed: bool) -> tuple[RunFolder, str]:
     """This run's folder, and a line saying what it picks up.
@@ -204,28 +216,23 @@ def plan_run_folder(output: str, fingerprint: str, options: Mapping[str, Any], *
     one line naming the flags that changed, when the earlier work is another
     recipe's, or `retry_failed` finds no published dataset.
     """
+    if not (resume or retry_failed):
+        return RunFolder.fresh(output), ""
     flag = "--retry_failed" if retry_failed else "--resume"
     info = None
     if FileSystems.exists(FileSystems.join(output, manifest.MANIFEST)):
         info = _read_json(FileSystems.join(output, manifest.MANIFEST))
-    if not (resume or retry_failed):
-        return RunFolder.fresh(output), ""
     if retry_failed and info is None:
         raise ValueError(f"--retry_failed: {output} holds no published dataset to retry the "
                          "failures of; --resume continues an unfinished run")
     if info is not None and info.get("recipe_fingerprint") != fingerprint:
-        changed = flag_differences(info.get("options", {}), options) or [
-            "the source or the feature spec"]
-        raise ValueError(f"{flag}: {output} was written by another recipe: "
-                         f"{', '.join(changed)}; run without {flag} to replace it")
+        raise _another_recipe(flag, f"{output} was written by", info, options, "replace it")
     runs = _run_folders(output)
-    others = [run for _, run in runs if run.get("fingerprint") != fingerprint]
     mine = [folder for folder, run in runs if run.get("fingerprint") == fingerprint]
+    others = [run for _, run in runs if run.get("fingerprint") != fingerprint]
     if not mine and others and info is None:
-        changed = flag_differences(others[0].get("options", {}), options) or [
-            "the source or the feature spec"]
-        raise ValueError(f"{flag}: the unfinished run in {output} used another recipe: "
-                         f"{', '.join(changed)}; run without {flag} to start afresh")
+        raise _another_recipe(flag, f"the unfinished run in {output} used", others[0], options,
+                              "start afresh")
     counts = {folder: len(FileSystems.match([FileSystems.join(folder, _RECEIPTS, "*.json")])[0]
                           .metadata_list) for folder in mine}
     reuse, said = [], []
