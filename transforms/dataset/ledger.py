@@ -219,9 +219,7 @@ def plan_run_folder(output: str, fingerprint: str, options: Mapping[str, Any], *
     if not (resume or retry_failed):
         return RunFolder.fresh(output), ""
     flag = "--retry_failed" if retry_failed else "--resume"
-    info = None
-    if FileSystems.exists(FileSystems.join(output, manifest.MANIFEST)):
-        info = _read_json(FileSystems.join(output, manifest.MANIFEST))
+    info = _read_json(FileSystems.join(output, manifest.MANIFEST))  # None: no dataset
     if retry_failed and info is None:
         raise ValueError(f"--retry_failed: {output} holds no published dataset to retry the "
                          "failures of; --resume continues an unfinished run")
