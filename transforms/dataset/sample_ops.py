@@ -96,14 +96,14 @@ def rename_fields(sample: Mapping[str, Any], renames: tuple) -> dict:
 
 
 def matches_where(sample: Mapping[str, Any], where: tuple) -> bool:
-    """True when every (field, value) of `where` holds; compared as text."""
+    """True when every (field, value) of `where` holds; compared as `field_text`."""
     reader = FieldReader(sample)
     for field, expected in where:
         try:
             value = reader.get(field)
         except KeyError:
             return False
-        if value is None or field_text(value).strip() != expected:
+        if value is None or field_text(value) != expected:
             return False
     return True
 

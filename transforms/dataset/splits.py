@@ -251,7 +251,7 @@ class SplitPlan:
             text = field_text(value)
         except ValueError as e:
             raise ValueError(f"split field {self.column!r}: {e}") from None
-        wanted = text.strip().lower()
+        wanted = text.lower()
         matches = [n for n in self.names if n.lower() == wanted]
         for aliases in _ALIASES:
             if not matches and wanted in aliases:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Mapping
 
+from transforms.format.sample import field_text
 from transforms.format.spec import Feature, FeatureSpec
 
 __all__ = ["infer_spec"]
@@ -37,14 +38,14 @@ def _infer_leaf(value) -> tuple:
             return dtype, (None,)
         return "bytes", (None,)
     if isinstance(value, (bytes, str)):
-        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+        text = field_text(value)
         try:
-            int(text.strip())
+            int(text)
             return "int64", ()
         except ValueError:
             pass
         try:
-            float(text.strip())
+            float(text)
             return "float", ()
         except ValueError:
             pass

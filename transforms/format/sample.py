@@ -49,19 +49,26 @@ def escape_name(name: str) -> str:
     return escape(raw)
 
 
-def field_text(value: Any) -> str:
-    """A field's value as text, the one way split keys, labels, `--where` and
-    bytes features read a value that is not bytes already.
+# A byte-order mark: Windows tools (Notepad, PowerShell's Out-File) start text files with it.
+_BOM = "\ufeff"
 
-    Text as it is; bytes as UTF-8 (an invalid byte as U+FFFD); a bool as
-    `true`/`false` and a number as its decimal text, as JSON writes them; a
-    JSON object or list as its JSON text, keys sorted. A null (JSON `null`) has
-    no text: ValueError, so it never passes as the string "None".
+
+def field_text(value: Any) -> str:
+    """A field's value as text: the one rule by which numbers, bools, split keys,
+    labels, `--where`, `--split_column` and `string` features read a value.
+
+    Text, or bytes decoded as UTF-8 (an invalid byte as U+FFFD), with a leading
+    byte-order mark and surrounding whitespace (spaces, tabs, CR, LF) removed:
+    `echo 3 > KEY.cls` writes `3\\n`, Windows tools `\\ufeff3\\r\\n`, and both
+    are `3`, as the number they hold is. A bool is `true`/`false` and a number
+    its decimal text, as JSON writes them; a JSON object or list its JSON text,
+    keys sorted. A null (JSON `null`) has no text: ValueError, so it never
+    passes as the string "None".
     """
-    if isinstance(value, str):
-        return value
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).decode("utf-8", "replace")
+        value = bytes(value).decode("utf-8", "replace")
+    if isinstance(value, str):
+        return value.removeprefix(_BOM).strip()
     if value is None:
         raise ValueError("the value is null")
     if isinstance(value, (bool, np.bool_)):

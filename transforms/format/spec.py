@@ -14,8 +14,8 @@ shape and `[*]` for a variable-length list.
 Declared dtypes (TFRecorder's types and the media ones) and where they are
 stored: `bool`, `int32`, `int64` in an int64_list; `float` (alias `float32`)
 and `double` (alias `float64`) in a float_list, so a double is rounded to
-float32 on the wire (tf.Example has no wider float); `bytes` and `string`
-(UTF-8 text, checked when written) in a bytes_list; `int16`/`uint8` arrays and
+float32 on the wire (tf.Example has no wider float); `bytes` (as stored) and
+`string` (UTF-8 text, checked, stored as `field_text` reads it) in a bytes_list; `int16`/`uint8` arrays and
 `jpeg` images packed into bytes. The manifest records the declared dtype and
 the reader restores it (tf.bool, tf.int32, tf.float64, ...).
 """
@@ -142,10 +142,10 @@ class Feature:
             return [_pack(value, self)]
         if self.dtype == "bool":
             values = _to_bool_array(value, self.name)
+        elif self.dtype == "string":
+            values = _to_text_list(value, self.name)
         elif self.kind == "bytes":
             values = _to_bytes_list(value, self.name)
-            if self.dtype == "string":
-                _check_utf8(values, self.name)
         else:
             values = _to_number_array(value, self)
             if self.dtype == "int32" and values.size and (
@@ -268,12 +268,16 @@ def _bytes_item(value, name: str):
         raise ValueError(f"feature {name!r}: {e}") from None
 
 
-def _check_utf8(values: list, name: str) -> None:
+def _to_text_list(value, name: str) -> list:
+    """A `string` feature's values: each must be UTF-8, and is stored as its
+    `field_text` (no byte-order mark, no surrounding whitespace)."""
+    values = _to_bytes_list(value, name)
     for v in values:
         try:
             v.decode("utf-8")
         except UnicodeDecodeError as e:
             raise ValueError(f"feature {name!r}: {preview(v)} is not UTF-8 text: {e}") from None
+    return [field_text(v).encode("utf-8") for v in values]
 
 
 _BOOL_TEXT = {"true": 1, "false": 0, "1": 1, "0": 0}
@@ -309,9 +313,9 @@ def _pack(value, feature: Feature) -> bytes:
 
 
 def _text_numbers(value: bytes | str) -> list:
-    """'3' -> ['3']; '1, 2 3' -> ['1', '2', '3'] (label and list files)."""
-    text = value.decode("utf-8") if isinstance(value, bytes) else value
-    return [t for t in re.split(r"[\s,]+", text.strip()) if t]
+    """'3' -> ['3']; '1, 2 3' -> ['1', '2', '3'] (label and list files), read as
+    `field_text` reads text."""
+    return [t for t in re.split(r"[\s,]+", field_text(value)) if t]
 
 
 _NUMBERS = (int, float, np.integer, np.floating)

@@ -194,9 +194,10 @@ def row_to_sample(row: Mapping[str, Any], listing_url: str, layout: ListingLayou
         media[column] = path
     key = row.get(layout.key_column) if layout.key_column else _key_of_path(
         media[layout.media_columns[0]])
-    if key is None or key == "":
+    key = None if key is None else field_text(key)
+    if not key:
         raise ValueError(f"key column {layout.key_column!r} is empty")
-    sample = {KEY: field_text(key), URL: listing_url}
+    sample = {KEY: key, URL: listing_url}
     for column, value in row.items():
         if column in media:
             path = resolve(listing_url, media[column])
