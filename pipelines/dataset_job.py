@@ -30,7 +30,7 @@ from transforms.dataset import sample_ops
 from transforms.media.audio import AudioOptions
 from transforms.media.windows import WindowOptions
 from transforms.media.cutting import CutOptions, media_features, media_fields
-from transforms.dataset import projection
+from transforms.dataset import ledger, projection
 from transforms.dataset.dry_run import measure_sample
 from transforms.dataset.write import DatasetConfig, WriteDataset
 from transforms.dataset.examples import ExampleRecipe
@@ -255,12 +255,20 @@ def dry_run(config: DatasetConfig, source: Source, samples: int):
     return projected
 
 
+_CONVERTED_BECAUSE = {ledger.CHANGED: "whose input files changed since they were read",
+                      ledger.RETRIED: "that held dead letters"}
+
+
 def _reuse_line(result) -> str:
-    """'resume: 3 work units reused, 5 converted', from the job's counters."""
+    """'resume: 3 work units reused, 5 converted (2 whose input files changed
+    since they were read)', from the job's counters."""
     counts = {name: sum(c.committed or 0 for c in result.metrics().query(
         MetricsFilter().with_namespace(NAMESPACE).with_name(name))["counters"])
-        for name in ("units_reused", "units_converted")}
-    return f"resume: {counts['units_reused']} work units reused, {counts['units_converted']} converted"
+        for name in (ledger.REUSE, ledger.NEW, ledger.CHANGED, ledger.RETRIED)}
+    converted = counts[ledger.NEW] + counts[ledger.CHANGED] + counts[ledger.RETRIED]
+    why = ", ".join(f"{counts[r]} {text}" for r, text in _CONVERTED_BECAUSE.items() if counts[r])
+    return (f"resume: {counts[ledger.REUSE]} work units reused, {converted} converted"
+            + (f" ({why})" if why else ""))
 
 
 def run_dataset_job(

@@ -132,6 +132,24 @@ def test_verify_reads_a_dataset_in_the_bucket(runs, gcs_emulator, tmp_path):
     assert problems[1].startswith(f"{shard['file']}: its CRC32C is ")
 
 
+def test_resume_converts_again_an_object_rewritten_since(corpus, gcs_emulator, capsys):
+    """A new generation of an input object, even of the same size, is not the
+    object a receipt was made from: --resume converts its unit again."""
+    names = ["corpus-00000.tar", "corpus-00001.tar", "corpus-00002.tar"]
+    for name in names:
+        gcs_emulator.upload(corpus / name, f"resume/{name}")
+    args = ["--input", gcs_emulator.url("resume/*.tar"), "--output",
+            gcs_emulator.url("resume_out/ds"), *FLAGS]
+    tar_to_tfrecord.run(args)
+    edited = bytearray((corpus / names[1]).read_bytes())
+    edited[1024] ^= 0xFF  # a payload byte of the first member
+    gcs_emulator.bucket().blob(f"resume/{names[1]}").upload_from_string(bytes(edited))
+    capsys.readouterr()
+    tar_to_tfrecord.run([*args, "--resume"])
+    assert ("resume: 2 work units reused, 1 converted (1 whose input files changed since "
+            "they were read)") in capsys.readouterr().out
+
+
 def test_missing_dataset_on_gs_is_a_clear_error(gcs_emulator):
     with pytest.raises(FileNotFoundError, match="out/nothing/manifest.json not found"):
         reader.load_info(gcs_emulator.url("out/nothing"))

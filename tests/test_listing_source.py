@@ -218,6 +218,21 @@ def test_every_row_read_once_across_range_boundaries(tmp_path, pipeline):
     assert _counter(result, "media_bytes_read") == len(b"payload 000") * (ROWS - len(missing))
 
 
+def test_units_name_the_version_of_their_listing(tmp_path):
+    """What --resume compares (transforms/dataset/ledger.py): the listing as planned."""
+    _corpus(tmp_path)
+    listing = tmp_path / "list.csv"
+    files, layout = inspect_listings([str(listing)], ["path"])
+    units = plan_listing_units(files, layout, target_bytes=300)
+    stat = listing.stat()
+    assert {u.versions for u in units} == {((str(listing), f"size={stat.st_size} mtime_ns="
+                                             f"{stat.st_mtime_ns} ctime_ns={stat.st_ctime_ns}"),)}
+    listing.write_bytes(listing.read_bytes().replace(b"spk1,", b"spk2,"))  # the same size
+    again = plan_listing_units(files, layout, target_bytes=300)
+    assert [u.inputs for u in again] == [u.inputs for u in units]
+    assert all(a.versions != u.versions for a, u in zip(again, units))
+
+
 def test_jsonl_gz_manifest_with_bad_lines(tmp_path, pipeline):
     (tmp_path / "a.wav").write_bytes(b"RIFF")
     rows = [json.dumps({"file": "a.wav", "label": 1, "tags": ["x"]}),

@@ -6,13 +6,16 @@ import os
 import re
 import subprocess
 import sys
+import tarfile
 
 import pytest
 
 from pipelines import tar_to_tfrecord
 from pipelines.verify import verify
-from transforms.dataset.ledger import UnitReceipt, reusable
+from transforms.dataset.finalise import DatasetFailed
+from transforms.dataset.ledger import CHANGED, NEW, RETRIED, REUSE, UnitReceipt, reusable
 from transforms.dataset.tfrecord import ShardRecord
+from transforms.sources.units import WorkUnit
 from transforms.testing.corpus import write_corpus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -72,18 +75,11 @@ def test_a_killed_run_resumes_into_the_clean_runs_dataset(corpus, tmp_path):
 
 
 def test_retry_failed_converts_again_only_the_units_that_failed(corpus, tmp_path, capsys):
-    clean = tmp_path / "clean" / "ds"
-    tar_to_tfrecord.run(_args(corpus, clean))
     good = (corpus / "corpus-00002.tar").read_bytes()
     (corpus / "corpus-00002.tar").write_bytes(good[:len(good) // 2])  # a read cut short
     output = tmp_path / "retried" / "ds"
     first = tar_to_tfrecord.run(_args(corpus, output, "--max_failure_fraction", "0.5"))
     assert first["failures"]["count"] == 1
-    clean_info = json.loads((clean / "manifest.json").read_text())
-    assert first["accounting"] != clean_info["accounting"]
-    # Fewer shards: the retry renames the reused ones in place (moved aside first).
-    assert [s["file"] for s in first["splits"]["train"]["shards"]] != [
-        s["file"] for s in clean_info["splits"]["train"]["shards"]]
 
     (corpus / "corpus-00002.tar").write_bytes(good)  # the input is whole again
     capsys.readouterr()
@@ -91,9 +87,78 @@ def test_retry_failed_converts_again_only_the_units_that_failed(corpus, tmp_path
                                         "--retry_failed"))
     assert _reuse_line(capsys.readouterr().out) == (5, 1)
     assert retried["failures"]["count"] == 0
-    clean_tree = _tree(clean)
-    clean_tree["manifest.json"]["options"]["max_failure_fraction"] = 0.5
-    assert _tree(output) == clean_tree
+    clean = tmp_path / "clean" / "ds"
+    clean_info = tar_to_tfrecord.run(_args(corpus, clean, "--max_failure_fraction", "0.5"))
+    assert first["accounting"] != clean_info["accounting"]
+    # Fewer shards at first: the retry renamed the reused ones in place (moved aside first).
+    assert [s["file"] for s in first["splits"]["train"]["shards"]] != [
+        s["file"] for s in clean_info["splits"]["train"]["shards"]]
+    assert _tree(output) == _tree(clean)
+
+
+def _edit_in_place(path) -> None:
+    """One payload byte of the file's first .bin member changed: the tar stays
+    valid, its size stays the same, and its mtime is set back as it was."""
+    with tarfile.open(path) as tar:
+        offset = next(m for m in tar.getmembers() if m.name.endswith(".bin")).offset_data
+    before = os.stat(path)
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def _published_then(corpus, tmp_path, capsys, change, flag):
+    """A dataset published, an input changed by `change`, then rerun with `flag`:
+    (the resume line's counts, the rerun's tree, a clean run's tree of the inputs now)."""
+    output = tmp_path / "ds"
+    tar_to_tfrecord.run(_args(corpus, output))
+    change(corpus / "corpus-00003.tar")
+    capsys.readouterr()
+    tar_to_tfrecord.run(_args(corpus, output, flag))
+    printed = capsys.readouterr().out
+    clean = tmp_path / "clean" / "ds"
+    tar_to_tfrecord.run(_args(corpus, clean))
+    return printed, _tree(output), _tree(clean)
+
+
+@pytest.mark.parametrize("flag", ["--resume", "--retry_failed"])
+def test_an_input_edited_after_publishing_is_converted_again(corpus, tmp_path, capsys, flag):
+    printed, rerun, clean = _published_then(corpus, tmp_path, capsys, _edit_in_place, flag)
+    assert "resume: 5 work units reused, 1 converted (1 whose input files changed since " \
+           "they were read)" in printed
+    assert rerun == clean
+
+
+def test_a_touched_input_is_converted_again_to_the_same_bytes(corpus, tmp_path, capsys):
+    before = tmp_path / "before" / "ds"
+    tar_to_tfrecord.run(_args(corpus, before))
+    printed, rerun, clean = _published_then(corpus, tmp_path, capsys,
+                                            lambda path: os.utime(path), "--resume")
+    assert _reuse_line(printed) == (5, 1)
+    assert rerun == clean
+    assert {k: v for k, v in rerun.items() if k != "units.jsonl"} == {
+        k: v for k, v in _tree(before).items() if k != "units.jsonl"}
+
+
+def test_resume_after_restoring_corrupt_inputs_gives_the_clean_dataset(corpus, tmp_path, capsys):
+    good = {n: (corpus / n).read_bytes() for n in ("corpus-00001.tar", "corpus-00004.tar")}
+    for name, data in good.items():
+        (corpus / name).write_bytes(data[:len(data) // 3])
+    output = tmp_path / "ds"
+    with pytest.raises(DatasetFailed, match="not a readable tar archive|truncated"):
+        tar_to_tfrecord.run(_args(corpus, output))
+    for name, data in good.items():
+        (corpus / name).write_bytes(data)
+    capsys.readouterr()
+    info = tar_to_tfrecord.run(_args(corpus, output, "--resume"))
+    assert _reuse_line(capsys.readouterr().out) == (4, 2)
+    assert info["failures"]["count"] == 0
+    clean = tmp_path / "clean" / "ds"
+    tar_to_tfrecord.run(_args(corpus, clean))
+    assert _tree(output) == _tree(clean)
 
 
 def test_a_run_failed_by_policy_is_published_by_resume(corpus, tmp_path, capsys):
@@ -143,26 +208,43 @@ def test_refusals_fail_before_any_work(corpus, tmp_path, extra, message):
     assert not output.exists()
 
 
-def _receipt(unit, span, inputs=("a.tar",), failed=0):
+def _receipt(unit, span, inputs=("a.tar",), failed=0, versions=(("a.tar", "v1"),)):
     return UnitReceipt(unit, span, inputs, ((("failed", "sample"), failed),) if failed else (),
-                       (), (ShardRecord("train", (unit, 0), f"t{unit}{span}", 1, 1, "0"),), ())
+                       (), (ShardRecord("train", (unit, 0), f"t{unit}{span}", 1, 1, "0"),), (),
+                       versions)
+
+
+def _unit(inputs=("a.tar",), versions=(("a.tar", "v1"),)):
+    return WorkUnit(0, inputs, 1, versions)
 
 
 def test_reusable_takes_one_origin_whole_and_only_for_the_same_inputs():
     whole = _receipt(0, None)
-    assert reusable(("a.tar",), None, [(1, whole)], False) == (whole,)
-    assert reusable(("b.tar",), None, [(1, whole)], False) is None  # the plan changed
+    assert reusable(_unit(), None, [(1, whole)], False) == (( whole,), REUSE, ())
+    assert reusable(_unit(("b.tar",)), None, [(1, whole)], False) == (None, NEW, ())
     failed = _receipt(0, None, failed=1)
-    assert reusable(("a.tar",), None, [(0, failed)], False) == (failed,)
-    assert reusable(("a.tar",), None, [(0, failed)], True) is None
+    assert reusable(_unit(), None, [(0, failed)], False).receipts == (failed,)
+    assert reusable(_unit(), None, [(0, failed)], True) == (None, RETRIED, ())
     # The lower origin (an unfinished run) wins over the ledger.
-    assert reusable(("a.tar",), None, [(1, whole), (0, failed)], False) == (failed,)
+    assert reusable(_unit(), None, [(1, whole), (0, failed)], False).receipts == (failed,)
+
+
+def test_reusable_only_while_the_inputs_read_the_same():
+    old, new = _receipt(0, None), _receipt(0, None, versions=(("a.tar", "v2"),))
+    assert reusable(_unit(versions=(("a.tar", "v2"),)), None, [(0, old)], False) == (
+        None, CHANGED, (("a.tar", "v1", "v2"),))
+    # A run that converted the changed file again left a receipt of each version.
+    assert reusable(_unit(versions=(("a.tar", "v2"),)), None, [(0, old), (0, new)],
+                    False).receipts == (new,)
+    # A receipt from before versions were kept is never reused for a file with one.
+    assert reusable(_unit(), None, [(0, _receipt(0, None, versions=()))], False).reason == CHANGED
 
 
 def test_reusable_key_ranges_only_when_their_parts_tile_the_unit():
-    unit = (b"a", b"z")
-    parts = [_receipt(3, (b"a", b"k"), unit), _receipt(3, (b"k", b"z"), unit)]
-    assert reusable(unit, unit, [(0, p) for p in parts], False) == tuple(parts)
-    assert reusable(unit, unit, [(0, parts[0])], False) is None
+    unit = WorkUnit(3, (b"a", b"z"), 1)
+    parts = [_receipt(3, (b"a", b"k"), unit.inputs, versions=()),
+             _receipt(3, (b"k", b"z"), unit.inputs, versions=())]
+    assert reusable(unit, unit.inputs, [(0, p) for p in parts], False).receipts == tuple(parts)
+    assert reusable(unit, unit.inputs, [(0, parts[0])], False).receipts is None
     # Parts from two origins are never mixed.
-    assert reusable(unit, unit, [(0, parts[0]), (1, parts[1])], False) is None
+    assert reusable(unit, unit.inputs, [(0, parts[0]), (1, parts[1])], False).receipts is None

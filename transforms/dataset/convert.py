@@ -148,7 +148,7 @@ class _ConvertFn(beam.DoFn):
         receipt = UnitReceipt(
             unit.index, (restriction.start, restriction.end) if restriction else None,
             unit.inputs, tuple(sorted(tallies.items(), key=repr)), tuple(sorted(groups, key=repr)),
-            tuple(shards.close()) if shards else (), tuple(failures))
+            tuple(shards.close()) if shards else (), tuple(failures), unit.versions)
         if shards:
             write_receipt(options.temp_dir, receipt)
         yield beam.pvalue.TaggedOutput(RECEIPTS, receipt)

@@ -17,10 +17,11 @@ That is what lets a rerun into the same output do only what is left:
 - `--retry_failed` does the same, but converts again every unit whose receipt
   holds a dead letter: the inputs that failed, and what shares their unit.
 
-A receipt is reused only for the planned unit of the same index *and*
-inputs, and a key range only when its receipts tile it, so the dataset is
-the one a clean run makes: byte for byte, names and all, when the inputs
-read the same. The fingerprint (`recipe_fingerprint`) is over the recorded
+A receipt is reused only for the planned unit of the same index, inputs
+*and* input versions (transforms/sources/file_match.py: a file changed since
+it was read is converted again), and a key range only when its receipts tile
+it, so the dataset is the one a clean run makes: byte for byte, names and
+all. The fingerprint (`recipe_fingerprint`) is over the recorded
 flags that shape examples and shards, the source and the feature spec; a
 rerun whose fingerprint differs is refused, naming the flags that changed.
 """
@@ -31,6 +32,7 @@ import base64
 import dataclasses
 import hashlib
 import json
+import logging
 import uuid
 from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
@@ -40,8 +42,10 @@ from apache_beam.io.filesystems import FileSystems
 from transforms.dataset.tfrecord import ShardRecord
 from transforms.format import manifest
 from transforms.runner.counters import counter
+from transforms.sources.units import WorkUnit
 
-__all__ = ["LEDGER", "REUSED", "TEMP_PREFIX", "RunFolder", "SkipCommitted", "UnitReceipt",
+__all__ = ["CHANGED", "LEDGER", "NEW", "RETRIED", "REUSE", "REUSED", "TEMP_PREFIX", "Reuse",
+           "RunFolder", "SkipCommitted", "UnitReceipt",
            "flag_differences", "ledger_text", "parse_receipt", "plan_run_folder",
            "receipt_line", "recipe_fingerprint", "reusable", "start_run", "write_receipt"]
 
@@ -56,6 +60,7 @@ _POLICY_FLAGS = ("max_failure_fraction", "allow_empty_splits")
 _SOURCE_FACTS = ("num_files", "input_bytes")
 # SkipCommitted's output of reused receipts.
 REUSED = "reused"
+_LOG = logging.getLogger(__name__)
 
 
 class UnitReceipt(NamedTuple):
@@ -68,6 +73,7 @@ class UnitReceipt(NamedTuple):
     groups: tuple        # distinct (group key, split) pairs of samples with examples
     shards: tuple        # ShardRecords of the shards it wrote
     failures: tuple      # its dead letters
+    versions: tuple = ()  # (path, version) of the files it read (WorkUnit.versions)
 
     @property
     def failed(self) -> int:
@@ -269,22 +275,46 @@ def _tiling(receipts: Sequence[UnitReceipt], span: tuple | None) -> tuple | None
     return tuple(parts) if parts and edge == span[1] else None
 
 
-def reusable(inputs: tuple, span: tuple | None, candidates: Sequence[tuple[int, UnitReceipt]],
-             retry_failed: bool) -> tuple | None:
-    """The receipts that stand for a planned unit (its `inputs`, and its key
-    range `span`, None for a unit read whole), or None when it must be converted.
+# Why SkipCommitted converts a unit, or that it reuses it: the counters' names.
+REUSE, NEW, CHANGED, RETRIED = "units_reused", "units_new", "units_changed", "units_retried"
+
+
+class Reuse(NamedTuple):
+    """What to do with a planned unit: the receipts that stand for it (None:
+    convert it), why (REUSE, NEW, CHANGED, RETRIED), and for CHANGED the
+    files that changed as (path, version read, version now)."""
+
+    receipts: tuple | None
+    reason: str
+    changed: tuple = ()
+
+
+def reusable(unit: WorkUnit, span: tuple | None, candidates: Sequence[tuple[int, UnitReceipt]],
+             retry_failed: bool) -> Reuse:
+    """Whether a planned unit's earlier receipts stand for it (its key range
+    `span`, None for a unit read whole).
 
     `candidates` are (origin, receipt) pairs of its index, the lowest origin
     first (an unfinished run before the published ledger): the receipts of one
-    origin are taken together or not at all. With `retry_failed`, a unit whose
-    receipts hold a dead letter is converted again.
+    origin are taken together or not at all, and only those of the unit's
+    inputs as they are now (`WorkUnit.versions`). With `retry_failed`, a unit
+    whose receipts hold a dead letter is converted again.
     """
+    stale = []
     for origin in sorted({o for o, _ in candidates}):
-        parts = _tiling([r for o, r in candidates if o == origin and r.inputs == inputs], span)
+        mine = [r for o, r in candidates if o == origin and r.inputs == unit.inputs]
+        parts = _tiling([r for r in mine if r.versions == unit.versions], span)
         if parts is None:
+            stale += [r for r in mine if r.versions != unit.versions]
             continue
-        return None if retry_failed and any(r.failed for r in parts) else parts
-    return None
+        if retry_failed and any(r.failed for r in parts):
+            return Reuse(None, RETRIED)
+        return Reuse(parts, REUSE)
+    if not stale:
+        return Reuse(None, NEW)
+    now = dict(unit.versions)
+    return Reuse(None, CHANGED, tuple((path, read, now.get(path)) for path, read
+                                      in stale[0].versions if now.get(path) != read))
 
 
 def _read_receipts(origin: int, pattern: str) -> Iterator[tuple]:
@@ -310,18 +340,19 @@ class _SkipCommittedFn(beam.DoFn):
         self._splittable = splittable
 
     def setup(self):
-        self._reused = counter("units_reused")
-        self._converted = counter("units_converted")
+        self._counters = {reason: counter(reason) for reason in (REUSE, NEW, CHANGED, RETRIED)}
 
     def process(self, unit, receipts):
-        span = self._span(unit)
-        parts = reusable(unit.inputs, span, receipts.get(unit.index, ()), self._retry_failed)
-        if parts is None:
-            self._converted.inc()
+        reuse = reusable(unit, self._span(unit), receipts.get(unit.index, ()),
+                         self._retry_failed)
+        self._counters[reuse.reason].inc()
+        for path, read, now in reuse.changed:
+            _LOG.warning("unit %d is converted again: %s changed since it was read (%s, now %s)",
+                         unit.index, path, read, now or "missing")
+        if reuse.receipts is None:
             yield unit
             return
-        self._reused.inc()
-        for receipt in parts:
+        for receipt in reuse.receipts:
             yield beam.pvalue.TaggedOutput(REUSED, receipt)
 
     def _span(self, unit):

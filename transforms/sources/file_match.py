@@ -8,14 +8,16 @@ the matched files and sizes.
 
 from __future__ import annotations
 
+import os
 from typing import Iterable, Sequence
 
 from apache_beam.io.filesystem import FileMetadata
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.io.localfilesystem import LocalFileSystem
 
 from transforms.sources.input_files import NotARegularFile, check_regular
 
-__all__ = ["as_patterns", "match_files", "matched_files"]
+__all__ = ["as_patterns", "file_version", "match_files", "matched_files"]
 
 
 def as_patterns(file_pattern: str | Iterable[str]) -> list[str]:
@@ -50,3 +52,23 @@ def matched_files(patterns: str | Sequence[str]) -> list[FileMetadata]:
 def match_files(patterns: str | Sequence[str]) -> list[str]:
     """The paths of `matched_files(patterns)`."""
     return [m.path for m in matched_files(patterns)]
+
+
+def file_version(metadata: FileMetadata) -> str:
+    """What a matched file held when it was matched, as text that changes whenever
+    its bytes do: a receipt of work done on the file is reused only while it
+    reads the same (transforms/dataset/ledger.py).
+
+    A local file: its size, modification time and status-change time in
+    nanoseconds. The ctime is set by the kernel on every write and cannot be set
+    back, so even a file rewritten with its old size and mtime (`cp -p`,
+    `touch -r`) reads as changed; a `touch`, a `chmod` or a copy to another disk
+    reads as changed too, which costs a conversion, never a stale reuse.
+    An object store (gs://): its size and `updated` time, which the store sets
+    on every new generation of the object (clients cannot set it) and on a
+    metadata change.
+    """
+    if isinstance(FileSystems.get_filesystem(metadata.path), LocalFileSystem):
+        st = os.stat(metadata.path)
+        return f"size={st.st_size} mtime_ns={st.st_mtime_ns} ctime_ns={st.st_ctime_ns}"
+    return f"size={metadata.size_in_bytes} updated={metadata.last_updated_in_seconds!r}"

@@ -64,7 +64,7 @@ from apache_beam.io.filesystems import FileSystems
 from transforms.runner.counters import counter
 from transforms.format.dead_letters import FILE, dead_letter
 from transforms.format.sample import KEY, URL, escape_name, is_text
-from transforms.sources.file_match import as_patterns, match_files, matched_files
+from transforms.sources.file_match import as_patterns, file_version, match_files, matched_files
 from transforms.sources import compression
 from transforms.sources.compression import StreamCorrupt, codec_of_name
 from transforms.sources.input_files import StorageGuard, open_input, read_whole
@@ -246,7 +246,9 @@ def plan_listing_units(patterns: str | Sequence[str], layout: ListingLayout,
     """The work units of the listings matching `patterns`: byte ranges of about
     `target_bytes` of media each, by the sizes of the first listing's first
     rows' media; a compressed listing is one unit whatever its size."""
-    sizes = {m.path: m.size_in_bytes for m in matched_files(patterns)}
+    matched = matched_files(patterns)
+    sizes = {m.path: m.size_in_bytes for m in matched}
+    versions = {m.path: ((m.path, file_version(m)),) for m in matched}
     files = sorted(sizes)
     row_bytes, ratio = _sizing(files[0], layout)
     range_bytes = (max(row_bytes, int(target_bytes / ratio)) if ratio
@@ -259,7 +261,8 @@ def plan_listing_units(patterns: str | Sequence[str], layout: ListingLayout,
         for start in range(0, max(1, sizes[path]), range_bytes):
             end = min(start + range_bytes, sizes[path])
             spans.append(((path, start, end), int((end - start) * (ratio or 1))))
-    return tuple(WorkUnit(i, inputs, size) for i, (inputs, size) in enumerate(spans))
+    return tuple(WorkUnit(i, inputs, size, versions[inputs[0]])
+                 for i, (inputs, size) in enumerate(spans))
 
 
 class ListingReader:

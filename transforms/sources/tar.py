@@ -38,7 +38,7 @@ import apache_beam as beam
 
 from transforms.runner.counters import counter
 from transforms.format.dead_letters import SAMPLE
-from transforms.sources.file_match import as_patterns, matched_files
+from transforms.sources.file_match import as_patterns, file_version, matched_files
 from transforms.sources.input_files import open_input
 from transforms.format.sample import is_text
 from transforms.sources.tar_stream import Skipped, file_failed, iter_tar
@@ -101,9 +101,11 @@ class TarReader:
 def plan_tar_units(patterns: str | Sequence[str], target_bytes: int) -> tuple:
     """The work units of the tar files matching `patterns`: in path order, each file
     of at least `target_bytes` alone, smaller consecutive ones grouped up to it."""
-    sizes = [(m.path, m.size_in_bytes) for m in matched_files(patterns)]
-    size_of = dict(sizes)
-    return tuple(WorkUnit(i, paths, sum(size_of[p] for p in paths))
+    matched = matched_files(patterns)
+    sizes = [(m.path, m.size_in_bytes) for m in matched]
+    size_of, version_of = dict(sizes), {m.path: file_version(m) for m in matched}
+    return tuple(WorkUnit(i, paths, sum(size_of[p] for p in paths),
+                          tuple((p, version_of[p]) for p in paths))
                  for i, paths in enumerate(group_by_size(sizes, target_bytes)))
 
 

@@ -49,6 +49,10 @@ class WorkUnit(NamedTuple):
     index: int      # place in the source's order: shards are named in this order
     inputs: tuple   # what to read: tar paths, (listing, start, end), (start key, end key)
     size: int       # estimated input bytes, to spread the work
+    # (path, file_version) of each file read, as planned: a receipt of the unit is
+    # reused only for the same versions (transforms/dataset/ledger.py). Empty for
+    # a key range: a table has no version to read.
+    versions: tuple = ()
 
 
 class Failed(NamedTuple):
