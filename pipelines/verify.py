@@ -38,7 +38,7 @@ from transforms.dataset.fileops import remove_tree
 from transforms.format import manifest
 from transforms.format.manifest import DatasetInfo
 from transforms.runner.runtime import make_pipeline, runs_locally, wait_for
-from transforms.verify.layout import layout_problems
+from transforms.verify.layout import layout_problems, manifest_problems
 from transforms.verify.shards import ShardReport, VerifyShards
 
 __all__ = ["parser", "run", "verify"]
@@ -111,9 +111,20 @@ def verify(root: str, media_samples: int = 64, seed: int = 0,
     """(problems, summary line) for the dataset at `root`."""
     root = root.rstrip("/")
     try:
-        info = DatasetInfo(read_manifest(root))
+        document = read_manifest(root)
     except (OSError, IOError):
         return [f"{manifest.MANIFEST}: missing: not a finished beam-datagen dataset"], ""
+    except ValueError as e:  # json's, or not UTF-8
+        return [f"{manifest.MANIFEST}: not valid JSON: {e}"], ""
+    problems = manifest_problems(document)
+    if problems:
+        return problems, ""
+    try:
+        info = DatasetInfo(document)
+    except (KeyError, TypeError, ValueError) as e:  # a feature spec that does not parse
+        reason = (f"has no {e.args[0]!r}" if isinstance(e, KeyError)
+                  else str(e).removeprefix(f"{manifest.MANIFEST}: "))
+        return [f"{manifest.MANIFEST}: {reason}"], ""
     found = _relative_files(root)
     failure_lines = (_read(FileSystems.join(root, manifest.FAILURES_FILE)).count(b"\n")
                      if manifest.FAILURES_FILE in found else None)
@@ -147,7 +158,8 @@ def run(argv=None) -> None:
                                    PipelineOptions(beam_argv))
     if problems:
         print("\n".join(problems))
-        raise DatasetFailed(f"{len(problems)} problems in {args.dataset.rstrip('/')}")
+        raise DatasetFailed(f"{len(problems)} problem{'s' if len(problems) > 1 else ''} in "
+                            f"{args.dataset.rstrip('/')}")
     print(summary)
 
 

@@ -102,6 +102,11 @@ def test_the_reader_batches_clips_of_like_duration(whole_clips):
     batches = list(reader.load(str(output), "train", batch_size=64,
                                bucket_by_duration=[2.0, 3.0], features="duration_s"))
     assert sorted(len(b) for b in batches) == [4, 4, 9]
+    # Durations are compared with the boundaries as stored, not rounded: a 1.25 s
+    # clip is below a boundary half a millisecond above it.
+    batches = list(reader.load(str(output), "train", batch_size=64,
+                               bucket_by_duration=[1.2505], features="duration_s"))
+    assert min(sorted(b.numpy().tolist()) for b in batches) == [1.0, 1.25]
 
 
 def test_cut_examples_count_their_window_durations(utterances, tmp_path):
@@ -132,3 +137,41 @@ def test_bucketing_needs_a_duration(whole_clips, tmp_path, utterances):
     assert "durations" not in info["splits"]["train"]
     with pytest.raises(ValueError, match="no duration_s, start_time or end_time"):
         reader.load(str(tmp_path / "plain"), "train", bucket_by_duration=True)
+
+
+@pytest.fixture(scope="module")
+def with_an_empty_wav(tmp_path_factory):
+    """sox's WAVs: a 1.5 s tone and a valid header with no samples, packed by GNU tar."""
+    import subprocess
+
+    root = tmp_path_factory.mktemp("empty_wav")
+    script = f"""set -e; cd {root}
+        sox -n -r 16000 -c 1 -b 16 tone.wav synth 1.5 sine 440
+        sox -n -r 16000 -c 1 -b 16 empty.wav trim 0 0
+        printf '1\\n' > tone.cls; printf '2\\n' > empty.cls
+        tar --format=gnu -cf both.tar tone.wav tone.cls empty.wav empty.cls"""
+    subprocess.run(["bash", "-c", script], check=True)
+    assert (root / "empty.wav").stat().st_size == 44  # the header alone
+    return root / "both.tar"
+
+
+@pytest.mark.parametrize("cut", [["--cut", "none"], ["--cut", "audio_windows", "--window_s", "0.5"]])
+def test_a_recording_of_no_length_is_a_dead_letter_naming_its_member(with_an_empty_wav, tmp_path,
+                                                                     cut):
+    output = tmp_path / "ds"
+    info = _run(with_an_empty_wav, output, *cut, "--audio_fields", "wav",
+                "--features", "label=cls:int64", "--max_failure_fraction", "0.5")
+    letter, = [json.loads(line) for line in (output / "failures" / "failures.jsonl").open()]
+    assert (letter["key"], letter["member"], letter["message"]) == (
+        "empty", "wav", "no audio samples in 'wav'")
+    assert info["accounting"]["samples_failed"] == 1
+
+
+@pytest.mark.parametrize("cut", [["--cut", "none"], ["--cut", "audio_windows", "--window_s", "0.5"]])
+def test_a_recording_of_no_length_is_below_any_minimum(with_an_empty_wav, tmp_path, cut):
+    info = _run(with_an_empty_wav, tmp_path / "ds", *cut, "--audio_fields", "wav",
+                "--features", "label=cls:int64", "--min_duration_s", "0.01",
+                "--max_failure_fraction", "0")
+    accounting = info["accounting"]
+    assert accounting["samples_filtered_per_reason"] == {"duration": 1}
+    assert accounting["samples_failed"] == 0 and accounting["samples_written"] == 1

@@ -163,11 +163,44 @@ def test_counts_that_do_not_add_up_and_lost_dead_letters(copy):
     document["failures"] = {"count": 2, "file": "failures/failures.jsonl"}
     (path / "manifest.json").write_text(json.dumps(document))
     assert _problems(path) == [
-        f"split test: its shards hold {info['splits']['test']['num_examples']} examples, its "
-        f"total says {info['splits']['test']['num_examples'] + 1}",
-        f"split test: {info['splits']['test']['num_examples'] + 1} examples, the accounting "
-        f"says {info['splits']['test']['num_examples']} were written",
+        f"manifest.json: split test: its shards hold {info['splits']['test']['num_examples']} "
+        f"examples, its total says {info['splits']['test']['num_examples'] + 1}",
+        f"manifest.json: split test: {info['splits']['test']['num_examples'] + 1} examples, "
+        f"the accounting says {info['splits']['test']['num_examples']} were written",
         "failures/failures.jsonl: listed in the manifest, but missing"]
+
+
+def _tampered(path, change) -> None:
+    document = json.loads((path / "manifest.json").read_text())
+    change(document)
+    (path / "manifest.json").write_text(json.dumps(document))
+
+
+@pytest.mark.parametrize("change, problem", [
+    (lambda d: d["splits"]["train"]["shards"][0].pop("crc32c"),
+     "manifest.json: split train: {file} has no crc32c (str)"),
+    (lambda d: d["splits"]["train"]["shards"][0]["index"].pop("crc32c"),
+     "manifest.json: split train: {file}'s index has no crc32c (str)"),
+    (lambda d: d["splits"]["train"]["shards"][0].update(num_examples="12"),
+     "manifest.json: split train: {file} has no num_examples (int)"),
+    (lambda d: d.pop("features"), "manifest.json: the manifest has no features (list)"),
+    (lambda d: d["features"][0].update(dtype="int128"),
+     "manifest.json: feature 'audio': unknown dtype 'int128'"),
+])
+def test_a_tampered_manifest_is_named(copy, change, problem):
+    path, info, _ = copy()
+    shard = info["splits"]["train"]["shards"][0]["file"]
+    _tampered(path, change)
+    found = _problems(path)
+    assert len(found) == 1 and found[0].startswith(problem.format(file=shard)), found
+
+
+@pytest.mark.parametrize("text", [b"{", b"\xff", b""])
+def test_a_manifest_that_is_not_json_is_named(copy, text):
+    path, _, _ = copy()
+    (path / "manifest.json").write_bytes(text)
+    found = _problems(path)
+    assert len(found) == 1 and found[0].startswith("manifest.json: not valid JSON: "), found
 
 
 def test_no_manifest(tmp_path):
@@ -286,7 +319,7 @@ def test_the_command_line(copy):
                          capture_output=True, text=True)
     assert bad.returncode == 3
     assert bad.stdout == f"{shard['file']}: listed in the manifest, but missing\n"
-    assert bad.stderr == f"failed: 1 problems in {path}\n"
+    assert bad.stderr == f"failed: 1 problem in {path}\n"
     typo = subprocess.run([sys.executable, "-m", "pipelines.verify", str(path), "--sed", "3"],
                           capture_output=True, text=True)
     assert typo.returncode == 2 and "did you mean --seed?" in typo.stderr

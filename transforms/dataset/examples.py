@@ -20,7 +20,8 @@ from typing import Any, Callable, Generator, Iterator, Mapping, NamedTuple
 
 from transforms.dataset import sample_ops
 from transforms.media.cutting import CutOptions, cut_sample
-from transforms.media.length import probe_length
+from transforms.media.decoded import NoSamples
+from transforms.media.length import MediaLength, probe_length
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.sample import KEY, FieldReader
 from transforms.format.spec import FeatureSpec
@@ -142,6 +143,18 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
         yield stable_hash64(f"{sample[KEY]}#{index}", b"datagen-order"), serialized, _duration(coerced)
 
 
+def _measured(sample: Mapping[str, Any], cut: CutOptions) -> MediaLength | None:
+    """The sample's media length; None for a recording of no length when
+    --min_duration_s is set: it is below any minimum. Without one, such a
+    recording is a dead letter (NoSamples), as a cut would make it."""
+    try:
+        return probe_length(sample, cut.audio_fields, cut.video_field, cut.sequence_fps)
+    except NoSamples:
+        if cut.min_duration_s:
+            return None
+        raise
+
+
 def prepare_sample(sample: Mapping[str, Any], recipe: ExampleRecipe,
                    sample_fn=None) -> Mapping[str, Any] | Filtered:
     """The recipe's sample-level steps, before the split: the sample as the
@@ -176,9 +189,8 @@ def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
         return sample
     cut = recipe.cut
     if cut.measures_length:
-        length = _stage("probe", probe_length, sample, cut.audio_fields, cut.video_field,
-                        cut.sequence_fps)
-        if not cut.admits(length.duration_s):
+        length = _stage("probe", _measured, sample, cut)
+        if length is None or not cut.admits(length.duration_s):
             return Filtered("duration")
         if cut.mode == "none":
             sample = {**sample, **length.fields()}

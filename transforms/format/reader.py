@@ -268,9 +268,10 @@ def _open_binary(path: str):
     return tf.io.gfile.GFile(tf_readable(path), "rb")
 
 
-def _duration_ms(spec: FeatureSpec):
-    """A serialized example -> its duration in milliseconds (int32): its
-    duration_s, else its end_time - start_time."""
+def _duration_bucket(spec: FeatureSpec, boundaries: list):
+    """A serialized example -> its bucket (int32): how many of `boundaries`
+    (seconds) are at or below its duration_s, else its end_time - start_time.
+    Compared as stored (float32), unrounded: 0.9995 s is below a boundary at 1 s."""
     names = (["duration_s"] if "duration_s" in spec.names
              else ["start_time", "end_time"] if {"start_time", "end_time"} <= set(spec.names)
              else None)
@@ -278,13 +279,14 @@ def _duration_ms(spec: FeatureSpec):
         raise ValueError("bucket_by_duration: the examples have no duration_s, start_time or "
                          "end_time to bucket by")
     parsing = {name: tf.io.FixedLenFeature([], tf.float32) for name in names}
+    edges = tf.constant(boundaries, tf.float32)
 
-    def length(serialized):
+    def bucket(serialized):
         parsed = tf.io.parse_single_example(serialized, parsing)
         seconds = (parsed["duration_s"] if len(names) == 1
                    else parsed["end_time"] - parsed["start_time"])
-        return tf.cast(tf.round(seconds * 1000), tf.int32)
-    return length
+        return tf.cast(tf.searchsorted(edges, [seconds], side="right")[0], tf.int32)
+    return bucket
 
 
 def _bucketed(ds: tf.data.Dataset, info: DatasetInfo, split: str, bucket_by_duration,
@@ -293,13 +295,14 @@ def _bucketed(ds: tf.data.Dataset, info: DatasetInfo, split: str, bucket_by_dura
     if bucket_by_duration is True:
         boundaries = info.split(split).get("durations", {}).get("bucket_boundaries_s", [])
     else:
-        boundaries = list(bucket_by_duration)
-    edges = [round(b * 1000) for b in boundaries]
-    if any(b <= a for a, b in zip(edges, edges[1:])) or any(e <= 0 for e in edges):
+        boundaries = [float(b) for b in bucket_by_duration]
+    if any(b <= a for a, b in zip(boundaries, boundaries[1:])) or any(
+            not b > 0 for b in boundaries):
         raise ValueError(f"bucket_by_duration {boundaries!r}: increasing positive seconds")
+    # tf.data buckets integer lengths: each example's length is its bucket's index.
     return ds.bucket_by_sequence_length(
-        _duration_ms(info.spec), edges, [batch_size] * (len(edges) + 1),
-        drop_remainder=drop_remainder)
+        _duration_bucket(info.spec, boundaries), list(range(1, len(boundaries) + 1)),
+        [batch_size] * (len(boundaries) + 1), drop_remainder=drop_remainder)
 
 
 def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,

@@ -43,7 +43,7 @@ import numpy as np
 import soundfile as sf
 import soxr
 
-from transforms.media.decoded import Audio, MediaError
+from transforms.media.decoded import Audio, MediaError, NoSamples
 
 __all__ = ["AudioOptions", "decode_audio", "probe_audio", "stream_audio"]
 
@@ -112,7 +112,7 @@ def decode_audio(data: bytes, options: AudioOptions, *, name: str = "") -> Audio
         parts = [_select(block, options.channel)
                  for block in source.blocks(_WHOLE_READ_FRAMES)]
     if not parts:
-        raise MediaError(f"no audio samples in {name!r}")
+        raise NoSamples(f"no audio samples in {name!r}")
     samples = parts[0] if len(parts) == 1 else np.concatenate(parts)
     rate = options.sample_rate or source.rate
     if rate != source.rate:
@@ -124,13 +124,14 @@ def decode_audio(data: bytes, options: AudioOptions, *, name: str = "") -> Audio
 def probe_audio(data: bytes, *, name: str = "") -> tuple[int, int]:
     """(samples per channel, sample rate) of the member, as stored: from the
     header where libsndfile reads one, else counted by decoding (FFmpeg's
-    headers may not say, or say wrong). MediaError for bad bytes."""
+    headers may not say, or say wrong). MediaError for bad bytes, NoSamples
+    for a recording of no length."""
     with _open(data, name) as source:
         frames = source.frames
         if frames is None:
             frames = sum(len(block) for block in source.blocks(_WHOLE_READ_FRAMES))
     if not frames:
-        raise MediaError(f"no audio samples in {name!r}")
+        raise NoSamples(f"no audio samples in {name!r}")
     return frames, source.rate
 
 
@@ -172,7 +173,7 @@ def stream_audio(data: bytes, options: AudioOptions, *, name: str = "",
             yield _block(pending, emitted, rate, source, options.dtype)
             emitted += len(pending)
     if not emitted:
-        raise MediaError(f"no audio samples in {name!r}")
+        raise NoSamples(f"no audio samples in {name!r}")
 
 
 def _block(samples: np.ndarray, offset: int, rate: int, source: "_Source", dtype: str) -> Audio:
@@ -340,7 +341,7 @@ def _av_source(data: bytes, name: str, ext: str) -> Iterator[_Source]:
         frames = _av_frames(container, stream, what)
         first = next(frames, None)
         if first is None:
-            raise MediaError(f"no audio samples in {name!r}")
+            raise NoSamples(f"no audio samples in {name!r}")
         rate, channels = first.sample_rate, first.layout.nb_channels
         # Counted from the container's start time, as transforms.media.video counts
         # Frame.time, so audio and frames of one file share a clock (an audio

@@ -26,7 +26,7 @@ import numpy as np
 
 from transforms.media.audio import AudioOptions, decode_audio, stream_audio
 from transforms.media.windows import WindowOptions, audio_windows, window_at
-from transforms.media.decoded import Audio, MediaError
+from transforms.media.decoded import Audio, MediaError, staged
 from transforms.format.sample import KEY
 from transforms.format.spec import Feature
 from transforms.media.frames import FrameOptions
@@ -151,27 +151,12 @@ def _audio_source(sample: Mapping[str, Any], options: CutOptions) -> str:
     raise MediaError(f"no audio: the sample has none of {looked}", stage="decode_audio")
 
 
-def _tagged(error: MediaError, stage: str, member: str) -> MediaError:
-    """The error tagged with its stage and field; the innermost tag wins."""
-    if error.member is not None:
-        return error
-    return MediaError(str(error), stage=stage, member=member)
-
-
-def _staged(stage: str, member: str, fn, *args, **kwargs):
-    """Calls a decoder, tagging its MediaError with the stage and the field it read."""
-    try:
-        return fn(*args, **kwargs)
-    except MediaError as e:
-        raise _tagged(e, stage, member) from e
-
-
 def _staged_iter(stage: str, member: str, iterator) -> Iterator:
-    """`_staged` for generators: errors surface while iterating."""
+    """`staged` for generators: errors surface while iterating."""
     try:
         yield from iterator
     except MediaError as e:
-        raise _tagged(e, stage, member) from e
+        raise e.tagged(stage, member) from e
 
 
 def _frames(sample: Mapping[str, Any], options: CutOptions) -> Iterator:
@@ -192,7 +177,7 @@ def _whole_audio(sample: Mapping[str, Any], options: CutOptions) -> Audio | None
     if not options.with_audio:
         return None
     field = _audio_source(sample, options)
-    return _staged("decode_audio", field, decode_audio, sample[field], options.audio, name=field)
+    return staged("decode_audio", field, decode_audio, sample[field], options.audio, name=field)
 
 
 def _image(frame) -> Any:

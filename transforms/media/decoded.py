@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-__all__ = ["Audio", "Frame", "MediaError"]
+__all__ = ["Audio", "Frame", "MediaError", "NoSamples", "staged"]
 
 
 class MediaError(ValueError):
@@ -24,6 +24,24 @@ class MediaError(ValueError):
         super().__init__(message)
         self.stage = stage
         self.member = member
+
+    def tagged(self, stage: str, member: str) -> "MediaError":
+        """The error tagged with the stage and field it came from; the innermost tag wins."""
+        if self.member is not None:
+            return self
+        return type(self)(str(self), stage=stage, member=member)
+
+
+class NoSamples(MediaError):
+    """A well-formed recording of no length (a WAV header and no samples)."""
+
+
+def staged(stage: str, member: str, fn, *args, **kwargs):
+    """Calls a decoder, tagging its MediaError with the stage and the field it read."""
+    try:
+        return fn(*args, **kwargs)
+    except MediaError as e:
+        raise e.tagged(stage, member) from e
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,11 +16,13 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 from transforms.format.spec import Feature
 from transforms.media.audio import probe_audio
-from transforms.media.decoded import MediaError
+from transforms.media.decoded import MediaError, staged
 from transforms.media.image_sequence import IMAGE_SEQUENCE, image_sequence_members
 from transforms.media.video import probe_video
 
 __all__ = ["MediaLength", "length_features", "probe_length"]
+
+_STAGE = "probe"
 
 
 class MediaLength(NamedTuple):
@@ -53,22 +55,24 @@ def _video_frames(sample: Mapping[str, Any], field: str,
         return (frames, frames / sequence_fps) if frames else None
     if field not in sample:
         return None
-    info = probe_video(bytes(sample[field]), name=field)
+    info = staged(_STAGE, field, probe_video, bytes(sample[field]), name=field)
     if info["duration"] is None or not info["fps"]:
-        raise MediaError(f"{field}: the video declares no duration or frame rate")
+        raise MediaError(f"{field}: the video declares no duration or frame rate",
+                         stage=_STAGE, member=field)
     return round(info["duration"] * info["fps"]), info["duration"]
 
 
 def probe_length(sample: Mapping[str, Any], audio_fields: Sequence[str], video_field: str,
                  sequence_fps: float) -> MediaLength:
-    """The sample's MediaLength; MediaError when it has none of the fields, or
-    their headers cannot be read."""
+    """The sample's MediaLength; MediaError naming the field when it has none
+    of the fields or their headers cannot be read, NoSamples when its audio
+    has no length."""
     num_samples = duration = None
     audio = next((field for field in audio_fields if field in sample), None)
     if audio is None and audio_fields and video_field in sample:
         audio = video_field  # its audio track
     if audio is not None:
-        num_samples, rate = probe_audio(bytes(sample[audio]), name=audio)
+        num_samples, rate = staged(_STAGE, audio, probe_audio, bytes(sample[audio]), name=audio)
         duration = num_samples / rate
     video = _video_frames(sample, video_field, sequence_fps) if video_field else None
     if duration is None and video is not None:
