@@ -13,6 +13,12 @@ $(VENV)/.installed: setup.py
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
+# NVIDIA DALI (about 1 GB) for the tests that read datasets with it: a step of its
+# own, so `make demo` does without it; redone when the main install is.
+$(VENV)/.dali: $(VENV)/.installed
+	$(PY) -m pip install --quiet -e '.[dali]'
+	touch $@
+
 # An audio-visual corpus (64 speakers, 2 s H.264 clips, FLAC or AAC voices, one
 # broken sample) cut into single-frame examples: a frame with 0.5 s of audio.
 demo: $(VENV)/.installed
@@ -32,12 +38,12 @@ media-tools:
 	@command -v ffmpeg >/dev/null && command -v sox >/dev/null || \
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ffmpeg sox >/dev/null)
 
-test: $(VENV)/.installed media-tools
+test: $(VENV)/.installed $(VENV)/.dali media-tools
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q -n 2 tests
 
 # The loop while editing: lint, and every test but the slow ones (subprocess jobs, memory).
-test-fast: $(VENV)/.installed
+test-fast: $(VENV)/.installed $(VENV)/.dali
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q -n 2 -m "not slow" tests
 

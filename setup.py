@@ -33,5 +33,8 @@ setuptools.setup(
             "gcp-storage-emulator>=2024.8",
             "tensorflow-datasets==4.9.*",  # reads our datasets back (tests/test_interop.py)
         ],
+        # NVIDIA DALI reads our datasets back on the CPU (tests/test_interop.py); about
+        # 1 GB installed, so `make test` installs it in a step of its own.
+        "dali": ["nvidia-dali-cuda120>=2.0"],
     },
 )

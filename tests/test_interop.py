@@ -5,11 +5,14 @@ Three datasets from one audio-visual corpus (pipelines.sample_corpus --kind av:
 tar_to_tfrecord: int16 audio windows, single frames with their audio window,
 and clips of two frames. Each is read by TFDS (`builder_from_directory`), by
 Keras through our reader, by tfx-bsl against its own schema (TFDV's check,
-tests/schema_statistics.py), and through its DALI-format record indexes.
+tests/schema_statistics.py), and by NVIDIA DALI's TFRecord reader through its record indexes
+(on the CPU).
 """
 
 import os
 import shutil
+import subprocess
+import sys
 import warnings
 
 import google_crc32c
@@ -240,47 +243,103 @@ def test_a_corrupt_record_is_caught_when_read_through_the_index(datasets, tmp_pa
         list(reader.load(str(copy), "train", batch_size=None))
 
 
-# -- DALI record indexes ------------------------------------------------------------------------
+# -- DALI ---------------------------------------------------------------------------------------
+# NVIDIA DALI (nvidia-dali-cuda120, the `dali` extra `make test` installs) runs its CPU
+# operators without a GPU: pipelines built with device_id=None.
 
-def tfrecord2idx(path: str) -> str:
-    """DALI's tools/tfrecord2idx, restated: offset and size of every record, read
-    from the file's own length fields."""
-    lines = []
-    with open(path, "rb") as f:
-        while True:
-            current = f.tell()
-            length = f.read(8)
-            if not length:
-                break
-            f.read(4)
-            f.read(int.from_bytes(length, "little"))
-            f.read(4)
-            lines.append(f"{current} {f.tell() - current}\n")
-    return "".join(lines)
+def _dali_index(shard_path: str, tmp_dir) -> bytes:
+    """The index DALI's own tool, `tfrecord2idx` (installed with DALI), makes of a shard."""
+    out = os.path.join(tmp_dir, os.path.basename(shard_path) + ".idx")
+    tool = os.path.join(os.path.dirname(sys.executable), "tfrecord2idx")
+    subprocess.run([sys.executable, tool, shard_path, out], check=True, capture_output=True)
+    return open(out, "rb").read()
 
 
-def _check_indexes(output, info):
+def _check_indexes(output, info, tmp_dir):
     for entry in info["splits"].values():
         for shard in entry["shards"]:
             data = open(os.path.join(output, shard["file"]), "rb").read()
             index = open(os.path.join(output, shard["index"]["file"]), "rb").read()
             assert shard["index"]["file"] == shard["file"] + ".idx"
-            assert index.decode() == tfrecord2idx(os.path.join(output, shard["file"]))
+            assert index == _dali_index(os.path.join(output, shard["file"]), tmp_dir)
             assert len(index.splitlines()) == shard["num_examples"]
             assert f"{google_crc32c.value(index):08x}" == shard["index"]["crc32c"]
             assert f"{google_crc32c.value(data):08x}" == shard["crc32c"]
 
 
+def _dali_read(output, info, split, features: dict) -> dict:
+    """Every record of `split` read by DALI's TFRecord reader through our indexes, in
+    one batch on the CPU: {feature: one array per record}; "frame" decoded by DALI's
+    image decoder."""
+    import nvidia.dali.tfrecord as tfrec
+    from nvidia.dali import fn, pipeline_def
+
+    shards = info["splits"][split]["shards"]
+    count = info["splits"][split]["num_examples"]
+    kinds = {"string": tfrec.string, "int64": tfrec.int64, "float32": tfrec.float32}
+
+    @pipeline_def(batch_size=count, num_threads=1, device_id=None)
+    def records():
+        ex = fn.readers.tfrecord(
+            path=[os.path.join(output, s["file"]) for s in shards],
+            index_path=[os.path.join(output, s["index"]["file"]) for s in shards],
+            features={name: tfrec.FixedLenFeature(shape, kinds[kind], default)
+                      for name, (kind, shape, default) in features.items()},
+            random_shuffle=False, name="Reader")
+        return tuple(fn.decoders.image(ex[name], device="cpu") if name == "frame" else ex[name]
+                     for name in features)
+
+    pipe = records()
+    pipe.build()
+    assert pipe.epoch_size("Reader") == count
+    batch = pipe.run()
+    return {name: [np.array(out.at(i)) for i in range(count)]
+            for name, out in zip(features, batch)}
+
+
+def test_dali_reads_the_frames_keys_and_labels_our_reader_reads(datasets):
+    output, info = datasets["frames"]
+    height, width, channels = info["features"][1]["shape"]
+    for split in info["splits"]:
+        dali = _dali_read(output, info, split, {
+            "source_key": ("string", (), ""), "start_time": ("float32", [], -1.0),
+            "label": ("int64", [], -1), "frame": ("string", (), "")})
+        theirs = {(bytes(k), round(float(t), 4)): (int(label), frame) for k, t, label, frame
+                  in zip(dali["source_key"], dali["start_time"], dali["label"], dali["frame"])}
+        ours = _by_position(_numpy(reader.load(output, split, batch_size=None)))
+        assert theirs.keys() == ours.keys() and len(ours) == info["splits"][split]["num_examples"]
+        for key, (label, frame) in theirs.items():
+            assert label == ours[key]["label"]
+            assert frame.shape == ours[key]["frame"].shape == (height, width, channels)
+            # Two JPEG decoders (DALI's and TensorFlow's) round some pixels apart (seen:
+            # a mean of 1.3 and at most 6 levels).
+            difference = np.abs(frame.astype(int) - ours[key]["frame"].astype(int))
+            assert difference.mean() < 2 and difference.max() <= 12
+        assert len({frame.tobytes() for _, frame in theirs.values()}) > len(theirs) // 2
+
+
+def test_dali_reads_audio_windows_bit_for_bit(datasets):
+    output, info = datasets["frames"]    # float32 windows with each frame
+    samples = info["features"][0]["shape"][0]
+    split = next(iter(info["splits"]))
+    dali = _dali_read(output, info, split, {"source_key": ("string", (), ""),
+                                            "start_time": ("float32", [], -1.0),
+                                            "audio": ("float32", [samples], 0.0)})
+    ours = _by_position(_numpy(reader.load(output, split, batch_size=None)))
+    for key, start, audio in zip(dali["source_key"], dali["start_time"], dali["audio"]):
+        np.testing.assert_array_equal(audio, ours[(bytes(key), round(float(start), 4))]["audio"])
+
+
 @pytest.mark.parametrize("cut", sorted(CUTS))
-def test_every_shard_has_the_index_dali_would_make(datasets, cut):
-    _check_indexes(*datasets[cut])
+def test_every_shard_has_the_index_dali_would_make(datasets, cut, tmp_path):
+    _check_indexes(*datasets[cut], tmp_path)
 
 
 def test_indexes_match_their_shards_after_a_rerun(corpus, tmp_path):
     output = tmp_path / "rerun"
     _write(corpus, output, "audio", "--shard_size_mb", "0.02")
     info = _write(corpus, output, "audio")   # other shard sizes, same folder
-    _check_indexes(str(output), info)
+    _check_indexes(str(output), info, tmp_path)
     on_disk = {os.path.relpath(os.path.join(d, f), output) for d, _, files in os.walk(output)
                for f in files if f.startswith("data-")}
     assert on_disk == reader.load_info(str(output)).stored_files()
