@@ -46,7 +46,8 @@ def _samples_in(files: list):
     few, unverified: they only show which fields there are)."""
     for path in files:
         with open_input(path) as f:
-            yield from (item for item in iter_tar(f, path, verify=False)
+            yield from (item for item in iter_tar(f, path, verify=False,
+                                                  reopen=functools.partial(open_input, path))
                         if isinstance(item, dict))
 
 

@@ -82,7 +82,8 @@ class TarReader:
         self._files.inc()
         stats = collections.Counter()
         try:
-            for item in iter_tar(fileobj, path, stats=stats):
+            for item in iter_tar(fileobj, path, stats=stats,
+                                 reopen=functools.partial(open_input, path)):
                 if isinstance(item, Skipped):
                     self._skipped.inc()
                     continue

@@ -6,10 +6,23 @@ Grouping follows WebDataset (webdataset/tariterators.py `base_plus_ext` and
 basename, directories included (`corpus/spk1_0001.flac` -> key
 `corpus/spk1_0001`, field `flac`); the extension is lower-cased; consecutive
 members with one key form one Sample; WebDataset meta members (`__*__`) are
-skipped. One deliberate difference: a leading `./` is stripped from member
-names, because GNU `tar -C dir .` writes `./corpus/a.flac` where WebDataset's
-TarWriter and `tar -C dir corpus` write `corpus/a.flac`, and the same data must
-give the same keys whichever tool packed it.
+skipped. Two deliberate differences, so the same data gives the same samples
+whichever tool packed it:
+
+- a leading `./` is stripped from member names, because GNU `tar -C dir .`
+  writes `./corpus/a.flac` where WebDataset's TarWriter and `tar -C dir
+  corpus` write `corpus/a.flac`;
+- a link member that names a field is read as the file it links to: GNU tar
+  stores the second name of a hard-linked file (a corpus deduplicated with
+  `cp -al`, rsync's --link-dest, `rdfind`) as a hard link with no data, and a
+  symbolic link as its target's path. WebDataset skips both, and the sample
+  loses that field. The target must be a regular member earlier in the same
+  archive (GNU tar always stores a hard-linked file's first name so); it is
+  read again from the archive (`reopen`), by its offset, which the stream
+  remembers for every regular member. A link to anything else (a path
+  outside the archive, a member further on) cannot be followed by a streamed
+  read: its sample is a dead letter saying to pack with `tar --dereference
+  --hard-dereference`.
 
 A compressed archive is held back until it is verified: its codec's checks
 (gzip's CRC-32 and length, bzip2's block and stream CRCs, xz's check) are at
@@ -23,8 +36,9 @@ trusted.
 
 Failures (transforms/format/dead_letters.py, stage `read_tar`):
 
-- a duplicate field in one sample (two `a.cls` in a row), or a member whose
-  name is not UTF-8: that sample becomes a SAMPLE dead letter (the name
+- a duplicate field in one sample (two `a.cls` in a row), a member whose
+  name is not UTF-8, or a link that cannot be followed: that sample becomes
+  a SAMPLE dead letter (the name
   escaped, see transforms/format/sample.py), the rest of the archive is read;
 - a truncated or corrupt tar (short data, bad header): reading that file
   stops; the samples completed before the error were already yielded; the
@@ -45,9 +59,11 @@ a disk error) raises StorageReadError, and the runner retries the bundle.
 from __future__ import annotations
 
 import collections
+import contextlib
+import posixpath
 import re
 import tarfile
-from typing import IO, Iterator, MutableMapping, NamedTuple
+from typing import IO, Callable, ContextManager, Iterator, MutableMapping, NamedTuple
 
 from transforms.format.dead_letters import FILE, MAX_MESSAGE, SAMPLE, dead_letter
 from transforms.format.sample import KEY, URL, escape_name, is_text
@@ -56,7 +72,7 @@ from transforms.sources.compression import MAGIC_BYTES, StreamCorrupt, codec_of_
 from transforms.sources.input_files import StorageGuard
 from transforms.sources.units import Failed
 
-__all__ = ["SKIP_REASONS", "Skipped", "file_failed", "iter_tar"]
+__all__ = ["SKIP_REASONS", "Skipped", "UnfollowedLink", "file_failed", "iter_tar"]
 
 _STAGE = "read_tar"
 
@@ -70,6 +86,9 @@ SKIP_REASONS = ("directory", "symlink", "hardlink", "device", "fifo", "other",
 _KEY_EXT = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")
 # WebDataset's `skip_meta` default for `__key__`-style meta members.
 _META = re.compile(r"__[^/]*__($|/)")
+
+# Links followed from one to the next before a link is taken for a loop.
+_MAX_LINK_HOPS = 16
 
 # What reading a broken archive raises: tarfile's ReadError (a TarError), or
 # the codec's own error while a member's data is read. Anything else is a bug
@@ -119,6 +138,10 @@ class Skipped(NamedTuple):
     reason: str
 
 
+class UnfollowedLink(ValueError):
+    """A link member whose target is not a regular member earlier in the archive."""
+
+
 class _Field(NamedTuple):
     """A regular member that is a sample field: `key`.`ext`."""
 
@@ -137,7 +160,13 @@ class _TarStream:
     header parser of this stream notes which one it met.
     """
 
-    def __init__(self, fileobj: IO[bytes]):
+    def __init__(self, fileobj: IO[bytes],
+                 archive_again: Callable[[], ContextManager[IO[bytes]]] | None = None):
+        self._archive_again = archive_again
+        # Where each regular member's data is, and where each link points: what
+        # a later link member is read through. A few dozen bytes a member.
+        self._files: dict[str, tuple[int, int]] = {}
+        self._links: dict[str, str] = {}
         self.end_marker = False
         self.header_error: tarfile.HeaderError | None = None
         self.last_member: str | None = None  # for error messages
@@ -164,10 +193,36 @@ class _TarStream:
             self._tar.members = []
             stats["members"] += 1
             self.last_member = info.name
+            name = _normalise(info.name)
+            if info.isreg():
+                self._files[name] = (info.offset_data, info.size)
+            elif info.islnk() or info.issym():
+                self._links[name] = _link_target(name, info)
             yield info
 
     def read(self, info: tarfile.TarInfo) -> bytes:
-        return self._tar.extractfile(info).read()
+        """A regular member's data, or a link member's target's; UnfollowedLink."""
+        if info.isreg():
+            return self._tar.extractfile(info).read()
+        target = self._links[_normalise(info.name)]
+        for _ in range(_MAX_LINK_HOPS):
+            if target not in self._links:
+                break
+            target = self._links[target]
+        if target not in self._files or self._archive_again is None:
+            kind = "symbolic" if info.issym() else "hard"
+            raise UnfollowedLink(
+                f"member {info.name!r} is a {kind} link to {info.linkname!r}, which is not a "
+                f"file earlier in the archive, where a streamed read could follow it; pack the "
+                f"corpus with tar --dereference --hard-dereference")
+        offset, size = self._files[target]
+        with self._archive_again() as archive:
+            archive.seek(offset)
+            data = archive.read(size)
+        if len(data) != size:
+            raise tarfile.ReadError(f"member {target!r} ends early when read again for the "
+                                    f"link {info.name!r}")
+        return data
 
     def ending_error(self) -> tarfile.ReadError | None:
         """None if the members ended at the end-of-archive marker."""
@@ -184,19 +239,33 @@ class _TarStream:
         self._tar.close()  # closes tarfile's buffers only, never the file
 
 
+def _link_target(name: str, info: tarfile.TarInfo) -> str:
+    """The archive path a link member points to: a hard link names it from the
+    archive's root, a symbolic link from the link's folder ('' when it leaves
+    the archive: absolute, or above its root)."""
+    if info.islnk():
+        return _normalise(info.linkname)
+    if info.linkname.startswith("/"):
+        return ""
+    target = posixpath.normpath(posixpath.join(posixpath.dirname(name), info.linkname))
+    return "" if target == ".." or target.startswith("../") else target
+
+
 def _fields(members: Iterator[tarfile.TarInfo]) -> Iterator[_Field | Skipped]:
-    """Members -> sample fields, or why a member is none (WebDataset's naming)."""
+    """Members -> sample fields, or why a member is none (WebDataset's naming).
+    A link is a field when its name is one (`_TarStream.read` follows it)."""
     for info in members:
-        if not info.isreg():
+        linked = info.islnk() or info.issym()
+        if not (info.isreg() or linked):
             yield Skipped(_member_kind(info))
             continue
         name = _normalise(info.name)
         if ("/" not in name and name.startswith("__") and name.endswith("__")) or _META.match(name):
-            yield Skipped("meta")
+            yield Skipped(_member_kind(info) if linked else "meta")
             continue
         match = _KEY_EXT.match(name)
         if match is None:
-            yield Skipped("no_extension")
+            yield Skipped(_member_kind(info) if linked else "no_extension")
             continue
         yield _Field(info, match.group(1), match.group(2).lower())
 
@@ -221,11 +290,15 @@ class _SampleGroup:
             self._fail(ValueError(f"member name {escape_name(field.info.name)!r} is not UTF-8 "
                                   f"(written escaped, as transforms/format/sample.py says)"),
                        "sample has a member name that is not text", field)
+        # The member's own bytes: a link has none (its target's were counted as read).
+        stats["bytes"] += field.info.size
         if self._failure is not None:
-            stats["bytes"] += field.info.size  # the rest of a failed sample: skipped, not kept
+            return  # the rest of a failed sample: skipped, not kept
+        try:
+            data = stream.read(field.info)
+        except UnfollowedLink as e:
+            self._fail(e, "sample has a link that cannot be followed", field)
             return
-        data = stream.read(field.info)
-        stats["bytes"] += len(data)
         if field.ext in self._sample:
             self._fail(ValueError(f"duplicate field {field.ext!r}: member {field.info.name!r} "
                                   f"repeats a field already read for this sample"),
@@ -282,16 +355,19 @@ def _samples(stream: _TarStream, url: str,
 
 
 def iter_tar(fileobj: IO[bytes], url: str, *, stats: MutableMapping[str, int] | None = None,
-             verify: bool = True) -> Iterator[dict | Skipped | Failed]:
+             verify: bool = True,
+             reopen: Callable[[], IO[bytes]] | None = None) -> Iterator[dict | Skipped | Failed]:
     """Streams one tar archive into Samples, `Skipped` members and `Failed` dead letters.
 
     `fileobj` is a binary file, not closed here, and seekable if compressed and
     verified; compression (gzip, bzip2, xz) is detected from the content. A
     compressed archive is first read to its end through its codec's checks
-    (`verify`; see the module docstring), then streamed. If `stats` is given,
-    `stats["members"]` and `stats["bytes"]` are increased by the members seen
-    and the member bytes read. Memory holds one member and one sample, however
-    large the archive.
+    (`verify`; see the module docstring), then streamed. `reopen()` opens the
+    same file again, seekable, to read a link member's target (without it a
+    link is a dead letter). If `stats` is given, `stats["members"]` and
+    `stats["bytes"]` are increased by the members seen and the member bytes
+    read. Memory holds one member and one sample, however large the archive,
+    and the offset of each member.
     """
     stats = stats if stats is not None else collections.Counter()
     raw = StorageGuard(fileobj, url)
@@ -304,8 +380,18 @@ def iter_tar(fileobj: IO[bytes], url: str, *, stats: MutableMapping[str, int] | 
             return
         raw.rewind()
     archive = raw if codec is None else compression.decompressed(raw, codec)
+
+    @contextlib.contextmanager
+    def archive_again() -> Iterator[IO[bytes]]:
+        with reopen() as again:
+            if codec is None:
+                yield again
+            else:
+                with compression.decompressed(again, codec) as decompressed:
+                    yield decompressed
+
     try:
-        stream = _TarStream(archive)
+        stream = _TarStream(archive, archive_again if reopen is not None else None)
     except _READ_ERRORS as e:
         # Fails here only before the first member: the file yields no sample.
         archive.close()
