@@ -331,6 +331,29 @@ def test_ffmpeg_cli_mp3_cover_art_is_not_video(ffmpeg_clip):
         probe_video(data)
 
 
+@pytest.mark.parametrize("rotate", [90, 180, 270])
+def test_a_rotated_phone_video_comes_out_upright_as_ffmpeg_shows_it(ffmpeg_clip, tmp_path,
+                                                                    rotate):
+    """A portrait phone video: landscape pixels and a display matrix (the mp4
+    `rotate` tag), which FFmpeg's CLI applies when it decodes."""
+    landscape = tmp_path / "landscape.mp4"
+    landscape.write_bytes(ffmpeg_clip("landscape.mp4", "-f", "lavfi", "-i",
+                                      "testsrc=d=1:s=160x96:r=5", "-pix_fmt", "yuv420p",
+                                      "-c:v", "libx264"))
+    data = ffmpeg_clip(f"r{rotate}.mp4", "-i", str(landscape), "-c", "copy",
+                       "-metadata:s:v:0", f"rotate={rotate}")
+    (tmp_path / "rotated.mp4").write_bytes(data)
+    shown = np.asarray(Image.open(io.BytesIO(ffmpeg_clip(
+        f"r{rotate}.png", "-i", str(tmp_path / "rotated.mp4"), "-frames:v", "1"))))
+    assert shown.shape == ((96, 160, 3) if rotate == 180 else (160, 96, 3))
+    frame = next(iter_frames(data, FrameOptions(fps=1.0, image_format="raw")))
+    np.testing.assert_array_equal(frame.image, shown)
+    small = next(iter_frames(data, FrameOptions(fps=1.0, size=(40, 40), resize="pad",
+                                                image_format="raw")))
+    bars = small.image[:, :4] if rotate != 180 else small.image[:4]   # pillarbox or letterbox
+    assert small.image.shape == (40, 40, 3) and bars.max() == 0
+
+
 # --- image sequences ---------------------------------------------------------------
 
 def _png(colour):
@@ -343,6 +366,21 @@ def _jpg(colour):
     buf = io.BytesIO()
     Image.fromarray(_solid(colour, 60, 80)).save(buf, "JPEG", quality=95)
     return buf.getvalue()
+
+
+def test_a_sideways_camera_photo_is_turned_upright_by_its_exif_orientation(ffmpeg_clip):
+    """FFmpeg's JPEG, with an EXIF segment spliced in after its start marker
+    saying: turn 90 degrees clockwise to show (orientation 6, a portrait photo)."""
+    plain = ffmpeg_clip("frame.jpg", "-f", "lavfi", "-i", "testsrc=d=1:s=80x48:r=1",
+                        "-frames:v", "1")
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    segment = exif.tobytes()
+    rotated = plain[:2] + b"\xff\xe1" + (len(segment) + 2).to_bytes(2, "big") + segment + plain[2:]
+    stored = np.asarray(Image.open(io.BytesIO(plain)).convert("RGB"))
+    frame, = iter_image_sequence([("0001.jpg", rotated)], FrameOptions(fps=None,
+                                                                       image_format="raw"), fps=1)
+    np.testing.assert_array_equal(frame.image, np.rot90(stored, -1))
 
 
 def test_image_sequence_members_sorted_by_number():

@@ -24,8 +24,10 @@ Sampling (the same rules for videos and image sequences):
   from the same file shares the clock). A frame without a timestamp (raw H.264
   streams) follows the previous one by its duration.
 
-Output: with `size=(height, width)` the frame is scaled by FFmpeg's swscale
-(bilinear, keeping the aspect ratio of the stored pixels) to fit inside
+Output: the frame is first turned upright as its display matrix says (a
+phone's portrait video: stored landscape, rotated 90 degrees), as players and
+FFmpeg's CLI show it. With `size=(height, width)` it is scaled by FFmpeg's
+swscale (bilinear, keeping the aspect ratio of the stored pixels) to fit inside
 ("pad": then centred on black) or to cover ("crop": then centre-cropped) the
 target, so the output is exactly that size; `size=None` keeps the stored size.
 `image_format="raw"` fills `Frame.image` (HxWx3 uint8 RGB), "jpeg" fills
@@ -156,15 +158,21 @@ def scaled_size(height: int, width: int, options: FrameOptions) -> tuple[int, in
 
 
 def to_frame(frame: av.VideoFrame, time: float, options: FrameOptions) -> Frame:
-    """One decoded frame to an output Frame: RGB, resized, raw or JPEG."""
-    height, width = frame.height, frame.width
-    if options.size is not None:
-        height, width = scaled_size(frame.height, frame.width, options)
+    """One decoded frame to an output Frame: upright, RGB, resized, raw or JPEG."""
+    # A phone stores a portrait video as landscape pixels and a display matrix
+    # saying to turn them (counter-clockwise degrees); players, FFmpeg's CLI and
+    # TFDS's ffmpeg-based Video feature turn them, and so do we.
+    quarter_turns = round(frame.rotation / 90) % 4
+    stored = (frame.height, frame.width)
+    shown = stored[::-1] if quarter_turns % 2 else stored
+    height, width = shown if options.size is None else scaled_size(*shown, options)
+    scaled = (width, height) if quarter_turns % 2 else (height, width)   # as stored
     # The colour range comes from the frame: swscale assumes limited range
     # unless told, which would wash out full-range ("JPEG") video.
-    rgb = frame.reformat(width=width, height=height, format="rgb24",
+    rgb = frame.reformat(width=scaled[1], height=scaled[0], format="rgb24",
                          src_color_range=frame.color_range,
                          threads=options.threads).to_ndarray()
+    rgb = np.rot90(rgb, quarter_turns)
     if options.size is not None:
         out_h, out_w = options.size
         if options.resize == "pad":

@@ -18,7 +18,7 @@ from typing import Iterator, Mapping, Sequence
 
 import av
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageOps
 
 from transforms.media.decoded import Frame, MediaError
 from transforms.media.frames import FrameOptions, FramePicker, sampling_times, to_frame
@@ -45,7 +45,8 @@ def iter_image_sequence(images: Sequence[tuple[str, bytes]], options: FrameOptio
     Sampling, resizing and output follow the same rules as `iter_frames`
     (fps, num_frames and timestamps are in seconds of the sequence, so
     `options.fps == fps` takes every image). Only chosen images are decoded,
-    with Pillow, converted to RGB (an alpha channel is dropped). A member that
+    with Pillow, turned upright by their EXIF orientation (as a camera's
+    photos are stored) and converted to RGB (an alpha channel is dropped). A member that
     does not decode is a MediaError naming it; an empty sequence is too.
     """
     if not (math.isfinite(fps) and fps > 0):
@@ -59,7 +60,8 @@ def iter_image_sequence(images: Sequence[tuple[str, bytes]], options: FrameOptio
     for time, (member, data) in _sequence_choices(images, options, fps, duration):
         try:
             with Image.open(io.BytesIO(data)) as image:
-                rgb = np.asarray(image.convert("RGB"))
+                # A camera's photo may be stored sideways with an EXIF orientation.
+                rgb = np.asarray(ImageOps.exif_transpose(image).convert("RGB"))
         except _IMAGE_ERRORS as e:
             raise MediaError(f"image sequence member {member!r}: cannot decode: {e}") from e
         yield to_frame(av.VideoFrame.from_ndarray(rgb, format="rgb24"), time, options)
