@@ -165,7 +165,8 @@ def dataset_config(
         cut=cut_options(options),
         spec=spec,
         split_plan=SplitPlan.from_flags(
-            opts.splits, opts.split_by, opts.split_column, opts.stratify_by, opts.label_field
+            opts.splits, opts.split_by, opts.split_column, opts.stratify_by, opts.label_field,
+            spec
         ),
         selection=sample_ops.parse_selection(opts.select) if opts.select else None,
         where=sample_ops.parse_pairs(opts.where, "--where"),

@@ -143,8 +143,9 @@ DECLARED = {
 
 
 def _reference_declared(dtype, value):
-    if dtype == "string":
-        return "bytes", value
+    if dtype == "string":  # stored as the text rule reads it: no BOM, no surrounding space
+        texts = value if isinstance(value, list) else [value]
+        return "bytes", [t.removeprefix("\ufeff").strip() for t in texts]
     if dtype in ("bool", "int32"):
         return "int64", np.asarray(value).astype(np.int64)
     return ("float" if dtype in ("float", "double") else dtype), value

@@ -22,7 +22,7 @@ from pipelines import tar_to_tfrecord
 from transforms.dataset.splits import SplitPlan
 from transforms.format import reader
 from transforms.format.sample import field_text
-from transforms.format.spec import Feature
+from transforms.format.spec import Feature, parse_features
 from transforms.report.gather import gather
 
 # printf formats: the same value as LF-ended (echo), CRLF-ended, BOM + CRLF (Notepad,
@@ -163,6 +163,29 @@ def test_every_text_reader_sees_one_value(wrapping):
     assert plan.assign(sample) == ("eval", "spk01", "3")
     from transforms.dataset.sample_ops import matches_where
     assert matches_where(sample, (("cls", "3"),)) and not matches_where(sample, (("cls", "4"),))
+
+
+@pytest.mark.parametrize("text", ["3", "03", "+3", "3.0", "3e0", "0.3e1"])
+def test_a_label_under_an_integer_feature_is_the_integer_it_holds(text):
+    spec = parse_features("label=cls:int64,speaker=spk:string")
+    plan = SplitPlan.from_flags("train=1", "spk", label_field="cls", spec=spec)
+    sample = {"__key__": "k", "spk": b"s", "cls": f"{text}\r\n".encode()}
+    assert Feature("label", "int64", source="cls").coerce(sample["cls"]).tolist() == [3]
+    assert plan.assign(sample)[2] == "3"
+    # Without an integer feature reading it, a label is its text.
+    assert SplitPlan.from_flags("train=1", "spk", label_field="cls").assign(sample)[2] == text
+
+
+@pytest.mark.parametrize("text, value", [("9007199254740993.0", 9007199254740993),
+                                         ("-12e2", -1200)])
+def test_integral_text_is_read_exactly(text, value):
+    assert Feature("n", "int64").coerce(text.encode()).tolist() == [value]
+
+
+@pytest.mark.parametrize("text", ["3.5", "nan", "inf", "three", "1e400"])
+def test_text_that_is_no_integer_is_a_dead_letter(text):
+    with pytest.raises(ValueError, match="is not int64"):
+        Feature("n", "int64").coerce(text.encode())
 
 
 def test_a_bom_before_json_and_a_value_that_is_only_whitespace(tmp_path):

@@ -33,6 +33,7 @@ import re
 from typing import Any, Iterable, Mapping
 
 from transforms.format.sample import FieldReader, field_text
+from transforms.format.spec import Feature, FeatureSpec
 
 __all__ = ["SplitPlan", "Strata", "group_hash", "group_stratum", "parse_splits",
            "parse_split_by", "split_balance", "stable_hash64", "stratum_cuts"]
@@ -167,7 +168,9 @@ class SplitPlan:
     optionally the field naming the split (`column`) or the label to stratify by.
 
     `label_field` names a label to count per split without stratifying by it;
-    `stratify_by` counts its label too (`label_source`)."""
+    `stratify_by` counts its label too (`label_source`). When an integer
+    feature reads the label (`label_feature`), a label is that feature's
+    value: `03`, `3.0` and `3` are the class 3 it holds."""
 
     splits: tuple  # ((name, ratio), ...)
     field: str = "__key__"
@@ -175,6 +178,7 @@ class SplitPlan:
     column: str | None = None
     stratify_by: str | None = None
     label_field: str | None = None
+    label_feature: Feature | None = None
 
     def __post_init__(self):
         if self.column and self.stratify_by:
@@ -191,10 +195,15 @@ class SplitPlan:
 
     @classmethod
     def from_flags(cls, splits: str, split_by: str, split_column: str = "",
-                   stratify_by: str = "", label_field: str = "") -> "SplitPlan":
+                   stratify_by: str = "", label_field: str = "",
+                   spec: FeatureSpec | None = None) -> "SplitPlan":
+        """The plan the flags describe; `spec` finds the label's integer feature."""
         field, pattern = parse_split_by(split_by)
+        label = stratify_by or label_field
+        feature = next((f for f in spec or () if label and f.source == label and not f.shape
+                        and f.dtype in ("int64", "int32")), None)
         return cls(parse_splits(splits), field, pattern, split_column or None,
-                   stratify_by or None, label_field or None)
+                   stratify_by or None, label_field or None, feature)
 
     @property
     def names(self) -> list:
@@ -229,7 +238,10 @@ class SplitPlan:
             return None
         flag = "--stratify_by" if self.stratify_by else "--label_field"
         try:
-            return field_text((reader or FieldReader(sample)).get(self.label_source))
+            value = (reader or FieldReader(sample)).get(self.label_source)
+            if self.label_feature is not None:
+                return str(self.label_feature.coerce(value)[0])
+            return field_text(value)
         except KeyError as e:
             raise ValueError(f"{flag} label: {e.args[0]}") from None
         except ValueError as e:

@@ -23,6 +23,7 @@ the reader restores it (tf.bool, tf.int32, tf.float64, ...).
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import math
 import re
 from typing import Any, Mapping, Sequence
@@ -318,6 +319,23 @@ def _text_numbers(value: bytes | str) -> list:
     return [t for t in re.split(r"[\s,]+", field_text(value)) if t]
 
 
+def _text_int(text: str) -> int:
+    """An integer written any way a tool writes one: '3', '03', '+3', and the
+    integral '3.0' or '3e0' that float columns (pandas, numpy.savetxt) give,
+    read exactly (no float rounding of a large value); ValueError otherwise."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        number = decimal.Decimal(text)
+    except decimal.InvalidOperation:
+        raise ValueError(f"{text!r} is not a number") from None
+    if not number.is_finite() or number != number.to_integral_value():
+        raise ValueError(f"{text!r} is not an integer")
+    return int(number)
+
+
 _NUMBERS = (int, float, np.integer, np.floating)
 _INT64_LIMIT = 2.0**63
 
@@ -375,7 +393,7 @@ def _to_number_array(value, feature: "Feature") -> np.ndarray:
 
 def _to_int(v) -> int:
     if isinstance(v, (bytes, str)):
-        return int(v)
+        return _text_int(v.decode("utf-8") if isinstance(v, bytes) else v)
     if isinstance(v, (float, np.floating)) and not float(v).is_integer():
         raise ValueError(f"{v!r} is not an integer")
     value = int(v)
