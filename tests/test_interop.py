@@ -22,6 +22,7 @@ import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+import dali_reader
 import schema_statistics
 from pipelines import tar_to_tfrecord
 from transforms.format import reader
@@ -243,9 +244,7 @@ def test_a_corrupt_record_is_caught_when_read_through_the_index(datasets, tmp_pa
         list(reader.load(str(copy), "train", batch_size=None))
 
 
-# -- DALI ---------------------------------------------------------------------------------------
-# NVIDIA DALI (nvidia-dali-cuda120, the `dali` extra `make test` installs) runs its CPU
-# operators without a GPU: pipelines built with device_id=None.
+# -- DALI (tests/dali_reader.py) ------------------------------------------------------------------
 
 def _dali_index(shard_path: str, tmp_dir) -> bytes:
     """The index DALI's own tool, `tfrecord2idx` (installed with DALI), makes of a shard."""
@@ -267,41 +266,11 @@ def _check_indexes(output, info, tmp_dir):
             assert f"{google_crc32c.value(data):08x}" == shard["crc32c"]
 
 
-def _dali_read(output, info, split, features: dict) -> dict:
-    """Every record of `split` read by DALI's TFRecord reader through our indexes, in
-    one batch on the CPU: {feature: one array per record}; "frame" decoded by DALI's
-    image decoder."""
-    import nvidia.dali.tfrecord as tfrec
-    from nvidia.dali import fn, pipeline_def
-
-    shards = info["splits"][split]["shards"]
-    count = info["splits"][split]["num_examples"]
-    kinds = {"string": tfrec.string, "int64": tfrec.int64, "float32": tfrec.float32}
-
-    @pipeline_def(batch_size=count, num_threads=1, device_id=None)
-    def records():
-        ex = fn.readers.tfrecord(
-            path=[os.path.join(output, s["file"]) for s in shards],
-            index_path=[os.path.join(output, s["index"]["file"]) for s in shards],
-            features={name: tfrec.FixedLenFeature(shape, kinds[kind], default)
-                      for name, (kind, shape, default) in features.items()},
-            random_shuffle=False, name="Reader")
-        return tuple(fn.decoders.image(ex[name], device="cpu") if name == "frame" else ex[name]
-                     for name in features)
-
-    pipe = records()
-    pipe.build()
-    assert pipe.epoch_size("Reader") == count
-    batch = pipe.run()
-    return {name: [np.array(out.at(i)) for i in range(count)]
-            for name, out in zip(features, batch)}
-
-
 def test_dali_reads_the_frames_keys_and_labels_our_reader_reads(datasets):
     output, info = datasets["frames"]
     height, width, channels = info["features"][1]["shape"]
     for split in info["splits"]:
-        dali = _dali_read(output, info, split, {
+        dali = dali_reader.read_split(output, info, split, {
             "source_key": ("string", (), ""), "start_time": ("float32", [], -1.0),
             "label": ("int64", [], -1), "frame": ("string", (), "")})
         theirs = {(bytes(k), round(float(t), 4)): (int(label), frame) for k, t, label, frame
@@ -322,7 +291,7 @@ def test_dali_reads_audio_windows_bit_for_bit(datasets):
     output, info = datasets["frames"]    # float32 windows with each frame
     samples = info["features"][0]["shape"][0]
     split = next(iter(info["splits"]))
-    dali = _dali_read(output, info, split, {"source_key": ("string", (), ""),
+    dali = dali_reader.read_split(output, info, split, {"source_key": ("string", (), ""),
                                             "start_time": ("float32", [], -1.0),
                                             "audio": ("float32", [samples], 0.0)})
     ours = _by_position(_numpy(reader.load(output, split, batch_size=None)))
