@@ -4,6 +4,8 @@ ReadListingSamples on the local runner over listings written here."""
 import gzip
 import io
 import json
+import subprocess
+import sys
 
 import apache_beam as beam
 import pytest
@@ -151,6 +153,12 @@ def test_inspect_reads_headers_and_names_what_is_missing(tmp_path):
     _write(tmp_path / "d.tsv", ["z.wav\tz.wav"], header="path\tpath")
     with pytest.raises(ValueError, match="unique"):
         inspect_listings([str(tmp_path / "d.tsv")], ["path"])
+    pandas = tmp_path / "pandas.csv"   # DataFrame.to_csv's default: its index, unnamed
+    subprocess.run([sys.executable, "-c", "import pandas; pandas.DataFrame({'path': ['z.wav']})"
+                    f".to_csv({str(pandas)!r})"], check=True)
+    with pytest.raises(ValueError, match=r"first column with no name is the index pandas "
+                                         r"writes: to_csv\(..., index=False\)"):
+        inspect_listings([str(pandas)], ["path"])
     _write(tmp_path / "e.csv", ["z.wav,1"], header="path,__key__")
     with pytest.raises(ValueError, match="reserved: __key__"):
         inspect_listings([str(tmp_path / "e.csv")], ["path"])

@@ -141,8 +141,10 @@ def inspect_listings(patterns: Sequence[str], media_columns: Sequence[str],
         except ValueError as e:
             raise ValueError(f"listing {path!r}, first line: {e}") from None
         if len(set(columns)) != len(columns) or "" in columns:
+            hint = ("; a first column with no name is the index pandas writes: "
+                    "to_csv(..., index=False) leaves it out" if columns[0] == "" else "")
             raise ValueError(f"listing {path!r}: header columns must be unique and named: "
-                             f"{', '.join(columns)}")
+                             f"{', '.join(columns)}{hint}")
         layouts[path] = (fmt, columns)
     if not layouts:
         raise ValueError(f"no listing matching {', '.join(patterns)} can be read: every one "
