@@ -197,3 +197,33 @@ def test_a_bom_before_json_and_a_value_that_is_only_whitespace(tmp_path):
     with pytest.raises(ValueError, match="has 0 values"):
         Feature("n", "int64").coerce(b" \r\n")
     assert np.array_equal(Feature("n", "int64", (None,)).coerce(b"\r\n"), [])
+
+
+def test_arrays_webdatasets_tarwriter_stores_as_npy(tmp_path):
+    """WebDataset's own encoder writes numpy arrays as `.npy` members and ints as
+    text: both read back as the values given to it."""
+    import webdataset
+
+    embeddings = {f"k{i}": np.arange(4, dtype=np.float32) * (i + 0.5) for i in range(6)}
+    with webdataset.TarWriter(str(tmp_path / "wds.tar")) as sink:
+        for i, (key, emb) in enumerate(embeddings.items()):
+            sink.write({"__key__": key, "emb.npy": emb, "pcm.npy": (emb * 100).astype(np.int16),
+                        "cls": i % 3, "ok.npy": emb > 1})
+        sink.write({"__key__": "objects", "emb.npy": np.array([{}], dtype=object),
+                    "pcm.npy": np.zeros(4, np.int16), "cls": 0, "ok.npy": np.ones(4, bool)})
+    info = tar_to_tfrecord.run([
+        "--input", str(tmp_path / "wds.tar"), "--output", str(tmp_path / "ds"),
+        "--features", "emb=emb.npy:float32[4],pcm=pcm.npy:int16[4],ok=ok.npy:bool[4],"
+                      "label=cls:int64", "--splits", "train=1", "--max_failure_fraction", "0.2"])
+    read = {tuple(ex["emb"]): ex for ex in reader.load(
+        str(tmp_path / "ds"), "train", batch_size=None).as_numpy_iterator()}
+    assert len(read) == len(embeddings)
+    for i, emb in enumerate(embeddings.values()):
+        ex = read[tuple(emb)]
+        np.testing.assert_array_equal(ex["pcm"], (emb * 100).astype(np.int16))
+        np.testing.assert_array_equal(ex["ok"], emb > 1)
+        assert ex["label"] == i % 3
+    letter, = [json.loads(line) for line in (tmp_path / "ds" / "failures" / "failures.jsonl").open()]
+    assert (letter["key"], letter["member"]) == ("objects", "emb.npy")
+    assert "a .npy value that cannot be read" in letter["message"]
+    assert info["accounting"]["samples_failed"] == 1

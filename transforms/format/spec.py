@@ -17,13 +17,16 @@ and `double` (alias `float64`) in a float_list, so a double is rounded to
 float32 on the wire (tf.Example has no wider float); `bytes` (as stored) and
 `string` (UTF-8 text, checked, stored as `field_text` reads it) in a bytes_list; `int16`/`uint8` arrays and
 `jpeg` images packed into bytes. The manifest records the declared dtype and
-the reader restores it (tf.bool, tf.int32, tf.float64, ...).
+the reader restores it (tf.bool, tf.int32, tf.float64, ...). A numeric or
+bool feature reads a `.npy` member (numpy.save's format, as WebDataset's
+TarWriter stores arrays) as the array it holds, never unpickling.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import decimal
+import io
 import math
 import re
 from typing import Any, Mapping, Sequence
@@ -139,6 +142,8 @@ class Feature:
         float and double). Raises ValueError naming the feature when the
         value does not fit the declared dtype or shape.
         """
+        if self.kind != "bytes" or self.dtype in PACKED:
+            value = _npy_array(value, self.name)
         if self.dtype in PACKED:
             return [_pack(value, self)]
         if self.dtype == "bool":
@@ -243,6 +248,21 @@ def parse_features(text: str) -> FeatureSpec:
         features.append(Feature(name=m["name"] or source, dtype=m["dtype"],
                                 shape=_parse_shape(m["shape"], term), source=source))
     return FeatureSpec(tuple(features))
+
+
+# numpy.save's format starts so; WebDataset's TarWriter stores arrays (`.npy`) in it.
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+def _npy_array(value, name: str):
+    """The array a `.npy` member holds (read without unpickling anything); any
+    other value as it is."""
+    if isinstance(value, (bytes, bytearray, memoryview)) and bytes(value[:6]) == _NPY_MAGIC:
+        try:
+            return np.load(io.BytesIO(value), allow_pickle=False)
+        except ValueError as e:   # an object array, or a damaged header
+            raise ValueError(f"feature {name!r}: a .npy value that cannot be read: {e}") from None
+    return value
 
 
 def _to_bytes_list(value, name: str) -> list:
