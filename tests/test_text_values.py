@@ -10,6 +10,7 @@ the schema built from the label counts, the report - must see the same value
 the feature gets.
 """
 
+import io
 import json
 import subprocess
 
@@ -227,3 +228,18 @@ def test_arrays_webdatasets_tarwriter_stores_as_npy(tmp_path):
     assert (letter["key"], letter["member"]) == ("objects", "emb.npy")
     assert "a .npy value that cannot be read" in letter["message"]
     assert info["accounting"]["samples_failed"] == 1
+
+
+def test_features_auto_reads_npy_members_as_their_arrays():
+    from transforms.format.infer import infer_spec
+
+    def npy(array) -> bytes:
+        out = io.BytesIO()
+        np.save(out, array)
+        return out.getvalue()
+
+    samples = [{"__key__": f"k{i}", "emb.npy": npy(np.zeros((2, 3), np.float32)),
+                "ids.npy": npy(np.arange(i + 1)), "ok.npy": npy(np.bool_(True))} for i in range(2)]
+    spec = {f.name: (f.dtype, f.shape) for f in infer_spec(samples)}
+    assert spec == {"emb.npy": ("float", (2, 3)), "ids.npy": ("int64", (None,)),
+                    "ok.npy": ("bool", ())}

@@ -12,13 +12,17 @@ from __future__ import annotations
 import json
 from typing import Any, Iterable, Mapping
 
+import numpy as np
+
 from transforms.format.sample import field_text
-from transforms.format.spec import Feature, FeatureSpec
+from transforms.format.spec import Feature, FeatureSpec, npy_array
 
 __all__ = ["infer_spec"]
 
 
 _RANK = {"int64": 0, "float": 1, "bytes": 2}
+# A `.npy` member's numpy dtype kind -> its feature dtype (others: bytes).
+_NPY_DTYPES = {"f": "float", "i": "int64", "u": "int64", "b": "bool"}
 
 
 def _infer_leaf(value) -> tuple:
@@ -69,7 +73,14 @@ def _infer_sample(sample: Mapping[str, Any]) -> dict:
                     if not isinstance(v, dict) and v is not None:  # a null is no value
                         found[f"{field}.{k}"] = _infer_leaf(v)
                 continue
-        if isinstance(value, bytes) and len(value) > 64:
+        try:
+            array = npy_array(value, field)
+        except ValueError:
+            array = value   # an object array: bytes, and a dead letter if declared otherwise
+        if isinstance(array, np.ndarray):
+            found[field] = (_NPY_DTYPES.get(array.dtype.kind, "bytes"),
+                            array.shape if array.dtype.kind in _NPY_DTYPES else ())
+        elif isinstance(value, bytes) and len(value) > 64:
             found[field] = ("bytes", ())
         else:
             found[field] = _infer_leaf(value)
@@ -80,7 +91,7 @@ def infer_spec(samples: Iterable[Mapping[str, Any]]) -> FeatureSpec:
     """Infers a spec from a few samples: fields present in all of them.
 
     Text that parses as an integer is int64, as a number float; a JSON bool is
-    bool; JSON members are projected one feature per top-level key that is not
+    bool; a `.npy` array is float, int64 or bool of its shape; JSON members are projected one feature per top-level key that is not
     null or an object; anything else is bytes. When the samples disagree, the
     wider type wins (int64 < float < bytes; a bool and anything else: bytes)
     and differing shapes become variable-length.

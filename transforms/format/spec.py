@@ -42,6 +42,7 @@ __all__ = [
     "FeatureSpec",
     "KINDS",
     "ALIASES",
+    "npy_array",
     "parse_features",
 ]
 
@@ -143,7 +144,7 @@ class Feature:
         value does not fit the declared dtype or shape.
         """
         if self.kind != "bytes" or self.dtype in PACKED:
-            value = _npy_array(value, self.name)
+            value = npy_array(value, self.name)
         if self.dtype in PACKED:
             return [_pack(value, self)]
         if self.dtype == "bool":
@@ -254,9 +255,10 @@ def parse_features(text: str) -> FeatureSpec:
 _NPY_MAGIC = b"\x93NUMPY"
 
 
-def _npy_array(value, name: str):
+def npy_array(value, name: str):
     """The array a `.npy` member holds (read without unpickling anything); any
-    other value as it is."""
+    other value as it is. ValueError naming feature `name` for one that cannot
+    be read."""
     if isinstance(value, (bytes, bytearray, memoryview)) and bytes(value[:6]) == _NPY_MAGIC:
         try:
             return np.load(io.BytesIO(value), allow_pickle=False)
