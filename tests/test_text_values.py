@@ -173,6 +173,9 @@ def test_a_label_under_an_integer_feature_is_the_integer_it_holds(text):
     sample = {"__key__": "k", "spk": b"s", "cls": f"{text}\r\n".encode()}
     assert Feature("label", "int64", source="cls").coerce(sample["cls"]).tolist() == [3]
     assert plan.assign(sample)[2] == "3"
+    from transforms.dataset.sample_ops import matches_where
+    assert matches_where(sample, (("cls", "3"),)) and matches_where(sample, (("cls", "3.00"),))
+    assert not matches_where(sample, (("cls", "4"),)) and not matches_where(sample, (("cls", "x"),))
     # Without an integer feature reading it, a label is its text.
     assert SplitPlan.from_flags("train=1", "spk", label_field="cls").assign(sample)[2] == text
 

@@ -7,7 +7,8 @@ returns a new dict and never mutates its input. `__key__`, `__url__` and other
 Flag grammars:
 - `--select 'cls,prefix:json,suffix:.jpg,contains:audio'` keeps the data fields
   named exactly, or by prefix / suffix / substring;
-- `--where 'cls=3,json.lang=en'` keeps only samples whose fields have these values;
+- `--where 'cls=3,json.lang=en'` keeps only samples whose fields have these values
+  (numbers compared as numbers: `cls=3` keeps `3.0`);
 - `--rename 'flac=audio,cls=label'` renames fields;
 - `--sample_fn pkg.mod:fn` (Sample -> Sample or None) and
   `--example_fn pkg.mod:fn` (example dict -> example dict or None).
@@ -16,6 +17,7 @@ Flag grammars:
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import importlib
 from typing import Any, Callable, Mapping
 
@@ -96,16 +98,27 @@ def rename_fields(sample: Mapping[str, Any], renames: tuple) -> dict:
 
 
 def matches_where(sample: Mapping[str, Any], where: tuple) -> bool:
-    """True when every (field, value) of `where` holds; compared as `field_text`."""
+    """True when every (field, value) of `where` holds: the field's `field_text`
+    is the value, or both are numbers and equal (`cls=3` holds for `3`, `03`
+    and `3.0`, as an integer feature reads them)."""
     reader = FieldReader(sample)
     for field, expected in where:
         try:
             value = reader.get(field)
         except KeyError:
             return False
-        if value is None or field_text(value) != expected:
+        if value is None or not _same(field_text(value), expected):
             return False
     return True
+
+
+def _same(text: str, expected: str) -> bool:
+    if text == expected:
+        return True
+    try:
+        return decimal.Decimal(text) == decimal.Decimal(expected)
+    except decimal.InvalidOperation:
+        return False
 
 
 def is_empty(record: Mapping[str, Any]) -> bool:
