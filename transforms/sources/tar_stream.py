@@ -143,7 +143,7 @@ class UnfollowedLink(ValueError):
 
 
 class _Field(NamedTuple):
-    """A regular member that is a sample field: `key`.`ext`."""
+    """A member that is a sample field, `key`.`ext`: a regular file, or a link to one."""
 
     info: tarfile.TarInfo
     key: str
