@@ -15,7 +15,8 @@ import shutil
 import pytest
 import tensorflow as tf
 
-from pipelines import tar_to_tfrecord, verify
+from pipelines import tar_to_tfrecord
+from transforms.verify.dataset import verify
 from transforms.testing.corpus import write_corpus
 from transforms.dataset import finalise
 from transforms.dataset.ledger import LEDGER
@@ -118,7 +119,7 @@ def test_reader_reads_back_from_gs(runs):
 def test_verify_reads_a_dataset_in_the_bucket(runs, gcs_emulator, tmp_path):
     """pipelines.verify as a Beam job on gs://; then on a copy with one shard byte flipped."""
     _, _, remote, remote_info = runs
-    problems, summary = verify.verify(remote, media_samples=1000)
+    problems, summary = verify(remote, media_samples=1000)
     examples = sum(s["num_examples"] for s in remote_info["splits"].values())
     assert problems == [] and f": {examples} examples in " in summary
     shard = remote_info["splits"]["train"]["shards"][0]
@@ -127,7 +128,7 @@ def test_verify_reads_a_dataset_in_the_bucket(runs, gcs_emulator, tmp_path):
             data = data[:-1] + bytes([data[-1] ^ 1])  # the last record's CRC
         (tmp_path / "object").write_bytes(data)
         gcs_emulator.upload(tmp_path / "object", f"out/flipped/{name}")
-    problems, _ = verify.verify(gcs_emulator.url("out/flipped"))
+    problems, _ = verify(gcs_emulator.url("out/flipped"))
     assert len(problems) == 2 and problems[0].endswith(": fails its CRC")
     assert problems[1].startswith(f"{shard['file']}: its CRC32C is ")
 

@@ -23,7 +23,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 import dali_reader
 import schema_statistics
 from pipelines import tar_to_tfrecord
-from pipelines.verify import verify
+from transforms.verify.dataset import verify
 from transforms.format import reader
 
 pytestmark = pytest.mark.slow  # ffmpeg and sox make the corpus

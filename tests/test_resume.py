@@ -11,7 +11,7 @@ import tarfile
 import pytest
 
 from pipelines import tar_to_tfrecord
-from pipelines.verify import verify
+from transforms.verify.dataset import verify
 from transforms.dataset.finalise import DatasetFailed
 from transforms.dataset.ledger import CHANGED, NEW, RETRIED, REUSE, UnitReceipt, reusable
 from transforms.dataset.tfrecord import ShardRecord

@@ -1,10 +1,69 @@
-"""beam-datagen's PTransforms, DoFns and the pure functions they wrap, by stage:
+"""beam-datagen's public API: Beam transforms to compose in your own pipeline.
 
-- `sources/`: matching input files, reading tar shards, CSV/JSONL listings and Bigtable into Samples;
-- `media/` (Beam-free): decoding audio and video, and cutting a Sample into examples;
-- `dataset/`: building examples, splitting, writing shards, the final step, `WriteDataset`;
-- `tft/`: tf.Transform, fitted on the train split and applied to every example;
-- `format/` (Beam-free): what training code imports - sample, spec, encoder, manifest, reader;
-- `runner/`: running a job - the local runner, its progress lines, the job's counters;
-- `testing/` (Beam-free): synthetic media and the demo corpus, for the demo, tests and benchmarks.
+    import apache_beam as beam
+    import transforms as dg
+
+    with dg.make_pipeline() as p:
+        samples = p | dg.ReadTarSamples("data/*.tar")           # or your own Beam steps
+        kept = samples | beam.Filter(lambda s: "flac" in s)
+        kept | dg.WriteDataset("out/", features="flac:bytes,label=cls:int64",
+                               split_by="json.speaker")
+
+The names below are the stable ones; everything else is internal. Each is
+imported when first used, so `import transforms` costs nothing, and training
+code that imports only `transforms.format` (the reader) never loads Beam.
+
+- reading samples: `ReadTarSamples`, `ReadListingSamples`, `ReadBigtableSamples`,
+  and for your own storage a `Source` (plan `WorkUnit`s, read one unit into
+  Samples or `Failed` dead letters);
+- building examples: `BuildExamples` over the recipe, `ExampleRecipe`,
+  `FeatureSpec`, `SplitPlan`, `CutOptions`;
+- writing a dataset: `WriteDataset` over a Source or any PCollection of dicts,
+  `DatasetConfig`;
+- running and reading back: `make_pipeline` (the local runner without Beam's
+  Prism download, or Dataflow), `load` (tf.data), `verify`.
+
+The packages, bottom up: `format/` (Beam-free: sample, spec, encoder,
+manifest, reader), `media/` (Beam-free decoders and cutters), `sources/`,
+`dataset/` (the recipe, the writer, WriteDataset), `tft/`, `verify/`,
+`report/`, `runner/`, and `testing/` (synthetic media for tests and the demo).
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Public name -> the module that defines it.
+_EXPORTS = {
+    "ReadTarSamples": "transforms.sources.tar",
+    "ReadListingSamples": "transforms.sources.listing",
+    "ReadBigtableSamples": "transforms.sources.bigtable.source",
+    "Source": "transforms.sources.units",
+    "WorkUnit": "transforms.sources.units",
+    "Failed": "transforms.sources.units",
+    "BuildExamples": "transforms.dataset.convert",
+    "ExampleRecipe": "transforms.dataset.examples",
+    "FeatureSpec": "transforms.format.spec",
+    "SplitPlan": "transforms.dataset.splits",
+    "CutOptions": "transforms.media.cutting",
+    "WriteDataset": "transforms.dataset.write",
+    "DatasetConfig": "transforms.dataset.write",
+    "make_pipeline": "transforms.runner.runtime",
+    "load": "transforms.format.reader",
+    "verify": "transforms.verify.dataset",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'transforms' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value  # once imported, a plain attribute
+    return value
+
+
+def __dir__() -> list:
+    return list(__all__)

@@ -26,22 +26,25 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from typing import Iterator
+import random
+from typing import Any, Iterator, Mapping
 
 import apache_beam as beam
+from apache_beam.transforms.window import GlobalWindows
 
 from transforms.runner.counters import counter
-from transforms.format.dead_letters import SAMPLE, dead_letter
+from transforms.format.dead_letters import FAILURES, SAMPLE, dead_letter
 from transforms.format.durations import duration_bin
 from transforms.format.encoder import ExampleEncoder
 from transforms.dataset.examples import Example, ExampleRecipe, SampleOutcome, convert_sample
 from transforms.dataset.ledger import UnitReceipt, write_receipt
 from transforms.dataset.rolling_shards import RollingShards
-from transforms.format.sample import KEY, URL
+from transforms.format.sample import KEY, URL, keyed
+from transforms.format.text import preview
 from transforms.format.spec import FeatureSpec
 from transforms.sources.units import Failed, SplittableUnits, WorkUnit
 
-__all__ = ["ConvertOptions", "ConvertUnits", "RECEIPTS", "outcome_tallies"]
+__all__ = ["BuildExamples", "ConvertElements", "ConvertOptions", "ConvertUnits", "RECEIPTS", "outcome_tallies"]
 
 RECEIPTS = "receipts"
 
@@ -59,6 +62,24 @@ class ConvertOptions:
     # every example first; `transformed_spec` is its output's spec.
     transform_dir: str | None = None
     transformed_spec: FeatureSpec | None = None
+
+
+@dataclasses.dataclass
+class _Work:
+    """One unit's conversion so far: its shards, tallies, groups and dead letters."""
+
+    shards: RollingShards | None
+    tallies: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    groups: set = dataclasses.field(default_factory=set)
+    failures: list = dataclasses.field(default_factory=list)
+
+    def receipt(self, unit: int, span: tuple | None, inputs: tuple,
+                versions: tuple) -> UnitReceipt:
+        """The finished unit's receipt; closes its shards."""
+        return UnitReceipt(
+            unit, span, inputs, tuple(sorted(self.tallies.items(), key=repr)),
+            tuple(sorted(self.groups, key=repr)),
+            tuple(self.shards.close()) if self.shards else (), tuple(self.failures), versions)
 
 
 def outcome_tallies(outcome: SampleOutcome) -> dict:
@@ -95,14 +116,16 @@ class _ConvertFn(beam.DoFn):
         self._options = options
 
     def setup(self):
-        self._reader.setup()
+        if self._reader is not None:
+            self._reader.setup()
         self._encoder = ExampleEncoder([(f.name, f.kind) for f in self._recipe.spec])
         self._sample_fn, self._example_fn = self._recipe.load_functions()
         self._counters: dict = {}
         self._transformer = None
 
     def teardown(self):
-        self._reader.teardown()
+        if self._reader is not None:
+            self._reader.teardown()
 
     def _count(self, name: str, n: int = 1) -> None:
         if name not in self._counters:
@@ -114,44 +137,51 @@ class _ConvertFn(beam.DoFn):
         yield from self._convert(unit, (unit.index,), None, strata)
 
     def _convert(self, unit: WorkUnit, order: tuple, tracker, strata) -> Iterator:
+        work = self._start(order)
+        for event in self._reader.read(unit, tracker):
+            yield from self._take(event, work, strata)
+        yield from self._flush(work)
+        restriction = tracker.current_restriction() if tracker else None
+        receipt = work.receipt(unit.index, (restriction.start, restriction.end)
+                               if restriction else None, unit.inputs, unit.versions)
+        if work.shards:
+            write_receipt(self._options.temp_dir, receipt)
+        yield beam.pvalue.TaggedOutput(RECEIPTS, receipt)
+
+    def _start(self, order: tuple) -> "_Work":
+        """A unit's (or bundle's) conversion, its shards ordered by `order`."""
         options = self._options
-        shards = (RollingShards(options.temp_dir, order, options.compression,
-                                options.target_shard_bytes) if options.write_shards else None)
         if options.transform_dir and self._transformer is None:
             # Imported here: it loads TensorFlow, which only preprocessing needs.
             from transforms.tft.stage import ExampleTransformer
             self._transformer = ExampleTransformer(options.transform_dir, self._recipe.spec,
                                                    options.transformed_spec)
-        tallies: collections.Counter = collections.Counter()
-        groups: set = set()
-        failures: list = []
-        for event in self._reader.read(unit, tracker):
-            if isinstance(event, Failed):
-                record = event.record
-                tallies[("failed", record["unit"])] += 1
-                if record["unit"] == SAMPLE:  # a file that yielded no sample was not a read
-                    tallies[("read", "")] += 1
-                failures.append(record)
-                continue
-            tallies[("read", "")] += 1
-            stats: dict = {}
-            examples = convert_sample(event, self._recipe, self._encoder, self._sample_fn,
-                                      self._example_fn, stats, strata)
-            outcome = yield from self._deliver(examples, shards)
-            tallies.update(outcome_tallies(outcome))
-            if outcome.examples:
-                groups.add((outcome.group, outcome.split))
-            failures += self._count_outcome(event, outcome, stats)
+        return _Work(RollingShards(options.temp_dir, order, options.compression,
+                                   options.target_shard_bytes) if options.write_shards else None)
+
+    def _take(self, event, work: "_Work", strata) -> Iterator:
+        """One sample (or a reader's dead letter) into `work`: its examples written."""
+        if isinstance(event, Failed):
+            record = event.record
+            work.tallies[("failed", record["unit"])] += 1
+            if record["unit"] == SAMPLE:  # a file that yielded no sample was not a read
+                work.tallies[("read", "")] += 1
+            work.failures.append(record)
+            return
+        work.tallies[("read", "")] += 1
+        stats: dict = {}
+        examples = convert_sample(event, self._recipe, self._encoder, self._sample_fn,
+                                  self._example_fn, stats, strata)
+        outcome = yield from self._deliver(examples, work.shards)
+        work.tallies.update(outcome_tallies(outcome))
+        if outcome.examples:
+            work.groups.add((outcome.group, outcome.split))
+        work.failures += self._count_outcome(event, outcome, stats)
+
+    def _flush(self, work: "_Work") -> Iterator:
+        """What the transform still holds, written at the end of the unit."""
         if self._transformer is not None:
-            yield from self._write(self._transformer.flush(), shards)
-        restriction = tracker.current_restriction() if tracker else None
-        receipt = UnitReceipt(
-            unit.index, (restriction.start, restriction.end) if restriction else None,
-            unit.inputs, tuple(sorted(tallies.items(), key=repr)), tuple(sorted(groups, key=repr)),
-            tuple(shards.close()) if shards else (), tuple(failures), unit.versions)
-        if shards:
-            write_receipt(options.temp_dir, receipt)
-        yield beam.pvalue.TaggedOutput(RECEIPTS, receipt)
+            yield from self._write(self._transformer.flush(), work.shards)
 
     def _deliver(self, examples, shards):
         """Routes each example (through the transform, if any) and returns the
@@ -195,6 +225,80 @@ class _ConvertSplittableFn(SplittableUnits, _ConvertFn):
                 transform_staged=None):  # noqa: ARG002 - as _ConvertFn.process
         start = tracker.current_restriction().start
         yield from self._convert(unit, (unit.index, start), tracker, strata)
+
+
+@beam.typehints.with_input_types(Any)
+@beam.typehints.with_output_types(Example)
+class _ConvertElementsFn(_ConvertFn):
+    """A PCollection's elements (Samples, or feature dicts) -> shards rolled per
+    bundle, and the bundle's receipt when it ends. A bundle is named by a random
+    number, which orders its shards at commit: a PCollection has no order of its
+    own to keep."""
+
+    def __init__(self, recipe: ExampleRecipe, options: ConvertOptions):
+        super().__init__(None, recipe, options)
+
+    def start_bundle(self):
+        self._work = self._bundle = None
+
+    def process(self, element):
+        if self._work is None:
+            self._bundle = random.getrandbits(62)
+            self._work = self._start((self._bundle,))
+        yield from self._take(_as_sample(element), self._work, None)
+
+    def finish_bundle(self):
+        if self._work is None:
+            return
+        for example in self._flush(self._work):
+            yield GlobalWindows.windowed_value(example)
+        receipt = self._work.receipt(self._bundle, None, (), ())
+        yield beam.pvalue.TaggedOutput(RECEIPTS, GlobalWindows.windowed_value(receipt))
+
+
+def _as_sample(element) -> dict | Failed:
+    """An element of a PCollection as a Sample (`keyed`), or the dead letter of one
+    that is no dict."""
+    if isinstance(element, Mapping):
+        return keyed(element)
+    error = TypeError(f"a {type(element).__name__} is not a Sample (a dict of field name to "
+                      f"value): {preview(element)}")
+    return Failed(dead_letter("read_element", error, url="", key=None, unit=SAMPLE))
+
+
+class ConvertElements(beam.PTransform):
+    """A PCollection of Samples or feature dicts -> shards written where their
+    examples are built, one rolling set per bundle; outputs as ConvertUnits."""
+
+    def __init__(self, recipe: ExampleRecipe, options: ConvertOptions):
+        super().__init__()
+        self._recipe = recipe
+        self._options = options
+
+    def expand(self, elements):
+        return elements | "ConvertBundles" >> beam.ParDo(
+            _ConvertElementsFn(self._recipe, self._options)).with_outputs(RECEIPTS, main="examples")
+
+
+class BuildExamples(beam.PTransform):
+    """Samples (or feature dicts) -> their encoded examples, written nowhere: the
+    recipe alone, for a pipeline that writes them itself.
+
+        built = samples | "BuildExamples" >> BuildExamples(recipe)
+        built["examples"]   # Examples: (split, order key, serialized tf.train.Example)
+        built[FAILURES]     # dead letters of the elements that gave none
+    """
+
+    def __init__(self, recipe: ExampleRecipe):
+        super().__init__()
+        self._recipe = recipe
+
+    def expand(self, samples):
+        converted = samples | "Convert" >> ConvertElements(
+            self._recipe, ConvertOptions(temp_dir="", write_shards=False, emit_examples=True))
+        return {"examples": converted.examples,
+                FAILURES: converted[RECEIPTS] | "DeadLetters" >> beam.FlatMap(
+                    lambda r: r.failures)}
 
 
 class ConvertUnits(beam.PTransform):

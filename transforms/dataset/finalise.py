@@ -201,9 +201,10 @@ def check_failure_fraction(failed: int, inputs: int, max_fraction: float,
 class _CheckFn(beam.DoFn):
     """Runs once, after every shard is written: the checks of step 1."""
 
-    def __init__(self, config, temp_dir: str):
+    def __init__(self, config, temp_dir: str, keep_ledger: bool):
         self._config = config
         self._temp_dir = temp_dir
+        self._keep_ledger = keep_ledger
 
     def process(self, _, planned, shards, tallies, failures, leaks, group_counts, receipts):
         config = self._config
@@ -255,7 +256,7 @@ class _CheckFn(beam.DoFn):
             delete_if_exists(FileSystems.join(config.output, name))
         named = name_shards(shards, config.compression)
         ledger = None
-        if config.write_tfrecords and config.shuffle == "none":
+        if self._keep_ledger and config.write_tfrecords and config.shuffle == "none":
             ledger = ledger_text(receipts, {n.shard.temp: n.file for n in named})
         named = _move_aside(named, config.output, self._temp_dir)
         for split in sorted({n.shard.split for n in named}):
@@ -376,14 +377,17 @@ class Finalise(beam.PTransform):
     ShardRecords, `tallies` the singleton dict of summed tallies, `failures`
     dead letters, `leaks` (group, splits) pairs, `group_counts` (split,
     groups) pairs, `receipts` the units' UnitReceipts (transforms/dataset/ledger.py),
-    checked against `planned` and kept in the ledger.
+    checked against `planned` and kept in the ledger: `keep_ledger` false for
+    units that no rerun plans again (a PCollection's bundles).
     """
 
-    def __init__(self, config, temp_dir: str, transformed_spec: FeatureSpec | None = None):
+    def __init__(self, config, temp_dir: str, transformed_spec: FeatureSpec | None = None,
+                 keep_ledger: bool = True):
         super().__init__()
         self._config = config
         self._temp_dir = temp_dir
         self._transformed_spec = transformed_spec
+        self._keep_ledger = keep_ledger
 
     def expand(self, inputs):
         config = self._config
@@ -391,7 +395,7 @@ class Finalise(beam.PTransform):
             inputs["shards"].pipeline
             | "Start" >> beam.Create([None])
             | "Check" >> beam.ParDo(
-                _CheckFn(config, self._temp_dir),
+                _CheckFn(config, self._temp_dir, self._keep_ledger),
                 planned=beam.pvalue.AsList(inputs["planned"]),
                 shards=beam.pvalue.AsList(inputs["shards"]),
                 tallies=beam.pvalue.AsSingleton(inputs["tallies"]),

@@ -1,10 +1,12 @@
-"""Work units in, a finished dataset out: the composite every pipeline shares.
+"""Samples in, a finished dataset out: the composite every pipeline shares.
 
     plan = functools.partial(plan_tar_units, patterns, config.target_shard_bytes)
     info = pipeline | "WriteDataset" >> WriteDataset(config, Source(plan, TarReader()))
+    info = samples | "WriteDataset" >> WriteDataset(config)    # any PCollection of dicts
 
-`WriteDataset` reads the source's work units (transforms/sources/units.py), builds the
-examples and writes them in one of two layouts (`DatasetConfig.shuffle`):
+`WriteDataset` reads the source's work units (transforms/sources/units.py), or
+takes a PCollection's elements bundle by bundle, builds the examples and
+writes them in one of two layouts (`DatasetConfig.shuffle`):
 
 - "none", the default: each worker converts whole units and writes their
   examples into rolling per-split shards as they are built
@@ -40,17 +42,20 @@ from typing import Any, Mapping
 
 import apache_beam as beam
 
-from transforms.dataset.convert import RECEIPTS, ConvertOptions, ConvertUnits
+from transforms.dataset.convert import RECEIPTS, ConvertElements, ConvertOptions, ConvertUnits
 from transforms.dataset.examples import ExampleRecipe
 from transforms.dataset.finalise import Finalise
 from transforms.dataset.ledger import REUSED, RunFolder, SkipCommitted, recipe_fingerprint
 from transforms.dataset.leakage import SplitGroups
 from transforms.tft.preprocessing import Preprocessing
 from transforms.dataset.shard_writer import WriteShards
+from transforms.dataset.splits import SplitPlan
 from transforms.dataset.stratify import StratifySplits
+from transforms.format.sample import KEY
+from transforms.format.spec import FeatureSpec, parse_features
 from transforms.sources.units import PlanUnits, Source
 
-__all__ = ["DatasetConfig", "WriteDataset", "SHUFFLES"]
+__all__ = ["DEFAULT_SPLITS", "DatasetConfig", "SHUFFLES", "WriteDataset", "simple_config"]
 
 # --shuffle: where examples are written (module docstring).
 SHUFFLES = ("none", "global")
@@ -90,41 +95,93 @@ class DatasetConfig:
                              "shards at --shard_size_mb where the examples are built")
 
 
+# The splits a dataset gets when none are given.
+DEFAULT_SPLITS = "train=0.8,eval=0.1,test=0.1"
+
+
+def simple_config(output: str, features: FeatureSpec | str, split_by: str = KEY,
+                  splits: str = DEFAULT_SPLITS, **settings) -> DatasetConfig:
+    """A DatasetConfig from the few things most datasets need: the feature spec
+    (a FeatureSpec or the --features grammar), the group key (--split_by) and
+    the split ratios; `settings` are DatasetConfig's other fields."""
+    spec = features if isinstance(features, FeatureSpec) else parse_features(features)
+    plan = SplitPlan.from_flags(splits, split_by, spec=spec)
+    return DatasetConfig(output=output, recipe=ExampleRecipe(spec=spec, split_plan=plan),
+                         **settings)
+
+
 class WriteDataset(beam.PTransform):
-    """The pipeline root -> the manifest dict, once the dataset is written.
+    """Samples in, a finished dataset out; its output is the manifest dict.
 
-    Reads `source`'s units, builds examples with the config's recipe, writes
-    sharded TFRecords per split under `config.output`, dead letters to
-    `failures/failures.jsonl`, then `schema.pbtxt` and `dataset_info.json`.
-    Fails the job when the share of failed inputs exceeds
-    `config.max_failure_fraction` or a group key is in two splits.
+    Two ways in, the same dataset out (see the module docstring for the layout):
 
-    `examples_sink`, a PTransform over the Examples (split, order key,
-    serialized) returning its dead letters, writes them somewhere else too (a
-    Bigtable examples table), in the same pass; with `config.write_tfrecords`
-    false, only there. The manifest is written after the sink has finished.
+        pipeline | WriteDataset(config, source)    # a Source's work units
+        samples | WriteDataset(config)              # any PCollection of dicts
+        samples | WriteDataset("out/", features="emb:float32[192],label:int64",
+                               split_by="speaker")
 
-    With `config.preprocessing`, tf.Transform analyzes the train split and the
-    shards and sink get the transformed examples.
+    From a `Source` (transforms/sources/units.py: the project's tar, listing
+    and Bigtable readers, or your own), each unit is converted whole, so the
+    output is byte-identical on every run and runner, and --resume can reuse
+    units. A PCollection's elements are Samples, or feature dicts a Beam step
+    of yours built (a dict without `__key__` is keyed by a digest of its
+    content); each bundle rolls its own shards, named at commit in an order
+    that may differ between runs. Either way it builds examples with the
+    config's recipe, writes sharded TFRecords per split under `config.output`,
+    dead letters (an element that is no dict, a value that does not fit the
+    spec, a missing field) to `failures/failures.jsonl`, then `schema.pbtxt`,
+    TFDS's files and, last, `manifest.json`. Fails the job when the share of
+    failed inputs exceeds `config.max_failure_fraction` or a group key is in
+    two splits.
 
-    `run` is where the run writes until it publishes (a fresh temporary folder
-    by default), and the earlier work it reuses (transforms/dataset/ledger.py).
+    `config` is a DatasetConfig, or the output folder, with `simple_config`'s
+    keyword arguments. `examples_sink`, a PTransform over the Examples (split,
+    order key, serialized) returning its dead letters, writes them somewhere
+    else too (a Bigtable examples table), in the same pass; with
+    `config.write_tfrecords` false, only there. The manifest is written after
+    the sink has finished. With `config.preprocessing`, tf.Transform analyzes
+    the train split and the shards and sink get the transformed examples. `run`
+    is where the run writes until it publishes (a fresh temporary folder by
+    default), and the earlier work it reuses (transforms/dataset/ledger.py).
+    Stratified splits, tf.Transform and reused work need a Source: they read
+    its units twice, or plan them again.
     """
 
-    def __init__(self, config: DatasetConfig, source: Source,
-                 examples_sink: beam.PTransform | None = None, run: RunFolder | None = None):
+    def __init__(self, config: DatasetConfig | str, source: Source | None = None,
+                 examples_sink: beam.PTransform | None = None, run: RunFolder | None = None,
+                 **simple):
         super().__init__()
-        self._config = config
+        self._config = (config if isinstance(config, DatasetConfig)
+                        else simple_config(config, **simple))
         self._source = source
         self._examples_sink = examples_sink
-        self._run = run or RunFolder.fresh(config.output)
+        self._run = run or RunFolder.fresh(self._config.output)
 
-    def expand(self, pbegin):
+    def _convert_options(self, analysis) -> ConvertOptions:
+        config = self._config
+        hashed = config.shuffle == "global"
+        return ConvertOptions(
+            temp_dir=self._run.temp_dir, compression=config.compression,
+            target_shard_bytes=config.target_shard_bytes,
+            write_shards=config.write_tfrecords and not hashed,
+            emit_examples=hashed or self._examples_sink is not None,
+            transform_dir=analysis.directory if analysis else None,
+            transformed_spec=analysis.spec if analysis else None)
+
+    def expand(self, root_or_elements):
+        if isinstance(root_or_elements, beam.pvalue.PBegin):
+            if self._source is None:
+                raise ValueError("WriteDataset at the pipeline's root reads a Source: "
+                                 "WriteDataset(config, source)")
+            return self._from_source(root_or_elements)
+        if self._source is not None:
+            raise ValueError("WriteDataset over a PCollection takes no Source: its elements "
+                             "are the samples")
+        return self._from_elements(root_or_elements)
+
+    def _from_source(self, pbegin):
         config, reader = self._config, self._source.reader
         recipe = config.recipe
-        temp_dir = self._run.temp_dir
-        hashed = config.shuffle == "global"
-
         units = pbegin | "Units" >> PlanUnits(self._source)
         strata = (units | "StratifySplits" >> StratifySplits(recipe, reader)
                   if recipe.split_plan.stratify_by else None)
@@ -133,21 +190,36 @@ class WriteDataset(beam.PTransform):
             # Imported only when asked for: it loads TensorFlow and tf.Transform.
             from transforms.tft.stage import AnalyzeTrainSplit
             analysis = units | "Preprocess" >> AnalyzeTrainSplit(
-                config.preprocessing, reader, recipe, temp_dir, strata)
-        options = ConvertOptions(
-            temp_dir=temp_dir, compression=config.compression,
-            target_shard_bytes=config.target_shard_bytes,
-            write_shards=config.write_tfrecords and not hashed,
-            emit_examples=hashed or self._examples_sink is not None,
-            transform_dir=analysis.directory if analysis else None,
-            transformed_spec=analysis.spec if analysis else None)
+                config.preprocessing, reader, recipe, self._run.temp_dir, strata)
         pending = units | "SkipCommitted" >> SkipCommitted(self._run, reader.splittable)
         converted = pending.units | "Convert" >> ConvertUnits(
-            reader, recipe, options, strata, analysis.staged if analysis else None)
+            reader, recipe, self._convert_options(analysis), strata,
+            analysis.staged if analysis else None)
         receipts = ((converted[RECEIPTS], pending[REUSED])
                     | "AllReceipts" >> beam.Flatten())
+        splittable = reader.splittable
+        planned = units | "PlannedSpans" >> beam.Map(
+            lambda u: (u.index, u.inputs if splittable else None))
+        return self._finish(converted, receipts, planned, analysis, keep_ledger=True)
 
-        if hashed and config.write_tfrecords:
+    def _from_elements(self, elements):
+        config = self._config
+        if config.recipe.split_plan.stratify_by or config.preprocessing or self._run.reuse:
+            raise ValueError("stratified splits, tf.Transform and --resume read a Source's "
+                             "units again: give WriteDataset a Source, not a PCollection")
+        if not config.source:
+            self._config = dataclasses.replace(config, source={"type": "pcollection"})
+        converted = elements | "Convert" >> ConvertElements(config.recipe,
+                                                            self._convert_options(None))
+        receipts = converted[RECEIPTS]
+        # A bundle is its own plan: reported once, as it was converted.
+        planned = receipts | "PlannedBundles" >> beam.Map(lambda r: (r.unit, None))
+        return self._finish(converted, receipts, planned, None, keep_ledger=False)
+
+    def _finish(self, converted, receipts, planned, analysis, keep_ledger: bool):
+        """The converted examples' shards, checked, named and published."""
+        config, temp_dir = self._config, self._run.temp_dir
+        if config.shuffle == "global" and config.write_tfrecords:
             shards = converted.examples | "WriteShards" >> WriteShards(
                 temp_dir, config.compression, config.target_shard_bytes, config.num_shards)
         else:
@@ -168,14 +240,13 @@ class WriteDataset(beam.PTransform):
         groups = (receipts
                   | "GroupSplits" >> beam.FlatMap(lambda r: r.groups)  # (group key, split)
                   | "SplitGroups" >> SplitGroups())
-        splittable = reader.splittable
         return {
-            "planned": units | "PlannedSpans" >> beam.Map(
-                lambda u: (u.index, u.inputs if splittable else None)),
+            "planned": planned,
             "shards": shards,
             "tallies": tallies,
             "failures": failures | "AllFailures" >> beam.Flatten(),
             "leaks": groups["leaks"],
             "group_counts": groups["counts"],
             "receipts": receipts,
-        } | "Finalise" >> Finalise(config, temp_dir, analysis.spec if analysis else None)
+        } | "Finalise" >> Finalise(config, temp_dir, analysis.spec if analysis else None,
+                                   keep_ledger)

@@ -13,13 +13,14 @@ the bytes back.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any, Mapping
 
 import numpy as np
 
 __all__ = ["KEY", "URL", "data_fields", "escape", "escape_name", "field_text", "is_text",
-           "FieldReader"]
+           "keyed", "FieldReader"]
 
 KEY = "__key__"
 URL = "__url__"
@@ -78,6 +79,27 @@ def field_text(value: Any) -> str:
     if isinstance(value, (dict, list, tuple)):
         return json.dumps(value, sort_keys=True)
     raise ValueError(f"a {type(value).__name__} has no text form")
+
+
+def keyed(element: Mapping[str, Any]) -> dict:
+    """A dict as a Sample: itself when it has a `__key__`, else a copy keyed by a
+    digest of its content (`content-<16 hex digits>`), the same on every run, so a
+    dict built by any Beam step can be split, ordered and named in a dead letter."""
+    if KEY in element:
+        return dict(element)
+    digest = hashlib.blake2b(digest_size=8, person=b"datagen-content")
+    for name in sorted(element):
+        digest.update(name.encode("utf-8", "surrogatepass") + b"\0")
+        digest.update(_content_bytes(element[name]) + b"\0")
+    return {KEY: f"content-{digest.hexdigest()}", **element}
+
+
+def _content_bytes(value: Any) -> bytes:
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype.str}{value.shape}".encode() + np.ascontiguousarray(value).tobytes()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    return repr(value).encode("utf-8", "surrogatepass")
 
 
 def data_fields(sample: Mapping[str, Any]) -> list:

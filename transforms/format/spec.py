@@ -192,6 +192,11 @@ class FeatureSpec:
     def names(self) -> list:
         return [f.name for f in self.features]
 
+    @classmethod
+    def parse(cls, text: str) -> "FeatureSpec":
+        """The spec the --features grammar describes: 'emb:float32[192],label:int64'."""
+        return parse_features(text)
+
     def to_json(self) -> list:
         return [f.to_json() for f in self.features]
 

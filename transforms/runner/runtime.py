@@ -45,14 +45,16 @@ def runs_locally(options: PipelineOptions) -> bool:
     return options.view_as(StandardOptions).runner in _DIRECT_NAMES
 
 
-def make_pipeline(options: PipelineOptions, progress_s: float | None = None) -> beam.Pipeline:
-    """A Pipeline for `options`; DirectRunner requests go straight to the FnApiRunner
-    (asking for progress every `progress_s` seconds, if given).
+def make_pipeline(options: PipelineOptions | None = None,
+                  progress_s: float | None = None) -> beam.Pipeline:
+    """A Pipeline for `options` (none: run here); DirectRunner requests go straight
+    to the FnApiRunner (asking for progress every `progress_s` seconds, if given).
 
     With --direct_num_workers > 1 and no explicit --direct_running_mode, workers
     are processes: threads would share one GIL and not run faster. On a service
     runner, --save_main_session is off unless asked for (module docstring).
     """
+    options = options if options is not None else PipelineOptions([])
     if not runs_locally(options):
         setup = options.view_as(SetupOptions)
         if setup.save_main_session is None:

@@ -1,0 +1,121 @@
+"""A written dataset read back and checked against its manifest: `verify`.
+
+    from transforms.verify.dataset import verify
+    problems, summary = verify("gs://bucket/datasets/v1")   # [] and one line when all is well
+
+It checks the manifest itself (it parses and holds what a writer records;
+transforms/verify/layout.py), the files against it (none missing, none
+unaccounted for, no run's temporary folder, totals that add up), then reads
+every shard once in a Beam job, one shard per work item
+(transforms/verify/shards.py): framing and CRCs of every record, the gzip
+stream, the file's CRC32C against the one the writer recorded, counts and
+bytes, the record index, every record against the spec, and the media of a
+seeded sample of records decoded. `pipelines.verify` is its command line.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import uuid
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
+
+from transforms.dataset.fileops import remove_tree
+from transforms.format import manifest
+from transforms.format.manifest import DatasetInfo
+from transforms.runner.runtime import make_pipeline, runs_locally, wait_for
+from transforms.verify.layout import layout_problems, manifest_problems
+from transforms.verify.shards import ShardReport, VerifyShards
+
+__all__ = ["verify"]
+
+
+def _read(path: str) -> bytes:
+    with FileSystems.open(path) as f:
+        return f.read()
+
+
+def _relative_files(root: str) -> list:
+    found = FileSystems.match([FileSystems.join(root, "**")])[0].metadata_list
+    return [m.path[len(root) + 1:] for m in found]
+
+
+def _report_dir(options: PipelineOptions) -> str:
+    """Where the job leaves its shard reports for this process to read."""
+    if runs_locally(options):
+        return tempfile.mkdtemp(prefix="verify-")
+    temp = options.view_as(GoogleCloudOptions).temp_location
+    if not temp:
+        raise ValueError("--temp_location is needed: the job leaves its reports there")
+    return FileSystems.join(temp, f"verify-{uuid.uuid4().hex}")
+
+
+def _write_reports(reports: list, path: str) -> None:
+    with FileSystems.create(path) as f:
+        f.write("".join(json.dumps(r._asdict()) + "\n" for r in reports).encode("utf-8"))
+
+
+def _check_shards(info: DatasetInfo, root: str, entries: list, media_samples: int, seed: int,
+                  options: PipelineOptions) -> list:
+    """Every shard's ShardReport, from a Beam job."""
+    total = sum(e["num_examples"] for e in entries)
+    fraction = min(1.0, media_samples / total) if total else 0.0
+    folder = _report_dir(options)
+    path = FileSystems.join(folder, "reports.jsonl")
+    try:
+        pipeline = make_pipeline(options)
+        _ = (pipeline
+             | "Shards" >> beam.Create(entries)
+             | "Verify" >> VerifyShards(root, info.spec, info.compression, fraction, seed)
+             | "Gather" >> beam.combiners.ToList()
+             | "WriteReports" >> beam.Map(_write_reports, path))
+        if not wait_for(pipeline.run(), options):
+            raise RuntimeError("the verification job did not finish")
+        return [ShardReport(**json.loads(line)) for line in _read(path).splitlines()]
+    finally:
+        remove_tree(folder)
+
+
+def verify(root: str, media_samples: int = 64, seed: int = 0,
+           options: PipelineOptions | None = None) -> tuple:
+    """(problems, summary line) for the dataset at `root` (local or gs://):
+    the problems each a line naming the file it is about, none when all is
+    well. About `media_samples` records, chosen by `seed`, have their media
+    decoded; `options` run the shards' check (locally by default, or on
+    Dataflow with --temp_location for its reports)."""
+    root = root.rstrip("/")
+    try:
+        document = json.loads(_read(FileSystems.join(root, manifest.MANIFEST)))
+    except (OSError, IOError):
+        return [f"{manifest.MANIFEST}: missing: not a finished beam-datagen dataset"], ""
+    except ValueError as e:  # json's, or not UTF-8
+        return [f"{manifest.MANIFEST}: not valid JSON: {e}"], ""
+    problems = manifest_problems(document)
+    if problems:
+        return problems, ""
+    try:
+        info = DatasetInfo(document)
+    except (KeyError, TypeError, ValueError) as e:  # a feature spec that does not parse
+        reason = (f"has no {e.args[0]!r}" if isinstance(e, KeyError)
+                  else str(e).removeprefix(f"{manifest.MANIFEST}: "))
+        return [f"{manifest.MANIFEST}: {reason}"], ""
+    found = _relative_files(root)
+    failure_lines = (_read(FileSystems.join(root, manifest.FAILURES_FILE)).count(b"\n")
+                     if manifest.FAILURES_FILE in found else None)
+    problems = layout_problems(info, found, failure_lines)
+    entries = [shard for split in info.splits.values() for shard in split["shards"]
+               if shard["file"] in found]
+    reports = _check_shards(info, root, entries, media_samples, seed,
+                            options or PipelineOptions([])) if entries else []
+    problems += [p for r in sorted(reports) for p in r.problems]
+    examples = sum(r.num_records for r in reports)
+    summary = (f"verified {root}: {examples} examples in {len(reports)} shards of "
+               f"{len(info.splits)} splits ({sum(r.num_bytes for r in reports) / 1e6:.1f} MB): "
+               f"every record's CRCs, the files' CRC32C, "
+               f"{'the record indexes, ' if any('index' in e for e in entries) else ''}"
+               f"counts and spec match the manifest; "
+               f"the media of {sum(r.num_decoded for r in reports)} sampled records decode")
+    return problems, summary
