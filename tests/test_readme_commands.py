@@ -1,4 +1,5 @@
-"""Every command README.md shows, run as written on the demo corpus.
+"""Every command and marked Python program README.md shows, run as written on the
+demo corpus.
 
 The README's code blocks holding `python -m pipelines.X` commands run in order,
 in one scratch folder holding what `make demo` makes first (`demo/corpus`,
@@ -95,6 +96,25 @@ def test_every_readme_command_runs_as_written(scratch, bigtable_emulator):
                 f"{' '.join(argv)}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
             ran += 1
     assert ran >= 8
+
+
+def _python_blocks() -> list:
+    """The README's Python blocks marked `<!-- readme-test: python -->`: programs
+    that run as written in the scratch folder."""
+    text = open(os.path.join(REPO, "README.md")).read()
+    return re.findall(r"(?m)^<!-- readme-test: python -->\n```python\n(.*?)^```", text, re.S)
+
+
+def test_every_readme_python_program_runs_as_written(scratch):
+    blocks = _python_blocks()
+    assert len(blocks) >= 3
+    for i, code in enumerate(blocks):
+        program = scratch / f"readme_{i}.py"
+        program.write_text(code)
+        done = subprocess.run([sys.executable, str(program)], cwd=scratch, capture_output=True,
+                              text=True, timeout=600, env={**os.environ, "PYTHONPATH": REPO})
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (
+            f"{code}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
 
 
 def test_the_readme_names_every_flag_and_no_other():
