@@ -216,3 +216,39 @@ def test_what_needs_a_source_is_refused_over_a_pcollection(tmp_path, extra, mess
             _ = p | beam.Create([{"label": 1}]) | dg.WriteDataset(
                 dg.DatasetConfig(output=str(tmp_path / "x"), recipe=recipe))
     assert not (tmp_path / "x").exists()
+
+
+def _tf_example(**features) -> bytes:
+    """A tf.train.Example built and serialized by TensorFlow itself."""
+    def feature(value):
+        if isinstance(value, bytes):
+            return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
+        if isinstance(value, float):
+            return tf.train.Feature(float_list=tf.train.FloatList(value=[value]))
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+    return tf.train.Example(features=tf.train.Features(
+        feature={name: feature(v) for name, v in features.items()})).SerializeToString()
+
+
+def test_serialized_examples_are_checked_and_written_as_they_are(tmp_path):
+    output = str(tmp_path / "serialized")
+    good = [_tf_example(label=i % 4, speaker=f"s{i % 30}".encode(), duration_s=0.5 + i / 100)
+            for i in range(90)]
+    bad = [_tf_example(label=1, speaker=b"s1"),                    # no duration_s
+           _tf_example(label=b"x", speaker=b"s1", duration_s=1.0),  # label not int64
+           b"\x00\x01 not a proto"]
+    with dg.make_pipeline() as p:
+        _ = p | beam.Create(good + bad) | dg.WriteDataset(
+            output, features="label:int64,speaker:bytes,duration_s:float", split_by="speaker",
+            max_failure_fraction=0.05)
+    info = json.load(open(os.path.join(output, "manifest.json")))
+    _accounting_holds(info)
+    _read_back(output, info)
+    written = [r.numpy() for split in info["splits"].values() for s in split["shards"]
+               for r in tf.data.TFRecordDataset(os.path.join(output, s["file"]))]
+    assert sorted(written) == sorted(good)   # byte for byte
+    letters = sorted((r["stage"], r["message"][:40]) for r in _dead_letters(output))
+    assert [stage for stage, _ in letters] == ["encode", "encode", "parse"]
+    assert "feature 'duration_s' is missing" in "".join(m for _, m in letters)
+    assert sum(info["splits"][s]["durations"]["total_s"] for s in info["splits"]) == \
+        pytest.approx(sum(0.5 + i / 100 for i in range(90)), abs=1e-2)

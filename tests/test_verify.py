@@ -24,7 +24,8 @@ from pipelines import tar_to_tfrecord
 from transforms.verify.dataset import verify
 from transforms.format.spec import parse_features
 from transforms.testing.corpus import write_corpus
-from transforms.verify.examples import example_problems, media_problems
+from transforms.format.example_check import example_problems
+from transforms.verify.examples import media_problems
 from transforms.verify.records import RecordStream
 from transforms.verify.shards import chosen_for_decoding
 

@@ -36,10 +36,11 @@ from transforms.runner.counters import counter
 from transforms.format.dead_letters import FAILURES, SAMPLE, dead_letter
 from transforms.format.durations import duration_bin
 from transforms.format.encoder import ExampleEncoder
-from transforms.dataset.examples import Example, ExampleRecipe, SampleOutcome, convert_sample
+from transforms.dataset.examples import (Example, ExampleRecipe, SampleOutcome, convert_sample,
+                                         convert_serialized)
 from transforms.dataset.ledger import UnitReceipt, write_receipt
 from transforms.dataset.rolling_shards import RollingShards
-from transforms.format.sample import KEY, URL, keyed
+from transforms.format.sample import KEY, URL, content_key, keyed
 from transforms.format.text import preview
 from transforms.format.spec import FeatureSpec
 from transforms.sources.units import Failed, SplittableUnits, WorkUnit
@@ -160,7 +161,8 @@ class _ConvertFn(beam.DoFn):
                                    options.target_shard_bytes) if options.write_shards else None)
 
     def _take(self, event, work: "_Work", strata) -> Iterator:
-        """One sample (or a reader's dead letter) into `work`: its examples written."""
+        """One sample, serialized example or a reader's dead letter into `work`:
+        its examples written."""
         if isinstance(event, Failed):
             record = event.record
             work.tallies[("failed", record["unit"])] += 1
@@ -170,8 +172,13 @@ class _ConvertFn(beam.DoFn):
             return
         work.tallies[("read", "")] += 1
         stats: dict = {}
-        examples = convert_sample(event, self._recipe, self._encoder, self._sample_fn,
-                                  self._example_fn, stats, strata)
+        if isinstance(event, bytes):
+            key = content_key(event)
+            examples = convert_serialized(event, key, self._recipe, strata)
+            event = {KEY: key}   # what its dead letter names
+        else:
+            examples = convert_sample(event, self._recipe, self._encoder, self._sample_fn,
+                                      self._example_fn, stats, strata)
         outcome = yield from self._deliver(examples, work.shards)
         work.tallies.update(outcome_tallies(outcome))
         if outcome.examples:
@@ -230,8 +237,8 @@ class _ConvertSplittableFn(SplittableUnits, _ConvertFn):
 @beam.typehints.with_input_types(Any)
 @beam.typehints.with_output_types(Example)
 class _ConvertElementsFn(_ConvertFn):
-    """A PCollection's elements (Samples, or feature dicts) -> shards rolled per
-    bundle, and the bundle's receipt when it ends. A bundle is named by a random
+    """A PCollection's elements (Samples, feature dicts or serialized
+    tf.train.Examples) -> shards rolled per bundle, and the bundle's receipt when it ends. A bundle is named by a random
     number, which orders its shards at commit: a PCollection has no order of its
     own to keep."""
 
@@ -256,19 +263,22 @@ class _ConvertElementsFn(_ConvertFn):
         yield beam.pvalue.TaggedOutput(RECEIPTS, GlobalWindows.windowed_value(receipt))
 
 
-def _as_sample(element) -> dict | Failed:
-    """An element of a PCollection as a Sample (`keyed`), or the dead letter of one
-    that is no dict."""
+def _as_sample(element) -> dict | bytes | Failed:
+    """An element of a PCollection as a Sample (`keyed`) or a serialized example's
+    bytes, or the dead letter of one that is neither."""
     if isinstance(element, Mapping):
         return keyed(element)
-    error = TypeError(f"a {type(element).__name__} is not a Sample (a dict of field name to "
-                      f"value): {preview(element)}")
+    if isinstance(element, (bytes, bytearray, memoryview)):
+        return bytes(element)
+    error = TypeError(f"a {type(element).__name__} is neither a Sample (a dict of field name "
+                      f"to value) nor a serialized tf.train.Example: {preview(element)}")
     return Failed(dead_letter("read_element", error, url="", key=None, unit=SAMPLE))
 
 
 class ConvertElements(beam.PTransform):
-    """A PCollection of Samples or feature dicts -> shards written where their
-    examples are built, one rolling set per bundle; outputs as ConvertUnits."""
+    """A PCollection of Samples, feature dicts or serialized tf.train.Examples ->
+    shards written where their examples are built, one rolling set per bundle;
+    outputs as ConvertUnits."""
 
     def __init__(self, recipe: ExampleRecipe, options: ConvertOptions):
         super().__init__()

@@ -23,6 +23,7 @@ from transforms.media.cutting import CutOptions, cut_sample
 from transforms.media.decoded import NoSamples
 from transforms.media.length import MediaLength, probe_length
 from transforms.format.encoder import ExampleEncoder
+from transforms.format.example_check import example_problems, parse_example, stored_values
 from transforms.format.sample import KEY, FieldReader
 from transforms.format.spec import FeatureSpec
 from transforms.dataset.splits import SplitPlan, Strata, stable_hash64
@@ -31,8 +32,8 @@ from transforms.dataset.splits import SplitPlan, Strata, stable_hash64
 # written but never read back.
 PROTOBUF_LIMIT = 2**31 - 1
 
-__all__ = ["PROTOBUF_LIMIT", "Example", "ExampleRecipe", "SampleOutcome", "StageError", "build_examples",
-           "convert_sample", "prepare_sample"]
+__all__ = ["PROTOBUF_LIMIT", "Example", "ExampleRecipe", "SampleOutcome", "StageError",
+           "build_examples", "convert_sample", "convert_serialized", "prepare_sample"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,6 +219,29 @@ class SampleOutcome(NamedTuple):
     filtered: str | None = None
     failure: StageError | None = None
     durations: tuple = ()           # of its examples, seconds (those that have one)
+
+
+def convert_serialized(data: bytes, key: str, recipe: ExampleRecipe,
+                       strata: Strata | None = None) -> Generator[Example, None, SampleOutcome]:
+    """A serialized tf.train.Example given as it is, under `key`: checked against
+    the spec (transforms/format/example_check.py), split by its own feature
+    values (`--split_by` names a feature), and yielded byte for byte; returns
+    its SampleOutcome, as `convert_sample` does."""
+    try:
+        parsed = _stage("parse", parse_example, bytes(data))
+        problems = example_problems(parsed, recipe.spec)
+        if problems:
+            raise StageError("encode", ValueError("; ".join(problems[:3])))
+        values = {f.name: stored_values(parsed, f.name, f.kind) for f in recipe.spec}
+        sample = {KEY: key, **{f.name: values[f.name][0] if not f.shape else list(values[f.name])
+                               for f in recipe.spec}}
+        split, group, label = _stage("split", recipe.split_plan.assign, sample, strata)
+    except StageError as e:
+        return SampleOutcome(failure=e)
+    yield Example(split, stable_hash64(f"{key}#0", b"datagen-order"), bytes(data))
+    duration = _duration(values)
+    return SampleOutcome(split, 1, group, label,
+                         durations=() if duration is None else (duration,))
 
 
 def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,

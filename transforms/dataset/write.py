@@ -116,16 +116,17 @@ class WriteDataset(beam.PTransform):
     Two ways in, the same dataset out (see the module docstring for the layout):
 
         pipeline | WriteDataset(config, source)    # a Source's work units
-        samples | WriteDataset(config)              # any PCollection of dicts
+        samples | WriteDataset(config)              # any PCollection of dicts or examples
         samples | WriteDataset("out/", features="emb:float32[192],label:int64",
                                split_by="speaker")
 
     From a `Source` (transforms/sources/units.py: the project's tar, listing
     and Bigtable readers, or your own), each unit is converted whole, so the
     output is byte-identical on every run and runner, and --resume can reuse
-    units. A PCollection's elements are Samples, or feature dicts a Beam step
-    of yours built (a dict without `__key__` is keyed by a digest of its
-    content); each bundle rolls its own shards, named at commit in an order
+    units. A PCollection's elements are Samples, feature dicts a Beam step of
+    yours built (a dict without `__key__` is keyed by a digest of its content),
+    or serialized tf.train.Examples (checked against the spec and written as
+    they are); each bundle rolls its own shards, named at commit in an order
     that may differ between runs. Either way it builds examples with the
     config's recipe, writes sharded TFRecords per split under `config.output`,
     dead letters (an element that is no dict, a value that does not fit the

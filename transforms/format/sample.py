@@ -19,8 +19,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["KEY", "URL", "data_fields", "escape", "escape_name", "field_text", "is_text",
-           "keyed", "FieldReader"]
+__all__ = ["KEY", "URL", "content_key", "data_fields", "escape", "escape_name", "field_text",
+           "is_text", "keyed", "FieldReader"]
 
 KEY = "__key__"
 URL = "__url__"
@@ -82,16 +82,25 @@ def field_text(value: Any) -> str:
 
 
 def keyed(element: Mapping[str, Any]) -> dict:
-    """A dict as a Sample: itself when it has a `__key__`, else a copy keyed by a
-    digest of its content (`content-<16 hex digits>`), the same on every run, so a
-    dict built by any Beam step can be split, ordered and named in a dead letter."""
+    """A dict as a Sample: itself when it has a `__key__`, else a copy keyed by
+    its `content_key`, so a dict built by any Beam step can be split, ordered
+    and named in a dead letter."""
     if KEY in element:
         return dict(element)
+    return {KEY: content_key(element), **element}
+
+
+def content_key(value: Mapping[str, Any] | bytes) -> str:
+    """`content-<16 hex digits>`: a digest of a dict's fields or of bytes, the
+    same on every run and machine."""
     digest = hashlib.blake2b(digest_size=8, person=b"datagen-content")
-    for name in sorted(element):
-        digest.update(name.encode("utf-8", "surrogatepass") + b"\0")
-        digest.update(_content_bytes(element[name]) + b"\0")
-    return {KEY: f"content-{digest.hexdigest()}", **element}
+    if isinstance(value, Mapping):
+        for name in sorted(value):
+            digest.update(name.encode("utf-8", "surrogatepass") + b"\0")
+            digest.update(_content_bytes(value[name]) + b"\0")
+    else:
+        digest.update(bytes(value))
+    return f"content-{digest.hexdigest()}"
 
 
 def _content_bytes(value: Any) -> bytes:

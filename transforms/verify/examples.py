@@ -1,10 +1,5 @@
-"""One serialized record against the manifest's feature spec, and its media decoded.
-
-`example_problems` parses the record with TensorFlow's own protobuf and
-checks every feature the way the reader will take it: present, in the
-tf.Example list of its declared kind, with as many values (or packed bytes)
-as its shape holds, and within its declared dtype (a bool is 0 or 1, an int32
-fits, a string is UTF-8); a feature the spec does not name is a problem too.
+"""One record's media decoded, for the seeded sample of records a verification
+decodes (the record against its spec is transforms/format/example_check.py's).
 
 `media_problems` decodes what a record's media should be, for the seeded
 sample of records a verification decodes: JPEG frames (Pillow) to their
@@ -17,94 +12,27 @@ Pillow or soundfile.
 from __future__ import annotations
 
 import io
-import math
 
 import numpy as np
 
-from transforms.format.spec import PACKED, FeatureSpec
+from transforms.format.example_check import stored_values
+from transforms.format.spec import FeatureSpec
 
-__all__ = ["example_problems", "media_problems", "parse_example"]
+__all__ = ["media_problems"]
 
-_INT32 = np.iinfo(np.int32)
 _IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n")
-
-
-def parse_example(record: bytes):
-    """The record as a tf.train.Example (ValueError if it is not one)."""
-    from tensorflow.core.example import example_pb2
-    from google.protobuf.message import DecodeError
-
-    try:
-        return example_pb2.Example.FromString(record)
-    except DecodeError as e:
-        raise ValueError(f"not a tf.train.Example: {e}") from None
-
-
-def _values(example, name: str, kind: str):
-    feature = example.features.feature[name]
-    return getattr(feature, f"{kind}_list").value
-
-
-def example_problems(example, spec: FeatureSpec) -> list:
-    """What in the parsed `example` differs from `spec` (module docstring)."""
-    problems = []
-    stored = example.features.feature
-    for extra in sorted(set(stored) - set(spec.names)):
-        problems.append(f"feature {extra!r} is not in the manifest's spec")
-    for f in spec:
-        if f.name not in stored:
-            problems.append(f"feature {f.name!r} is missing")
-            continue
-        kind = stored[f.name].WhichOneof("kind")
-        if kind is not None and kind != f"{f.kind}_list":
-            problems.append(f"feature {f.name!r} is a {kind}, the spec says {f.kind}_list")
-            continue
-        values = _values(example, f.name, f.kind)
-        problem = _count_problem(f, values) or _domain_problem(f, values)
-        if problem:
-            problems.append(f"feature {f.name!r}: {problem}")
-    return problems
-
-
-def _count_problem(f, values) -> str | None:
-    if f.is_variable:
-        return None
-    expected = math.prod(f.stored_shape)
-    if len(values) != expected:
-        return f"{len(values)} values, its shape {list(f.shape)} holds {expected}"
-    if f.dtype in PACKED:
-        size = f.size * np.dtype(PACKED[f.dtype]).itemsize
-        if len(values[0]) != size:
-            return f"{len(values[0])} bytes, {f.dtype}{list(f.shape)} packs into {size}"
-    return None
-
-
-def _domain_problem(f, values) -> str | None:
-    if f.dtype == "bool" and any(v not in (0, 1) for v in values):
-        return "a bool that is not 0 or 1"
-    if f.dtype == "int32" and any(not _INT32.min <= v <= _INT32.max for v in values):
-        return "a value outside int32"
-    if f.dtype == "string":
-        try:
-            for v in values:
-                v.decode("utf-8")
-        except UnicodeDecodeError:
-            return "text that is not UTF-8"
-    if f.kind == "float" and not np.isfinite(np.asarray(values, np.float32)).all():
-        return "a NaN or infinite value"
-    return None
 
 
 def media_problems(example, spec: FeatureSpec) -> tuple:
     """(media values decoded, what failed) for a parsed `example` that passed
     `example_problems`."""
     decoded, problems = 0, []
-    times = {name: _values(example, name, "float") for name in ("start_time", "end_time")
+    times = {name: stored_values(example, name, "float") for name in ("start_time", "end_time")
              if name in spec.names}
     for f in spec:
         if f.kind != "bytes" and not f.sample_rate:
             continue
-        values = _values(example, f.name, f.kind)
+        values = stored_values(example, f.name, f.kind)
         try:
             if f.dtype == "jpeg":
                 for image in values:

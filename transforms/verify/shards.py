@@ -25,7 +25,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.format.record_index import index_text
 from transforms.format.spec import FeatureSpec
-from transforms.verify.examples import example_problems, media_problems, parse_example
+from transforms.format.example_check import example_problems, parse_example
+from transforms.verify.examples import media_problems
 from transforms.verify.records import RecordStream
 
 __all__ = ["ShardReport", "VerifyShards", "check_shard", "chosen_for_decoding"]
