@@ -32,6 +32,7 @@ setuptools.setup(
             "webdataset>=0.2.90",
             "gcp-storage-emulator>=2024.8",
             "tensorflow-datasets==4.9.*",  # reads our datasets back (tests/test_interop.py)
+            "tensorflow-hub>=0.16",  # Beam's RunInference TensorFlow handler imports it
         ],
         # NVIDIA DALI reads our datasets back on the CPU (tests/test_interop.py); about
         # 1 GB installed, so `make test` installs it in a step of its own.

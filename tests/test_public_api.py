@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_the_public_names_are_documented_and_nothing_else_is_exported():
-    assert 10 <= len(dg.__all__) <= 20
+    assert 10 <= len(dg.__all__) <= 22
     for name in dg.__all__:
         value = getattr(dg, name)
         assert (value.__doc__ or "").strip(), f"{name} has no docstring"
@@ -84,11 +84,14 @@ def test_dicts_from_any_beam_step_become_a_dataset(tmp_path):
     assert all(ex["label"] == int(i) % 3 and ex["speaker"] == f"s{int(i) % 20}".encode()
                for i, ex in written.items())
     letters = _dead_letters(output)
-    assert sorted(r["stage"] for r in letters) == ["encode", "encode", "features",
-                                                    "read_element", "read_element"]
+    assert sorted(r["stage"] for r in letters) == ["encode", "encode", "features", "parse",
+                                                    "read_element"]
     keyed = [r for r in letters if r["key"]]
     assert all(r["key"].startswith("content-") for r in keyed)   # the same on every run
     assert {r["member"] for r in keyed} == {"emb", "label", None}
+    assert [r["message"] for r in letters if r["stage"] == "read_element"] == [
+        "a NoneType is neither a Sample (a dict of field name to value) nor a serialized "
+        "tf.train.Example: None"]
 
 
 @pytest.fixture(scope="module")
@@ -252,3 +255,37 @@ def test_serialized_examples_are_checked_and_written_as_they_are(tmp_path):
     assert "feature 'duration_s' is missing" in "".join(m for _, m in letters)
     assert sum(info["splits"][s]["durations"]["total_s"] for s in info["splits"]) == \
         pytest.approx(sum(0.5 + i / 100 for i in range(90)), abs=1e-2)
+
+
+def test_runinference_embeddings_are_added_to_each_window_before_writing(tmp_path):
+    from apache_beam.ml.inference.base import KeyedModelHandler, RunInference
+    from apache_beam.ml.inference.tensorflow_inference import TFModelHandlerNumpy
+
+    corpus = tmp_path / "av"
+    write_corpus(str(corpus), shards=2, samples_per_shard=4, speakers=8, kind="av", seconds=1.5)
+    tf.keras.utils.set_random_seed(0)
+    model = tf.keras.Sequential([tf.keras.Input((8000,)), tf.keras.layers.Reshape((50, 160)),
+                                 tf.keras.layers.Dense(4), tf.keras.layers.GlobalAveragePooling1D()])
+    model.save(str(tmp_path / "embedder.keras"))
+    windows = dg.CutOptions(mode="audio_windows", audio_fields=("flac",),
+                            windows=dg.WindowOptions(window_s=0.5))
+    output = str(tmp_path / "embedded")
+    with dg.make_pipeline() as p:
+        read = p | dg.ReadTarSamples(f"{corpus}/*.tar")
+        cut = read.samples | dg.CutSamples(windows)
+        _ = (cut.examples
+             | beam.Map(lambda window: (window, window["audio"]))
+             | RunInference(KeyedModelHandler(TFModelHandlerNumpy(str(tmp_path / "embedder.keras"))))
+             | beam.MapTuple(lambda window, result: {**window, "emb": result.inference.numpy()})
+             | dg.WriteDataset(output, split_by="json.speaker", splits="train=0.5,test=0.5",
+                               features="audio:float32[8000],emb:float32[4],source_key:string,"
+                                        "start_time:float"))
+    info = json.load(open(os.path.join(output, "manifest.json")))
+    _accounting_holds(info)
+    _read_back(output, info)
+    windows_written = [ex for split in info["splits"]
+                       for ex in dg.load(output, split, batch_size=None).as_numpy_iterator()]
+    assert len(windows_written) == 4 * 3   # the 4 samples with FLAC, 1.5 s in 0.5 s windows
+    for ex in windows_written:
+        np.testing.assert_allclose(ex["emb"], model(ex["audio"][None]).numpy()[0], rtol=1e-5,
+                                   atol=1e-6)

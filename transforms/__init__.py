@@ -16,8 +16,10 @@ code that imports only `transforms.format` (the reader) never loads Beam.
 - reading samples: `ReadTarSamples`, `ReadListingSamples`, `ReadBigtableSamples`,
   and for your own storage a `Source` (plan `WorkUnit`s, read one unit into
   Samples or `Failed` dead letters);
-- building examples: `BuildExamples` over the recipe, `ExampleRecipe`,
-  `FeatureSpec`, `SplitPlan`, `CutOptions`;
+- building examples: `CutSamples` (example dicts, for steps of yours before
+  writing), `BuildExamples` (encoded, by a recipe), `ExampleRecipe`,
+  `FeatureSpec`, `SplitPlan`, `CutOptions` (with its `AudioOptions`,
+  `WindowOptions`, `FrameOptions`);
 - writing a dataset: `WriteDataset` over a Source or any PCollection of dicts,
   `DatasetConfig`;
 - running and reading back: `make_pipeline` (the local runner without Beam's
@@ -42,11 +44,15 @@ _EXPORTS = {
     "Source": "transforms.sources.units",
     "WorkUnit": "transforms.sources.units",
     "Failed": "transforms.sources.units",
+    "CutSamples": "transforms.dataset.cut_samples",
     "BuildExamples": "transforms.dataset.convert",
     "ExampleRecipe": "transforms.dataset.examples",
     "FeatureSpec": "transforms.format.spec",
     "SplitPlan": "transforms.dataset.splits",
     "CutOptions": "transforms.media.cutting",
+    "AudioOptions": "transforms.media.audio",
+    "WindowOptions": "transforms.media.windows",
+    "FrameOptions": "transforms.media.frames",
     "WriteDataset": "transforms.dataset.write",
     "DatasetConfig": "transforms.dataset.write",
     "make_pipeline": "transforms.runner.runtime",

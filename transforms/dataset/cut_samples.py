@@ -1,0 +1,57 @@
+"""Samples cut into example dicts, for a pipeline that adds its own steps between
+cutting and writing (an embedding model run with Beam's RunInference, a filter).
+
+    cut = samples | "Cut" >> CutSamples(CutOptions(mode="audio_windows", audio_fields=("flac",)))
+    cut.examples     # dicts: the sample's fields, `audio`, `source_key`, `start_time`, ...
+    cut[FAILURES]    # dead letters of samples whose media did not decode or cut
+
+The cut is transforms/media/cutting.py's `cut_sample`, the one WriteDataset
+runs; each example is keyed `<sample key>#<n>`, so WriteDataset orders and
+names it on its own. A long recording streams through: its windows leave as
+they are cut.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+import apache_beam as beam
+
+from transforms.format.dead_letters import FAILURES, dead_letter
+from transforms.format.sample import KEY, URL
+from transforms.media.cutting import CutOptions, cut_sample
+from transforms.media.decoded import MediaError
+
+__all__ = ["CutSamples"]
+
+
+@beam.typehints.with_input_types(Dict[str, Any])
+@beam.typehints.with_output_types(Dict[str, Any])
+class _CutFn(beam.DoFn):
+    def __init__(self, cut: CutOptions):
+        self._cut = cut
+
+    def process(self, sample):
+        key, emitted = sample[KEY], 0
+        try:
+            for example in cut_sample(sample, self._cut):
+                yield {**example, KEY: f"{key}#{emitted}"}
+                emitted += 1
+        except MediaError as e:
+            yield beam.pvalue.TaggedOutput(FAILURES, dead_letter(
+                e.stage, e, url=sample.get(URL, ""), key=key, member=e.member,
+                examples_written=emitted))
+
+
+class CutSamples(beam.PTransform):
+    """Samples -> the example dicts `cut` makes of them (audio windows, frames with
+    their audio, clips), and under FAILURES the dead letters of samples whose
+    media did not decode or cut (after the examples cut before the break)."""
+
+    def __init__(self, cut: CutOptions):
+        super().__init__()
+        self._cut = cut
+
+    def expand(self, samples):
+        return samples | "CutSamples" >> beam.ParDo(_CutFn(self._cut)).with_outputs(
+            FAILURES, main="examples")
