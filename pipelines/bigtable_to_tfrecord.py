@@ -28,7 +28,6 @@ Bigtable table (`--examples_only`: only there).
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 
@@ -39,9 +38,9 @@ from transforms.sources.bigtable.admin import ensure_table
 from transforms.sources.bigtable.read_config import BigtableReadConfig
 from transforms.sources.bigtable.rows import RowReader
 from transforms.sources.bigtable.sink import WriteExamplesToBigtable
-from transforms.sources.bigtable.source import BigtableReader, plan_key_ranges, read_samples
+from transforms.sources.bigtable.source import ReadBigtableSamples, read_samples
 from transforms.sources.bigtable.table import BigtableTable
-from transforms.sources.units import Failed, Source
+from transforms.sources.units import Failed
 
 __all__ = ["run"]
 
@@ -98,8 +97,8 @@ def run(argv=None) -> dict | None:
             BigtableReadOptions).columns})
     if options.view_as(BigtableReadOptions).examples_only:
         config = dataclasses.replace(config, write_tfrecords=False)
-    source = Source(functools.partial(plan_key_ranges, read), BigtableReader(read))
-    return run_dataset_job(options, config, source, examples_sink=sink)
+    return run_dataset_job(options, config, ReadBigtableSamples(read).source,
+                           examples_sink=sink)
 
 
 if __name__ == "__main__":

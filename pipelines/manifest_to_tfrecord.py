@@ -28,8 +28,6 @@ naming manifests.
 
 from __future__ import annotations
 
-import functools
-
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import cli
@@ -38,9 +36,8 @@ from pipelines.dataset_job import dataset_config, feature_spec, run_dataset_job
 from transforms.format.text import comma_list
 from transforms.media.cutting import media_features
 from transforms.dataset.write import DatasetConfig
-from transforms.sources.listing import (ListingReader, inspect_listings, iter_samples,
-                                        missing_fields, plan_listing_units)
-from transforms.sources.units import Source
+from transforms.sources.listing import (ReadListingSamples, inspect_listings, iter_samples,
+                                        missing_fields)
 
 __all__ = ["run"]
 
@@ -81,8 +78,8 @@ def run(argv=None) -> dict | None:
     if missing:
         raise ValueError(f"manifest {files[0]!r} has no column for {', '.join(missing)} "
                          f"(columns: {', '.join(layout.columns)})")
-    plan = functools.partial(plan_listing_units, patterns, layout, config.target_shard_bytes)
-    return run_dataset_job(options, config, Source(plan, ListingReader(layout)))
+    return run_dataset_job(options, config, ReadListingSamples(
+        patterns, layout, config.target_shard_bytes).source)
 
 
 if __name__ == "__main__":

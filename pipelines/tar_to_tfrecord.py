@@ -34,9 +34,8 @@ from pipelines.dataset_job import dataset_config, feature_spec, run_dataset_job
 from transforms.format.text import comma_list
 from transforms.sources.file_match import matched_files
 from transforms.sources.input_files import open_input
-from transforms.sources.tar import TarReader, plan_tar_units
+from transforms.sources.tar import ReadTarSamples
 from transforms.sources.tar_stream import iter_tar
-from transforms.sources.units import Source
 
 __all__ = ["run"]
 
@@ -65,8 +64,8 @@ def run(argv=None) -> dict | None:
     config = dataset_config(options, spec, source={
         "type": "tar", "input": tar.input, "num_files": len(files),
         "input_bytes": sum(m.size_in_bytes for m in matched)})
-    plan = functools.partial(plan_tar_units, patterns, config.target_shard_bytes)
-    return run_dataset_job(options, config, Source(plan, TarReader()))
+    return run_dataset_job(options, config,
+                           ReadTarSamples(patterns, config.target_shard_bytes).source)
 
 
 if __name__ == "__main__":

@@ -115,7 +115,8 @@ class WriteDataset(beam.PTransform):
 
     Two ways in, the same dataset out (see the module docstring for the layout):
 
-        pipeline | WriteDataset(config, source)    # a Source's work units
+        pipeline | WriteDataset(config, source)    # a Source's work units, e.g.
+                                                    # ReadTarSamples(patterns, size).source
         samples | WriteDataset(config)              # any PCollection of dicts or examples
         samples | WriteDataset("out/", features="emb:float32[192],label:int64",
                                split_by="speaker")

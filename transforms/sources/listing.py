@@ -325,17 +325,16 @@ class ReadListingSamples(beam.PTransform):
 
     The listings are cut into units of about `target_bytes` of media
     (`plan_listing_units`) when the job starts; workers read the units' rows
-    and media. The output is in no particular order.
+    and media. The output is in no particular order. `source` is the Source
+    it reads, for WriteDataset.
     """
 
     def __init__(self, file_pattern: str | Sequence[str], layout: ListingLayout,
                  target_bytes: int = 128 << 20):
         super().__init__()
-        self._patterns = as_patterns(file_pattern)
-        self._layout = layout
-        self._target_bytes = target_bytes
+        plan = functools.partial(plan_listing_units, as_patterns(file_pattern), layout,
+                                 target_bytes)
+        self.source = Source(plan, ListingReader(layout))
 
     def expand(self, pbegin):
-        plan = functools.partial(plan_listing_units, self._patterns, self._layout,
-                                 self._target_bytes)
-        return pbegin | "ReadUnits" >> ReadUnits(Source(plan, ListingReader(self._layout)))
+        return pbegin | "ReadUnits" >> ReadUnits(self.source)

@@ -117,18 +117,20 @@ class ReadTarSamples(beam.PTransform):
         read.samples      # PCollection of Sample dicts
         read[FAILURES]    # PCollection of dead letters (stage "read_tar")
 
+        p | WriteDataset(config, ReadTarSamples(patterns, target_bytes).source)
+
     Patterns use Beam's filesystem syntax (`*`, `**`, `?`, `[...]`) and are
     matched when the job starts: one that matches nothing fails it (call
     `transforms.sources.file_match.match_files` first for the error before any work).
-    Each file is read whole by one worker; the output is in no particular
-    order.
+    Each file is read whole by one worker, consecutive files smaller than
+    `target_bytes` together (0: a unit per file); the output is in no
+    particular order. `source` is the Source it reads, for WriteDataset.
     """
 
-    def __init__(self, file_pattern: str | Sequence[str]):
+    def __init__(self, file_pattern: str | Sequence[str], target_bytes: int = 0):
         super().__init__()
-        self._patterns = as_patterns(file_pattern)
+        self.source = Source(functools.partial(plan_tar_units, as_patterns(file_pattern),
+                                               target_bytes), TarReader())
 
     def expand(self, pbegin):
-        # A unit per file: the samples go on to other transforms, not into shards.
-        plan = functools.partial(plan_tar_units, self._patterns, 0)
-        return pbegin | "ReadUnits" >> ReadUnits(Source(plan, TarReader()))
+        return pbegin | "ReadUnits" >> ReadUnits(self.source)

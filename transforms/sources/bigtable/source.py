@@ -232,14 +232,13 @@ class ReadBigtableSamples(beam.PTransform):
     spread over workers and each is read by a
     splittable DoFn (runners may split a range further while it is read). The
     output is in no particular order. Call `ensure_table(config.table, config.families)`
-    first for a clear error on a missing table or family.
+    first for a clear error on a missing table or family. `source` is the
+    Source it reads, for WriteDataset.
     """
 
     def __init__(self, config: BigtableReadConfig):
         super().__init__()
-        self._config = config
+        self.source = Source(functools.partial(plan_key_ranges, config), BigtableReader(config))
 
     def expand(self, pbegin):
-        source = Source(functools.partial(plan_key_ranges, self._config),
-                        BigtableReader(self._config))
-        return pbegin | "ReadUnits" >> ReadUnits(source)
+        return pbegin | "ReadUnits" >> ReadUnits(self.source)
