@@ -43,9 +43,9 @@ import numpy as np
 import soundfile as sf
 import soxr
 
+from transforms.format.encoder import ExampleEncoder
 from transforms.media.audio import AudioOptions, decode_audio, stream_audio
 from transforms.media.windows import WindowOptions, audio_windows
-from transforms.format.encoder import ExampleEncoder
 
 SOURCE_RATE = 44100
 RATE = 16000
@@ -108,8 +108,8 @@ def check_same_windows(a: list, b: list) -> float:
     assert len(a) == len(b), (len(a), len(b))
     worst = 0.0
     for x, y in zip(a[::97], b[::97]):
-        vx, vy = (np.array(tf.train.Example.FromString(s).features.feature["audio"].float_list.value)
-                  for s in (x, y))
+        vx, vy = (np.array(tf.train.Example.FromString(s).features.feature["audio"]
+                           .float_list.value) for s in (x, y))
         worst = max(worst, float(np.abs(vx - vy).max()))
     assert worst < 1e-5, worst
     return worst
@@ -153,13 +153,14 @@ def rss_child(path: str, mode: str) -> None:
         encoder.encode({"audio": window.samples})
         windows += 1
     print(json.dumps({"baseline": baseline, "after_read": after_read, "peak": _peak_rss_mib(),
-                      "ru_maxrss": _maxrss_mib(), "windows": windows, "seconds": time.perf_counter() - start,
+                      "ru_maxrss": _maxrss_mib(), "windows": windows,
+                      "seconds": time.perf_counter() - start,
                       "file_mib": len(data) / 2 ** 20}))
 
 
 def measure_rss(path: str, mode: str) -> dict:
-    out = subprocess.run([sys.executable, "-m", "benchmarks.audio_bench", "--rss-child", path, mode],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", "benchmarks.audio_bench", "--rss-child", path,
+                          mode], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -186,7 +187,8 @@ def main(argv=None) -> None:
 
     import tensorflow as tf  # imported before timing, so neither side pays for it
     print(f"python {sys.version.split()[0]}, numpy {np.__version__}, soundfile {sf.__version__} "
-          f"(libsndfile {sf.__libsndfile_version__}), soxr {soxr.__version__}, tensorflow {tf.__version__}")
+          f"(libsndfile {sf.__libsndfile_version__}), soxr {soxr.__version__}, "
+          f"tensorflow {tf.__version__}")
 
     print(f"\n(a) {args.files} FLAC files x {args.seconds:g} s, 44.1 kHz stereo -> 16 kHz mono, "
           f"1 s windows, one float feature; best of {args.repeat}")

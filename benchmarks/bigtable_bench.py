@@ -73,14 +73,18 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from google.cloud import bigtable
 from google.cloud.bigtable.data import ReadRowsQuery, RowMutationEntry, RowRange, SetCell
 
+from benchmarks.process_tree import measure, tree_rss
+from transforms.runner.runtime import make_pipeline
 from transforms.sources.bigtable.key_ranges import ByteKeyRange, ByteKeyRangeTracker
 from transforms.sources.bigtable.read_config import BigtableReadConfig
 from transforms.sources.bigtable.rows import RowReader, open_channel
-from transforms.sources.bigtable.source import (ReadBigtableSamples, open_table, plan_key_ranges,
-                                                read_samples)
+from transforms.sources.bigtable.source import (
+    ReadBigtableSamples,
+    open_table,
+    plan_key_ranges,
+    read_samples,
+)
 from transforms.sources.bigtable.table import BigtableTable
-from benchmarks.process_tree import measure, tree_rss
-from transforms.runner.runtime import make_pipeline
 from transforms.sources.units import units_in_order
 
 PROJECT, INSTANCE, TABLE = "bench", "bench", "media"
@@ -375,7 +379,8 @@ def cpu_scaling() -> float:
     start = time.perf_counter()
     _burn(n)
     one = time.perf_counter() - start
-    with concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=spawn) as pool:
         list(pool.map(_burn, [1, 1]))
         start = time.perf_counter()
         list(pool.map(_burn, [n, n]))
@@ -405,7 +410,8 @@ def main(argv=None):
     try:
         seconds = load(args.rows, args.value_kb * 1024)
         print(f"loaded {args.rows} rows x {args.value_kb} KB in {seconds:.1f} s "
-              f"({args.rows / seconds:.0f} rows/s); emulator RSS {tree_rss(emulator.process.pid) / 2**20:.0f} MiB")
+              f"({args.rows / seconds:.0f} rows/s); emulator RSS "
+              f"{tree_rss(emulator.process.pid) / 2**20:.0f} MiB")
         config = BigtableReadConfig(BENCH_TABLE, "raw:wav=wav")
         print(f"ranges planned: {len(plan(config))} (max_ranges {config.max_ranges}); "
               f"2 processes do {cpu_scaling():.2f}x the CPU work of 1 on this machine")

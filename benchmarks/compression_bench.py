@@ -5,8 +5,9 @@
 On the train shards of an uncompressed dataset (`make demo` writes one: JPEG
 frames with float32 audio windows), in this one process: the shards as they
 are, and their records rewritten by the writer with --compression gzip
-(transforms/dataset/tfrecord.py), each read by tf.data's TFRecordDataset on one core, best of --repeat. Prints
-each one's bytes on disk and MB/s of records read, and the ratios.
+(transforms/dataset/tfrecord.py), each read by tf.data's TFRecordDataset on
+one core, best of --repeat. Prints each one's bytes on disk and MB/s of
+records read, and the ratios.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def main(argv=None) -> None:
     for name, (size, speed) in results.items():
         print(f"{name:5s} {size:>12,d} bytes on disk   {speed:8.1f} MB/s of records read")
     (plain_size, plain_speed), (gz_size, gz_speed) = results["none"], results["gzip"]
-    print(f"gzip: {1 - gz_size / plain_size:.0%} smaller, read {plain_speed / gz_speed:.1f}x slower")
+    print(f"gzip: {1 - gz_size / plain_size:.0%} smaller, read {plain_speed / gz_speed:.1f}x "
+          "slower")
 
 
 if __name__ == "__main__":

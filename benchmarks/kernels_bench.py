@@ -41,8 +41,9 @@ def _best(fn, repeat: int, number: int = 1) -> float:
 def gzip_case(repeat: int) -> None:
     pcm = voice(150.0, 30.0).astype(np.float32).tobytes()
     print(f"gzip: {len(pcm) / 1e6:.1f} MB of 16 kHz float32 speech")
-    for name, module, level in (("isal (the writer)", isal_zlib, isal_zlib.ISAL_DEFAULT_COMPRESSION),
-                                ("zlib default", zlib, zlib.Z_DEFAULT_COMPRESSION)):
+    for name, module, level in (
+            ("isal (the writer)", isal_zlib, isal_zlib.ISAL_DEFAULT_COMPRESSION),
+            ("zlib default", zlib, zlib.Z_DEFAULT_COMPRESSION)):
         seconds = _best(lambda m=module, lv=level: _deflate(m, lv, pcm), repeat)
         ratio = len(_deflate(module, level, pcm)) / len(pcm)
         print(f"  {name:<18} {len(pcm) / seconds / 1e6:8.0f} MB/s  ratio {ratio:.3f}")

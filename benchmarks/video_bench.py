@@ -1,4 +1,5 @@
-"""Video frame sampling (transforms.media.video): threaded vs unthreaded throughput, and peak memory.
+"""Video frame sampling (transforms.media.video): threaded vs unthreaded throughput,
+and peak memory.
 
     python -m benchmarks.video_bench [--seconds 60] [--workdir benchmarks/out/video]
 

@@ -32,8 +32,8 @@ import dataclasses
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 
 from pipelines import cli
-from pipelines.job_options import BigtableReadOptions, BigtableTableOptions
 from pipelines.dataset_job import dataset_config, feature_spec, run_dataset_job
+from pipelines.job_options import BigtableReadOptions, BigtableTableOptions
 from transforms.sources.bigtable.admin import ensure_table
 from transforms.sources.bigtable.read_config import BigtableReadConfig
 from transforms.sources.bigtable.rows import RowReader

@@ -188,6 +188,7 @@ def _infrastructure_failures() -> tuple:
     import grpc
     from google.api_core.exceptions import GoogleAPIError
     from google.auth.exceptions import GoogleAuthError
+
     from transforms.sources.input_files import StorageReadError
     return GoogleAuthError, GoogleAPIError, grpc.RpcError, StorageReadError, OSError
 

@@ -22,28 +22,27 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from pipelines.dataset_options import DatasetOptions
-from transforms.format import manifest
-from transforms.format.text import comma_list
-from transforms.runner import progress
-from transforms.runner.counters import NAMESPACE
-from transforms.dataset import sample_ops
-from transforms.media.audio import AudioOptions
-from transforms.media.windows import WindowOptions
-from transforms.media.cutting import CutOptions, media_features, media_fields
-from transforms.dataset import ledger, projection
+from transforms.dataset import ledger, projection, sample_ops
 from transforms.dataset.dry_run import measure_sample
-from transforms.dataset.write import DatasetConfig, WriteDataset
 from transforms.dataset.examples import ExampleRecipe
 from transforms.dataset.fileops import check_writable
-from transforms.dataset.ledger import plan_run_folder, start_run
 from transforms.dataset.finalise import summary_line
-from transforms.tft.preprocessing import Preprocessing
+from transforms.dataset.ledger import plan_run_folder, start_run
+from transforms.dataset.splits import SplitPlan
+from transforms.dataset.write import DatasetConfig, WriteDataset
+from transforms.format import manifest
 from transforms.format.infer import infer_spec
 from transforms.format.spec import FeatureSpec, parse_features
-from transforms.runner.runtime import announce_job, make_pipeline, runs_locally, wait_for
-from transforms.dataset.splits import SplitPlan
-from transforms.sources.units import Source
+from transforms.format.text import comma_list
+from transforms.media.audio import AudioOptions
+from transforms.media.cutting import CutOptions, media_features, media_fields
 from transforms.media.frames import FrameOptions
+from transforms.media.windows import WindowOptions
+from transforms.runner import progress
+from transforms.runner.counters import NAMESPACE
+from transforms.runner.runtime import announce_job, make_pipeline, runs_locally, wait_for
+from transforms.sources.units import Source
+from transforms.tft.preprocessing import Preprocessing
 
 __all__ = [
     "cut_options",
@@ -246,7 +245,8 @@ def dry_run(config: DatasetConfig, source: Source, samples: int):
     plan = config.recipe.split_plan
     projected = projection.project(
         measure, input_bytes=input_bytes, read_bytes=read_bytes,
-        split_ratios=None if plan.column else dict(plan.splits), split_names=plan.names, target_shard_bytes=config.target_shard_bytes,
+        split_ratios=None if plan.column else dict(plan.splits), split_names=plan.names,
+        target_shard_bytes=config.target_shard_bytes,
         shuffle=config.shuffle, num_shards=config.num_shards, compression=config.compression,
         video=config.recipe.cut.mode in ("frames", "clips"))
     print(projection.render(projected, measure, input_bytes=input_bytes, read_bytes=read_bytes,

@@ -9,9 +9,9 @@ from __future__ import annotations
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.flag_types import FUNCTION, GS_PATH, SWITCH, flag, flag_group
-from transforms.media.cutting import MODES
-from transforms.dataset.write import SHUFFLES
 from transforms.dataset.tfrecord import COMPRESSIONS
+from transforms.dataset.write import SHUFFLES
+from transforms.media.cutting import MODES
 
 __all__ = ["DatasetOptions"]
 
@@ -105,7 +105,8 @@ class DatasetOptions(PipelineOptions):
         flag(cutting, "--min_duration_s", type=float, default=0.0, example="1.5",
              label="Shortest media kept (s)", recorded=True,
              help="Filter (and count, as 'duration') samples whose media (--audio_fields, else "
-                  "--video_field) last less, read from their headers before decoding (0: no bound).")
+                  "--video_field) last less, read from their headers before decoding "
+                  "(0: no bound).")
         flag(cutting, "--max_duration_s", type=float, default=0.0, example="20",
              label="Longest media kept (s)", recorded=True,
              help="Filter (and count, as 'duration') samples whose media last longer (0: no "

@@ -15,7 +15,6 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.flag_types import BIGTABLE_ID, GS_PATH, SWITCH, flag, flag_group
 
-
 __all__ = [
     "BigtableLoadOptions",
     "BigtableReadOptions",

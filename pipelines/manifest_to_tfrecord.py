@@ -31,13 +31,17 @@ from __future__ import annotations
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import cli
-from pipelines.job_options import InputOptions, ListingOptions
 from pipelines.dataset_job import dataset_config, feature_spec, run_dataset_job
+from pipelines.job_options import InputOptions, ListingOptions
+from transforms.dataset.write import DatasetConfig
 from transforms.format.text import comma_list
 from transforms.media.cutting import media_features
-from transforms.dataset.write import DatasetConfig
-from transforms.sources.listing import (ReadListingSamples, inspect_listings, iter_samples,
-                                        missing_fields)
+from transforms.sources.listing import (
+    ReadListingSamples,
+    inspect_listings,
+    iter_samples,
+    missing_fields,
+)
 
 __all__ = ["run"]
 

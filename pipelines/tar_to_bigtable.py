@@ -48,17 +48,17 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from apache_beam.runners.runner import PipelineResult
 
 from pipelines import cli
-from pipelines.job_options import BigtableLoadOptions, BigtableTableOptions, InputOptions
 from pipelines.dataset_options import DatasetOptions
+from pipelines.job_options import BigtableLoadOptions, BigtableTableOptions, InputOptions
+from transforms.dataset.fileops import check_writable
+from transforms.dataset.finalise import check_failure_fraction, sorted_failures, write_failures
+from transforms.format.dead_letters import FAILURES, FILE, SAMPLE, describe
 from transforms.format.text import comma_list
+from transforms.runner.runtime import make_pipeline, wait_for
 from transforms.sources.bigtable.admin import ensure_table
 from transforms.sources.bigtable.sink import STAGE, WriteSamplesToBigtable
 from transforms.sources.bigtable.table import BigtableTable
-from transforms.format.dead_letters import FAILURES, FILE, SAMPLE, describe
-from transforms.runner.runtime import make_pipeline, wait_for
 from transforms.sources.file_match import match_files
-from transforms.dataset.finalise import check_failure_fraction, sorted_failures, write_failures
-from transforms.dataset.fileops import check_writable
 from transforms.sources.tar import ReadTarSamples
 
 __all__ = ["load_summary",
@@ -93,7 +93,8 @@ def load_summary(samples_yielded: int, failures: Iterable[Mapping]) -> dict:
 
 
 def summary_line(summary: Mapping, table: str) -> str:
-    """'datagen: 8 samples read -> 8 rows written to bigtable://p/i/t, 0 samples + 0 files failed'."""
+    """'datagen: 8 samples read -> 8 rows written to bigtable://p/i/t, 0 samples +
+    0 files failed'."""
     return (f"datagen: {summary['samples_read']} samples read -> {summary['rows_written']} "
             f"rows written to {table}, {summary['samples_failed']} samples + "
             f"{summary['files_failed']} files failed")

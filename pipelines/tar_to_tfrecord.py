@@ -29,8 +29,8 @@ import functools
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import cli
-from pipelines.job_options import InputOptions
 from pipelines.dataset_job import dataset_config, feature_spec, run_dataset_job
+from pipelines.job_options import InputOptions
 from transforms.format.text import comma_list
 from transforms.sources.file_match import matched_files
 from transforms.sources.input_files import open_input

@@ -35,8 +35,13 @@ from typing import Any
 
 from pipelines.dataset_options import DatasetOptions
 from pipelines.flag_types import GROUPS_ATTRIBUTE, boolean, flag_group
-from pipelines.job_options import (BigtableLoadOptions, BigtableReadOptions, BigtableTableOptions,
-                                   InputOptions, ListingOptions)
+from pipelines.job_options import (
+    BigtableLoadOptions,
+    BigtableReadOptions,
+    BigtableTableOptions,
+    InputOptions,
+    ListingOptions,
+)
 
 __all__ = ["TEMPLATES", "TEMPLATE_DIR", "Template", "example", "flags", "metadata", "path",
            "render"]

@@ -10,7 +10,7 @@ A dataset on Cloud Storage, as a Dataflow job (one shard per work item):
         --runner DataflowRunner --project PROJECT --region REGION \
         --temp_location gs://BUCKET/tmp --setup_file ./setup.py
 
-What it checks is transforms/verify/dataset.py's `verify` (which a Beam
+What it checks is transforms/verify/dataset.py's `verify_dataset` (which a Beam
 user's code calls the same way). It prints one line when all is well (exit
 0), else every problem, one per line, and exits 3.
 """
@@ -24,7 +24,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines import cli
 from pipelines.flag_types import flag, flag_group
 from transforms.dataset.finalise import DatasetFailed
-from transforms.verify.dataset import verify
+from transforms.verify.dataset import verify_dataset
 
 __all__ = ["parser", "run"]
 
@@ -55,7 +55,7 @@ def run(argv=None) -> None:
         raise ValueError(f"--media_samples {args.media_samples}: must be 0 or more")
     # TensorFlow's C++ start-up lines (pipelines/cli.py) would bury the report.
     with cli.native_stderr_silenced():
-        problems, summary = verify(args.dataset, args.media_samples, args.seed,
+        problems, summary = verify_dataset(args.dataset, args.media_samples, args.seed,
                                    PipelineOptions(beam_argv))
     if problems:
         print("\n".join(problems))

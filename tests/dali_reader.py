@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 
-import nvidia.dali.tfrecord as tfrec
 import numpy as np
+import nvidia.dali.tfrecord as tfrec
 from nvidia.dali import fn, pipeline_def
 
 _KINDS = {"string": tfrec.string, "int64": tfrec.int64, "float32": tfrec.float32}

@@ -27,7 +27,8 @@ AMPLITUDE = 0.5
 def tone(freqs=(440, 440), seconds=1.0, rate=RATE, amplitude=AMPLITUDE):
     """(frames, channels) float32 sines, one frequency per channel."""
     t = np.arange(round(seconds * rate)) / rate
-    return np.stack([amplitude * np.sin(2 * np.pi * f * t) for f in freqs], axis=1).astype(np.float32)
+    waves = [amplitude * np.sin(2 * np.pi * f * t) for f in freqs]
+    return np.stack(waves, axis=1).astype(np.float32)
 
 
 def sf_bytes(signal, rate=RATE, format="FLAC", subtype=None):
@@ -217,7 +218,8 @@ def test_audio_start_is_on_the_containers_clock(container, codec, name):
     # AAC's first frame is its 1024-sample priming, decoded just before 0.5 s.
     assert audio.start == pytest.approx(0.5, abs=1024 / 48000 + 0.002)
     without_video = av_bytes(tone(rate=48000), container=container, codec=codec, pts_offset=24000)
-    assert decode_audio(without_video, AudioOptions(), name=name).start == pytest.approx(0, abs=0.002)
+    start = decode_audio(without_video, AudioOptions(), name=name).start
+    assert start == pytest.approx(0, abs=0.002)
     blocks = list(stream_audio(data, AudioOptions(), name=name, block_seconds=0.25))
     assert [b.start for b in blocks] == [audio.start + 0.25 * i for i in range(len(blocks))]
 

@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transforms.media.audio import AudioOptions, decode_audio, stream_audio
-from transforms.media.windows import WindowOptions, audio_windows, window_at
 from transforms.media.decoded import Audio, MediaError
+from transforms.media.windows import WindowOptions, audio_windows, window_at
 
 RATE = 1000
 
@@ -151,7 +151,8 @@ def test_many_small_blocks_give_the_same_windows_as_one_block():
     audio = ramp(5003, start=2.0)
     rng = np.random.default_rng(1)
     sizes = list(rng.integers(1, 300, 50))
-    for options in (WindowOptions(window_s=0.25, hop_s=0.1), WindowOptions(window_s=0.1, hop_s=0.33),
+    for options in (WindowOptions(window_s=0.25, hop_s=0.1),
+                    WindowOptions(window_s=0.1, hop_s=0.33),
                     WindowOptions(window_s=0.3), WindowOptions(window_s=0.2, random_crops=5)):
         one = list(audio_windows([audio], options, key="k"))
         many = list(audio_windows(blocks_of(audio, sizes), options, key="k"))
@@ -167,7 +168,8 @@ def test_blocks_must_continue_one_signal():
     with pytest.raises(ValueError, match="do not continue"):
         list(audio_windows([a, b], WindowOptions(window_s=0.05), key="k"))
     with pytest.raises(ValueError, match="do not continue"):
-        list(audio_windows([a, ramp(100, start=0.1, rate=2000)], WindowOptions(window_s=0.05), key="k"))
+        list(audio_windows([a, ramp(100, start=0.1, rate=2000)], WindowOptions(window_s=0.05),
+                           key="k"))
 
 
 def test_windows_are_read_only():
@@ -291,10 +293,12 @@ def test_streamed_decode_cuts_like_the_whole_decode():
     sf.write(out, noise, 44100, format="FLAC")
     data = out.getvalue()
     options = WindowOptions(window_s=1.0, hop_s=0.5)
-    whole = list(audio_windows([decode_audio(data, AudioOptions(), name="x.flac")], options, key="k"))
-    streamed = list(audio_windows(stream_audio(data, AudioOptions(), name="x.flac", block_seconds=0.3),
-                                  options, key="k"))
-    assert [w.start for w in streamed] == [w.start for w in whole] == [0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0]
+    decoded = decode_audio(data, AudioOptions(), name="x.flac")
+    whole = list(audio_windows([decoded], options, key="k"))
+    blocks = stream_audio(data, AudioOptions(), name="x.flac", block_seconds=0.3)
+    streamed = list(audio_windows(blocks, options, key="k"))
+    assert [w.start for w in streamed] == [w.start for w in whole] == [
+        0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0]
     for a, b in zip(streamed, whole):
         np.testing.assert_allclose(a.samples, b.samples, atol=1e-6)
 
@@ -309,7 +313,8 @@ def test_memory_stays_flat_over_a_long_stream():
 
     tracemalloc.start()
     try:
-        count = sum(1 for _ in audio_windows(stream(), WindowOptions(window_s=1.0, hop_s=0.25), key="k"))
+        options = WindowOptions(window_s=1.0, hop_s=0.25)
+        count = sum(1 for _ in audio_windows(stream(), options, key="k"))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

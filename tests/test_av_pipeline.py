@@ -15,9 +15,9 @@ import pytest
 import soundfile as sf
 
 from pipelines import tar_to_tfrecord
+from transforms.format import reader
 from transforms.testing import synthetic_media
 from transforms.testing.corpus import write_corpus
-from transforms.format import reader
 
 SECONDS = 1.5
 RATE = 16_000
@@ -108,7 +108,8 @@ def test_audio_windows_are_exact_and_counted(corpus, tmp_path):
         start = float(ex["start_time"])
         if index % 2 == 0:
             first = round(start * RATE)
-            np.testing.assert_allclose(ex["audio"].numpy(), _original_voice(index)[first:first + 8000],
+            original = _original_voice(index)[first:first + 8000]
+            np.testing.assert_allclose(ex["audio"].numpy(), original,
                                        atol=1.5 / 32768)
     assert info["accounting"]["samples_written"] == 8
 
@@ -192,7 +193,8 @@ def test_reader_random_crop_takes_a_slice_of_each_window(corpus, tmp_path):
         for key, start, crop in zip(batch["source_key"].numpy(), batch["start_time"].numpy(),
                                     batch["audio"].numpy()):
             window = full[(int(key.decode().split("_")[1]), float(start))]
-            offsets = [i for i in range(len(window) - 999) if np.array_equal(window[i:i + 1000], crop)]
+            offsets = [i for i in range(len(window) - 999)
+                       if np.array_equal(window[i:i + 1000], crop)]
             assert offsets, "the crop is not a slice of its window"
     with pytest.raises(ValueError, match="random_crop: 'audio' length 9000"):
         reader.load(str(output), "train", random_crop={"audio": 9000})

@@ -6,10 +6,14 @@ from apache_beam.io.range_trackers import LexicographicKeyRangeTracker
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transforms.sources.bigtable.key_ranges import (END_OF_RANGE, ByteKeyRange,
-                                                    ByteKeyRangeTracker, estimated_bytes,
-                                                    key_ranges, prefix_end)
-
+from transforms.sources.bigtable.key_ranges import (
+    END_OF_RANGE,
+    ByteKeyRange,
+    ByteKeyRangeTracker,
+    estimated_bytes,
+    key_ranges,
+    prefix_end,
+)
 
 # --- the tracker --------------------------------------------------------------
 
@@ -141,7 +145,8 @@ def test_key_ranges_merge_evenly():
     samples = [b"k%03d" % i for i in range(1, 100)]  # 100 pieces
     ranges = key_ranges(samples, b"", b"", max_ranges=8)
     _check_cover(ranges, b"", b"")
-    sizes = sorted(sum(1 for k in [b"", *samples] if s <= k and (not e or k < e)) for s, e in ranges)
+    sizes = sorted(sum(1 for k in [b"", *samples] if s <= k and (not e or k < e))
+                   for s, e in ranges)
     assert len(ranges) == 8 and sizes[-1] - sizes[0] <= 1
     assert key_ranges([], b"a", b"b", 8) == [(b"a", b"b")]
     assert key_ranges([b"x"], b"b", b"b", 8) == []

@@ -6,8 +6,12 @@ import codecs
 import pytest
 
 from transforms.format.sample import KEY, URL
-from transforms.sources.bigtable.read_config import (BigtableReadConfig, MissingColumnError,
-                                                     parse_columns, row_to_sample)
+from transforms.sources.bigtable.read_config import (
+    BigtableReadConfig,
+    MissingColumnError,
+    parse_columns,
+    row_to_sample,
+)
 from transforms.sources.bigtable.rows import Cell, Row
 from transforms.sources.bigtable.table import BigtableTable
 

@@ -9,7 +9,13 @@ the data client's own reader.
 import pytest
 from google.cloud import bigtable
 from google.cloud.bigtable.data import (
-    BigtableDataClient, ReadRowsQuery, RowMutationEntry, RowRange, SetCell, row_filters)
+    BigtableDataClient,
+    ReadRowsQuery,
+    RowMutationEntry,
+    RowRange,
+    SetCell,
+    row_filters,
+)
 from google.cloud.bigtable.data.exceptions import InvalidChunk
 from google.cloud.bigtable_v2.types import ReadRowsResponse
 

@@ -24,16 +24,22 @@ from apache_beam.testing.util import assert_that, equal_to
 from google.cloud.bigtable import Client
 
 from pipelines import tar_to_bigtable
-from transforms.testing.corpus import write_corpus
+from transforms.dataset.examples import Example
+from transforms.format.dead_letters import FAILURES
+from transforms.runner.counters import NAMESPACE
 from transforms.sources.bigtable import sink as bigtable_sink
 from transforms.sources.bigtable.admin import ensure_table
-from transforms.sources.bigtable.sink import (MAX_CELL_BYTES, RowRefused, WriteExamplesToBigtable,
-                                              WriteSamplesToBigtable, example_row,
-                                              example_row_key, sample_to_row)
+from transforms.sources.bigtable.sink import (
+    MAX_CELL_BYTES,
+    RowRefused,
+    WriteExamplesToBigtable,
+    WriteSamplesToBigtable,
+    example_row,
+    example_row_key,
+    sample_to_row,
+)
 from transforms.sources.bigtable.table import BigtableTable
-from transforms.dataset.examples import Example
-from transforms.runner.counters import NAMESPACE
-from transforms.format.dead_letters import FAILURES
+from transforms.testing.corpus import write_corpus
 
 PROJECT = "datagen-test"
 INSTANCE = "sink"
@@ -187,7 +193,8 @@ def test_write_samples_refuses_oversized_cells_and_writes_the_rest(bigtable_emul
 def test_write_examples_to_bigtable(bigtable_emulator, pipeline):
     config = _config()
     ensure_table(config, ["ex"], create=True)
-    examples = [Example("train", 0x0123456789ABCDEF, b"example-1"), Example("eval", 5, b"example-2"),
+    examples = [Example("train", 0x0123456789ABCDEF, b"example-1"),
+                Example("eval", 5, b"example-2"),
                 Example("train", 2**64 - 1, b"example-3"), Example("test", 7, TOO_BIG)]
     # Made by an untyped step, as BuildExamples' are: order keys up to 2**64 - 1 do not fit
     # the VarIntCoder Create would infer for them.

@@ -159,6 +159,7 @@ def test_a_local_run_prints_progress_lines_from_its_counters(tmp_path, monkeypat
 
 def test_progress_line_and_counter_totals():
     from apache_beam.metrics import monitoring_infos
+
     from transforms.runner.progress import counter_totals, progress_line
 
     def counter(name, value, namespace="datagen"):
@@ -207,6 +208,7 @@ def test_two_workers_and_inspect_show_only_their_own_lines(corpus, tmp_path):
 
 def test_a_dataflow_job_prints_its_console_url(capsys):
     from apache_beam.options.pipeline_options import PipelineOptions
+
     from transforms.runner.runtime import announce_job
 
     class Submitted:  # what DataflowRunner.run_pipeline returns, as far as announce_job looks

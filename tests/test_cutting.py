@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from transforms.testing import synthetic_media
 from transforms.media.audio import AudioOptions
-from transforms.media.windows import WindowOptions
 from transforms.media.cutting import CutOptions, cut_sample, media_features
 from transforms.media.decoded import MediaError
 from transforms.media.frames import FrameOptions
+from transforms.media.windows import WindowOptions
+from transforms.testing import synthetic_media
 
 RATE = 16_000
 

@@ -20,9 +20,10 @@ import sys
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from dataflow_dry_run import DATAFLOW, IMAGE, dry_run
 from pipelines import template_metadata
 from transforms.testing.corpus import write_corpus
+
+from dataflow_dry_run import DATAFLOW, IMAGE, dry_run
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEMPLATES = template_metadata.TEMPLATES

@@ -24,15 +24,20 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from google.cloud.dataflow import JobType
 
-from dataflow_dry_run import IMAGE, translate
-
-from pipelines import (bigtable_to_tfrecord, manifest_to_tfrecord, tar_to_bigtable,
-                       tar_to_tfrecord, template_metadata)
+from pipelines import (
+    bigtable_to_tfrecord,
+    manifest_to_tfrecord,
+    tar_to_bigtable,
+    tar_to_tfrecord,
+    template_metadata,
+)
 from pipelines.dataset_job import cut_options
-from transforms.testing.corpus import write_corpus
+from transforms.runner.runtime import wait_for
 from transforms.sources.bigtable.admin import ensure_table
 from transforms.sources.bigtable.table import BigtableTable
-from transforms.runner.runtime import wait_for
+from transforms.testing.corpus import write_corpus
+
+from dataflow_dry_run import IMAGE, translate
 
 pytestmark = pytest.mark.slow  # Dataflow translations of every job
 
@@ -93,10 +98,13 @@ def test_every_pipeline_translates_to_a_batch_job_on_the_image(translations):
 def test_each_job_has_its_steps(translations):
     for name in ("tar_to_tfrecord", "manifest_to_tfrecord", "bigtable_to_tfrecord"):
         names = translations[name].transform_names()
-        assert {"WriteDataset/Units", "WriteDataset/Convert", "WriteDataset/Finalise"} <= names, name
+        steps = {"WriteDataset/Units", "WriteDataset/Convert", "WriteDataset/Finalise"}
+        assert steps <= names, name
         assert "WriteDataset/WriteShards" not in names, name  # written where built
-    assert "WriteDataset/WriteExamplesSink" in translations["bigtable_to_tfrecord"].transform_names()
-    assert {"ReadTar", "WriteBigtable", "Report"} <= translations["tar_to_bigtable"].transform_names()
+    sink_names = translations["bigtable_to_tfrecord"].transform_names()
+    assert "WriteDataset/WriteExamplesSink" in sink_names
+    load_names = translations["tar_to_bigtable"].transform_names()
+    assert {"ReadTar", "WriteBigtable", "Report"} <= load_names
 
 
 def test_the_global_layout_translates_with_its_shuffle(monkeypatch, inputs, tmp_path):
@@ -165,8 +173,8 @@ def test_tf_transform_preprocessing_translates(monkeypatch, inputs, tmp_path):
 
 def test_video_decoding_is_single_threaded_on_dataflow_by_default():
     def threads(*flags):
-        return cut_options(PipelineOptions(
-            ["--cut", "frames", "--video_field", "mp4", "--frame_size", "8x8", *flags])).frames.threads
+        argv = ["--cut", "frames", "--video_field", "mp4", "--frame_size", "8x8", *flags]
+        return cut_options(PipelineOptions(argv)).frames.threads
 
     assert threads() == 0                                       # FFmpeg's choice, locally
     assert threads("--runner", "DataflowRunner") == 1           # a process per vCPU already

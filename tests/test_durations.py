@@ -133,7 +133,8 @@ def test_duration_bound_errors_before_any_work(utterances, tmp_path, flags, mess
 
 
 def test_bucketing_needs_a_duration(whole_clips, tmp_path, utterances):
-    info = _run(utterances, tmp_path / "plain", "--features", "flac:bytes,speaker=json.speaker:bytes")
+    info = _run(utterances, tmp_path / "plain", "--features",
+                "flac:bytes,speaker=json.speaker:bytes")
     assert "durations" not in info["splits"]["train"]
     with pytest.raises(ValueError, match="no duration_s, start_time or end_time"):
         reader.load(str(tmp_path / "plain"), "train", bucket_by_duration=True)
@@ -155,7 +156,8 @@ def with_an_empty_wav(tmp_path_factory):
     return root / "both.tar"
 
 
-@pytest.mark.parametrize("cut", [["--cut", "none"], ["--cut", "audio_windows", "--window_s", "0.5"]])
+@pytest.mark.parametrize("cut", [["--cut", "none"],
+                                 ["--cut", "audio_windows", "--window_s", "0.5"]])
 def test_a_recording_of_no_length_is_a_dead_letter_naming_its_member(with_an_empty_wav, tmp_path,
                                                                      cut):
     output = tmp_path / "ds"
@@ -167,7 +169,8 @@ def test_a_recording_of_no_length_is_a_dead_letter_naming_its_member(with_an_emp
     assert info["accounting"]["samples_failed"] == 1
 
 
-@pytest.mark.parametrize("cut", [["--cut", "none"], ["--cut", "audio_windows", "--window_s", "0.5"]])
+@pytest.mark.parametrize("cut", [["--cut", "none"],
+                                 ["--cut", "audio_windows", "--window_s", "0.5"]])
 def test_a_recording_of_no_length_is_below_any_minimum(with_an_empty_wav, tmp_path, cut):
     info = _run(with_an_empty_wav, tmp_path / "ds", *cut, "--audio_fields", "wav",
                 "--features", "label=cls:int64", "--min_duration_s", "0.01",

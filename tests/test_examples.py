@@ -5,17 +5,25 @@ import dataclasses
 
 import pytest
 import tensorflow as tf
-from memory_source import memory_source
 
+from transforms.dataset import examples as examples_module
 from transforms.dataset import sample_ops
 from transforms.dataset.convert import RECEIPTS, ConvertOptions, _ConvertFn
+from transforms.dataset.examples import (
+    Built,
+    ExampleRecipe,
+    Filtered,
+    SampleOutcome,
+    StageError,
+    build_examples,
+    convert_sample,
+)
 from transforms.dataset.ledger import parse_receipt
-from transforms.format.encoder import ExampleEncoder
-from transforms.dataset.examples import (Built, ExampleRecipe, Filtered, SampleOutcome, StageError,
-                                 build_examples, convert_sample)
-from transforms.dataset import examples as examples_module
-from transforms.format.spec import parse_features
 from transforms.dataset.splits import SplitPlan
+from transforms.format.encoder import ExampleEncoder
+from transforms.format.spec import parse_features
+
+from memory_source import memory_source
 
 SPEC = parse_features("label=cls:int64,speaker=json.speaker:bytes")
 SAMPLE = {"__key__": "spk01_0001", "__url__": "file.tar", "cls": b"4",
@@ -23,8 +31,8 @@ SAMPLE = {"__key__": "spk01_0001", "__url__": "file.tar", "cls": b"4",
 
 
 def _recipe(**kwargs):
-    return ExampleRecipe(spec=SPEC, split_plan=SplitPlan.from_flags("train=0.5,test=0.5", "__key__:^([^_]+)"),
-                         **kwargs)
+    plan = SplitPlan.from_flags("train=0.5,test=0.5", "__key__:^([^_]+)")
+    return ExampleRecipe(spec=SPEC, split_plan=plan, **kwargs)
 
 
 def _build(sample, recipe=None, sample_fn=None, example_fn=None):

@@ -16,15 +16,15 @@ import pytest
 import tensorflow as tf
 
 from pipelines import tar_to_tfrecord
-from transforms.verify.dataset import verify
-from transforms.testing.corpus import write_corpus
 from transforms.dataset import finalise
-from transforms.dataset.ledger import LEDGER
-from transforms.format import manifest, reader, tfds_metadata
 from transforms.dataset.commit import move_shards, name_shards
 from transforms.dataset.fileops import ensure_dir
-from transforms.format.tf_paths import tf_readable
+from transforms.dataset.ledger import LEDGER
 from transforms.dataset.tfrecord import write_tfrecords
+from transforms.format import manifest, reader, tfds_metadata
+from transforms.format.tf_paths import tf_readable
+from transforms.testing.corpus import write_corpus
+from transforms.verify.dataset import verify_dataset
 
 pytestmark = pytest.mark.slow  # jobs against the storage emulator
 
@@ -119,7 +119,7 @@ def test_reader_reads_back_from_gs(runs):
 def test_verify_reads_a_dataset_in_the_bucket(runs, gcs_emulator, tmp_path):
     """pipelines.verify as a Beam job on gs://; then on a copy with one shard byte flipped."""
     _, _, remote, remote_info = runs
-    problems, summary = verify(remote, media_samples=1000)
+    problems, summary = verify_dataset(remote, media_samples=1000)
     examples = sum(s["num_examples"] for s in remote_info["splits"].values())
     assert problems == [] and f": {examples} examples in " in summary
     shard = remote_info["splits"]["train"]["shards"][0]
@@ -128,7 +128,7 @@ def test_verify_reads_a_dataset_in_the_bucket(runs, gcs_emulator, tmp_path):
             data = data[:-1] + bytes([data[-1] ^ 1])  # the last record's CRC
         (tmp_path / "object").write_bytes(data)
         gcs_emulator.upload(tmp_path / "object", f"out/flipped/{name}")
-    problems, _ = verify(gcs_emulator.url("out/flipped"))
+    problems, _ = verify_dataset(gcs_emulator.url("out/flipped"))
     assert len(problems) == 2 and problems[0].endswith(": fails its CRC")
     assert problems[1].startswith(f"{shard['file']}: its CRC32C is ")
 
@@ -228,8 +228,8 @@ def test_publishing_the_transform_survives_a_retry(tmp_path):
     """The final step moves the staged transform next to the data before it commits
     the shards; when a later part of it fails (a shard rename, the manifest write)
     the runner runs it again, and the staged directories are gone by then."""
-    from transforms.tft.preprocessing import TRANSFORM_FN_DIR, TRANSFORMED_METADATA_DIR
     from transforms.format.spec import parse_features
+    from transforms.tft.preprocessing import TRANSFORM_FN_DIR, TRANSFORMED_METADATA_DIR
     from transforms.tft.stage import publish
 
     staged, output = tmp_path / "temp" / "transform", tmp_path / "out"

@@ -22,12 +22,13 @@ import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-import dali_reader
-import schema_statistics
 from pipelines import tar_to_tfrecord
 from transforms.format import reader
 from transforms.format.record_index import RecordIndexError
 from transforms.testing.corpus import write_corpus
+
+import dali_reader
+import schema_statistics
 
 CUTS = {
     "audio": ["--cut", "audio_windows", "--audio_fields", "flac", "--video_field", "mp4",
@@ -314,7 +315,7 @@ def test_indexes_match_their_shards_after_a_rerun(corpus, tmp_path):
     assert on_disk == reader.load_info(str(output)).stored_files()
 
 
-# -- the schema, for TFDV and tfx-bsl ---------------------------------------------------------------
+# -- the schema, for TFDV and tfx-bsl -------------------------------------------------------
 
 @pytest.mark.parametrize("cut", sorted(CUTS))
 def test_each_dataset_validates_against_its_own_schema(datasets, cut):

@@ -14,11 +14,23 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.util import assert_that, equal_to
 
 from transforms.format.dead_letters import FAILURES
-from transforms.sources.listing import (ReadListingSamples, inspect_listings, iter_samples,
-                                        missing_fields, plan_listing_units, read_media)
-from transforms.sources.listing_rows import (ListingLayout, MediaReadError, listing_format,
-                                             parse_row, resolve, row_to_sample)
 from transforms.sources.input_files import StorageReadError
+from transforms.sources.listing import (
+    ReadListingSamples,
+    inspect_listings,
+    iter_samples,
+    missing_fields,
+    plan_listing_units,
+    read_media,
+)
+from transforms.sources.listing_rows import (
+    ListingLayout,
+    MediaReadError,
+    listing_format,
+    parse_row,
+    resolve,
+    row_to_sample,
+)
 
 CSV = ListingLayout("csv", ("path", "label", "note"), ("path",))
 

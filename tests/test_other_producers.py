@@ -20,11 +20,12 @@ import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
+from pipelines import tar_to_tfrecord
+from transforms.format import reader
+from transforms.verify.dataset import verify_dataset
+
 import dali_reader
 import schema_statistics
-from pipelines import tar_to_tfrecord
-from transforms.verify.dataset import verify
-from transforms.format import reader
 
 pytestmark = pytest.mark.slow  # ffmpeg and sox make the corpus
 
@@ -102,7 +103,7 @@ def test_every_sample_is_written_with_its_label_and_nothing_fails(dataset):
     for (key, _), ex in _frames(output, info).items():
         speaker = key.split("/")[1][:4]   # clips/spk3_1 -> spk3
         assert ex["label"] == int(speaker[3]) and ex["speaker"] == speaker.encode()
-    assert verify(str(output))[0] == []
+    assert verify_dataset(str(output))[0] == []
 
 
 def test_the_hard_linked_duplicate_is_read_as_its_recording(dataset):

@@ -13,15 +13,17 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from pipelines import inspect
-from pipelines import tar_to_tfrecord
-from transforms.format import manifest
-from transforms.format import reader
+from pipelines import inspect, tar_to_tfrecord
+from transforms.dataset.splits import SplitPlan
+from transforms.format import manifest, reader
 from transforms.format.encoder import ExampleEncoder
-from transforms.tft.preprocessing import RAW_METADATA_DIR, TRANSFORM_FN_DIR, TRANSFORMED_METADATA_DIR
 from transforms.format.sample import FieldReader
 from transforms.format.spec import Feature, FeatureSpec, parse_features
-from transforms.dataset.splits import SplitPlan
+from transforms.tft.preprocessing import (
+    RAW_METADATA_DIR,
+    TRANSFORM_FN_DIR,
+    TRANSFORMED_METADATA_DIR,
+)
 from transforms.tft.stage import _rows, transformed_spec
 
 pytestmark = pytest.mark.slow  # tf.Transform analysis runs
@@ -109,7 +111,8 @@ def test_manifest_records_the_transform_and_accounting_holds(corpus, transformed
         open(os.path.join(output, "schema.pbtxt")).read())
 
     tft_output = tft.TFTransformOutput(output)
-    assert sorted(tft_output.transformed_feature_spec()) == sorted(f["name"] for f in info["features"])
+    assert sorted(tft_output.transformed_feature_spec()) == sorted(
+        f["name"] for f in info["features"])
     assert sorted(tft_output.raw_feature_spec()) == sorted(parse_features(FEATURES).names)
     assert not [p for p in os.listdir(output) if p.startswith(".temp")]
     assert ('transform: {"bucketize": {"age": 4}, "normalize": {"gain": "zscore", "score": '
@@ -118,7 +121,8 @@ def test_manifest_records_the_transform_and_accounting_holds(corpus, transformed
 
     acc = info["accounting"]
     assert (acc["samples_read"], acc["samples_written"], acc["samples_failed"]) == (80, 79, 1)
-    assert acc["samples_read"] == acc["samples_written"] + acc["samples_filtered"] + acc["samples_failed"]
+    assert acc["samples_read"] == (acc["samples_written"] + acc["samples_filtered"]
+                                   + acc["samples_failed"])
     for name, split in info["splits"].items():
         records = sum(1 for s in split["shards"] for _ in tf.data.TFRecordDataset(
             os.path.join(output, s["file"])))
@@ -283,7 +287,8 @@ def test_transformed_batches_become_per_example_values_that_encode_back():
     serialized = [encoder.encode(v) for v in values]
     parsed = tf.io.parse_example(serialized, {
         "x": tf.io.FixedLenFeature([], tf.float32), "ids": tf.io.VarLenFeature(tf.int64),
-        "s": tf.io.FixedLenFeature([], tf.string), "grid": tf.io.FixedLenFeature([2, 2], tf.float32)})
+        "s": tf.io.FixedLenFeature([], tf.string),
+        "grid": tf.io.FixedLenFeature([2, 2], tf.float32)})
     columns = {name: _rows(parsed[name]) for name in spec.names}
     # Dense, sparse (empty rows too), string and multi-dimensional features alike
     # give each example's flat values, which encode back to the very bytes.

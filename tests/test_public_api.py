@@ -4,6 +4,7 @@ Source. Each dataset passes verify, reads back with TFDS and our reader, and
 its accounting holds; bad elements become dead letters, never a crashed job."""
 
 import functools
+import importlib
 import json
 import os
 import subprocess
@@ -26,7 +27,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_the_public_names_are_documented_and_nothing_else_is_exported():
     assert 10 <= len(dg.__all__) <= 22
     for name in dg.__all__:
+        # Each module imported first: a subpackage of the same name must not shadow it.
+        module = importlib.import_module(dg._EXPORTS[name])
         value = getattr(dg, name)
+        assert value is getattr(module, name), name
         assert (value.__doc__ or "").strip(), f"{name} has no docstring"
     with pytest.raises(AttributeError, match="no attribute 'convert_units'"):
         dg.convert_units  # noqa: B018 - the lookup is the test
@@ -58,7 +62,7 @@ def _read_back(output, info):
     for split, entry in info["splits"].items():
         assert builder.info.splits[split].num_examples == entry["num_examples"]
         assert sum(1 for _ in dg.load(output, split, batch_size=None)) == entry["num_examples"]
-    assert dg.verify(output)[0] == []
+    assert dg.verify_dataset(output)[0] == []
 
 
 def test_dicts_from_any_beam_step_become_a_dataset(tmp_path):
@@ -117,14 +121,15 @@ def test_a_reader_then_a_users_dofn_then_the_writer(corpus, tmp_path):
         read = p | dg.ReadTarSamples(f"{corpus}/*.tar")
         _ = (read.samples
              | beam.ParDo(_LoudOnly())
-             | dg.WriteDataset(output, features="payload=bin:bytes,label=cls:int64,first_byte:int64",
-                               split_by="json.speaker", max_failure_fraction=0.2,
-                               allow_empty_splits=True))
+             | dg.WriteDataset(output, split_by="json.speaker",
+                               features="payload=bin:bytes,label=cls:int64,first_byte:int64",
+                               max_failure_fraction=0.2, allow_empty_splits=True))
     info = json.load(open(os.path.join(output, "manifest.json")))
     kept = 0
     for path in sorted(corpus.glob("*.tar")):
         with tarfile.open(path) as tar:
-            kept += sum(tar.extractfile(m).read()[0] % 2 == 0 for m in tar if m.name.endswith(".bin"))
+            kept += sum(tar.extractfile(m).read()[0] % 2 == 0
+                        for m in tar if m.name.endswith(".bin"))
     assert info["accounting"]["samples_read"] == kept
     _accounting_holds(info)
     _read_back(output, info)
@@ -264,8 +269,9 @@ def test_runinference_embeddings_are_added_to_each_window_before_writing(tmp_pat
     corpus = tmp_path / "av"
     write_corpus(str(corpus), shards=2, samples_per_shard=4, speakers=8, kind="av", seconds=1.5)
     tf.keras.utils.set_random_seed(0)
-    model = tf.keras.Sequential([tf.keras.Input((8000,)), tf.keras.layers.Reshape((50, 160)),
-                                 tf.keras.layers.Dense(4), tf.keras.layers.GlobalAveragePooling1D()])
+    model = tf.keras.Sequential([
+        tf.keras.Input((8000,)), tf.keras.layers.Reshape((50, 160)), tf.keras.layers.Dense(4),
+        tf.keras.layers.GlobalAveragePooling1D()])
     model.save(str(tmp_path / "embedder.keras"))
     windows = dg.CutOptions(mode="audio_windows", audio_fields=("flac",),
                             windows=dg.WindowOptions(window_s=0.5))
@@ -275,7 +281,8 @@ def test_runinference_embeddings_are_added_to_each_window_before_writing(tmp_pat
         cut = read.samples | dg.CutSamples(windows)
         _ = (cut.examples
              | beam.Map(lambda window: (window, window["audio"]))
-             | RunInference(KeyedModelHandler(TFModelHandlerNumpy(str(tmp_path / "embedder.keras"))))
+             | RunInference(KeyedModelHandler(
+                 TFModelHandlerNumpy(str(tmp_path / "embedder.keras"))))
              | beam.MapTuple(lambda window, result: {**window, "emb": result.inference.numpy()})
              | dg.WriteDataset(output, split_by="json.speaker", splits="train=0.5,test=0.5",
                                features="audio:float32[8000],emb:float32[4],source_key:string,"

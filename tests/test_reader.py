@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from memory_source import memory_source
-
 from pipelines import inspect
-from transforms.format import reader
-from transforms.dataset.write import DatasetConfig, WriteDataset
 from transforms.dataset.examples import ExampleRecipe
-from transforms.format.spec import parse_features
 from transforms.dataset.splits import SplitPlan
+from transforms.dataset.write import DatasetConfig, WriteDataset
+from transforms.format import reader
+from transforms.format.spec import parse_features
+
+from memory_source import memory_source
 
 N = 40
 
@@ -125,7 +125,8 @@ def test_unshuffled_order_is_the_written_order_and_shuffle_is_seeded(dataset):
 
 def test_repeat(dataset):
     n = reader.load_info(dataset).num_examples("test")
-    assert len(list(reader.load(dataset, "test", batch_size=None, repeat=True).take(3 * n))) == 3 * n
+    repeated = reader.load(dataset, "test", batch_size=None, repeat=True).take(3 * n)
+    assert len(list(repeated)) == 3 * n
 
 
 def test_missing_dataset_and_split_are_clear_errors(dataset, tmp_path):
@@ -147,7 +148,7 @@ def test_format_media_and_testing_import_without_beam():
             "print(len(names), any(m.startswith(('apache_beam', 'tensorflow_transform')) "
             "for m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "22 False"
+    assert out.stdout.strip() == "23 False"
 
 
 def test_inspect_shows_counts_and_decoded_examples(dataset):

@@ -11,12 +11,12 @@ import tarfile
 import pytest
 
 from pipelines import tar_to_tfrecord
-from transforms.verify.dataset import verify
 from transforms.dataset.finalise import DatasetFailed
 from transforms.dataset.ledger import CHANGED, NEW, RETRIED, REUSE, UnitReceipt, reusable
 from transforms.dataset.tfrecord import ShardRecord
 from transforms.sources.units import WorkUnit
 from transforms.testing.corpus import write_corpus
+from transforms.verify.dataset import verify_dataset
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLAGS = ["--features", "payload=bin:bytes,label=cls:int64,speaker=json.speaker:bytes",
@@ -71,7 +71,7 @@ def test_a_killed_run_resumes_into_the_clean_runs_dataset(corpus, tmp_path):
     assert f"reusing 3 unit receipts of the unfinished run in {temp}" in resumed.stdout
     assert _reuse_line(resumed.stdout) == (3, 3)
     assert _tree(output) == _tree(clean)
-    assert verify(str(output))[0] == []
+    assert verify_dataset(str(output))[0] == []
 
 
 def test_retry_failed_converts_again_only_the_units_that_failed(corpus, tmp_path, capsys):
@@ -164,7 +164,8 @@ def test_resume_after_restoring_corrupt_inputs_gives_the_clean_dataset(corpus, t
 def test_a_run_failed_by_policy_is_published_by_resume(corpus, tmp_path, capsys):
     (corpus / "corpus-00004.tar").write_bytes((corpus / "corpus-00004.tar").read_bytes()[:9000])
     output = tmp_path / "ds"
-    with pytest.raises(Exception, match="--resume with a higher --max_failure_fraction publishes this run's work"):
+    with pytest.raises(Exception, match="--resume with a higher --max_failure_fraction "
+                                        "publishes this run's work"):
         tar_to_tfrecord.run(_args(corpus, output, "--max_failure_fraction", "0"))
     capsys.readouterr()
     info = tar_to_tfrecord.run(_args(corpus, output, "--max_failure_fraction", "0.5",
@@ -173,7 +174,7 @@ def test_a_run_failed_by_policy_is_published_by_resume(corpus, tmp_path, capsys)
     assert info["accounting"]["samples_read"] + info["accounting"]["files_failed"] < 60
     assert info["failures"]["count"] >= 1
     assert not list(output.glob(".temp-datagen-*"))
-    assert verify(str(output))[0] == []
+    assert verify_dataset(str(output))[0] == []
 
 
 def test_resume_refuses_another_recipe_naming_the_flags(corpus, tmp_path):

@@ -21,7 +21,8 @@ def test_select_rejects_unknown_selector():
 
 
 def test_rename_and_collision():
-    out = sample_ops.rename_fields(SAMPLE, sample_ops.parse_pairs("flac=audio,cls=label", "--rename"))
+    renames = sample_ops.parse_pairs("flac=audio,cls=label", "--rename")
+    out = sample_ops.rename_fields(SAMPLE, renames)
     assert out["audio"] == b"a" and out["label"] == b"3" and "flac" not in out
     with pytest.raises(ValueError, match="already has 'cls'"):
         sample_ops.rename_fields(SAMPLE, (("flac", "cls"),))

@@ -15,15 +15,23 @@ from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memory_source import memory_source
-
-from transforms.format import reader
-from transforms.dataset.write import DatasetConfig, WriteDataset
 from transforms.dataset.examples import ExampleRecipe
 from transforms.dataset.leakage import SplitGroups, leakage_message
+from transforms.dataset.splits import (
+    SplitPlan,
+    Strata,
+    group_stratum,
+    parse_split_by,
+    parse_splits,
+    split_balance,
+    stable_hash64,
+    stratum_cuts,
+)
+from transforms.dataset.write import DatasetConfig, WriteDataset
+from transforms.format import reader
 from transforms.format.spec import parse_features
-from transforms.dataset.splits import (SplitPlan, Strata, group_stratum, parse_split_by, parse_splits,
-                               split_balance, stable_hash64, stratum_cuts)
+
+from memory_source import memory_source
 
 
 def test_parse_splits():

@@ -33,8 +33,8 @@ from transforms.format.dead_letters import FAILURES, FILE, SAMPLE
 from transforms.format.sample import KEY, URL, data_fields
 from transforms.sources.file_match import match_files
 from transforms.sources.input_files import StorageReadError
-from transforms.sources.tar_stream import Skipped, iter_tar
 from transforms.sources.tar import ReadTarSamples, TarReader, plan_tar_units
+from transforms.sources.tar_stream import Skipped, iter_tar
 from transforms.sources.units import Failed, ReadUnits, Source, WorkUnit
 
 LONG_KEY = "corpus/long_" + "x" * 100  # member names over 100 characters
@@ -198,7 +198,7 @@ def test_duplicate_extension_fails_that_sample_only():
     assert _by_key(samples) == {"a": {"flac": b"1", "cls": b"2"}, "c": {"flac": b"7"}}
     assert len(failures) == 1
     failure = failures[0]
-    assert (failure["unit"], failure["stage"], failure["url"], failure["key"], failure["member"]) == (
+    assert tuple(failure[k] for k in ("unit", "stage", "url", "key", "member")) == (
         SAMPLE, "read_tar", "u.tar", "b", "b.CLS")
     assert "duplicate" in failure["message"] and "'cls'" in failure["message"]
     assert stats["members"] == 7  # the rest of the failed sample was still read past
@@ -242,7 +242,8 @@ def test_truncated_tar(where, keys, failed_key, failed_member):
     assert all(_by_key([s]) == {s[KEY]: full[s[KEY]]} for s in samples)
     assert len(failures) == 1
     f = failures[0]
-    assert (f["unit"], f["url"], f["key"], f["member"]) == (SAMPLE, "cut.tar", failed_key, failed_member)
+    assert (f["unit"], f["url"], f["key"], f["member"]) == (
+        SAMPLE, "cut.tar", failed_key, failed_member)
     assert f["stage"] == "read_tar" and "truncated or corrupt" in f["message"]
 
 
@@ -341,7 +342,8 @@ class _FailingFile(io.BytesIO):
     def read(self, size=-1):
         if self.tell() >= self._good:
             raise ConnectionError("Connection reset by peer")
-        return super().read(min(size, self._good - self.tell()) if size >= 0 else self._good - self.tell())
+        left = self._good - self.tell()
+        return super().read(min(size, left) if size >= 0 else left)
 
 
 @pytest.mark.parametrize("compress", [lambda d: d, gzip.compress], ids=["tar", "tar.gz"])
@@ -349,7 +351,8 @@ class _FailingFile(io.BytesIO):
 def test_storage_errors_propagate_instead_of_becoming_dead_letters(compress, good):
     data = compress(_py_tar(_MEMBERS))
     events = []
-    with pytest.raises(StorageReadError, match=r"gs://b/x\.tar .*ConnectionError: Connection reset") as info:
+    with pytest.raises(StorageReadError,
+                       match=r"gs://b/x\.tar .*ConnectionError: Connection reset") as info:
         for event in iter_tar(_FailingFile(data, good), "gs://b/x.tar"):
             events.append(event)
     assert isinstance(info.value.__cause__, ConnectionError)
@@ -470,7 +473,8 @@ def test_read_tar_samples_skips_and_counts(pipeline, tmp_path):
     assert skipped == {"directory": 1, "symlink": 1, "fifo": 1, "meta": 1, "no_extension": 1}
 
     read = pipeline | ReadTarSamples([str(shards / "*.tar"), str(shards / "*.gz")])
-    assert_that(read.samples | beam.Map(lambda s: (os.path.basename(s[URL]), s[KEY], sorted(data_fields(s)))),
+    assert_that(read.samples | beam.Map(
+                    lambda s: (os.path.basename(s[URL]), s[KEY], sorted(data_fields(s)))),
                 equal_to([(shard, key, sorted(fields)) for shard in ("s0.tar", "s1.tar.gz")
                           for key, fields in EXPECTED.items()]), label="Samples")
     assert_that(read[FAILURES], equal_to([]), label="Failures")
@@ -529,7 +533,8 @@ def test_plan_tar_units_groups_small_files_in_path_order(tmp_path):
 def test_match_files(tmp_path):
     for name in ("b.tar", "a.tar", "c.tgz"):
         (tmp_path / name).write_bytes(b"")
-    assert match_files(str(tmp_path / "*.tar")) == [str(tmp_path / "a.tar"), str(tmp_path / "b.tar")]
+    assert match_files(str(tmp_path / "*.tar")) == [str(tmp_path / "a.tar"),
+                                                    str(tmp_path / "b.tar")]
     assert match_files([str(tmp_path / "*.t*"), str(tmp_path / "a.tar")]) == [
         str(tmp_path / n) for n in ("a.tar", "b.tar", "c.tgz")]
     with pytest.raises(ValueError, match=r"no files match --input '.*nothing-\*\.tar'"):

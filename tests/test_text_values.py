@@ -227,7 +227,8 @@ def test_arrays_webdatasets_tarwriter_stores_as_npy(tmp_path):
         np.testing.assert_array_equal(ex["pcm"], (emb * 100).astype(np.int16))
         np.testing.assert_array_equal(ex["ok"], emb > 1)
         assert ex["label"] == i % 3
-    letter, = [json.loads(line) for line in (tmp_path / "ds" / "failures" / "failures.jsonl").open()]
+    letters = (tmp_path / "ds" / "failures" / "failures.jsonl").open()
+    letter, = [json.loads(line) for line in letters]
     assert (letter["key"], letter["member"]) == ("objects", "emb.npy")
     assert "a .npy value that cannot be read" in letter["message"]
     assert info["accounting"]["samples_failed"] == 1

@@ -21,10 +21,10 @@ import tensorflow as tf
 from PIL import Image
 
 from pipelines import tar_to_tfrecord
-from transforms.verify.dataset import verify
+from transforms.format.example_check import example_problems
 from transforms.format.spec import parse_features
 from transforms.testing.corpus import write_corpus
-from transforms.format.example_check import example_problems
+from transforms.verify.dataset import verify_dataset
 from transforms.verify.examples import media_problems
 from transforms.verify.records import RecordStream
 from transforms.verify.shards import chosen_for_decoding
@@ -59,13 +59,13 @@ def copy(written, tmp_path):
 
 
 def _problems(path, **kwargs) -> list:
-    problems, _ = verify(str(path), **kwargs)
+    problems, _ = verify_dataset(str(path), **kwargs)
     return problems
 
 
 def test_a_sound_dataset_verifies_and_every_record_decodes(written):
     for compression, (path, info) in written.items():
-        problems, summary = verify(str(path), media_samples=10_000)
+        problems, summary = verify_dataset(str(path), media_samples=10_000)
         examples = sum(s["num_examples"] for s in info["splits"].values())
         shards = sum(len(s["shards"]) for s in info["splits"].values())
         assert problems == [], compression
@@ -82,7 +82,7 @@ def test_the_seed_chooses_about_media_samples_records(written):
     assert chosen[0] == {n for n in range(20_000) if chosen_for_decoding(0, "f", n, 0.05)}
     assert len(chosen[0] & chosen[1]) < 100  # another seed, other records
     path, _ = written["none"]
-    summary = verify(str(path), media_samples=8)[1]
+    summary = verify_dataset(str(path), media_samples=8)[1]
     assert 2 <= int(summary.split("the media of ")[1].split()[0]) <= 20
 
 

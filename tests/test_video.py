@@ -1,4 +1,5 @@
-"""transforms.media.video, frames and image_sequence on real codecs: H.264/mp4, VP9/webm, mkv, raw H.264, images.
+"""transforms.media.video, frames and image_sequence on real codecs: H.264/mp4,
+VP9/webm, mkv, raw H.264, images.
 
 Fixtures are generated here, mostly with PyAV (`_encode`: numpy RGB frames ->
 libx264 / libvpx-vp9 through av.open(..., "w")); `ffmpeg_clip` makes files
@@ -220,8 +221,9 @@ def test_raw_and_jpeg_outputs_agree(gradient_mp4):
 ])
 def test_pad_letterboxes_with_black_and_crop_fills(mp4, size, bar_pixel):
     for image_format in ("raw", "jpeg"):
-        pad = next(iter_frames(mp4, FrameOptions(size=size, resize="pad", image_format=image_format)))
-        crop = next(iter_frames(mp4, FrameOptions(size=size, resize="crop", image_format=image_format)))
+        pad, crop = (next(iter_frames(mp4, FrameOptions(size=size, resize=resize,
+                                                        image_format=image_format)))
+                     for resize in ("pad", "crop"))
         for frame in (pad, crop):
             assert (frame.height, frame.width) == size
             image = frame.image if image_format == "raw" else _jpeg_pixels(frame.jpeg)
@@ -245,7 +247,8 @@ def test_raw_images_are_c_contiguous_rgb():
     data = _encode([_solid(COLOURS[1], 50, 100)] * 3)
     for size in (None, (30, 50)):
         for resize in ("pad", "crop"):
-            frame = next(iter_frames(data, FrameOptions(size=size, resize=resize, image_format="raw")))
+            options = FrameOptions(size=size, resize=resize, image_format="raw")
+            frame = next(iter_frames(data, options))
             assert frame.image.flags.c_contiguous and frame.image.dtype == np.uint8
             assert frame.image.shape == ((50, 100, 3) if size is None else (30, 50, 3))
             _assert_colour(_centre(frame), COLOURS[1])
@@ -302,7 +305,8 @@ def test_ffmpeg_cli_colour_concatenation_with_audio(ffmpeg_clip):
 
 
 def test_ffmpeg_cli_testsrc_webm(ffmpeg_clip):
-    data = ffmpeg_clip("testsrc.webm", "-f", "lavfi", "-i", "testsrc=duration=3:size=320x240:rate=30",
+    data = ffmpeg_clip("testsrc.webm", "-f", "lavfi", "-i",
+                       "testsrc=duration=3:size=320x240:rate=30",
                        "-c:v", "libvpx-vp9", "-deadline", "realtime", "-cpu-used", "8")
     assert probe_video(data)["codec"] == "vp9"
     frames = list(iter_frames(data, FrameOptions(num_frames=3, image_format="raw")))
@@ -445,7 +449,8 @@ def _audio_only():
         stream = container.add_stream("aac", rate=16000)
         t = np.arange(16000) / 16000
         frame = av.AudioFrame.from_ndarray(
-            (0.5 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)[None], format="fltp", layout="mono")
+            (0.5 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)[None], format="fltp",
+            layout="mono")
         frame.sample_rate, frame.pts = 16000, 0
         container.mux(stream.encode(frame))
         container.mux(stream.encode())
@@ -484,7 +489,8 @@ def test_truncated_matroska_is_caught_by_its_declared_duration(fmt):
     codec = "libx264" if fmt == "matroska" else "libvpx-vp9"
     options = {"deadline": "realtime", "cpu-used": "8"} if fmt == "webm" else {}
     data = _encode(_gradient_frames(100), fmt=fmt, codec=codec, options=options)
-    with pytest.raises(MediaError, match=r"truncated: the video stream ends at .* declares 4\.000 s"):
+    with pytest.raises(MediaError,
+                       match=r"truncated: the video stream ends at .* declares 4\.000 s"):
         list(iter_frames(data[: len(data) // 2], FrameOptions(fps=1.0)))
 
 
@@ -494,7 +500,8 @@ def test_invalid_options_are_value_errors():
                 dict(threads=-1)):
         with pytest.raises(ValueError):
             FrameOptions(**bad)
-    assert FrameOptions(timestamps=[1, 2], size=[4, 5]) == FrameOptions(timestamps=(1.0, 2.0), size=(4, 5))
+    assert FrameOptions(timestamps=[1, 2], size=[4, 5]) == FrameOptions(timestamps=(1.0, 2.0),
+                                                                         size=(4, 5))
 
 
 # --- memory --------------------------------------------------------------------------

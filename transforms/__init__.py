@@ -23,7 +23,7 @@ code that imports only `transforms.format` (the reader) never loads Beam.
 - writing a dataset: `WriteDataset` over a Source or any PCollection of dicts,
   `DatasetConfig`;
 - running and reading back: `make_pipeline` (the local runner without Beam's
-  Prism download, or Dataflow), `load` (tf.data), `verify`.
+  Prism download, or Dataflow), `load` (tf.data), `verify_dataset`.
 
 The packages, bottom up: `format/` (Beam-free: sample, spec, encoder,
 manifest, reader), `media/` (Beam-free decoders and cutters), `sources/`,
@@ -57,7 +57,7 @@ _EXPORTS = {
     "DatasetConfig": "transforms.dataset.write",
     "make_pipeline": "transforms.runner.runtime",
     "load": "transforms.format.reader",
-    "verify": "transforms.verify.dataset",
+    "verify_dataset": "transforms.verify.dataset",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -8,8 +8,9 @@ One DoFn reads a unit (transforms/sources/units.py), runs the recipe on each sam
 (transforms/dataset/examples.py), applies a staged tf.Transform when there is one, and
 streams the examples into rolling per-split shards (transforms/dataset/rolling_shards.py)
 in the order they are built. No example leaves the worker: only the unit's
-receipt goes on to the final step, a few numbers per shard and per unit, so nothing the size of the data
-is shuffled or held, memory stays flat and every worker writes. The examples
+receipt goes on to the final step, a few numbers per shard and per unit, so
+nothing the size of the data is shuffled or held, memory stays flat and every
+worker writes. The examples
 are output as well only when something downstream needs them (the hash-ordered
 global layout, or an examples table).
 
@@ -32,20 +33,26 @@ from typing import Any, Iterator, Mapping
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from transforms.runner.counters import counter
+from transforms.dataset.examples import (
+    Example,
+    ExampleRecipe,
+    SampleOutcome,
+    convert_sample,
+    convert_serialized,
+)
+from transforms.dataset.ledger import UnitReceipt, write_receipt
+from transforms.dataset.rolling_shards import RollingShards
 from transforms.format.dead_letters import FAILURES, SAMPLE, dead_letter
 from transforms.format.durations import duration_bin
 from transforms.format.encoder import ExampleEncoder
-from transforms.dataset.examples import (Example, ExampleRecipe, SampleOutcome, convert_sample,
-                                         convert_serialized)
-from transforms.dataset.ledger import UnitReceipt, write_receipt
-from transforms.dataset.rolling_shards import RollingShards
 from transforms.format.sample import KEY, URL, content_key, keyed
-from transforms.format.text import preview
 from transforms.format.spec import FeatureSpec
+from transforms.format.text import preview
+from transforms.runner.counters import counter
 from transforms.sources.units import Failed, SplittableUnits, WorkUnit
 
-__all__ = ["BuildExamples", "ConvertElements", "ConvertOptions", "ConvertUnits", "RECEIPTS", "outcome_tallies"]
+__all__ = ["BuildExamples", "ConvertElements", "ConvertOptions", "ConvertUnits", "RECEIPTS",
+           "outcome_tallies"]
 
 RECEIPTS = "receipts"
 
@@ -238,9 +245,9 @@ class _ConvertSplittableFn(SplittableUnits, _ConvertFn):
 @beam.typehints.with_output_types(Example)
 class _ConvertElementsFn(_ConvertFn):
     """A PCollection's elements (Samples, feature dicts or serialized
-    tf.train.Examples) -> shards rolled per bundle, and the bundle's receipt when it ends. A bundle is named by a random
-    number, which orders its shards at commit: a PCollection has no order of its
-    own to keep."""
+    tf.train.Examples) -> shards rolled per bundle, and the bundle's receipt
+    when it ends. A bundle is named by a random number, which orders its shards
+    at commit: a PCollection has no order of its own to keep."""
 
     def __init__(self, recipe: ExampleRecipe, options: ConvertOptions):
         super().__init__(None, recipe, options)

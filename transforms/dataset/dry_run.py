@@ -31,7 +31,7 @@ class SampleMeasure(NamedTuple):
     samples_read: int          # samples of the files read whole (built or only counted)
     files_read: tuple          # the input files read whole
     complete: bool             # every input was read
-    tallies: dict              # {(what, detail): n} of the built samples (transforms/dataset/convert.py)
+    tallies: dict              # {(what, detail): n} of the built samples (dataset/convert.py)
     example_sizes: dict        # split -> [bytes of each example built]
     files_failed: int
     seconds: float             # spent building examples

@@ -1,9 +1,10 @@
 """One sample in, encoded tf.Examples out: the per-sample half of every pipeline.
 
 `build_examples` is the pure function: where → select → rename → sample_fn →
-filter empty (`prepare_sample`) → media length and duration bounds → split, then lazily cut (transforms.media.cutting) → features →
-example_fn → filter empty → encode, one example at a time so a long recording
-streams through in constant memory.
+filter empty (`prepare_sample`) → media length and duration bounds → split,
+then lazily cut (transforms.media.cutting) → features → example_fn → filter
+empty → encode, one example at a time so a long recording streams through in
+constant memory.
 
 `convert_sample` runs it to the end: it yields the sample's `Example`s and
 returns its `SampleOutcome`. A sample ends in exactly one outcome: written (it
@@ -19,14 +20,14 @@ import dataclasses
 from typing import Any, Callable, Generator, Iterator, Mapping, NamedTuple
 
 from transforms.dataset import sample_ops
-from transforms.media.cutting import CutOptions, cut_sample
-from transforms.media.decoded import NoSamples
-from transforms.media.length import MediaLength, probe_length
+from transforms.dataset.splits import SplitPlan, Strata, stable_hash64
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.example_check import example_problems, parse_example, stored_values
 from transforms.format.sample import KEY, FieldReader
 from transforms.format.spec import FeatureSpec
-from transforms.dataset.splits import SplitPlan, Strata, stable_hash64
+from transforms.media.cutting import CutOptions, cut_sample
+from transforms.media.decoded import NoSamples
+from transforms.media.length import MediaLength, probe_length
 
 # Protobuf parses no message of 2 GiB or more: an example that large could be
 # written but never read back.
@@ -141,7 +142,8 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
             raise StageError("encode", ValueError(
                 f"example {index} is {len(serialized)} bytes; protobuf reads none over "
                 f"{PROTOBUF_LIMIT} (cut the media into smaller examples)"))
-        yield stable_hash64(f"{sample[KEY]}#{index}", b"datagen-order"), serialized, _duration(coerced)
+        order = stable_hash64(f"{sample[KEY]}#{index}", b"datagen-order")
+        yield order, serialized, _duration(coerced)
 
 
 def _measured(sample: Mapping[str, Any], cut: CutOptions) -> MediaLength | None:

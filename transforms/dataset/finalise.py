@@ -37,17 +37,22 @@ from typing import Any, Iterable, Mapping, NamedTuple
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.format import manifest, tfds_metadata
-from transforms.format.durations import split_durations
-from transforms.dataset.commit import (NamedShard, move_shards, name_shards, remove_stale_shards,
-                                      split_entries)
-from transforms.format.dead_letters import EXAMPLE, FILE, SAMPLE, describe
+from transforms.dataset.commit import (
+    NamedShard,
+    move_shards,
+    name_shards,
+    remove_stale_shards,
+    split_entries,
+)
 from transforms.dataset.fileops import delete_if_exists, ensure_dir, remove_tree, remove_trees_named
 from transforms.dataset.leakage import leakage_message
 from transforms.dataset.ledger import LEDGER, TEMP_PREFIX, ledger_text
-from transforms.tft.preprocessing import TRANSFORM_DIRS
-from transforms.format.spec import FeatureSpec
 from transforms.dataset.splits import split_balance
+from transforms.format import manifest, tfds_metadata
+from transforms.format.dead_letters import EXAMPLE, FILE, SAMPLE, describe
+from transforms.format.durations import split_durations
+from transforms.format.spec import FeatureSpec
+from transforms.tft.preprocessing import TRANSFORM_DIRS
 
 __all__ = ["DatasetFailed", "Finalise", "account", "check_failure_fraction",
            "sorted_failures", "summary_line", "unit_coverage_errors", "write_failures"]
@@ -350,7 +355,8 @@ class _PublishFn(beam.DoFn):
             options=config.options, split_names=names, label_counts=plan.label_counts,
             group_counts=plan.group_counts, warnings=plan.warnings, transform=transform,
             durations=plan.durations,
-            recipe_fingerprint=config.fingerprint, ledger=LEDGER if plan.ledger is not None else None)
+            recipe_fingerprint=config.fingerprint,
+            ledger=LEDGER if plan.ledger is not None else None)
         classes = manifest.label_classes(spec, config.recipe.split_plan.label_source,
                                          plan.label_counts)
         _write_text(FileSystems.join(config.output, manifest.SCHEMA),

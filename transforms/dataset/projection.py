@@ -5,8 +5,9 @@ the files the dry run read whole: examples and bytes, dead letters and
 samples. They go to the splits by the split ratios when splits are hashed
 groups (the first samples hold few groups, so their shares say little of
 the job's; with many groups the job's shares come near the ratios), by the
-shares in the samples built for --split_column. Shards follow the writer: with `--shuffle none` each work unit
-rolls its own shards per split at the target size, so a unit of `u` input
+shares in the samples built for --split_column. Shards follow the writer:
+with `--shuffle none` each work unit rolls its own shards per split at the
+target size, so a unit of `u` input
 bytes makes ceil(its split's bytes / target) of them; with `--shuffle
 global`, `--num_shards` per split or the split's bytes over the target. The
 Dataflow cost is docs/scale.md's model: the per-core rate measured by the
@@ -61,7 +62,8 @@ def _shuffle_dollars(gb: float) -> float:
 
 
 def project(measure: SampleMeasure, *, input_bytes: int, read_bytes: int,
-            split_ratios: Mapping[str, float] | None, split_names: Sequence[str], target_shard_bytes: int,
+            split_ratios: Mapping[str, float] | None, split_names: Sequence[str],
+            target_shard_bytes: int,
             shuffle: str, num_shards: int, compression: str, video: bool) -> Projection:
     """The whole job's figures from `measure`, whose whole files hold `read_bytes`
     of the input's `input_bytes` (the module docstring says how)."""
@@ -130,7 +132,8 @@ def render(p: Projection, measure: SampleMeasure, *, input_bytes: int, read_byte
     lines = [
         f"dry run: the recipe ran on {measure.samples_built} samples here in "
         f"{measure.seconds:.1f} s; nothing was written",
-        f"  read whole: {len(measure.files_read)} of {input_files} input files, {_mb(read_bytes)} of "
+        f"  read whole: {len(measure.files_read)} of {input_files} input files, "
+        f"{_mb(read_bytes)} of "
         f"{_mb(input_bytes)} ({'all of it' if measure.complete else f'scale x{p.scale:.2f}'}), "
         f"{measure.samples_read} samples",
         f"  projected for the whole input, about {p.samples} samples:",

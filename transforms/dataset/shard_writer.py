@@ -28,8 +28,8 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.dataset.examples import Example
-from transforms.runner.counters import counter
 from transforms.dataset.tfrecord import COMPRESSIONS, SUFFIXES, ShardRecord, write_tfrecords
+from transforms.runner.counters import counter
 
 __all__ = ["Histogram", "ShardPlan", "WriteShards", "plan_shards"]
 

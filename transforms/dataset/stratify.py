@@ -18,8 +18,9 @@ input. Sizes count samples, not examples: how many examples a sample is cut
 into is known only once it is decoded.
 
 Samples that fail or are dropped before the split are left out here; the
-converter makes them dead letters or filters them, as without stratification. Every step is a function of the data alone, so the assignment
-is the same on every runner and worker count.
+converter makes them dead letters or filters them, as without stratification.
+Every step is a function of the data alone, so the assignment is the same on
+every runner and worker count.
 """
 
 from __future__ import annotations

@@ -24,8 +24,8 @@ _INT32 = np.iinfo(np.int32)
 
 def parse_example(record: bytes):
     """The record as a tf.train.Example (ValueError if it is not one)."""
-    from tensorflow.core.example import example_pb2
     from google.protobuf.message import DecodeError
+    from tensorflow.core.example import example_pb2
 
     try:
         return example_pb2.Example.FromString(record)

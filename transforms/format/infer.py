@@ -91,10 +91,11 @@ def infer_spec(samples: Iterable[Mapping[str, Any]]) -> FeatureSpec:
     """Infers a spec from a few samples: fields present in all of them.
 
     Text that parses as an integer is int64, as a number float; a JSON bool is
-    bool; a `.npy` array is float, int64 or bool of its shape; JSON members are projected one feature per top-level key that is not
-    null or an object; anything else is bytes. When the samples disagree, the
-    wider type wins (int64 < float < bytes; a bool and anything else: bytes)
-    and differing shapes become variable-length.
+    bool; a `.npy` array is float, int64 or bool of its shape; JSON members are
+    projected one feature per top-level key that is not null or an object;
+    anything else is bytes. When the samples disagree, the wider type wins
+    (int64 < float < bytes; a bool and anything else: bytes) and differing
+    shapes become variable-length.
     """
     merged = None
     for sample in samples:

@@ -141,7 +141,8 @@ class FieldReader:
                         f"{'.'.join(path[:i + 1])!r}")
                 obj = obj[part]
             return obj
-        raise KeyError(f"{source!r}: no such field (fields: {', '.join(data_fields(self._sample))})")
+        fields = ", ".join(data_fields(self._sample))
+        raise KeyError(f"{source!r}: no such field (fields: {fields})")
 
     def _projections(self, source: str):
         parts = source.split(".")

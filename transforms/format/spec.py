@@ -15,8 +15,9 @@ Declared dtypes (TFRecorder's types and the media ones) and where they are
 stored: `bool`, `int32`, `int64` in an int64_list; `float` (alias `float32`)
 and `double` (alias `float64`) in a float_list, so a double is rounded to
 float32 on the wire (tf.Example has no wider float); `bytes` (as stored) and
-`string` (UTF-8 text, checked, stored as `field_text` reads it) in a bytes_list; `int16`/`uint8` arrays and
-`jpeg` images packed into bytes. The manifest records the declared dtype and
+`string` (UTF-8 text, checked, stored as `field_text` reads it) in a
+bytes_list; `int16`/`uint8` arrays and `jpeg` images packed into bytes. The
+manifest records the declared dtype and
 the reader restores it (tf.bool, tf.int32, tf.float64, ...). A numeric or
 bool feature reads a `.npy` member (numpy.save's format, as WebDataset's
 TarWriter stores arrays) as the array it holds, never unpickling.

@@ -96,11 +96,13 @@ class AudioOptions:
     def __post_init__(self):
         if self.sample_rate is not None and (
                 not isinstance(self.sample_rate, int) or self.sample_rate <= 0):
-            raise ValueError(f"sample_rate must be a positive int or None, got {self.sample_rate!r}")
+            raise ValueError(f"sample_rate must be a positive int or None, got "
+                             f"{self.sample_rate!r}")
         if self.channel != "mono" and (
                 not isinstance(self.channel, int) or isinstance(self.channel, bool)
                 or self.channel < 0):
-            raise ValueError(f"channel must be 'mono' or a channel index >= 0, got {self.channel!r}")
+            raise ValueError(f"channel must be 'mono' or a channel index >= 0, got "
+                             f"{self.channel!r}")
         if self.dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {_DTYPES}, got {self.dtype!r}")
 

@@ -24,16 +24,19 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from transforms.media.audio import AudioOptions, decode_audio, stream_audio
-from transforms.media.windows import WindowOptions, audio_windows, window_at
-from transforms.media.decoded import Audio, MediaError, staged
 from transforms.format.sample import KEY
 from transforms.format.spec import Feature
+from transforms.media.audio import AudioOptions, decode_audio, stream_audio
+from transforms.media.decoded import Audio, MediaError, staged
 from transforms.media.frames import FrameOptions
-from transforms.media.image_sequence import (IMAGE_SEQUENCE, image_sequence_members,
-                                             iter_image_sequence)
+from transforms.media.image_sequence import (
+    IMAGE_SEQUENCE,
+    image_sequence_members,
+    iter_image_sequence,
+)
 from transforms.media.length import length_features
 from transforms.media.video import iter_frames
+from transforms.media.windows import WindowOptions, audio_windows, window_at
 
 __all__ = ["CutOptions", "MODES", "cut_sample", "media_features", "media_fields"]
 
@@ -73,14 +76,16 @@ class CutOptions:
         if self.mode == "none":
             return
         if self.audio.sample_rate is None and self._uses_audio:
-            raise ValueError(f"--cut {self.mode} needs --sample_rate (examples have a fixed length)")
+            raise ValueError(f"--cut {self.mode} needs --sample_rate (examples have a fixed "
+                             "length)")
         if self.mode == "audio_windows" and not (self.audio_fields or self.video_field):
             raise ValueError("--cut audio_windows needs --audio_fields or --video_field")
         if self.mode in ("frames", "clips"):
             if not self.video_field:
                 raise ValueError(f"--cut {self.mode} needs --video_field")
             if self.frames.size is None:
-                raise ValueError(f"--cut {self.mode} needs --frame_size (examples have a fixed shape)")
+                raise ValueError(f"--cut {self.mode} needs --frame_size (examples have a "
+                                 "fixed shape)")
         if self.mode == "clips" and (not self.frames.fps or self.frames.num_frames
                                      or self.frames.timestamps or self.clip_frames < 1):
             raise ValueError("--cut clips samples at --fps (not --num_frames or --timestamps) "
@@ -145,8 +150,9 @@ def _audio_source(sample: Mapping[str, Any], options: CutOptions) -> str:
     for field in options.audio_fields:
         if field in sample:
             return field
-    if options.video_field and options.video_field != IMAGE_SEQUENCE and options.video_field in sample:
-        return options.video_field
+    video = options.video_field
+    if video and video != IMAGE_SEQUENCE and video in sample:
+        return video
     looked = list(options.audio_fields) + ([options.video_field] if options.video_field else [])
     raise MediaError(f"no audio: the sample has none of {looked}", stage="decode_audio")
 
@@ -170,7 +176,8 @@ def _frames(sample: Mapping[str, Any], options: CutOptions) -> Iterator:
             images, options.frames, fps=options.sequence_fps))
     if field not in sample:
         raise MediaError(f"no video field {field!r}", stage="decode_video", member=field)
-    return _staged_iter("decode_video", field, iter_frames(sample[field], options.frames, name=field))
+    return _staged_iter("decode_video", field,
+                        iter_frames(sample[field], options.frames, name=field))
 
 
 def _whole_audio(sample: Mapping[str, Any], options: CutOptions) -> Audio | None:
@@ -186,8 +193,10 @@ def _image(frame) -> Any:
 
 def _audio_windows(sample, base, key, options, stats) -> Iterator[dict]:
     field = _audio_source(sample, options)
-    blocks = _staged_iter("decode_audio", field, stream_audio(sample[field], options.audio, name=field))
-    windows = _staged_iter("cut", field, audio_windows(blocks, options.windows, key=key, stats=stats))
+    blocks = _staged_iter("decode_audio", field,
+                          stream_audio(sample[field], options.audio, name=field))
+    windows = _staged_iter("cut", field,
+                           audio_windows(blocks, options.windows, key=key, stats=stats))
     for w in windows:
         yield {**base, "audio": w.samples, "start_time": w.start, "end_time": w.end}
 

@@ -109,7 +109,8 @@ class FramePicker:
         chosen = []
         while self.target is not None and time >= self.target:
             prev = self._prev
-            pick = prev if prev is not None and self.target - prev[0] <= time - self.target else current
+            earlier_nearer = prev is not None and self.target - prev[0] <= time - self.target
+            pick = prev if earlier_nearer else current
             if pick is not self._chosen:
                 chosen.append(pick)
                 self._chosen = pick

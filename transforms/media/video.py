@@ -92,7 +92,8 @@ def _open(data: bytes, label: str):
 def _declared_end(container, stream, start: float) -> tuple[float | None, bool]:
     """The video's declared end in seconds from the container start, and
     whether the video stream itself declares it (vs the whole container)."""
-    offset = float(stream.start_time * stream.time_base) - start if stream.start_time is not None else 0.0
+    offset = (float(stream.start_time * stream.time_base) - start
+              if stream.start_time is not None else 0.0)
     if stream.duration is not None:
         return offset + float(stream.duration * stream.time_base), True
     tag = stream.metadata.get("DURATION")   # Matroska/WebM track tag, HH:MM:SS.fffffffff

@@ -24,8 +24,8 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from transforms.media.decoded import Audio, MediaError
 from transforms.dataset.splits import stable_hash64
+from transforms.media.decoded import Audio, MediaError
 
 __all__ = ["WindowOptions", "Window", "audio_windows", "window_at"]
 

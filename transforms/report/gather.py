@@ -4,9 +4,9 @@ Beam-free (TensorFlow, through the reader). Per split: the manifest's example
 and label counts; each example's size from the record indexes (all of them,
 without reading a record; a gzip dataset has none); every example's
 duration, as the manifest's histogram counts it; and, from up to
-`max_examples` examples read, their start times. A few examples picked at random (through the indexes when there are
-some) give the frames of the contact sheet and the audio windows; the dead
-letters are counted by stage.
+`max_examples` examples read, their start times. A few examples picked at
+random (through the indexes when there are some) give the frames of the
+contact sheet and the audio windows; the dead letters are counted by stage.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
     with progress.reporting(interval_s=5, input_bytes=total):
         pipeline.run().wait_until_finish()
 
-    progress 0:25  37 samples read, 560 examples written, 1 failed; 11.3 of 52.0 MB read (22%), 0.45 MB/s
+    progress 0:25  37 samples read, 560 examples written, 1 failed;
+                   11.3 of 52.0 MB read (22%), 0.45 MB/s       (one line)
 
 Beam's FnApiRunner can ask its worker processes every few seconds how far
 each bundle has got (`progress_request_frequency`): the answer holds the

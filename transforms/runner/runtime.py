@@ -21,8 +21,13 @@ from __future__ import annotations
 import logging
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import (DirectOptions, GoogleCloudOptions,
-                                                  PipelineOptions, SetupOptions, StandardOptions)
+from apache_beam.options.pipeline_options import (
+    DirectOptions,
+    GoogleCloudOptions,
+    PipelineOptions,
+    SetupOptions,
+    StandardOptions,
+)
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
@@ -61,8 +66,8 @@ def make_pipeline(options: PipelineOptions | None = None,
             setup.save_main_session = False
         return beam.Pipeline(options=options)
     direct = options.view_as(DirectOptions)
-    if (direct.direct_num_workers or 1) != 1 and "direct_running_mode" not in options.get_all_options(
-            drop_default=True):
+    chosen = options.get_all_options(drop_default=True)
+    if (direct.direct_num_workers or 1) != 1 and "direct_running_mode" not in chosen:
         direct.direct_running_mode = "multi_processing"
     return beam.Pipeline(runner=local_runner(progress_s), options=options)
 

@@ -40,10 +40,10 @@ unreadable, or a FIFO or device (`key` the row's, `member` the file's path or
 URI, `column` its column). A compressed listing (.gz, .bz2, .xz) is read to
 its end through its codec's checks before its first row is used, as a
 compressed tar is (transforms/sources/tar.py): one that fails them is one FILE
-dead letter, stage `read_manifest`, and gives no row. As in the tar source, a file that opens but whose bytes then fail to
-arrive (a gs:// read still failing after the client's retries, a disk error)
-is the storage's fault, not the row's: StorageReadError propagates and the
-runner retries the bundle.
+dead letter, stage `read_manifest`, and gives no row. As in the tar source, a
+file that opens but whose bytes then fail to arrive (a gs:// read still
+failing after the client's retries, a disk error) is the storage's fault, not
+the row's: StorageReadError propagates and the runner retries the bundle.
 
 Counters (namespace `datagen`): `manifest_rows_read`, `media_files_read`,
 `media_bytes_read`, and `samples_read` (every row, whether it became a Sample
@@ -61,15 +61,22 @@ from typing import IO, Callable, Iterator, Sequence
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.runner.counters import counter
 from transforms.format.dead_letters import FILE, dead_letter
 from transforms.format.sample import KEY, URL, escape_name, is_text
-from transforms.sources.file_match import as_patterns, file_version, match_files, matched_files
+from transforms.runner.counters import counter
 from transforms.sources import compression
 from transforms.sources.compression import StreamCorrupt, codec_of_name
+from transforms.sources.file_match import as_patterns, file_version, match_files, matched_files
 from transforms.sources.input_files import StorageGuard, open_input, read_whole
-from transforms.sources.listing_rows import (ListingLayout, MediaReadError, header_columns,
-                                             listing_format, parse_row, resolve, row_to_sample)
+from transforms.sources.listing_rows import (
+    ListingLayout,
+    MediaReadError,
+    header_columns,
+    listing_format,
+    parse_row,
+    resolve,
+    row_to_sample,
+)
 from transforms.sources.units import Failed, ReadUnits, Source, WorkUnit
 
 __all__ = ["ListingReader", "ReadListingSamples", "inspect_listings", "iter_samples",

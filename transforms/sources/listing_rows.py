@@ -103,7 +103,8 @@ def _json_object(text: str) -> dict:
     except ValueError as e:
         raise ValueError(f"line is not JSON ({e}): {preview(text, _PREVIEW)}") from None
     except RecursionError:
-        raise ValueError(f"line is JSON nested too deeply to read: {preview(text, _PREVIEW)}") from None
+        raise ValueError(f"line is JSON nested too deeply to read: "
+                         f"{preview(text, _PREVIEW)}") from None
     if not isinstance(row, dict):
         raise ValueError(f"line is not a JSON object: {preview(text, _PREVIEW)}")
     return row

@@ -36,11 +36,11 @@ from typing import Iterator, Sequence
 
 import apache_beam as beam
 
-from transforms.runner.counters import counter
 from transforms.format.dead_letters import SAMPLE
+from transforms.format.sample import is_text
+from transforms.runner.counters import counter
 from transforms.sources.file_match import as_patterns, file_version, matched_files
 from transforms.sources.input_files import open_input
-from transforms.format.sample import is_text
 from transforms.sources.tar_stream import Skipped, file_failed, iter_tar
 from transforms.sources.units import Failed, ReadUnits, Source, WorkUnit, group_by_size
 

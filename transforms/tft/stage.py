@@ -41,13 +41,18 @@ from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, sche
 from tfx_bsl.coders import example_coder
 from tfx_bsl.public import tfxio
 
-from transforms.format import manifest
-from transforms.runner.counters import counter
-from transforms.format.encoder import ExampleEncoder
 from transforms.dataset.examples import Example, ExampleRecipe, Filtered, StageError, build_examples
-from transforms.tft.preprocessing import ANALYZED_SPLIT, RAW_METADATA_DIR, TRANSFORM_DIRS, Preprocessing
+from transforms.format import manifest
+from transforms.format.encoder import ExampleEncoder
 from transforms.format.spec import Feature, FeatureSpec
+from transforms.runner.counters import counter
 from transforms.sources.units import Failed, WorkUnit
+from transforms.tft.preprocessing import (
+    ANALYZED_SPLIT,
+    RAW_METADATA_DIR,
+    TRANSFORM_DIRS,
+    Preprocessing,
+)
 
 __all__ = ["Analysis", "AnalyzeTrainSplit", "ExampleTransformer", "transformed_spec", "publish",
            "STAGED_DIR"]

@@ -1,6 +1,6 @@
-"""A written dataset read back and checked against its manifest: `verify`.
+"""A written dataset read back and checked against its manifest: `verify_dataset`.
 
-    from transforms.verify.dataset import verify
+    from transforms.verify.dataset import verify_dataset
     problems, summary = verify("gs://bucket/datasets/v1")   # [] and one line when all is well
 
 It checks the manifest itself (it parses and holds what a writer records;
@@ -30,7 +30,7 @@ from transforms.runner.runtime import make_pipeline, runs_locally, wait_for
 from transforms.verify.layout import layout_problems, manifest_problems
 from transforms.verify.shards import ShardReport, VerifyShards
 
-__all__ = ["verify"]
+__all__ = ["verify_dataset"]
 
 
 def _read(path: str) -> bytes:
@@ -79,7 +79,7 @@ def _check_shards(info: DatasetInfo, root: str, entries: list, media_samples: in
         remove_tree(folder)
 
 
-def verify(root: str, media_samples: int = 64, seed: int = 0,
+def verify_dataset(root: str, media_samples: int = 64, seed: int = 0,
            options: PipelineOptions | None = None) -> tuple:
     """(problems, summary line) for the dataset at `root` (local or gs://):
     the problems each a line naming the file it is about, none when all is

@@ -23,9 +23,9 @@ import google_crc32c
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.format.example_check import example_problems, parse_example
 from transforms.format.record_index import index_text
 from transforms.format.spec import FeatureSpec
-from transforms.format.example_check import example_problems, parse_example
 from transforms.verify.examples import media_problems
 from transforms.verify.records import RecordStream
 

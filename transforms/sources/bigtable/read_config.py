@@ -126,7 +126,8 @@ class BigtableReadConfig:
     _whole_families: tuple = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        columns = parse_columns(self.columns) if isinstance(self.columns, str) else dict(self.columns)
+        columns = (parse_columns(self.columns) if isinstance(self.columns, str)
+                   else dict(self.columns))
         if not columns:
             raise ValueError("BigtableReadConfig needs at least one column, e.g. 'raw:wav=wav'")
         named, whole = {}, []
@@ -256,7 +257,8 @@ def row_to_sample(row: Row, config: BigtableReadConfig) -> dict:
     missing = [name for name in config.required if name not in present]
     if missing:
         columns = _columns_of(config, missing)
-        described = ", ".join(c if c == f else f"{c} (field {f!r})" for c, f in zip(columns, missing))
+        described = ", ".join(c if c == f else f"{c} (field {f!r})"
+                              for c, f in zip(columns, missing))
         raise MissingColumnError(f"row {key!r} has no cell in required column"
                                  f"{'s' if len(columns) > 1 else ''} {described}", columns)
     return sample

@@ -70,14 +70,14 @@ from apache_beam.io.gcp.bigtableio import WriteToBigTable
 from google.cloud.bigtable.row import DirectRow
 
 from transforms.dataset.examples import Example
-from transforms.runner.counters import counter
 from transforms.format.dead_letters import FAILURES, SAMPLE, dead_letter
 from transforms.format.sample import KEY, URL, data_fields
+from transforms.runner.counters import counter
 from transforms.sources.bigtable.table import BigtableTable, check_family
 
-__all__ = ["WriteSamplesToBigtable", "WriteExamplesToBigtable", "sample_to_row", "example_row", "example_row_key", "RowRefused",
-           "STAGE", "EXAMPLE", "MAX_CELL_BYTES", "MAX_ROW_BYTES", "MAX_KEY_BYTES",
-           "MAX_QUALIFIER_BYTES"]
+__all__ = ["WriteSamplesToBigtable", "WriteExamplesToBigtable", "sample_to_row", "example_row",
+           "example_row_key", "RowRefused", "STAGE", "EXAMPLE", "MAX_CELL_BYTES", "MAX_ROW_BYTES",
+           "MAX_KEY_BYTES", "MAX_QUALIFIER_BYTES"]
 
 STAGE = "write_bigtable"
 # Dead-letter unit of a refused example (a sample is transforms.format.dead_letters.SAMPLE).

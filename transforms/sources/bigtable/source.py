@@ -58,12 +58,21 @@ from google.cloud.bigtable.data import BigtableDataClient
 from transforms.format.dead_letters import SAMPLE, dead_letter
 from transforms.format.sample import escape
 from transforms.runner.counters import counter
-from transforms.sources.bigtable.key_ranges import (END_OF_RANGE, ByteKeyRange,
-                                                    ByteKeyRangeTracker, estimated_bytes,
-                                                    key_ranges)
-from transforms.sources.bigtable.read_config import (BigtableReadConfig, MissingColumnError,
-                                                     is_sampled, keys_only_filter, row_filter,
-                                                     row_to_sample)
+from transforms.sources.bigtable.key_ranges import (
+    END_OF_RANGE,
+    ByteKeyRange,
+    ByteKeyRangeTracker,
+    estimated_bytes,
+    key_ranges,
+)
+from transforms.sources.bigtable.read_config import (
+    BigtableReadConfig,
+    MissingColumnError,
+    is_sampled,
+    keys_only_filter,
+    row_filter,
+    row_to_sample,
+)
 from transforms.sources.bigtable.rows import RowReader, read_range
 from transforms.sources.bigtable.table import BigtableTable
 from transforms.sources.units import Failed, ReadUnits, Source, WorkUnit
