@@ -22,13 +22,11 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from pipelines.dataset_options import DatasetOptions
-from transforms.dataset import ledger, projection, sample_ops
+from transforms.dataset import ledger, projection
 from transforms.dataset.dry_run import measure_sample
-from transforms.dataset.examples import ExampleRecipe
 from transforms.dataset.fileops import check_writable
 from transforms.dataset.finalise import summary_line
 from transforms.dataset.ledger import plan_run_folder, start_run
-from transforms.dataset.splits import SplitPlan
 from transforms.dataset.write import DatasetConfig, WriteDataset
 from transforms.format import manifest
 from transforms.format.infer import infer_spec
@@ -38,6 +36,9 @@ from transforms.media.audio import AudioOptions
 from transforms.media.cutting import CutOptions, media_features, media_fields
 from transforms.media.frames import FrameOptions
 from transforms.media.windows import WindowOptions
+from transforms.recipe import sample_ops
+from transforms.recipe.examples import ExampleRecipe
+from transforms.recipe.splits import SplitPlan
 from transforms.runner import progress
 from transforms.runner.counters import NAMESPACE
 from transforms.runner.runtime import announce_job, make_pipeline, runs_locally, wait_for

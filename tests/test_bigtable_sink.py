@@ -24,8 +24,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from google.cloud.bigtable import Client
 
 from pipelines import tar_to_bigtable
-from transforms.dataset.examples import Example
 from transforms.format.dead_letters import FAILURES
+from transforms.recipe.examples import Example
 from transforms.runner.counters import NAMESPACE
 from transforms.sources.bigtable import sink as bigtable_sink
 from transforms.sources.bigtable.admin import ensure_table

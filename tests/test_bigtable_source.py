@@ -28,9 +28,9 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.util import assert_that, equal_to
 from google.cloud.bigtable.data import BigtableDataClient, RowMutationEntry, SetCell
 
-from transforms.dataset.splits import stable_hash64
 from transforms.format.dead_letters import FAILURES, SAMPLE
 from transforms.format.sample import KEY, URL
+from transforms.recipe.splits import stable_hash64
 from transforms.sources.bigtable.key_ranges import ByteKeyRange, ByteKeyRangeTracker
 from transforms.sources.bigtable.read_config import BigtableReadConfig, row_filter
 from transforms.sources.bigtable.rows import RowReader, is_transient, read_range

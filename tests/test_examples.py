@@ -6,10 +6,13 @@ import dataclasses
 import pytest
 import tensorflow as tf
 
-from transforms.dataset import examples as examples_module
-from transforms.dataset import sample_ops
 from transforms.dataset.convert import RECEIPTS, ConvertOptions, _ConvertFn
-from transforms.dataset.examples import (
+from transforms.dataset.ledger import parse_receipt
+from transforms.format.encoder import ExampleEncoder
+from transforms.format.spec import parse_features
+from transforms.recipe import examples as examples_module
+from transforms.recipe import sample_ops
+from transforms.recipe.examples import (
     Built,
     ExampleRecipe,
     Filtered,
@@ -18,10 +21,7 @@ from transforms.dataset.examples import (
     build_examples,
     convert_sample,
 )
-from transforms.dataset.ledger import parse_receipt
-from transforms.dataset.splits import SplitPlan
-from transforms.format.encoder import ExampleEncoder
-from transforms.format.spec import parse_features
+from transforms.recipe.splits import SplitPlan
 
 from memory_source import memory_source
 

@@ -14,11 +14,11 @@ import tensorflow_transform as tft
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from pipelines import inspect, tar_to_tfrecord
-from transforms.dataset.splits import SplitPlan
 from transforms.format import manifest, reader
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.sample import FieldReader
 from transforms.format.spec import Feature, FeatureSpec, parse_features
+from transforms.recipe.splits import SplitPlan
 from transforms.tft.preprocessing import (
     RAW_METADATA_DIR,
     TRANSFORM_FN_DIR,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from transforms.dataset import sample_ops
+from transforms.recipe import sample_ops
 
 SAMPLE = {"__key__": "k", "__url__": "u", "flac": b"a", "cls": b"3", "json": b'{"lang": "en"}',
           "frame.jpg": b"j", "audio_left": b"l"}

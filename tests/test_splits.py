@@ -15,9 +15,12 @@ from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transforms.dataset.examples import ExampleRecipe
 from transforms.dataset.leakage import SplitGroups, leakage_message
-from transforms.dataset.splits import (
+from transforms.dataset.write import DatasetConfig, WriteDataset
+from transforms.format import reader
+from transforms.format.spec import parse_features
+from transforms.recipe.examples import ExampleRecipe
+from transforms.recipe.splits import (
     SplitPlan,
     Strata,
     group_stratum,
@@ -27,9 +30,6 @@ from transforms.dataset.splits import (
     stable_hash64,
     stratum_cuts,
 )
-from transforms.dataset.write import DatasetConfig, WriteDataset
-from transforms.format import reader
-from transforms.format.spec import parse_features
 
 from memory_source import memory_source
 
@@ -82,7 +82,7 @@ def test_split_ratios_hold_over_many_groups():
 
 def test_hash_is_stable_across_processes():
     # Python's own hash() is salted per process; ours must not be.
-    code = ("from transforms.dataset.splits import stable_hash64; "
+    code = ("from transforms.recipe.splits import stable_hash64; "
             "print(stable_hash64('spk01', b'datagen-split'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={"PYTHONHASHSEED": "123"}).stdout

@@ -12,13 +12,13 @@ import tensorflow as tf
 from apache_beam.metrics.metric import MetricsFilter
 
 from pipelines import tar_to_tfrecord
-from transforms.dataset.examples import ExampleRecipe
 from transforms.dataset.ledger import parse_receipt
-from transforms.dataset.splits import SplitPlan
 from transforms.dataset.write import DatasetConfig, WriteDataset
 from transforms.format import reader
 from transforms.format.manifest import DatasetInfo
 from transforms.format.spec import parse_features
+from transforms.recipe.examples import ExampleRecipe
+from transforms.recipe.splits import SplitPlan
 from transforms.sources.tar import TarReader, plan_tar_units
 from transforms.sources.units import Source
 from transforms.testing.corpus import write_corpus

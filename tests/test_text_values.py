@@ -20,10 +20,10 @@ from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from pipelines import tar_to_tfrecord
-from transforms.dataset.splits import SplitPlan
 from transforms.format import reader
 from transforms.format.sample import field_text
 from transforms.format.spec import Feature, parse_features
+from transforms.recipe.splits import SplitPlan
 from transforms.report.gather import gather
 
 # printf formats: the same value as LF-ended (echo), CRLF-ended, BOM + CRLF (Notepad,
@@ -162,7 +162,7 @@ def test_every_text_reader_sees_one_value(wrapping):
     sample = {"__key__": "k", "spk": member("spk01"), "split": member("Validation"),
               "cls": member("3")}
     assert plan.assign(sample) == ("eval", "spk01", "3")
-    from transforms.dataset.sample_ops import matches_where
+    from transforms.recipe.sample_ops import matches_where
     assert matches_where(sample, (("cls", "3"),)) and not matches_where(sample, (("cls", "4"),))
 
 
@@ -173,7 +173,7 @@ def test_a_label_under_an_integer_feature_is_the_integer_it_holds(text):
     sample = {"__key__": "k", "spk": b"s", "cls": f"{text}\r\n".encode()}
     assert Feature("label", "int64", source="cls").coerce(sample["cls"]).tolist() == [3]
     assert plan.assign(sample)[2] == "3"
-    from transforms.dataset.sample_ops import matches_where
+    from transforms.recipe.sample_ops import matches_where
     assert matches_where(sample, (("cls", "3"),)) and matches_where(sample, (("cls", "3.00"),))
     assert not matches_where(sample, (("cls", "4"),)) and not matches_where(sample, (("cls", "x"),))
     # Without an integer feature reading it, a label is its text.

@@ -26,9 +26,10 @@ code that imports only `transforms.format` (the reader) never loads Beam.
   Prism download, or Dataflow), `load` (tf.data), `verify_dataset`.
 
 The packages, bottom up: `format/` (Beam-free: sample, spec, encoder,
-manifest, reader), `media/` (Beam-free decoders and cutters), `sources/`,
-`dataset/` (the recipe, the writer, WriteDataset), `tft/`, `verify/`,
-`report/`, `runner/`, and `testing/` (synthetic media for tests and the demo).
+manifest, reader), `media/` (Beam-free decoders and cutters), `recipe/`
+(Beam-free: what one sample becomes), `sources/`, `dataset/` (the writer,
+WriteDataset), `tft/`, `verify/`, `report/`, `runner/`, and `testing/`
+(synthetic media for tests and the demo).
 """
 
 from __future__ import annotations
@@ -46,9 +47,9 @@ _EXPORTS = {
     "Failed": "transforms.sources.units",
     "CutSamples": "transforms.dataset.cut_samples",
     "BuildExamples": "transforms.dataset.convert",
-    "ExampleRecipe": "transforms.dataset.examples",
+    "ExampleRecipe": "transforms.recipe.examples",
     "FeatureSpec": "transforms.format.spec",
-    "SplitPlan": "transforms.dataset.splits",
+    "SplitPlan": "transforms.recipe.splits",
     "CutOptions": "transforms.media.cutting",
     "AudioOptions": "transforms.media.audio",
     "WindowOptions": "transforms.media.windows",

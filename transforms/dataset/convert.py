@@ -5,7 +5,7 @@
     converted.examples   # the Examples themselves, only with options.emit_examples
 
 One DoFn reads a unit (transforms/sources/units.py), runs the recipe on each sample
-(transforms/dataset/examples.py), applies a staged tf.Transform when there is one, and
+(transforms/recipe/examples.py), applies a staged tf.Transform when there is one, and
 streams the examples into rolling per-split shards (transforms/dataset/rolling_shards.py)
 in the order they are built. No example leaves the worker: only the unit's
 receipt goes on to the final step, a few numbers per shard and per unit, so
@@ -33,13 +33,6 @@ from typing import Any, Iterator, Mapping
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from transforms.dataset.examples import (
-    Example,
-    ExampleRecipe,
-    SampleOutcome,
-    convert_sample,
-    convert_serialized,
-)
 from transforms.dataset.ledger import UnitReceipt, write_receipt
 from transforms.dataset.rolling_shards import RollingShards
 from transforms.format.dead_letters import FAILURES, SAMPLE, dead_letter
@@ -48,6 +41,13 @@ from transforms.format.encoder import ExampleEncoder
 from transforms.format.sample import KEY, URL, content_key, keyed
 from transforms.format.spec import FeatureSpec
 from transforms.format.text import preview
+from transforms.recipe.examples import (
+    Example,
+    ExampleRecipe,
+    SampleOutcome,
+    convert_sample,
+    convert_serialized,
+)
 from transforms.runner.counters import counter
 from transforms.sources.units import Failed, SplittableUnits, WorkUnit
 

@@ -15,10 +15,10 @@ import time
 from typing import NamedTuple
 
 from transforms.dataset.convert import outcome_tallies
-from transforms.dataset.examples import ExampleRecipe, convert_sample
 from transforms.format.dead_letters import SAMPLE
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.sample import URL
+from transforms.recipe.examples import ExampleRecipe, convert_sample
 from transforms.sources.units import Failed, Source
 
 __all__ = ["SampleMeasure", "measure_sample"]

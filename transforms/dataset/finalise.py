@@ -47,11 +47,11 @@ from transforms.dataset.commit import (
 from transforms.dataset.fileops import delete_if_exists, ensure_dir, remove_tree, remove_trees_named
 from transforms.dataset.leakage import leakage_message
 from transforms.dataset.ledger import LEDGER, TEMP_PREFIX, ledger_text
-from transforms.dataset.splits import split_balance
 from transforms.format import manifest, tfds_metadata
 from transforms.format.dead_letters import EXAMPLE, FILE, SAMPLE, describe
 from transforms.format.durations import split_durations
 from transforms.format.spec import FeatureSpec
+from transforms.recipe.splits import split_balance
 from transforms.tft.preprocessing import TRANSFORM_DIRS
 
 __all__ = ["DatasetFailed", "Finalise", "account", "check_failure_fraction",

@@ -21,7 +21,7 @@ import math
 from typing import Mapping, NamedTuple, Sequence
 
 from transforms.dataset.dry_run import SampleMeasure
-from transforms.dataset.examples import PROTOBUF_LIMIT
+from transforms.recipe.examples import PROTOBUF_LIMIT
 
 __all__ = ["Projection", "project", "render"]
 

@@ -27,8 +27,8 @@ from typing import Iterable, NamedTuple, Tuple
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.dataset.examples import Example
 from transforms.dataset.tfrecord import COMPRESSIONS, SUFFIXES, ShardRecord, write_tfrecords
+from transforms.recipe.examples import Example
 from transforms.runner.counters import counter
 
 __all__ = ["Histogram", "ShardPlan", "WriteShards", "plan_shards"]
@@ -179,7 +179,7 @@ class _WriteShardFn(beam.DoFn):
 
 
 class WriteShards(beam.PTransform):
-    """Examples (transforms/dataset/examples.py) -> a ShardRecord per written shard.
+    """Examples (transforms/recipe/examples.py) -> a ShardRecord per written shard.
 
     Shards go to `temp_dir`; the final step names and moves them. Shard count
     per split comes from `num_shards` or from `target_shard_bytes`.

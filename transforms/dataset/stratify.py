@@ -29,8 +29,8 @@ from typing import NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 
-from transforms.dataset.examples import ExampleRecipe, Filtered, StageError, prepare_sample
-from transforms.dataset.splits import Strata, group_hash, group_stratum, stratum_cuts
+from transforms.recipe.examples import ExampleRecipe, Filtered, StageError, prepare_sample
+from transforms.recipe.splits import Strata, group_hash, group_stratum, stratum_cuts
 from transforms.sources.units import Failed, WorkUnit
 
 __all__ = ["StratifySplits"]

@@ -43,15 +43,15 @@ from typing import Any, Mapping
 import apache_beam as beam
 
 from transforms.dataset.convert import RECEIPTS, ConvertElements, ConvertOptions, ConvertUnits
-from transforms.dataset.examples import ExampleRecipe
 from transforms.dataset.finalise import Finalise
 from transforms.dataset.leakage import SplitGroups
 from transforms.dataset.ledger import REUSED, RunFolder, SkipCommitted, recipe_fingerprint
 from transforms.dataset.shard_writer import WriteShards
-from transforms.dataset.splits import SplitPlan
 from transforms.dataset.stratify import StratifySplits
 from transforms.format.sample import KEY
 from transforms.format.spec import FeatureSpec, parse_features
+from transforms.recipe.examples import ExampleRecipe
+from transforms.recipe.splits import SplitPlan
 from transforms.sources.units import PlanUnits, Source
 from transforms.tft.preprocessing import Preprocessing
 

@@ -1,6 +1,6 @@
 """Cutting: one decoded sample into examples (audio windows, frames, clips).
 
-Beam-free pure generators; `transforms.dataset.examples` runs them per sample. Every
+Beam-free pure generators; `transforms.recipe.examples` runs them per sample. Every
 example is a dict holding the sample's other fields (labels, metadata) plus
 what the cut made and where it came from:
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-from transforms.dataset import sample_ops
 from transforms.format.spec import FeatureSpec
 from transforms.format.text import comma_list
+from transforms.recipe import sample_ops
 
 __all__ = ["Preprocessing", "ANALYZED_SPLIT", "NORMALIZE_METHODS", "TRANSFORM_FN_DIR",
            "TRANSFORMED_METADATA_DIR", "RAW_METADATA_DIR", "TRANSFORM_DIRS"]

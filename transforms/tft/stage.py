@@ -41,10 +41,10 @@ from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, sche
 from tfx_bsl.coders import example_coder
 from tfx_bsl.public import tfxio
 
-from transforms.dataset.examples import Example, ExampleRecipe, Filtered, StageError, build_examples
 from transforms.format import manifest
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.spec import Feature, FeatureSpec
+from transforms.recipe.examples import Example, ExampleRecipe, Filtered, StageError, build_examples
 from transforms.runner.counters import counter
 from transforms.sources.units import Failed, WorkUnit
 from transforms.tft.preprocessing import (

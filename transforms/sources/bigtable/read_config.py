@@ -34,8 +34,8 @@ from typing import Iterable, Mapping, Sequence
 
 from google.cloud.bigtable.data import row_filters
 
-from transforms.dataset.splits import stable_hash64
 from transforms.format.sample import KEY, URL, escape
+from transforms.recipe.splits import stable_hash64
 from transforms.sources.bigtable.key_ranges import prefix_end
 from transforms.sources.bigtable.rows import Row
 from transforms.sources.bigtable.table import ID, BigtableTable

@@ -40,7 +40,7 @@ BuildExamples' 64-bit hash of (sample key, example index), so within a split
 the rows spread evenly over the key space (no write hotspot however the
 samples were ordered), a split is one prefix scan (`train#`), and a scan
 returns the split in the same shuffled order as its TFRecord shards. Split
-names cannot contain '#' (transforms/dataset/splits.py). Two examples whose 64-bit
+names cannot contain '#' (transforms/recipe/splits.py). Two examples whose 64-bit
 hashes collide would share a row (the later write wins); the odds are about
 n^2 / 2^65 for n examples in a split.
 
@@ -69,9 +69,9 @@ import apache_beam as beam
 from apache_beam.io.gcp.bigtableio import WriteToBigTable
 from google.cloud.bigtable.row import DirectRow
 
-from transforms.dataset.examples import Example
 from transforms.format.dead_letters import FAILURES, SAMPLE, dead_letter
 from transforms.format.sample import KEY, URL, data_fields
+from transforms.recipe.examples import Example
 from transforms.runner.counters import counter
 from transforms.sources.bigtable.table import BigtableTable, check_family
 
@@ -320,7 +320,7 @@ class WriteSamplesToBigtable(beam.PTransform):
 
 
 class WriteExamplesToBigtable(beam.PTransform):
-    """Examples (transforms/dataset/examples.py `Example`) -> one row each.
+    """Examples (transforms/recipe/examples.py `Example`) -> one row each.
 
         refused = built.examples | "ExamplesToBigtable" >> WriteExamplesToBigtable(table)
 

@@ -1,6 +1,6 @@
 """Sample operations (go-tfdata parity): select, rename, filter, user functions.
 
-Beam-free pure functions; `transforms.dataset.examples` runs them inside one DoFn. Each
+Beam-free pure functions; `transforms.recipe.examples` runs them inside one DoFn. Each
 returns a new dict and never mutates its input. `__key__`, `__url__` and other
 `__`-prefixed entries always pass through selection.
 

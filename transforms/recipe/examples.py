@@ -19,8 +19,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Generator, Iterator, Mapping, NamedTuple
 
-from transforms.dataset import sample_ops
-from transforms.dataset.splits import SplitPlan, Strata, stable_hash64
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.example_check import example_problems, parse_example, stored_values
 from transforms.format.sample import KEY, FieldReader
@@ -28,6 +26,8 @@ from transforms.format.spec import FeatureSpec
 from transforms.media.cutting import CutOptions, cut_sample
 from transforms.media.decoded import NoSamples
 from transforms.media.length import MediaLength, probe_length
+from transforms.recipe import sample_ops
+from transforms.recipe.splits import SplitPlan, Strata, stable_hash64
 
 # Protobuf parses no message of 2 GiB or more: an example that large could be
 # written but never read back.
