@@ -30,7 +30,7 @@ from google.cloud.bigtable.data import BigtableDataClient, RowMutationEntry, Set
 
 from transforms.format.dead_letters import FAILURES, SAMPLE
 from transforms.format.sample import KEY, URL
-from transforms.recipe.splits import stable_hash64
+from transforms.format.stable_hash import stable_hash64
 from transforms.sources.bigtable.key_ranges import ByteKeyRange, ByteKeyRangeTracker
 from transforms.sources.bigtable.read_config import BigtableReadConfig, row_filter
 from transforms.sources.bigtable.rows import RowReader, is_transient, read_range

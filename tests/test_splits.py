@@ -19,6 +19,7 @@ from transforms.dataset.leakage import SplitGroups, leakage_message
 from transforms.dataset.write import DatasetConfig, WriteDataset
 from transforms.format import reader
 from transforms.format.spec import parse_features
+from transforms.format.stable_hash import stable_hash64
 from transforms.recipe.examples import ExampleRecipe
 from transforms.recipe.splits import (
     SplitPlan,
@@ -27,7 +28,6 @@ from transforms.recipe.splits import (
     parse_split_by,
     parse_splits,
     split_balance,
-    stable_hash64,
     stratum_cuts,
 )
 
@@ -82,7 +82,7 @@ def test_split_ratios_hold_over_many_groups():
 
 def test_hash_is_stable_across_processes():
     # Python's own hash() is salted per process; ours must not be.
-    code = ("from transforms.recipe.splits import stable_hash64; "
+    code = ("from transforms.format.stable_hash import stable_hash64; "
             "print(stable_hash64('spk01', b'datagen-split'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={"PYTHONHASHSEED": "123"}).stdout

@@ -24,8 +24,8 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
+from transforms.format.stable_hash import stable_hash64
 from transforms.media.decoded import Audio, MediaError
-from transforms.recipe.splits import stable_hash64
 
 __all__ = ["WindowOptions", "Window", "audio_windows", "window_at"]
 
@@ -199,7 +199,7 @@ def _crops(stream: Iterator[np.ndarray], base: float, rate: int, length: int,
            options: WindowOptions, key: str) -> Iterator[tuple[Window, np.ndarray]]:
     """(window, its real samples) at seeded random starts, uniform over the audio.
 
-    Starts come from blake2b (transforms.recipe.splits.stable_hash64) rather than a
+    Starts come from blake2b (transforms.format.stable_hash.stable_hash64) rather than a
     numpy Generator, whose streams numpy does not promise to keep across
     versions. Crops are independent draws, so two can coincide on short audio.
     Audio shorter than a window gives one padded crop at 0 (pad) or MediaError.

@@ -23,11 +23,12 @@ from transforms.format.encoder import ExampleEncoder
 from transforms.format.example_check import example_problems, parse_example, stored_values
 from transforms.format.sample import KEY, FieldReader
 from transforms.format.spec import FeatureSpec
+from transforms.format.stable_hash import stable_hash64
 from transforms.media.cutting import CutOptions, cut_sample
 from transforms.media.decoded import NoSamples
 from transforms.media.length import MediaLength, probe_length
 from transforms.recipe import sample_ops
-from transforms.recipe.splits import SplitPlan, Strata, stable_hash64
+from transforms.recipe.splits import SplitPlan, Strata
 
 # Protobuf parses no message of 2 GiB or more: an example that large could be
 # written but never read back.

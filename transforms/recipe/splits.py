@@ -27,16 +27,16 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import hashlib
 import math
 import re
 from typing import Any, Iterable, Mapping
 
 from transforms.format.sample import FieldReader, field_text
 from transforms.format.spec import Feature, FeatureSpec
+from transforms.format.stable_hash import stable_hash64
 
 __all__ = ["SplitPlan", "Strata", "group_hash", "group_stratum", "parse_splits",
-           "parse_split_by", "split_balance", "stable_hash64", "stratum_cuts"]
+           "parse_split_by", "split_balance", "stratum_cuts"]
 
 # Split names a split field may use for a declared split of another name.
 _ALIASES = (frozenset({"eval", "validation", "valid", "val", "dev"}),
@@ -47,15 +47,6 @@ _ALIASES = (frozenset({"eval", "validation", "valid", "val", "dev"}),
 # A split may be off its ratio by this fraction of it (and by one point) before
 # the summary warns: beyond what cutting a few dozen groups by hash gives.
 _BALANCE_MARGIN = 0.5
-
-
-def stable_hash64(text: str, salt: bytes) -> int:
-    """A 64-bit hash of `text` that is the same in every process and on every runner.
-
-    `salt` keeps hashes for different purposes (splits, shard order) independent.
-    """
-    return int.from_bytes(
-        hashlib.blake2b(text.encode("utf-8"), digest_size=8, person=salt).digest(), "big")
 
 
 def group_hash(group_key: str) -> int:

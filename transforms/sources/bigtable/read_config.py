@@ -35,7 +35,7 @@ from typing import Iterable, Mapping, Sequence
 from google.cloud.bigtable.data import row_filters
 
 from transforms.format.sample import KEY, URL, escape
-from transforms.recipe.splits import stable_hash64
+from transforms.format.stable_hash import stable_hash64
 from transforms.sources.bigtable.key_ranges import prefix_end
 from transforms.sources.bigtable.rows import Row
 from transforms.sources.bigtable.table import ID, BigtableTable

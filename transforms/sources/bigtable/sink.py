@@ -40,7 +40,7 @@ BuildExamples' 64-bit hash of (sample key, example index), so within a split
 the rows spread evenly over the key space (no write hotspot however the
 samples were ordered), a split is one prefix scan (`train#`), and a scan
 returns the split in the same shuffled order as its TFRecord shards. Split
-names cannot contain '#' (transforms/recipe/splits.py). Two examples whose 64-bit
+names cannot contain '#' (transforms/format/stable_hash.py). Two examples whose 64-bit
 hashes collide would share a row (the later write wins); the odds are about
 n^2 / 2^65 for n examples in a split.
 
