@@ -49,6 +49,7 @@ from pipelines.flag_types import GROUPS_ATTRIBUTE, flag_group
 from pipelines.template_metadata import TEMPLATES
 from transforms.dataset.finalise import DatasetFailed
 from transforms.runner import progress
+from transforms.runner.beam_internals import declare_flags
 
 __all__ = ["EXIT_BUG", "EXIT_DATA", "EXIT_FLAGS", "EXIT_INFRASTRUCTURE", "FlagError",
            "checked_flags", "command_parser", "job_parser", "main", "native_stderr_silenced"]
@@ -99,7 +100,7 @@ def _beam_flags(parser: argparse.ArgumentParser) -> None:
     start = len(parser._actions)
     for cls in PipelineOptions.__subclasses__():
         if cls.__module__.startswith("apache_beam."):
-            cls._add_argparse_args(parser)
+            declare_flags(cls, parser)
     for action in parser._actions[start:]:
         action.help = argparse.SUPPRESS
 

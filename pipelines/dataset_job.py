@@ -40,6 +40,7 @@ from transforms.recipe import sample_ops
 from transforms.recipe.examples import ExampleRecipe
 from transforms.recipe.splits import SplitPlan
 from transforms.runner import progress
+from transforms.runner.beam_internals import declare_flags
 from transforms.runner.counters import NAMESPACE
 from transforms.runner.runtime import announce_job, make_pipeline, runs_locally, wait_for
 from transforms.sources.units import Source
@@ -61,7 +62,7 @@ def _recorded_options(opts: DatasetOptions) -> dict:
     """The flags the manifest records (declared `recorded`), in declaration order;
     the cutting ones only with a --cut."""
     parser = argparse.ArgumentParser(add_help=False)
-    DatasetOptions._add_argparse_args(parser)
+    declare_flags(DatasetOptions, parser)
     wanted = {True, "cut"} if opts.cut != "none" else {True}
     return {action.dest: getattr(opts, action.dest) for action in parser._actions
             if getattr(action, "recorded", False) in wanted}

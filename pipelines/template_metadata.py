@@ -42,6 +42,7 @@ from pipelines.job_options import (
     InputOptions,
     ListingOptions,
 )
+from transforms.runner.beam_internals import declare_flags
 
 __all__ = ["TEMPLATES", "TEMPLATE_DIR", "Template", "example", "flags", "metadata", "path",
            "render"]
@@ -64,11 +65,11 @@ class Template:
         """Declares every flag the job reads on `parser`, a borrowed one in the group
         it has in its own class (pipelines/flag_types.py `flag_group`)."""
         for cls in self.classes:
-            cls._add_argparse_args(parser)
+            declare_flags(cls, parser)
         for cls, name in self.borrowed:
             scratch = argparse.ArgumentParser(add_help=False)
             setattr(scratch, GROUPS_ATTRIBUTE, {})
-            cls._add_argparse_args(scratch)
+            declare_flags(cls, scratch)
             for title, group in getattr(scratch, GROUPS_ATTRIBUTE).items():
                 for action in group._group_actions:
                     if action.dest == name:

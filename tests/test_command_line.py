@@ -176,6 +176,23 @@ def test_progress_line_and_counter_totals():
     assert progress_line({}, 0, None).endswith("0.0 MB read, 0.00 MB/s")
 
 
+def test_beams_internals_are_checked_against_its_version(monkeypatch, caplog):
+    import apache_beam
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+    from transforms.runner import beam_internals
+
+    assert beam_internals.SUPPORTED == apache_beam.__version__.startswith("2.77.")
+    requester = fn_runner.ProgressRequester
+    with beam_internals.watching_bundles(lambda run, infos: None) as active:
+        assert fn_runner.ProgressRequester is not requester and active() == []
+    assert fn_runner.ProgressRequester is requester   # put back
+    monkeypatch.setattr(beam_internals, "SUPPORTED", False)
+    with beam_internals.watching_bundles(lambda run, infos: None) as active:
+        assert fn_runner.ProgressRequester is requester and active() == []
+    assert "progress lines are off: they read Beam 2.77's runner internals" in caplog.text
+
+
 @pytest.mark.parametrize("flags, words", [
     (["--features", "label=cls:int64,json.nothing:int64"], "40 of 40 inputs failed"),
     (["--split_by", "json.nothing"], "40 of 40 inputs failed"),

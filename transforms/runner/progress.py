@@ -9,13 +9,13 @@
 Beam's FnApiRunner can ask its worker processes every few seconds how far
 each bundle has got (`progress_request_frequency`): the answer holds the
 bundle's counters so far. The runner keeps the answers to itself, so for the
-length of a run `reporting` puts in its place a ProgressRequester that keeps
-the latest answer of each bundle, reads the bundles of an in-process worker
-(one worker, the default) itself, and a thread prints one line from their sums
+length of a run `reporting` watches them (transforms/runner/beam_internals.py:
+the latest answer of each bundle, and the bundles of an in-process worker,
+one worker being the default), and a thread prints one line from their sums
 every few seconds. "MB read" counts the media bytes the sources read (tar
 members, listed files, Bigtable cells), against the input files' total size
 when it is known: a tar's headers make the last line end a little short of
-it. Both hooks are Beam 2.77 internals, pinned in setup.py. A finished bundle
+it. A finished bundle
 counts with its last answer, so a line may lag the truth by a few seconds of
 one bundle; the summary at the end is exact.
 On Dataflow the service's console shows these counters live: the launcher
@@ -28,14 +28,13 @@ prints the job's console URL instead (pipelines/dataset_job.py).
 from __future__ import annotations
 
 import contextlib
-import itertools
 import threading
 import time
 from typing import Callable, Iterable, Iterator, Mapping
 
 from apache_beam.metrics import monitoring_infos
-from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
 
+from transforms.runner import beam_internals
 from transforms.runner.counters import NAMESPACE
 
 __all__ = ["INTERVAL_S", "counter_totals", "progress_line", "reporting"]
@@ -81,49 +80,20 @@ def reporting(interval_s: float, input_bytes: int | None = None,
     # restart with every stage, so they alone would let a later bundle's
     # counters replace an earlier one's.
     latest: dict = {}
-    embedded: list = []  # in-process workers, which the runner cannot ask (below)
-    runs = itertools.count()
-    requester = fn_runner.ProgressRequester
-    embedded_init = worker_handlers.EmbeddedWorkerHandler.__init__
-
-    class _Recording(requester):
-        # The runner's call; the callback is this class's own.
-        def __init__(self, worker_handler, instruction_id, frequency, callback=None):  # noqa: ARG002
-            run = next(runs)
-            super().__init__(worker_handler, instruction_id, frequency, callback=lambda r: (
-                latest.__setitem__(run, list(r.monitoring_infos))))
-
-    def recording_init(handler, *args, **kwargs):
-        embedded_init(handler, *args, **kwargs)
-        embedded.append(handler)
-
-    def poll_embedded():
-        # An in-process worker runs a bundle inside the runner's request, before
-        # the runner would ask it anything: its bundles are read here instead.
-        for handler in list(embedded):
-            cache = handler.bundle_processor_cache
-            with cache._lock:
-                active = list(cache.active_bundle_processors.items())
-            for instruction_id, (descriptor_id, processor) in active:
-                latest[(descriptor_id, instruction_id)] = processor.monitoring_infos()
-
     done = threading.Event()
     start = time.monotonic()
+    with beam_internals.watching_bundles(latest.__setitem__) as active_bundles:
 
-    def report():
-        while not done.wait(interval_s):
-            poll_embedded()
-            write(progress_line(counter_totals(list(latest.values())),
-                                time.monotonic() - start, input_bytes))
+        def report():
+            while not done.wait(interval_s):
+                latest.update(active_bundles())
+                write(progress_line(counter_totals(list(latest.values())),
+                                    time.monotonic() - start, input_bytes))
 
-    fn_runner.ProgressRequester = _Recording
-    worker_handlers.EmbeddedWorkerHandler.__init__ = recording_init
-    thread = threading.Thread(target=report, name="datagen-progress", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
-        fn_runner.ProgressRequester = requester
-        worker_handlers.EmbeddedWorkerHandler.__init__ = embedded_init
+        thread = threading.Thread(target=report, name="datagen-progress", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()

@@ -1,0 +1,91 @@
+"""Every use of Apache Beam's internals, in one place, checked against the Beam
+version it was written for.
+
+Beam's public API offers no way to see a local run's counters while it runs,
+or to declare an options class's flags on a parser of one's own; the project
+needs both, and reaches into Beam here and nowhere else:
+
+- `watching_bundles`: the FnApiRunner's `ProgressRequester` (it asks worker
+  processes how far each bundle has got, then keeps the answers to itself) and
+  `EmbeddedWorkerHandler` (an in-process worker, which the runner never asks),
+  for the progress lines (transforms/runner/progress.py);
+- `declare_flags`: `PipelineOptions._add_argparse_args`, the hook an options
+  class declares its flags in, called on the command line's own parser
+  (pipelines/cli.py, pipelines/template_metadata.py).
+
+`SUPPORTED` says whether the installed Beam is the one these were written for
+(setup.py pins it). On another version the jobs still run: the progress
+lines are left out, with one warning saying why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+from typing import Callable, Iterator
+
+import apache_beam
+from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
+
+__all__ = ["BEAM_VERSION", "SUPPORTED", "declare_flags", "watching_bundles"]
+
+# The Beam release these internals were read from and tested with.
+BEAM_VERSION = "2.77"
+SUPPORTED = apache_beam.__version__.startswith(BEAM_VERSION + ".")
+
+_LOG = logging.getLogger(__name__)
+
+
+def declare_flags(options_class, parser) -> None:
+    """Declares an options class's flags (its `_add_argparse_args`) on `parser`."""
+    options_class._add_argparse_args(parser)
+
+
+@contextlib.contextmanager
+def watching_bundles(on_answer: Callable[[int, list], None]) -> Iterator[Callable[[], list]]:
+    """While the block runs a pipeline on the FnApiRunner: each progress answer of
+    a worker process reaches `on_answer(bundle run number, monitoring infos)`,
+    and the function yielded lists the bundles in-process workers are running
+    now, as ((descriptor id, instruction id), monitoring infos) pairs. On a Beam
+    other than BEAM_VERSION, nothing is watched (a warning says so)."""
+    if not SUPPORTED:
+        _LOG.warning("progress lines are off: they read Beam %s's runner internals, and this "
+                     "is Beam %s", BEAM_VERSION, apache_beam.__version__)
+        yield list
+        return
+    embedded: list = []  # in-process workers, which the runner cannot ask (below)
+    runs = itertools.count()
+    requester = fn_runner.ProgressRequester
+    embedded_init = worker_handlers.EmbeddedWorkerHandler.__init__
+
+    class _Recording(requester):
+        # The runner's call; the callback is this class's own.
+        def __init__(self, worker_handler, instruction_id, frequency, callback=None):  # noqa: ARG002
+            run = next(runs)
+            super().__init__(worker_handler, instruction_id, frequency,
+                             callback=lambda r: on_answer(run, list(r.monitoring_infos)))
+
+    def recording_init(handler, *args, **kwargs):
+        embedded_init(handler, *args, **kwargs)
+        embedded.append(handler)
+
+    def active_bundles() -> list:
+        # An in-process worker runs a bundle inside the runner's request, before
+        # the runner would ask it anything: its bundles are read here instead.
+        found = []
+        for handler in list(embedded):
+            cache = handler.bundle_processor_cache
+            with cache._lock:
+                active = list(cache.active_bundle_processors.items())
+            found += [((descriptor_id, instruction_id), processor.monitoring_infos())
+                      for instruction_id, (descriptor_id, processor) in active]
+        return found
+
+    fn_runner.ProgressRequester = _Recording
+    worker_handlers.EmbeddedWorkerHandler.__init__ = recording_init
+    try:
+        yield active_bundles
+    finally:
+        fn_runner.ProgressRequester = requester
+        worker_handlers.EmbeddedWorkerHandler.__init__ = embedded_init
