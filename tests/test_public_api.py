@@ -296,3 +296,13 @@ def test_runinference_embeddings_are_added_to_each_window_before_writing(tmp_pat
     for ex in windows_written:
         np.testing.assert_allclose(ex["emb"], model(ex["audio"][None]).numpy()[0], rtol=1e-5,
                                    atol=1e-6)
+
+
+def test_an_output_that_cannot_be_written_fails_before_any_work(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_bytes(b"not a folder")
+    with pytest.raises(ValueError, match=r"^WriteDataset output '.*a_file/out' is not writable"):
+        with dg.make_pipeline() as p:
+            _ = p | beam.Create([{"label": 1}]) | dg.WriteDataset(
+                str(blocker / "out"), features="label:int64")
+    assert blocker.read_bytes() == b"not a folder"

@@ -43,6 +43,7 @@ from typing import Any, Mapping
 import apache_beam as beam
 
 from transforms.dataset.convert import RECEIPTS, ConvertElements, ConvertOptions, ConvertUnits
+from transforms.dataset.fileops import check_writable
 from transforms.dataset.finalise import Finalise
 from transforms.dataset.leakage import SplitGroups
 from transforms.dataset.ledger import REUSED, RunFolder, SkipCommitted, recipe_fingerprint
@@ -211,6 +212,9 @@ class WriteDataset(beam.PTransform):
                              "units again: give WriteDataset a Source, not a PCollection")
         if not config.source:
             self._config = dataclasses.replace(config, source={"type": "pcollection"})
+        # Before any work, as the jobs' launchers do before they plan a Source's
+        # units: a PCollection comes from a pipeline of the user's, no launcher.
+        check_writable(config.output, "WriteDataset output")
         converted = elements | "Convert" >> ConvertElements(config.recipe,
                                                             self._convert_options(None))
         receipts = converted[RECEIPTS]
