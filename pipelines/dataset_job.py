@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
-import json
 import logging
 from typing import Any, Iterable, Mapping
 
@@ -24,11 +23,10 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 from pipelines.dataset_options import DatasetOptions
 from transforms.dataset import ledger, projection
 from transforms.dataset.dry_run import measure_sample
-from transforms.dataset.fileops import check_writable
+from transforms.dataset.fileops import check_writable, read_manifest
 from transforms.dataset.finalise import summary_line
 from transforms.dataset.ledger import plan_run_folder, start_run
 from transforms.dataset.write import DatasetConfig, WriteDataset
-from transforms.format import manifest
 from transforms.format.infer import infer_spec
 from transforms.format.spec import FeatureSpec, parse_features
 from transforms.format.text import comma_list
@@ -51,7 +49,6 @@ __all__ = [
     "dataset_config",
     "dry_run",
     "feature_spec",
-    "read_manifest",
     "run_dataset_job",
 ]
 
@@ -227,11 +224,6 @@ def feature_spec(options: PipelineOptions, samples: Iterable) -> FeatureSpec:
         ",".join(f"{f.name}:{f.dtype}" + ("[*]" if f.is_variable else "") for f in spec),
     )
     return spec
-
-
-def read_manifest(output: str) -> dict:
-    with FileSystems.open(FileSystems.join(output, manifest.MANIFEST)) as f:
-        return json.loads(f.read())
 
 
 def dry_run(config: DatasetConfig, source: Source, samples: int):

@@ -16,13 +16,16 @@ import subprocess
 
 import numpy as np
 import pytest
+import webdataset
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from pipelines import tar_to_tfrecord
 from transforms.format import reader
-from transforms.format.sample import field_text
+from transforms.format.infer import infer_spec
+from transforms.format.sample import FieldReader, field_text
 from transforms.format.spec import Feature, parse_features
+from transforms.recipe.sample_ops import matches_where
 from transforms.recipe.splits import SplitPlan
 from transforms.report.gather import gather
 
@@ -162,7 +165,6 @@ def test_every_text_reader_sees_one_value(wrapping):
     sample = {"__key__": "k", "spk": member("spk01"), "split": member("Validation"),
               "cls": member("3")}
     assert plan.assign(sample) == ("eval", "spk01", "3")
-    from transforms.recipe.sample_ops import matches_where
     assert matches_where(sample, (("cls", "3"),)) and not matches_where(sample, (("cls", "4"),))
 
 
@@ -173,7 +175,6 @@ def test_a_label_under_an_integer_feature_is_the_integer_it_holds(text):
     sample = {"__key__": "k", "spk": b"s", "cls": f"{text}\r\n".encode()}
     assert Feature("label", "int64", source="cls").coerce(sample["cls"]).tolist() == [3]
     assert plan.assign(sample)[2] == "3"
-    from transforms.recipe.sample_ops import matches_where
     assert matches_where(sample, (("cls", "3"),)) and matches_where(sample, (("cls", "3.00"),))
     assert not matches_where(sample, (("cls", "4"),)) and not matches_where(sample, (("cls", "x"),))
     # Without an integer feature reading it, a label is its text.
@@ -193,8 +194,6 @@ def test_text_that_is_no_integer_is_a_dead_letter(text):
 
 
 def test_a_bom_before_json_and_a_value_that_is_only_whitespace(tmp_path):
-    from transforms.format.sample import FieldReader
-
     sample = {"json": b"\xef\xbb\xbf" + json.dumps({"speaker": " spk01\n"}).encode() + b"\r\n"}
     plan = SplitPlan.from_flags("train=1", "json.speaker")
     assert plan.group_key(sample, FieldReader(sample)) == "spk01"
@@ -206,8 +205,6 @@ def test_a_bom_before_json_and_a_value_that_is_only_whitespace(tmp_path):
 def test_arrays_webdatasets_tarwriter_stores_as_npy(tmp_path):
     """WebDataset's own encoder writes numpy arrays as `.npy` members and ints as
     text: both read back as the values given to it."""
-    import webdataset
-
     embeddings = {f"k{i}": np.arange(4, dtype=np.float32) * (i + 0.5) for i in range(6)}
     with webdataset.TarWriter(str(tmp_path / "wds.tar")) as sink:
         for i, (key, emb) in enumerate(embeddings.items()):
@@ -235,8 +232,6 @@ def test_arrays_webdatasets_tarwriter_stores_as_npy(tmp_path):
 
 
 def test_features_auto_reads_npy_members_as_their_arrays():
-    from transforms.format.infer import infer_spec
-
     def npy(array) -> bytes:
         out = io.BytesIO()
         np.save(out, array)

@@ -11,18 +11,22 @@ kinds of store, and gets them here:
   starts with a prefix (the temporary folders of earlier runs);
 - `delete_if_exists`: delete one file that may be absent;
 - `check_writable`: create and delete a probe file, so a job learns that it
-  cannot write its output before it reads anything.
+  cannot write its output before it reads anything;
+- `read_manifest`: a published dataset's manifest.json, parsed.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.localfilesystem import LocalFileSystem
 
-__all__ = ["check_writable", "ensure_dir", "remove_tree", "remove_trees_named",
+from transforms.format import manifest
+
+__all__ = ["check_writable", "ensure_dir", "read_manifest", "remove_tree", "remove_trees_named",
            "delete_if_exists"]
 
 
@@ -87,3 +91,10 @@ def check_writable(folder: str, flag: str = "--output") -> None:
             cause = cause.__cause__ or cause.__context__
         raise ValueError(f"{flag} {folder!r} is not writable: {type(cause).__name__}: "
                          f"{str(cause).splitlines()[0] if str(cause) else ''}") from None
+
+
+def read_manifest(output: str) -> dict:
+    """The manifest of the dataset in `output`; OSError when it has none, ValueError
+    when it is not JSON."""
+    with FileSystems.open(FileSystems.join(output, manifest.MANIFEST)) as f:
+        return json.loads(f.read())

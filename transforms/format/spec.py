@@ -300,13 +300,13 @@ def _bytes_item(value, name: str):
 def _to_text_list(value, name: str) -> list:
     """A `string` feature's values: each must be UTF-8, and is stored as its
     `field_text` (no byte-order mark, no surrounding whitespace)."""
-    values = _to_bytes_list(value, name)
-    for v in values:
+    texts = []
+    for v in _to_bytes_list(value, name):
         try:
-            v.decode("utf-8")
+            texts.append(field_text(v.decode("utf-8")).encode("utf-8"))
         except UnicodeDecodeError as e:
             raise ValueError(f"feature {name!r}: {preview(v)} is not UTF-8 text: {e}") from None
-    return [field_text(v).encode("utf-8") for v in values]
+    return texts
 
 
 _BOOL_TEXT = {"true": 1, "false": 0, "1": 1, "0": 0}

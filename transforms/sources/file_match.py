@@ -13,9 +13,8 @@ from typing import Iterable, Sequence
 
 from apache_beam.io.filesystem import FileMetadata
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.io.localfilesystem import LocalFileSystem
 
-from transforms.sources.input_files import NotARegularFile, check_regular
+from transforms.sources.input_files import NotARegularFile, check_regular, is_local
 
 __all__ = ["as_patterns", "file_version", "match_files", "matched_files"]
 
@@ -68,7 +67,7 @@ def file_version(metadata: FileMetadata) -> str:
     on every new generation of the object (clients cannot set it) and on a
     metadata change.
     """
-    if isinstance(FileSystems.get_filesystem(metadata.path), LocalFileSystem):
+    if is_local(metadata.path):
         st = os.stat(metadata.path)
         return f"size={st.st_size} mtime_ns={st.st_mtime_ns} ctime_ns={st.st_ctime_ns}"
     return f"size={metadata.size_in_bytes} updated={metadata.last_updated_in_seconds!r}"

@@ -22,7 +22,8 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.localfilesystem import LocalFileSystem
 
-__all__ = ["NotARegularFile", "StorageGuard", "StorageReadError", "check_regular", "open_input",
+__all__ = ["NotARegularFile", "StorageGuard", "StorageReadError", "check_regular", "is_local",
+           "open_input",
            "read_whole"]
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
@@ -43,10 +44,15 @@ class NotARegularFile(ValueError):
         self.kind = kind
 
 
+def is_local(path: str) -> bool:
+    """Whether `path` is on this machine's disk (not gs:// or another store)."""
+    return isinstance(FileSystems.get_filesystem(path), LocalFileSystem)
+
+
 def check_regular(path: str) -> None:
     """Raises NotARegularFile for a local `path` that exists but is not a regular
     file (symlinks are followed); object stores hold only regular objects."""
-    if not isinstance(FileSystems.get_filesystem(path), LocalFileSystem):
+    if not is_local(path):
         return
     try:
         mode = os.stat(path).st_mode

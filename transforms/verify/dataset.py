@@ -23,7 +23,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 
-from transforms.dataset.fileops import remove_tree
+from transforms.dataset.fileops import read_manifest, remove_tree
 from transforms.format import manifest
 from transforms.format.manifest import DatasetInfo
 from transforms.runner.runtime import make_pipeline, runs_locally, wait_for
@@ -88,7 +88,7 @@ def verify_dataset(root: str, media_samples: int = 64, seed: int = 0,
     Dataflow with --temp_location for its reports)."""
     root = root.rstrip("/")
     try:
-        document = json.loads(_read(FileSystems.join(root, manifest.MANIFEST)))
+        document = read_manifest(root)
     except (OSError, IOError):
         return [f"{manifest.MANIFEST}: missing: not a finished beam-datagen dataset"], ""
     except ValueError as e:  # json's, or not UTF-8
