@@ -5,7 +5,7 @@
 On the train shards of an uncompressed dataset (`make demo` writes one: JPEG
 frames with float32 audio windows), in this one process: the shards as they
 are, and their records rewritten by the writer with --compression gzip
-(transforms/dataset/tfrecord.py), each read by tf.data's TFRecordDataset on
+(transforms/writer/tfrecord.py), each read by tf.data's TFRecordDataset on
 one core, best of --repeat. Prints each one's bytes on disk and MB/s of
 records read, and the ratios.
 """
@@ -19,8 +19,8 @@ import timeit
 
 import tensorflow as tf
 
-from transforms.dataset.tfrecord import write_tfrecords
 from transforms.format import reader
+from transforms.writer.tfrecord import write_tfrecords
 
 
 def _read_all(paths: list, compression: str) -> None:

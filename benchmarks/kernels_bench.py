@@ -7,7 +7,7 @@ In this one process, best of --repeat (timeit):
   gzip    one TFRecord shard's worth of windows (30 s of 16 kHz float32 speech
           from transforms.testing.synthetic_media.voice, as the speech corpus
           holds) deflated as the writer does - ISA-L at its default level
-          (transforms/dataset/tfrecord.py) - and by zlib at its default level:
+          (transforms/writer/tfrecord.py) - and by zlib at its default level:
           MB/s of input and the compressed/input ratio of each;
   mono    10 s of 44.1 kHz stereo float32 mixed to mono by the reader's
           `_select(block, "mono")` (transforms/media/audio.py, column by

@@ -25,12 +25,12 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.dataset_job import dataset_config, feature_spec
 from pipelines.job_options import InputOptions
-from transforms.dataset.rolling_shards import RollingShards
 from transforms.format.encoder import ExampleEncoder
 from transforms.recipe.examples import convert_sample
 from transforms.sources.file_match import match_files
 from transforms.sources.tar import TarReader, plan_tar_units
 from transforms.sources.units import Failed
+from transforms.writer.rolling_shards import RollingShards
 
 
 def convert(argv: list, part: int = 0, parts: int = 1) -> int:

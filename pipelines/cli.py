@@ -47,7 +47,7 @@ from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentP
 
 from pipelines.flag_types import GROUPS_ATTRIBUTE, flag_group
 from pipelines.template_metadata import TEMPLATES
-from transforms.dataset.finalise import DatasetFailed
+from transforms.format.dead_letters import DatasetFailed
 from transforms.runner import progress
 from transforms.runner.beam_internals import declare_flags
 

@@ -1,10 +1,15 @@
 """Launch steps every dataset-building pipeline shares.
 
-A pipeline module adds its source's flags in its own `PipelineOptions`
-subclass (pipelines/job_options.py), plans its source's work units
-(transforms/sources/units.py) and hands them to `run_dataset_job`, which checks
-the shared flags (pipelines/dataset_options.py) before any work, applies the
-shared `WriteDataset` composite, runs the job and prints the summary.
+A job is three steps, flags -> config -> public transforms:
+
+    read = dg.ReadTarSamples(patterns, target_shard_bytes(options))  # its own flags
+    config = dataset_config(options, read)      # the shared flags, checked
+    return run_dataset_job(options, config, read.source)
+
+`dataset_config` checks the shared flags (pipelines/dataset_options.py) before
+any work; `run_dataset_job` opens the run's folder (--resume picks up earlier
+work), runs `WriteDataset` over the reader's Source with progress lines, and
+prints the summary (transforms/writer/launch.py).
 """
 
 from __future__ import annotations
@@ -13,20 +18,12 @@ import argparse
 import contextlib
 import itertools
 import logging
-from typing import Any, Iterable, Mapping
+from typing import Iterable
 
 import apache_beam as beam
-from apache_beam.io.filesystems import FileSystems
-from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
 from pipelines.dataset_options import DatasetOptions
-from transforms.dataset import ledger, projection
-from transforms.dataset.dry_run import measure_sample
-from transforms.dataset.fileops import check_writable, read_manifest
-from transforms.dataset.finalise import summary_line
-from transforms.dataset.ledger import plan_run_folder, start_run
-from transforms.dataset.write import DatasetConfig, WriteDataset
 from transforms.format.infer import infer_spec
 from transforms.format.spec import FeatureSpec, parse_features
 from transforms.format.text import comma_list
@@ -39,18 +36,14 @@ from transforms.recipe.examples import ExampleRecipe
 from transforms.recipe.splits import SplitPlan
 from transforms.runner import progress
 from transforms.runner.beam_internals import declare_flags
-from transforms.runner.counters import NAMESPACE
 from transforms.runner.runtime import announce_job, make_pipeline, runs_locally, wait_for
 from transforms.sources.units import Source
 from transforms.tft.preprocessing import Preprocessing
+from transforms.writer import launch
+from transforms.writer.write import DatasetConfig, WriteDataset
 
-__all__ = [
-    "cut_options",
-    "dataset_config",
-    "dry_run",
-    "feature_spec",
-    "run_dataset_job",
-]
+__all__ = ["cut_options", "dataset_config", "feature_spec", "run_dataset_job",
+           "target_shard_bytes"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -126,10 +119,20 @@ def cut_options(options: PipelineOptions) -> CutOptions:
     )
 
 
-def dataset_config(
-    options: PipelineOptions, spec: FeatureSpec, source: Mapping[str, Any]
-) -> DatasetConfig:
-    """Validates the shared flags and turns them into a DatasetConfig.
+def target_shard_bytes(options: PipelineOptions) -> int:
+    """--shard_size_mb in bytes: the shards' target size, which also sizes the
+    work units; ValueError naming the flag."""
+    opts = options.view_as(DatasetOptions)
+    if opts.num_shards < 0 or opts.shard_size_mb <= 0:
+        raise ValueError("--num_shards must be >= 0 and --shard_size_mb > 0")
+    return int(opts.shard_size_mb * (1 << 20))
+
+
+def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
+    """Validates the shared flags and turns them into a DatasetConfig for the input
+    `read`, one of the project's readers: its `describe()` is the manifest's
+    record of the input (and checks it exists), its `first_samples()` what
+    --features auto infers from.
 
     Every flag error is raised here, before any pipeline work, as ValueError
     naming the flag.
@@ -137,10 +140,11 @@ def dataset_config(
     opts = options.view_as(DatasetOptions)
     if not opts.output:
         raise ValueError("--output is required")
-    if opts.num_shards < 0 or opts.shard_size_mb <= 0:
-        raise ValueError("--num_shards must be >= 0 and --shard_size_mb > 0")
+    shard_bytes = target_shard_bytes(options)
     if not 0 <= opts.max_failure_fraction <= 1:
         raise ValueError("--max_failure_fraction must be between 0 and 1")
+    source = read.describe()
+    spec = feature_spec(options, read.first_samples())
     if (opts.resume or opts.retry_failed) and (opts.shuffle == "global" or any(
             (opts.preprocessing_fn, opts.normalize, opts.vocabulary, opts.bucketize))):
         # The global layout writes no shard before every example is shuffled, and a
@@ -183,10 +187,10 @@ def dataset_config(
         output=opts.output.rstrip("/"),
         recipe=recipe,
         compression=opts.compression,
-        target_shard_bytes=int(opts.shard_size_mb * (1 << 20)),
+        target_shard_bytes=shard_bytes,
         num_shards=opts.num_shards,
         max_failure_fraction=opts.max_failure_fraction,
-        source=dict(source),
+        source=source,
         options=_recorded_options(opts),
         preprocessing=preprocessing,
         shuffle=opts.shuffle,
@@ -226,46 +230,6 @@ def feature_spec(options: PipelineOptions, samples: Iterable) -> FeatureSpec:
     return spec
 
 
-def dry_run(config: DatasetConfig, source: Source, samples: int):
-    """--dry_run_samples: the recipe on the first `samples` samples, here; prints
-    and returns the whole job's Projection (transforms/dataset/projection.py)."""
-    input_bytes = config.source.get("input_bytes")
-    if not input_bytes:
-        raise ValueError(f"--dry_run_samples: a {config.source['type']} source's size is not "
-                         "known before reading it; it projects tar shards only")
-    measure = measure_sample(source, config.recipe, samples)
-    read_bytes = sum(m.size_in_bytes for result in FileSystems.match(list(measure.files_read))
-                     for m in result.metadata_list)
-    plan = config.recipe.split_plan
-    projected = projection.project(
-        measure, input_bytes=input_bytes, read_bytes=read_bytes,
-        split_ratios=None if plan.column else dict(plan.splits), split_names=plan.names,
-        target_shard_bytes=config.target_shard_bytes,
-        shuffle=config.shuffle, num_shards=config.num_shards, compression=config.compression,
-        video=config.recipe.cut.mode in ("frames", "clips"))
-    print(projection.render(projected, measure, input_bytes=input_bytes, read_bytes=read_bytes,
-                            input_files=config.source.get("num_files", len(measure.files_read)),
-                            options={"shuffle": config.shuffle,
-                                     "shard_size_mb": config.target_shard_bytes / (1 << 20)}))
-    return projected
-
-
-_CONVERTED_BECAUSE = {ledger.CHANGED: "whose input files changed since they were read",
-                      ledger.RETRIED: "that held dead letters"}
-
-
-def _reuse_line(result) -> str:
-    """'resume: 3 work units reused, 5 converted (2 whose input files changed
-    since they were read)', from the job's counters."""
-    counts = {name: sum(c.committed or 0 for c in result.metrics().query(
-        MetricsFilter().with_namespace(NAMESPACE).with_name(name))["counters"])
-        for name in (ledger.REUSE, ledger.NEW, ledger.CHANGED, ledger.RETRIED)}
-    converted = counts[ledger.NEW] + counts[ledger.CHANGED] + counts[ledger.RETRIED]
-    why = ", ".join(f"{counts[r]} {text}" for r, text in _CONVERTED_BECAUSE.items() if counts[r])
-    return (f"resume: {counts[ledger.REUSE]} work units reused, {converted} converted"
-            + (f" ({why})" if why else ""))
-
-
 def run_dataset_job(
     options: PipelineOptions,
     config: DatasetConfig,
@@ -276,26 +240,21 @@ def run_dataset_job(
     job finished here (not with --no_wait_until_finish, a flex template launch).
 
     `examples_sink` see WriteDataset. With --dry_run_samples, writes nothing and
-    returns the job's Projection instead (`dry_run`).
+    returns the job's Projection instead (transforms/writer/launch.py).
     """
-    samples = options.view_as(DatasetOptions).dry_run_samples
-    if samples < 0:
-        raise ValueError(f"--dry_run_samples {samples}: must be 0 (a real run) or more")
-    if samples:
-        return dry_run(config, source, samples)
     opts = options.view_as(DatasetOptions)
+    if opts.dry_run_samples < 0:
+        raise ValueError(f"--dry_run_samples {opts.dry_run_samples}: must be 0 (a real run) "
+                         "or more")
+    if opts.dry_run_samples:
+        return launch.dry_run(config, source, opts.dry_run_samples)
     if (opts.resume or opts.retry_failed) and not (config.write_tfrecords
                                                    and examples_sink is None):
         raise ValueError("--resume and --retry_failed reuse TFRecord shards: not with an "
                          "examples table")
-    run, reusing = plan_run_folder(config.output, config.fingerprint, config.options,
-                                   resume=opts.resume, retry_failed=opts.retry_failed)
-    # After every flag check, so a flag error leaves no folder behind; before
-    # any work, so an output it cannot write costs nothing.
-    check_writable(config.output)
-    start_run(run, config.fingerprint, config.options)
-    if reusing:
-        print(reusing)
+    run, picked_up = launch.open_run(config, resume=opts.resume, retry_failed=opts.retry_failed)
+    if picked_up:
+        print(picked_up)
     local = runs_locally(options)
     interval = progress.INTERVAL_S if local else None
     pipeline = make_pipeline(options, interval)
@@ -311,10 +270,8 @@ def run_dataset_job(
         finished = wait_for(result, options)
     if not finished:
         return None
-    info = read_manifest(config.output)
     if run.reuse:
-        print(_reuse_line(result))
-    print(summary_line(info))
-    for warning in info["warnings"]:
-        print(f"warning: {warning}")
+        print(launch.reuse_line(result))
+    info, lines = launch.published(config.output)
+    print("\n".join(lines))
     return info

@@ -9,9 +9,9 @@ from __future__ import annotations
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.flag_types import FUNCTION, GS_PATH, SWITCH, flag, flag_group
-from transforms.dataset.tfrecord import COMPRESSIONS
-from transforms.dataset.write import SHUFFLES
 from transforms.media.cutting import MODES
+from transforms.writer.tfrecord import COMPRESSIONS
+from transforms.writer.write import SHUFFLES
 
 __all__ = ["DatasetOptions"]
 

@@ -11,12 +11,15 @@ pipelines/template_metadata.py `TEMPLATES`.
 
 from __future__ import annotations
 
-from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 
 from pipelines.flag_types import BIGTABLE_ID, GS_PATH, SWITCH, flag, flag_group
+from transforms.format.text import comma_list
 
 __all__ = [
     "BigtableLoadOptions",
+    "bigtable_table",
+    "input_patterns",
     "BigtableReadOptions",
     "BigtableTableOptions",
     "InputOptions",
@@ -119,3 +122,24 @@ class BigtableLoadOptions(PipelineOptions):
              example="gs://my-bucket/loads/raw_failures.jsonl", regex=GS_PATH,
              label="Dead letters file",
              help="Write dead letters here as JSON lines (local or gs://); empty logs them.")
+
+
+def input_patterns(options: PipelineOptions, what: str) -> list:
+    """--input's comma-separated patterns; ValueError saying it is required, and
+    what it names (`what`), when it is empty."""
+    patterns = comma_list(options.view_as(InputOptions).input or "")
+    if not patterns:
+        raise ValueError(f"--input is required ({what})")
+    return patterns
+
+
+def bigtable_table(options: PipelineOptions, *required: tuple) -> str:
+    """'project/instance/table' from --project, --instance and --table; ValueError
+    naming each of those and of the `required` (flag, value) pairs that is empty."""
+    table = options.view_as(BigtableTableOptions)
+    project = options.view_as(GoogleCloudOptions).project
+    missing = [flag for flag, value in (("--project", project), ("--instance", table.instance),
+                                        ("--table", table.table), *required) if not value]
+    if missing:
+        raise ValueError(f"{', '.join(missing)} required")
+    return f"{project}/{table.instance}/{table.table}"

@@ -30,31 +30,22 @@ from __future__ import annotations
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+import transforms as dg
 from pipelines import cli
-from pipelines.dataset_job import dataset_config, feature_spec, run_dataset_job
-from pipelines.job_options import InputOptions, ListingOptions
-from transforms.dataset.write import DatasetConfig
-from transforms.format.text import comma_list
-from transforms.media.cutting import media_features
-from transforms.sources.listing import (
-    ReadListingSamples,
-    inspect_listings,
-    iter_samples,
-    missing_fields,
-)
+from pipelines.dataset_job import dataset_config, run_dataset_job, target_shard_bytes
+from pipelines.job_options import ListingOptions, input_patterns
 
 __all__ = ["run"]
 
 
-def _named_fields(config: DatasetConfig) -> list:
+def _named_fields(config: dg.DatasetConfig) -> list:
     """(flag, field) for every sample field the flags name, or [] when --rename or
     --sample_fn may make fields the manifest does not have."""
     recipe = config.recipe
     if recipe.renames or recipe.sample_fn:
         return []
     plan, cut = recipe.split_plan, recipe.cut
-    made_by_cut = len(media_features(cut))
-    fields = [("--features", f.source) for f in recipe.spec.features[made_by_cut:]]
+    fields = [("--features", f.source) for f in recipe.spec.features[len(cut.features):]]
     fields += [("--split_by", plan.field), ("--split_column", plan.column),
                ("--stratify_by", plan.stratify_by), ("--label_field", plan.label_field)]
     if cut.mode != "none":
@@ -64,26 +55,15 @@ def _named_fields(config: DatasetConfig) -> list:
 
 def run(argv=None) -> dict | None:
     """Builds and runs the job; returns the manifest once it has finished."""
-    argv = cli.checked_flags("manifest_to_tfrecord", argv)
-    options = PipelineOptions(argv)
-    manifests = options.view_as(InputOptions).input
-    opts = options.view_as(ListingOptions)
-    if not manifests:
-        raise ValueError("--input is required (CSV or JSONL manifests: a file pattern, or "
-                         "several comma separated)")
-    patterns = comma_list(manifests)
-    media_columns = list(comma_list(opts.media_columns))
-    files, layout = inspect_listings(patterns, media_columns, opts.key_column)
-    spec = feature_spec(options, iter_samples(files, layout))
-    config = dataset_config(options, spec, source={
-        "type": "manifest", "input": manifests, "num_files": len(files),
-        "format": layout.format, "media_columns": media_columns})
-    missing = missing_fields(layout, _named_fields(config))
-    if missing:
-        raise ValueError(f"manifest {files[0]!r} has no column for {', '.join(missing)} "
-                         f"(columns: {', '.join(layout.columns)})")
-    return run_dataset_job(options, config, ReadListingSamples(
-        patterns, layout, config.target_shard_bytes).source)
+    options = PipelineOptions(cli.checked_flags("manifest_to_tfrecord", argv))
+    listing = options.view_as(ListingOptions)
+    read = dg.ReadListingSamples(
+        input_patterns(options, "CSV or JSONL manifests: a file pattern, or several comma "
+                                "separated"),
+        listing.media_columns, listing.key_column, target_shard_bytes(options))
+    config = dataset_config(options, read)
+    read.check_fields(_named_fields(config))
+    return run_dataset_job(options, config, read.source)
 
 
 if __name__ == "__main__":

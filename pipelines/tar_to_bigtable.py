@@ -26,7 +26,7 @@ missing. Dead letters (unreadable tar members or files, refused rows) go to
 summary line and fails when more than `--max_failure_fraction` of the inputs
 became dead letters (rows already written stay). The dead letters' order and
 file, the threshold and its DatasetFailed are the dataset jobs' own
-(transforms/dataset/finalise.py).
+(transforms/format/dead_letters.py).
 
 Flags (the flex template parameters): `--instance`, `--table`
 (BigtableTableOptions), `--family`, `--create_table`, `--failures_output`
@@ -44,22 +44,24 @@ from typing import Any, Dict, Iterable, List, Mapping
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
+from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.runner import PipelineResult
 
+import transforms as dg
 from pipelines import cli
 from pipelines.dataset_options import DatasetOptions
-from pipelines.job_options import BigtableLoadOptions, BigtableTableOptions, InputOptions
-from transforms.dataset.fileops import check_writable
-from transforms.dataset.finalise import check_failure_fraction, sorted_failures, write_failures
-from transforms.format.dead_letters import FAILURES, FILE, SAMPLE, describe
-from transforms.format.text import comma_list
-from transforms.runner.runtime import make_pipeline, wait_for
-from transforms.sources.bigtable.admin import ensure_table
-from transforms.sources.bigtable.sink import STAGE, WriteSamplesToBigtable
-from transforms.sources.bigtable.table import BigtableTable
-from transforms.sources.file_match import match_files
-from transforms.sources.tar import ReadTarSamples
+from pipelines.job_options import BigtableLoadOptions, bigtable_table, input_patterns
+from transforms.format.dead_letters import (
+    FAILURES,
+    FILE,
+    SAMPLE,
+    check_failure_fraction,
+    describe,
+    sorted_failures,
+)
+from transforms.runner import wait_for
+from transforms.sources.bigtable import STAGE, BigtableTable, WriteSamplesToBigtable
+from transforms.storage import check_writable, write_failures
 
 __all__ = ["load_summary",
            "summary_line", "run"]
@@ -130,50 +132,34 @@ class _ReportFn(beam.DoFn):
                                self._failures_output or "the log")
 
 
-def _table_config(options: PipelineOptions) -> BigtableTable:
-    table = options.view_as(BigtableTableOptions)
-    project = options.view_as(GoogleCloudOptions).project
-    for flag, value in (("--project", project), ("--instance", table.instance),
-                        ("--table", table.table)):
-        if not value:
-            raise ValueError(f"{flag} is required")
-    return BigtableTable(project=project, instance=table.instance, table=table.table)
-
-
 def run(argv=None) -> PipelineResult:
     """Checks the flags and the table, then loads the shards; returns the job's result,
     finished unless --no_wait_until_finish (a flex template launch).
 
     Flag, input and table problems are ValueErrors raised before the job starts.
     """
-    argv = cli.checked_flags("tar_to_bigtable", argv)
-    options = PipelineOptions(argv)
+    options = PipelineOptions(cli.checked_flags("tar_to_bigtable", argv))
     load = options.view_as(BigtableLoadOptions)
     max_failure_fraction = options.view_as(DatasetOptions).max_failure_fraction
-    tar_input = options.view_as(InputOptions).input
-    if not tar_input:
-        raise ValueError("--input is required (a tar file pattern)")
+    read = dg.ReadTarSamples(input_patterns(options, "a tar file pattern"))
+    table = BigtableTable(*bigtable_table(options).split("/"))
     if not 0 <= max_failure_fraction <= 1:
         raise ValueError("--max_failure_fraction must be between 0 and 1")
-    config = _table_config(options)
-    patterns = comma_list(tar_input)
-    match_files(patterns)
+    read.describe()  # a pattern that matches nothing fails now
     if load.failures_output:
         check_writable(FileSystems.split(load.failures_output)[0], "--failures_output")
-    write = WriteSamplesToBigtable(config, family=load.family)
-    created = ensure_table(config, write.families, create=load.create_table,
-                           create_flag="--create_table")
+    write = WriteSamplesToBigtable(table, family=load.family)
+    created = write.ensure_table(create=load.create_table, create_flag="--create_table")
     if created:
-        _LOG.info("created in %s: column families %s", config.url, ", ".join(created))
-
-    pipeline = make_pipeline(options)
-    read = pipeline | "ReadTar" >> ReadTarSamples(patterns)
-    refused = read.samples | "WriteBigtable" >> write
-    failures = (read[FAILURES], refused) | "AllFailures" >> beam.Flatten()
-    _ = (read.samples
+        _LOG.info("created in %s: column families %s", table.url, ", ".join(created))
+    pipeline = dg.make_pipeline(options)
+    samples = pipeline | "ReadTar" >> read
+    refused = samples.samples | "WriteBigtable" >> write
+    failures = (samples[FAILURES], refused) | "AllFailures" >> beam.Flatten()
+    _ = (samples.samples
          | "CountSamples" >> beam.combiners.Count.Globally()
          | "Report" >> beam.ParDo(
-             _ReportFn(config.url, load.failures_output, max_failure_fraction),
+             _ReportFn(table.url, load.failures_output, max_failure_fraction),
              failures=beam.pvalue.AsList(failures)))
     result = pipeline.run()
     wait_for(result, options)

@@ -23,7 +23,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import cli
 from pipelines.flag_types import flag, flag_group
-from transforms.dataset.finalise import DatasetFailed
+from transforms.format.dead_letters import DatasetFailed
 from transforms.verify.dataset import verify_dataset
 
 __all__ = ["parser", "run"]

@@ -23,6 +23,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.testing.util import assert_that, equal_to
 from google.cloud.bigtable import Client
 
+import transforms
 from pipelines import tar_to_bigtable
 from transforms.format.dead_letters import FAILURES
 from transforms.recipe.examples import Example
@@ -265,13 +266,13 @@ def test_missing_table_fails_before_any_work(bigtable_emulator, tmp_path, monkey
     def no_pipeline(options):
         raise AssertionError("a pipeline was built")
 
-    monkeypatch.setattr(tar_to_bigtable, "make_pipeline", no_pipeline)
+    monkeypatch.setattr(transforms, "make_pipeline", no_pipeline)
     with pytest.raises(ValueError, match="does not exist.*pass --create_table"):
         tar_to_bigtable.run(_flags(tmp_path, config))
     assert not _table(config).exists()
 
 
-@pytest.mark.parametrize("drop, message", [("--instance", "--instance is required"),
+@pytest.mark.parametrize("drop, message", [("--instance", "--instance required"),
                                            ("--input", "--input is required")])
 def test_missing_flags_fail_early(tmp_path, drop, message):
     flags = _flags(tmp_path, BigtableTable("p", "i", "t"))

@@ -6,8 +6,6 @@ import dataclasses
 import pytest
 import tensorflow as tf
 
-from transforms.dataset.convert import RECEIPTS, ConvertOptions, _ConvertFn
-from transforms.dataset.ledger import parse_receipt
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.spec import parse_features
 from transforms.recipe import examples as examples_module
@@ -22,6 +20,8 @@ from transforms.recipe.examples import (
     convert_sample,
 )
 from transforms.recipe.splits import SplitPlan
+from transforms.writer.convert import RECEIPTS, ConvertOptions, _ConvertFn
+from transforms.writer.ledger import parse_receipt
 
 from memory_source import memory_source
 

@@ -16,15 +16,15 @@ import pytest
 import tensorflow as tf
 
 from pipelines import tar_to_tfrecord
-from transforms.dataset import finalise
-from transforms.dataset.commit import move_shards, name_shards
-from transforms.dataset.fileops import ensure_dir
-from transforms.dataset.ledger import LEDGER
-from transforms.dataset.tfrecord import write_tfrecords
 from transforms.format import manifest, reader, tfds_metadata
 from transforms.format.tf_paths import tf_readable
+from transforms.storage.folders import ensure_dir
 from transforms.testing.corpus import write_corpus
 from transforms.verify.dataset import verify_dataset
+from transforms.writer import finalise
+from transforms.writer.commit import move_shards, name_shards
+from transforms.writer.ledger import LEDGER
+from transforms.writer.tfrecord import write_tfrecords
 
 pytestmark = pytest.mark.slow  # jobs against the storage emulator
 

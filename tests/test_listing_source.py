@@ -220,7 +220,7 @@ def test_every_row_read_once_across_range_boundaries(tmp_path, pipeline):
     units = plan_listing_units(files, layout, target_bytes=300)
     assert len(units) > 10 and sum(u.inputs[2] - u.inputs[1] for u in units) == (
         tmp_path / "list.csv").stat().st_size
-    read = pipeline | ReadListingSamples(files, layout, target_bytes=300)
+    read = pipeline | ReadListingSamples(files, ["path"], target_bytes=300)
     assert_that(read.samples | "Keys" >> beam.Map(
         lambda s: (s["__key__"], s["path"], s["label"], s["speaker"])),
         equal_to([(f"media/{i:03d}", f"payload {i:03d}".encode(), str(i % 5).encode(),
@@ -239,7 +239,7 @@ def test_every_row_read_once_across_range_boundaries(tmp_path, pipeline):
 
 
 def test_units_name_the_version_of_their_listing(tmp_path):
-    """What --resume compares (transforms/dataset/ledger.py): the listing as planned."""
+    """What --resume compares (transforms/writer/ledger.py): the listing as planned."""
     _corpus(tmp_path)
     listing = tmp_path / "list.csv"
     files, layout = inspect_listings([str(listing)], ["path"])
@@ -260,7 +260,7 @@ def test_jsonl_gz_manifest_with_bad_lines(tmp_path, pipeline):
     _write(tmp_path / "m.jsonl.gz", rows, header=None, opener=gzip.open)
     files, layout = inspect_listings([str(tmp_path / "m.jsonl.gz")], ["file"])
     assert layout.columns == ("file", "label", "tags")
-    read = pipeline | ReadListingSamples(files, layout)
+    read = pipeline | ReadListingSamples(files, ["file"])
     assert_that(read.samples, equal_to([{"__key__": "a", "__url__": files[0], "file": b"RIFF",
                                          "label": 1, "tags": ["x"]}]), label="samples")
     assert_that(read[FAILURES] | beam.Map(lambda r: (r["stage"], r["message"].split(":")[0])),
@@ -280,7 +280,7 @@ def test_a_jsonl_files_byte_order_mark_does_not_cost_its_first_row(tmp_path, pip
     assert layout.columns == ("file", "label")
     expected = {"__key__": "a", "__url__": files[0], "file": b"RIFF", "label": 1}
     assert list(iter_samples(files, layout)) == [expected]
-    read = pipeline | ReadListingSamples(files, layout)
+    read = pipeline | ReadListingSamples(files, ["file"])
     assert_that(read.samples, equal_to([expected]), label="samples")
     assert_that(read[FAILURES], equal_to([]), label="failures")
     pipeline.run()

@@ -9,11 +9,11 @@ import pytest
 import tensorflow as tf
 
 from pipelines import inspect
-from transforms.dataset.write import DatasetConfig, WriteDataset
 from transforms.format import reader
 from transforms.format.spec import parse_features
 from transforms.recipe.examples import ExampleRecipe
 from transforms.recipe.splits import SplitPlan
+from transforms.writer.write import DatasetConfig, WriteDataset
 
 from memory_source import memory_source
 

@@ -137,9 +137,9 @@ def _steps(*flags: str) -> set:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from pipelines.dataset_job import dataset_config, feature_spec
-    from transforms.dataset.write import WriteDataset
     from transforms.sources.tar import TarReader, plan_tar_units
     from transforms.sources.units import Source
+    from transforms.writer.write import WriteDataset
 
     options = PipelineOptions(["--output", "unused", "--split_by", "__key__", *flags])
     config = dataset_config(options, feature_spec(options, iter(())), source={})

@@ -11,12 +11,12 @@ import tarfile
 import pytest
 
 from pipelines import tar_to_tfrecord
-from transforms.dataset.finalise import DatasetFailed
-from transforms.dataset.ledger import CHANGED, NEW, RETRIED, REUSE, UnitReceipt, reusable
-from transforms.dataset.tfrecord import ShardRecord
+from transforms.format.dead_letters import DatasetFailed
 from transforms.sources.units import WorkUnit
 from transforms.testing.corpus import write_corpus
 from transforms.verify.dataset import verify_dataset
+from transforms.writer.ledger import CHANGED, NEW, RETRIED, REUSE, UnitReceipt, reusable
+from transforms.writer.tfrecord import ShardRecord
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLAGS = ["--features", "payload=bin:bytes,label=cls:int64,speaker=json.speaker:bytes",

@@ -15,8 +15,6 @@ from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transforms.dataset.leakage import SplitGroups, leakage_message
-from transforms.dataset.write import DatasetConfig, WriteDataset
 from transforms.format import reader
 from transforms.format.spec import parse_features
 from transforms.format.stable_hash import stable_hash64
@@ -30,6 +28,8 @@ from transforms.recipe.splits import (
     split_balance,
     stratum_cuts,
 )
+from transforms.writer.leakage import SplitGroups, leakage_message
+from transforms.writer.write import DatasetConfig, WriteDataset
 
 from memory_source import memory_source
 

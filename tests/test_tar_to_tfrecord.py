@@ -12,8 +12,6 @@ import tensorflow as tf
 from apache_beam.metrics.metric import MetricsFilter
 
 from pipelines import tar_to_tfrecord
-from transforms.dataset.ledger import parse_receipt
-from transforms.dataset.write import DatasetConfig, WriteDataset
 from transforms.format import reader
 from transforms.format.manifest import DatasetInfo
 from transforms.format.spec import parse_features
@@ -22,6 +20,8 @@ from transforms.recipe.splits import SplitPlan
 from transforms.sources.tar import TarReader, plan_tar_units
 from transforms.sources.units import Source
 from transforms.testing.corpus import write_corpus
+from transforms.writer.ledger import parse_receipt
+from transforms.writer.write import DatasetConfig, WriteDataset
 
 FEATURES = "payload=bin:bytes,label=cls:int64,speaker=json.speaker:bytes,json.gain:float"
 SPLITS = "train=0.6,eval=0.2,test=0.2"

@@ -12,11 +12,14 @@ escaped, and the record's `escaped` lists which of them are.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import json
+from typing import Any, Iterable, Mapping
 
 from transforms.format.sample import escape_name, is_text
 
-__all__ = ["FAILURES", "FILE", "SAMPLE", "EXAMPLE", "MAX_MESSAGE", "dead_letter", "describe"]
+__all__ = ["DatasetFailed", "EXAMPLE", "FAILURES", "FILE", "MAX_MESSAGE", "SAMPLE",
+           "check_failure_fraction", "dead_letter", "describe", "failures_jsonl",
+           "sorted_failures"]
 
 FAILURES = "failures"
 # What a dead letter stands for: a whole sample, a file that yielded no sample,
@@ -69,3 +72,32 @@ def describe(record: Mapping[str, Any]) -> str:
     if record.get("member"):
         where += f" member={record['member']}"
     return f"{record['stage']}: {where}: {record['error_type']}: {record['message']}"
+
+
+class DatasetFailed(RuntimeError):
+    """The job produced more dead letters than --max_failure_fraction allows, or
+    its splits leak a group."""
+
+
+def sorted_failures(failures: Iterable[Mapping]) -> list:
+    """Dead letters in a stable order: the same file however the runner ordered them."""
+    return sorted(failures, key=lambda r: json.dumps(r, sort_keys=True))
+
+
+def failures_jsonl(failures: Iterable[Mapping]) -> str:
+    """Dead letters as the text of a JSON-lines file, one sorted-key record a line."""
+    return "".join(json.dumps(r, sort_keys=True) + "\n" for r in failures)
+
+
+def check_failure_fraction(failed: int, inputs: int, max_fraction: float,
+                           failures: list, kept_in: str) -> None:
+    """Raises DatasetFailed when more than `max_fraction` of the `inputs` failed,
+    saying where the (sorted) dead letters are kept and the first of them."""
+    if not inputs or failed / inputs <= max_fraction:
+        return
+    problem = (f"{failed} of {inputs} inputs failed ({failed / inputs:.2%} > "
+               f"--max_failure_fraction {max_fraction:.2%})")
+    if failures:
+        problem += f"; dead letters in {kept_in}; first: {describe(failures[0])}"
+    raise DatasetFailed(f"{problem}; --resume with a higher --max_failure_fraction publishes "
+                        "this run's work")

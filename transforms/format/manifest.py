@@ -16,7 +16,8 @@ from typing import Any, Mapping, Sequence
 from transforms.format.spec import FeatureSpec
 
 __all__ = ["MANIFEST", "LEGACY_MANIFEST", "SCHEMA", "FAILURES_FILE", "FORMAT_VERSION",
-           "build_manifest", "label_classes", "schema_pbtxt", "schema_proto", "DatasetInfo"]
+           "TEMP_PREFIX", "build_manifest", "label_classes", "schema_pbtxt", "schema_proto",
+           "DatasetInfo"]
 
 MANIFEST = "manifest.json"
 # Where datasets written before TFDS's files took that name kept their manifest.
@@ -24,6 +25,8 @@ LEGACY_MANIFEST = "dataset_info.json"
 SCHEMA = "schema.pbtxt"
 FAILURES_FILE = "failures/failures.jsonl"
 FORMAT_VERSION = 1
+# Every run writes under <output>/<TEMP_PREFIX><run id>/ until it is published.
+TEMP_PREFIX = ".temp-datagen-"
 
 _TFMD_TYPES = {"bytes": "BYTES", "int64": "INT", "float": "FLOAT"}
 
@@ -56,7 +59,7 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
     With `durations` ({split: entry}, transforms/format/durations.py), each split
     with examples that have a duration records its total, histogram and
     bucket boundaries. `recipe_fingerprint` and `ledger` (its units.jsonl) let a rerun with
-    --resume or --retry_failed reuse its units (transforms/dataset/ledger.py).
+    --resume or --retry_failed reuse its units (transforms/writer/ledger.py).
     """
     splits = {name: dict(splits.get(name, {"num_examples": 0, "num_bytes": 0, "shards": []}))
               for name in split_names}

@@ -1,7 +1,7 @@
 """Random access to a split's records through the shards' record indexes.
 
 Beam-free. Every uncompressed shard has `<shard>.idx` beside it
-(transforms/dataset/tfrecord.py), one `offset size` line per record in DALI's
+(transforms/writer/tfrecord.py), one `offset size` line per record in DALI's
 `tfrecord2idx` format, with its CRC32C in the manifest. `RecordTable` loads a
 split's indexes (each checked against the manifest) into three arrays, so
 record `i` of the split, counting through its shards in order, is

@@ -92,6 +92,12 @@ class CutOptions:
                              "and needs --clip_frames >= 1")
 
     @property
+    def features(self) -> tuple:
+        """The features this cut adds to every example, before the spec's own
+        (`media_features`)."""
+        return media_features(self)
+
+    @property
     def measures_length(self) -> bool:
         """Whether each sample's media length is probed first: for the duration
         bounds, or for whole-sample examples to record it."""

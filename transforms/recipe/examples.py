@@ -11,7 +11,7 @@ returns its `SampleOutcome`. A sample ends in exactly one outcome: written (it
 produced all its examples), filtered (with a reason), or failed, naming the
 stage. A sample that fails after some examples were emitted says how many;
 those examples stay in the dataset and are counted, so the shards always hold
-exactly the examples built (transforms/dataset/convert.py keeps the tallies).
+exactly the examples built (transforms/writer/convert.py keeps the tallies).
 """
 
 from __future__ import annotations

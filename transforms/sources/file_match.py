@@ -56,7 +56,7 @@ def match_files(patterns: str | Sequence[str]) -> list[str]:
 def file_version(metadata: FileMetadata) -> str:
     """What a matched file held when it was matched, as text that changes whenever
     its bytes do: a receipt of work done on the file is reused only while it
-    reads the same (transforms/dataset/ledger.py).
+    reads the same (transforms/writer/ledger.py).
 
     A local file: its size, modification time and status-change time in
     nanoseconds. The ctime is set by the kernel on every write and cannot be set

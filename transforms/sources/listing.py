@@ -1,13 +1,12 @@
 """CSV and JSONL listings to Samples: rows naming media files, read in parallel.
 
-    import apache_beam as beam
+    import transforms as dg
     from transforms.format.dead_letters import FAILURES
-    from transforms.sources.listing import ReadListingSamples, inspect_listings
 
-    patterns = ["gs://bucket/lists/train-*.csv"]
-    files, layout = inspect_listings(patterns, media_columns=["audio"])  # launcher: headers
-    with beam.Pipeline() as p:
-        read = p | "ReadListing" >> ReadListingSamples(patterns, layout)
+    # Reads each listing's first line now: a missing column fails here.
+    read_listing = dg.ReadListingSamples("gs://bucket/lists/train-*.csv", ["audio"])
+    with dg.make_pipeline() as p:
+        read = p | "ReadListing" >> read_listing
         samples = read.samples        # {"__key__": "clips/spk01_0001",
                                       #  "__url__": "gs://bucket/lists/train-0.csv",
                                       #  "audio": b"fLaC...", "label": b"3", "speaker": b"spk01"}
@@ -17,11 +16,11 @@ A listing is a CSV or JSONL file naming one sample per row; how a row becomes
 a Sample is transforms/sources/listing_rows.py's.
 
 Large listings never pass through the launching machine: the launcher reads
-one line of each file (`inspect_listings`). When the job starts, a worker
-reads a few rows of the first to size the work units (`plan_listing_units`):
-byte ranges of the listings, each holding about `target_bytes` of media by
-the first rows' sizes (a compressed listing is one unit: it cannot be read
-from the middle). Workers read a unit's rows - the lines that start in its
+one line of each file (`inspect_listings`, when ReadListingSamples is made).
+When the job starts, a worker reads a few rows of the first to size the work
+units (`plan_listing_units`): byte ranges of the listings, each holding about
+`target_bytes` of media by the first rows' sizes (a compressed listing is one
+unit: it cannot be read from the middle). Workers read a unit's rows - the lines that start in its
 range - and their media. So a row is one physical line. CSV follows RFC 4180
 on that line (quoted fields may hold the delimiter and doubled quotes), but a
 quoted field may not span lines: the line holding the opening quote fails as
@@ -63,6 +62,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.format.dead_letters import FILE, dead_letter
 from transforms.format.sample import KEY, URL, escape_name, is_text
+from transforms.format.text import comma_list
 from transforms.runner.counters import counter
 from transforms.sources import compression
 from transforms.sources.compression import StreamCorrupt, codec_of_name
@@ -325,23 +325,54 @@ class ListingReader:
 class ReadListingSamples(beam.PTransform):
     """Reads the rows of CSV/JSONL listings matching patterns into Samples.
 
-        files, layout = inspect_listings(patterns, media_columns=["audio"])
-        read = p | "ReadListing" >> ReadListingSamples(patterns, layout)
+        read = p | "ReadListing" >> ReadListingSamples("lists/*.csv", ["audio"])
         read.samples      # PCollection of Sample dicts
         read[FAILURES]    # dead letters (stages "read_manifest", "read_media")
 
-    The listings are cut into units of about `target_bytes` of media
-    (`plan_listing_units`) when the job starts; workers read the units' rows
-    and media. The output is in no particular order. `source` is the Source
-    it reads, for WriteDataset.
+    Made, it reads the first line of each listing (`inspect_listings`):
+    ValueError before any work when one names no `media_columns` or
+    `key_column` or the listings disagree. The listings are cut into units of
+    about `target_bytes` of media (`plan_listing_units`) when the job starts;
+    workers read the units' rows and media. The output is in no particular
+    order. `source` is the Source it reads, for WriteDataset.
+
+    >>> import transforms as dg
+    >>> with open("clips.csv", "w") as f:
+    ...     _ = f.write("audio,label\\na.wav,3\\n")
+    >>> read = dg.ReadListingSamples("clips.csv", ["audio"])
+    >>> read.describe()["format"], read.layout.columns
+    ('csv', ('audio', 'label'))
     """
 
-    def __init__(self, file_pattern: str | Sequence[str], layout: ListingLayout,
-                 target_bytes: int = 128 << 20):
+    def __init__(self, file_pattern: str | Sequence[str], media_columns: str | Sequence[str],
+                 key_column: str | None = None, target_bytes: int = 128 << 20):
         super().__init__()
-        plan = functools.partial(plan_listing_units, as_patterns(file_pattern), layout,
-                                 target_bytes)
-        self.source = Source(plan, ListingReader(layout))
+        self._patterns = as_patterns(file_pattern)
+        self._media_columns = list(comma_list(media_columns) if isinstance(media_columns, str)
+                                   else media_columns)
+        self.files, self.layout = inspect_listings(self._patterns, self._media_columns,
+                                                   key_column)
+        plan = functools.partial(plan_listing_units, self._patterns, self.layout, target_bytes)
+        self.source = Source(plan, ListingReader(self.layout))
+
+    def describe(self) -> dict:
+        """What the manifest records of this input."""
+        return {"type": "manifest", "input": ",".join(self._patterns),
+                "num_files": len(self.files), "format": self.layout.format,
+                "media_columns": self._media_columns}
+
+    def first_samples(self) -> Iterator[dict]:
+        """The readable samples of the listings, in order: lazy, so --features auto
+        reads only the rows it looks at."""
+        return iter_samples(self.files, self.layout)
+
+    def check_fields(self, fields: Sequence[tuple]) -> None:
+        """ValueError, before any work, naming each (flag, field) pair whose field
+        no column of the listings provides (`missing_fields`)."""
+        missing = missing_fields(self.layout, fields)
+        if missing:
+            raise ValueError(f"manifest {self.files[0]!r} has no column for "
+                             f"{', '.join(missing)} (columns: {', '.join(self.layout.columns)})")
 
     def expand(self, pbegin):
         return pbegin | "ReadUnits" >> ReadUnits(self.source)

@@ -39,7 +39,7 @@ import apache_beam as beam
 from transforms.format.dead_letters import SAMPLE
 from transforms.format.sample import is_text
 from transforms.runner.counters import counter
-from transforms.sources.file_match import as_patterns, file_version, matched_files
+from transforms.sources.file_match import as_patterns, file_version, match_files, matched_files
 from transforms.sources.input_files import open_input
 from transforms.sources.tar_stream import Skipped, file_failed, iter_tar
 from transforms.sources.units import Failed, ReadUnits, Source, WorkUnit, group_by_size
@@ -120,17 +120,43 @@ class ReadTarSamples(beam.PTransform):
         p | WriteDataset(config, ReadTarSamples(patterns, target_bytes).source)
 
     Patterns use Beam's filesystem syntax (`*`, `**`, `?`, `[...]`) and are
-    matched when the job starts: one that matches nothing fails it (call
-    `transforms.sources.file_match.match_files` first for the error before any work).
+    matched when the job starts: one that matches nothing fails it (`describe()`
+    matches them now, for that error before any work).
     Each file is read whole by one worker, consecutive files smaller than
     `target_bytes` together (0: a unit per file); the output is in no
     particular order. `source` is the Source it reads, for WriteDataset.
+
+    >>> import transforms as dg
+    >>> from transforms.testing.corpus import write_corpus
+    >>> _ = write_corpus("corpus", shards=2, samples_per_shard=3)
+    >>> read = dg.ReadTarSamples("corpus/*.tar")
+    >>> read.describe()["num_files"], sorted(next(read.first_samples()))
+    (2, ['__key__', '__url__', 'cls', 'flac', 'json'])
+    >>> with dg.make_pipeline() as p:
+    ...     keys = p | read | beam.Map(lambda s: s["__key__"])
     """
 
     def __init__(self, file_pattern: str | Sequence[str], target_bytes: int = 0):
         super().__init__()
-        self.source = Source(functools.partial(plan_tar_units, as_patterns(file_pattern),
-                                               target_bytes), TarReader())
+        self._patterns = as_patterns(file_pattern)
+        self.source = Source(functools.partial(plan_tar_units, self._patterns, target_bytes),
+                             TarReader())
+
+    def describe(self) -> dict:
+        """What the manifest records of this input, matched now: ValueError naming
+        a pattern that matches nothing."""
+        matched = matched_files(self._patterns)
+        return {"type": "tar", "input": ",".join(self._patterns), "num_files": len(matched),
+                "input_bytes": sum(m.size_in_bytes for m in matched)}
+
+    def first_samples(self) -> Iterator[dict]:
+        """The readable samples of the matched files, in order: lazy, and unverified
+        (they only show which fields there are, for --features auto)."""
+        for path in match_files(self._patterns):
+            with open_input(path) as f:
+                yield from (item for item in iter_tar(f, path, verify=False,
+                                                      reopen=functools.partial(open_input, path))
+                            if isinstance(item, dict))
 
     def expand(self, pbegin):
         return pbegin | "ReadUnits" >> ReadUnits(self.source)

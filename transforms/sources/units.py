@@ -13,7 +13,7 @@ time on the workers:
 
 A unit's `index` is its place in the source's order, fixed by the input alone,
 so whatever worker reads it and whenever, what it yields and where that lands
-in the dataset are the same on every run (transforms/dataset/convert.py writes shards
+in the dataset are the same on every run (transforms/writer/convert.py writes shards
 named in unit order).
 
 A `UnitReader` is the source's configuration, pickled to workers, that turns a
@@ -50,7 +50,7 @@ class WorkUnit(NamedTuple):
     inputs: tuple   # what to read: tar paths, (listing, start, end), (start key, end key)
     size: int       # estimated input bytes, to spread the work
     # (path, file_version) of each file read, as planned: a receipt of the unit is
-    # reused only for the same versions (transforms/dataset/ledger.py). Empty for
+    # reused only for the same versions (transforms/writer/ledger.py). Empty for
     # a key range: a table has no version to read.
     versions: tuple = ()
 

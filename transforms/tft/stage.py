@@ -18,7 +18,7 @@ shuffled; a preprocessing_fn whose analyzers feed other analyzers (several
 phases) makes tf.Transform read its input once per phase, which the local
 runner does by holding the train examples in memory.
 
-The converter (transforms/dataset/convert.py) then applies the staged transform to
+The converter (transforms/writer/convert.py) then applies the staged transform to
 every example with an `ExampleTransformer`, in batches, one out per one in,
 before writing it: the same `transform_features_layer` a Keras model serves
 with, so the shards hold exactly what serving computes. The encoder is the

@@ -23,10 +23,10 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 
-from transforms.dataset.fileops import read_manifest, remove_tree
 from transforms.format import manifest
 from transforms.format.manifest import DatasetInfo
 from transforms.runner.runtime import make_pipeline, runs_locally, wait_for
+from transforms.storage.folders import read_manifest, remove_tree
 from transforms.verify.layout import layout_problems, manifest_problems
 from transforms.verify.shards import ShardReport, VerifyShards
 

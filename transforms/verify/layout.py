@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from transforms.dataset.ledger import TEMP_PREFIX
 from transforms.format import manifest, tfds_metadata
-from transforms.format.manifest import DatasetInfo
+from transforms.format.manifest import TEMP_PREFIX, DatasetInfo
 from transforms.tft.preprocessing import TRANSFORM_DIRS
 
 __all__ = ["layout_problems", "manifest_problems"]

@@ -5,3 +5,10 @@
 - `key_ranges` (Bigtable-free): ranges and their restriction tracker; `source`: the read;
 - `sink`: Samples and examples written as rows.
 """
+
+from transforms.sources.bigtable.sink import STAGE, WriteExamplesToBigtable, WriteSamplesToBigtable
+from transforms.sources.bigtable.table import BigtableTable
+
+# What a job of Bigtable's takes from here; the reader, ReadBigtableSamples, is
+# one of the project's public names (transforms/__init__.py).
+__all__ = ["STAGE", "BigtableTable", "WriteExamplesToBigtable", "WriteSamplesToBigtable"]

@@ -73,6 +73,7 @@ from transforms.format.dead_letters import FAILURES, SAMPLE, dead_letter
 from transforms.format.sample import KEY, URL, data_fields
 from transforms.recipe.examples import Example
 from transforms.runner.counters import counter
+from transforms.sources.bigtable.admin import ensure_table
 from transforms.sources.bigtable.table import BigtableTable, check_family
 
 __all__ = ["WriteSamplesToBigtable", "WriteExamplesToBigtable", "sample_to_row", "example_row",
@@ -293,7 +294,7 @@ class WriteSamplesToBigtable(beam.PTransform):
 
     Rows are laid out by `sample_to_row`; a refused sample is a SAMPLE dead
     letter with stage "write_bigtable" and is not written at all. The table and
-    its families must exist (`ensure_table`, at launch). `columns` maps a field
+    its families must exist (`ensure_table()`, at launch). `columns` maps a field
     to "family:qualifier"; those families must exist too.
     """
 
@@ -311,8 +312,14 @@ class WriteSamplesToBigtable(beam.PTransform):
 
     @property
     def families(self) -> list:
-        """The column families this transform writes to (for ensure_table)."""
+        """The column families this transform writes to."""
         return sorted({self._family} | {_parse_column(f, t)[0] for f, t in self._columns.items()})
+
+    def ensure_table(self, create: bool = False, create_flag: str | None = None) -> list:
+        """Checks, before any work, that the table and `families` exist, or with
+        `create` makes what is missing (`admin.ensure_table`); returns the
+        families it created."""
+        return ensure_table(self._table, self.families, create=create, create_flag=create_flag)
 
     def expand(self, samples):
         return samples | "Rows" >> _WriteRows(
@@ -327,7 +334,7 @@ class WriteExamplesToBigtable(beam.PTransform):
     Row key `{split}#{order_key:016x}`, cells `{family}:example` (the
     serialized tf.Example) and `{family}:split` (see `example_row`). Returns
     the dead letters of refused examples (unit "example", url = the table,
-    key = the row key). The table and family must exist (`ensure_table`).
+    key = the row key). The table and family must exist (`ensure_table()`, at launch).
     """
 
     def __init__(self, table: BigtableTable, family: str = "ex"):
@@ -335,6 +342,10 @@ class WriteExamplesToBigtable(beam.PTransform):
         _check_no_app_profile(table)
         self._table = table
         self._family = check_family(family, "family")
+
+    def ensure_table(self, create: bool = False, create_flag: str | None = None) -> list:
+        """As WriteSamplesToBigtable.ensure_table, for the examples' family."""
+        return ensure_table(self._table, [self._family], create=create, create_flag=create_flag)
 
     def expand(self, examples):
         return examples | "Rows" >> _WriteRows(

@@ -1,17 +1,13 @@
 """Cloud Bigtable rows to Samples: key ranges read in parallel, nothing lost.
 
-    import apache_beam as beam
-    from transforms.sources.bigtable.admin import ensure_table
-    from transforms.sources.bigtable.read_config import BigtableReadConfig
-    from transforms.sources.bigtable.source import ReadBigtableSamples
-    from transforms.sources.bigtable.table import BigtableTable
+    import transforms as dg
     from transforms.format.dead_letters import FAILURES
 
-    config = BigtableReadConfig(BigtableTable("my-project", "media", "clips"),
-                                columns="raw:wav=wav,meta:label=cls", prefix="spk1/")
-    ensure_table(config.table, config.families)  # launcher: ValueError before any work
-    with beam.Pipeline() as p:
-        read = p | "ReadBigtable" >> ReadBigtableSamples(config)
+    read_table = dg.ReadBigtableSamples("my-project/media/clips",
+                                        columns="raw:wav=wav,meta:label=cls", prefix="spk1/")
+    read_table.describe()  # launcher: ValueError before any work, naming what is missing
+    with dg.make_pipeline() as p:
+        read = p | "ReadBigtable" >> read_table
         samples = read.samples        # {"__key__": "spk1/0001", "__url__": "bigtable://...",
                                       #  "wav": b"...", "cls": b"3"}
         failures = read[FAILURES]     # dead letters (transforms/format/dead_letters.py)
@@ -50,7 +46,7 @@ from __future__ import annotations
 
 import collections
 import functools
-from typing import Callable, Iterator, MutableMapping
+from typing import Callable, Iterator, Mapping, MutableMapping
 
 import apache_beam as beam
 from google.cloud.bigtable.data import BigtableDataClient
@@ -58,6 +54,7 @@ from google.cloud.bigtable.data import BigtableDataClient
 from transforms.format.dead_letters import SAMPLE, dead_letter
 from transforms.format.sample import escape
 from transforms.runner.counters import counter
+from transforms.sources.bigtable.admin import ensure_table
 from transforms.sources.bigtable.key_ranges import (
     END_OF_RANGE,
     ByteKeyRange,
@@ -231,23 +228,73 @@ class BigtableReader:
 class ReadBigtableSamples(beam.PTransform):
     """Reads rows of one Bigtable table into Samples, key ranges in parallel.
 
-        read = p | "ReadBigtable" >> ReadBigtableSamples(BigtableReadConfig(
-            project="my-project", instance="media", table="clips", columns="raw:wav=wav"))
+        read = p | "ReadBigtable" >> ReadBigtableSamples(
+            "my-project/media/clips", columns="raw:wav=wav,meta:label=cls", prefix="spk1/")
         read.samples      # PCollection of Sample dicts
         read[FAILURES]    # PCollection of dead letters (stage "read_bigtable")
 
+    `table` is `project/instance/table` (or `bigtable://...`; `app_profile`
+    routes its reads), a BigtableTable, or a whole BigtableReadConfig;
+    `columns` and `read_options` are the config's other fields
+    (transforms/sources/bigtable/read_config.py).
     When the job starts, the table's `sample_row_keys` cut the requested range
-    into at most `config.max_ranges` ranges (`plan_key_ranges`); they are
-    spread over workers and each is read by a
-    splittable DoFn (runners may split a range further while it is read). The
-    output is in no particular order. Call `ensure_table(config.table, config.families)`
-    first for a clear error on a missing table or family. `source` is the
-    Source it reads, for WriteDataset.
+    into at most `max_ranges` ranges (`plan_key_ranges`); they are spread over
+    workers and each is read by a splittable DoFn (runners may split a range
+    further while it is read). The output is in no particular order.
+    `describe()` checks the table and its families now, for a clear error
+    before any work. `source` is the Source it reads, for WriteDataset.
+
+    On the Bigtable emulator, a table `docs` whose rows `spk1/0`, `spk1/1`, ...
+    hold a label in the cell raw:cls:
+
+    >>> import transforms as dg
+    >>> read = dg.ReadBigtableSamples("p/i/docs", columns="raw:cls=cls", prefix="spk1/")
+    >>> read.describe()["table"], next(read.first_samples())["cls"]
+    ('bigtable://p/i/docs', b'0')
     """
 
-    def __init__(self, config: BigtableReadConfig):
+    def __init__(self, table: str | BigtableTable | BigtableReadConfig,
+                 columns: Mapping[str, str] | str | None = None, **read_options):
         super().__init__()
-        self.source = Source(functools.partial(plan_key_ranges, config), BigtableReader(config))
+        if isinstance(table, BigtableReadConfig):
+            if columns is not None or read_options:
+                raise ValueError("ReadBigtableSamples(config) takes no other settings: "
+                                 "they are the config's")
+            self.config = table
+        else:
+            if isinstance(table, str):
+                table = BigtableTable(*_table_path(table),
+                                      app_profile=read_options.pop("app_profile", None))
+            self.config = BigtableReadConfig(table, columns or {}, **read_options)
+        # As given, for the manifest; a mapping as the text that says the same.
+        self._columns = columns if isinstance(columns, str) else ",".join(
+            c if f == "*" else f"{c}={f}" for c, f in self.config.columns)
+        self.source = Source(functools.partial(plan_key_ranges, self.config),
+                             BigtableReader(self.config))
+
+    def describe(self) -> dict:
+        """What the manifest records of this input, once the table and the
+        families its columns name are found: ValueError naming what is missing."""
+        ensure_table(self.config.table, self.config.families)
+        return {"type": "bigtable", "table": self.config.table.url, "columns": self._columns}
+
+    def first_samples(self) -> Iterator[dict]:
+        """The table's first readable samples, in key order (for --features auto)."""
+        reader = RowReader(self.config.table)
+        try:
+            for item in read_samples(reader, self.config, *self.config.key_range()):
+                if not isinstance(item, Failed):
+                    yield item
+        finally:
+            reader.close()
 
     def expand(self, pbegin):
         return pbegin | "ReadUnits" >> ReadUnits(self.source)
+
+
+def _table_path(text: str) -> tuple:
+    """'bigtable://p/i/t' or 'p/i/t' -> (project, instance, table)."""
+    parts = text.removeprefix("bigtable://").split("/")
+    if len(parts) != 3:
+        raise ValueError(f"Bigtable table {text!r}: expected project/instance/table")
+    return tuple(parts)

@@ -17,7 +17,7 @@ import uuid
 
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.dataset.tfrecord import SUFFIXES, ShardRecord, TFRecordWriter
+from transforms.writer.tfrecord import SUFFIXES, ShardRecord, TFRecordWriter
 
 __all__ = ["RollingShards"]
 

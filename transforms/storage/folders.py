@@ -12,6 +12,8 @@ kinds of store, and gets them here:
 - `delete_if_exists`: delete one file that may be absent;
 - `check_writable`: create and delete a probe file, so a job learns that it
   cannot write its output before it reads anything;
+- `write_text`: a text file, written whole;
+- `write_failures`: a dead-letters file (JSON lines), even an empty one;
 - `read_manifest`: a published dataset's manifest.json, parsed.
 """
 
@@ -20,14 +22,16 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from typing import Iterable, Mapping
 
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.localfilesystem import LocalFileSystem
 
 from transforms.format import manifest
+from transforms.format.dead_letters import failures_jsonl
 
-__all__ = ["check_writable", "ensure_dir", "read_manifest", "remove_tree", "remove_trees_named",
-           "delete_if_exists"]
+__all__ = ["check_writable", "delete_if_exists", "ensure_dir", "read_manifest", "remove_tree",
+           "remove_trees_named", "write_failures", "write_text"]
 
 
 def ensure_dir(path: str) -> None:
@@ -98,3 +102,15 @@ def read_manifest(output: str) -> dict:
     when it is not JSON."""
     with FileSystems.open(FileSystems.join(output, manifest.MANIFEST)) as f:
         return json.loads(f.read())
+
+
+def write_text(path: str, text: str) -> None:
+    """Writes `text` (UTF-8) to the file `path`, replacing it."""
+    with FileSystems.create(path) as f:
+        f.write(text.encode("utf-8"))
+
+
+def write_failures(path: str, failures: Iterable[Mapping]) -> None:
+    """Dead letters as JSON lines; written even when there are none, so the file
+    always describes the latest run."""
+    write_text(path, failures_jsonl(failures))

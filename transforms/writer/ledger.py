@@ -39,18 +39,16 @@ from typing import Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.dataset.tfrecord import ShardRecord
 from transforms.format import manifest
 from transforms.runner.counters import counter
 from transforms.sources.units import WorkUnit
+from transforms.writer.tfrecord import ShardRecord
 
-__all__ = ["CHANGED", "LEDGER", "NEW", "RETRIED", "REUSE", "REUSED", "TEMP_PREFIX", "Reuse",
+__all__ = ["CHANGED", "LEDGER", "NEW", "RETRIED", "REUSE", "REUSED", "Reuse",
            "RunFolder", "SkipCommitted", "UnitReceipt",
            "flag_differences", "ledger_text", "parse_receipt", "plan_run_folder",
            "receipt_line", "recipe_fingerprint", "reusable", "start_run", "write_receipt"]
 
-# Every run writes under <output>/<TEMP_PREFIX><run id>/ until it is published.
-TEMP_PREFIX = ".temp-datagen-"
 LEDGER = "units.jsonl"
 _RECEIPTS = "units"
 _RUN_FILE = "run.json"
@@ -69,7 +67,7 @@ class UnitReceipt(NamedTuple):
     unit: int
     span: tuple | None   # the key range read, for splittable units
     inputs: tuple        # the unit's inputs, as planned
-    tallies: tuple       # ((what, detail), n) pairs (transforms/dataset/finalise.py)
+    tallies: tuple       # ((what, detail), n) pairs (transforms/writer/finalise.py)
     groups: tuple        # distinct (group key, split) pairs of samples with examples
     shards: tuple        # ShardRecords of the shards it wrote
     failures: tuple      # its dead letters
@@ -178,7 +176,7 @@ class RunFolder:
 
     @classmethod
     def fresh(cls, output: str) -> "RunFolder":
-        return cls(FileSystems.join(output, f"{TEMP_PREFIX}{uuid.uuid4().hex}"))
+        return cls(FileSystems.join(output, f"{manifest.TEMP_PREFIX}{uuid.uuid4().hex}"))
 
 
 def _read_json(path: str) -> dict | None:
@@ -191,7 +189,7 @@ def _read_json(path: str) -> dict | None:
 
 def _run_folders(output: str) -> list:
     """(folder, run.json) of the unfinished runs in `output`."""
-    pattern = FileSystems.join(output, f"{TEMP_PREFIX}*", _RUN_FILE)
+    pattern = FileSystems.join(output, f"{manifest.TEMP_PREFIX}*", _RUN_FILE)
     found = []
     for metadata in FileSystems.match([pattern])[0].metadata_list:
         run = _read_json(metadata.path)

@@ -10,28 +10,28 @@ writes them in one of two layouts (`DatasetConfig.shuffle`):
 
 - "none", the default: each worker converts whole units and writes their
   examples into rolling per-split shards as they are built
-  (transforms/dataset/convert.py), in source order. Only a few numbers per shard and
+  (transforms/writer/convert.py), in source order. Only a few numbers per shard and
   per unit reach the final step: no example is shuffled or held anywhere, so
   memory stays flat however large the corpus, every worker writes, and on
   Dataflow there is no shuffle to pay for. Readers mix the shards (the reader
   interleaves many and shuffles a buffer).
 - "global": the examples are shuffled by a stable hash into balanced shards,
-  each a uniform sample of its split (transforms/dataset/shard_writer.py), the layout
+  each a uniform sample of its split (transforms/writer/global_shards.py), the layout
   of TFDS. It costs a shuffle of every example.
 
 Job-wide views come from light passes of their own over the units, never from
 held examples: stratified splits (--stratify_by) read the samples' group keys
-and labels first (transforms/dataset/stratify.py); tf.Transform's analysis builds the
+and labels first (transforms/writer/stratify.py); tf.Transform's analysis builds the
 train split's examples in its own pass (transforms/tft/stage.py) and the
 converter applies the staged transform to every example before writing it.
 
-Every converted unit leaves a receipt (transforms/dataset/ledger.py): given
+Every converted unit leaves a receipt (transforms/writer/ledger.py): given
 earlier work to reuse (--resume, --retry_failed), the units whose receipts
 stand for them are not converted again, and their receipts join the new ones.
 
-The final step (transforms/dataset/finalise.py) checks the accounting, writes the dead
+The final step (transforms/writer/finalise.py) checks the accounting, writes the dead
 letters, enforces --max_failure_fraction, checks that no group key is in two
-splits (transforms/dataset/leakage.py), names and moves the shards, and writes the
+splits (transforms/writer/leakage.py), names and moves the shards, and writes the
 ledger and, last, the manifest (its presence means the dataset is complete).
 """
 
@@ -42,19 +42,19 @@ from typing import Any, Mapping
 
 import apache_beam as beam
 
-from transforms.dataset.convert import RECEIPTS, ConvertElements, ConvertOptions, ConvertUnits
-from transforms.dataset.fileops import check_writable
-from transforms.dataset.finalise import Finalise
-from transforms.dataset.leakage import SplitGroups
-from transforms.dataset.ledger import REUSED, RunFolder, SkipCommitted, recipe_fingerprint
-from transforms.dataset.shard_writer import WriteShards
-from transforms.dataset.stratify import StratifySplits
 from transforms.format.sample import KEY
 from transforms.format.spec import FeatureSpec, parse_features
 from transforms.recipe.examples import ExampleRecipe
 from transforms.recipe.splits import SplitPlan
 from transforms.sources.units import PlanUnits, Source
+from transforms.storage.folders import check_writable
 from transforms.tft.preprocessing import Preprocessing
+from transforms.writer.convert import RECEIPTS, ConvertElements, ConvertOptions, ConvertUnits
+from transforms.writer.finalise import Finalise
+from transforms.writer.global_shards import WriteShards
+from transforms.writer.leakage import SplitGroups
+from transforms.writer.ledger import REUSED, RunFolder, SkipCommitted, recipe_fingerprint
+from transforms.writer.stratify import StratifySplits
 
 __all__ = ["DEFAULT_SPLITS", "DatasetConfig", "SHUFFLES", "WriteDataset", "simple_config"]
 
@@ -145,7 +145,7 @@ class WriteDataset(beam.PTransform):
     the sink has finished. With `config.preprocessing`, tf.Transform analyzes
     the train split and the shards and sink get the transformed examples. `run`
     is where the run writes until it publishes (a fresh temporary folder by
-    default), and the earlier work it reuses (transforms/dataset/ledger.py).
+    default), and the earlier work it reuses (transforms/writer/ledger.py).
     Stratified splits, tf.Transform and reused work need a Source: they read
     its units twice, or plan them again.
     """

@@ -1,12 +1,12 @@
 """Work units to shards, written where the examples are built.
 
     converted = units | "Convert" >> ConvertUnits(reader, recipe, options)
-    converted[RECEIPTS]  # a UnitReceipt per unit (transforms/dataset/ledger.py)
+    converted[RECEIPTS]  # a UnitReceipt per unit (transforms/writer/ledger.py)
     converted.examples   # the Examples themselves, only with options.emit_examples
 
 One DoFn reads a unit (transforms/sources/units.py), runs the recipe on each sample
 (transforms/recipe/examples.py), applies a staged tf.Transform when there is one, and
-streams the examples into rolling per-split shards (transforms/dataset/rolling_shards.py)
+streams the examples into rolling per-split shards (transforms/writer/rolling_shards.py)
 in the order they are built. No example leaves the worker: only the unit's
 receipt goes on to the final step, a few numbers per shard and per unit, so
 nothing the size of the data is shuffled or held, memory stays flat and every
@@ -16,7 +16,7 @@ global layout, or an examples table).
 
 A unit's receipt holds its tallies, {(what, detail): n} with `what` one of read,
 written, examples, label, duration, duration_ms, filtered, failed
-(transforms/dataset/finalise.py adds them up
+(transforms/writer/finalise.py adds them up
 and checks samples read = written + filtered + failed), the distinct
 (group key, split) pairs the leakage check needs, its shards and its dead
 letters. With shards written here, the receipt is also written into the run's
@@ -33,9 +33,7 @@ from typing import Any, Iterator, Mapping
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from transforms.dataset.ledger import UnitReceipt, write_receipt
-from transforms.dataset.rolling_shards import RollingShards
-from transforms.format.dead_letters import FAILURES, SAMPLE, dead_letter
+from transforms.format.dead_letters import SAMPLE, dead_letter
 from transforms.format.durations import duration_bin
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.sample import KEY, URL, content_key, keyed
@@ -50,8 +48,10 @@ from transforms.recipe.examples import (
 )
 from transforms.runner.counters import counter
 from transforms.sources.units import Failed, SplittableUnits, WorkUnit
+from transforms.writer.ledger import UnitReceipt, write_receipt
+from transforms.writer.rolling_shards import RollingShards
 
-__all__ = ["BuildExamples", "ConvertElements", "ConvertOptions", "ConvertUnits", "RECEIPTS",
+__all__ = ["ConvertElements", "ConvertOptions", "ConvertUnits", "RECEIPTS",
            "outcome_tallies"]
 
 RECEIPTS = "receipts"
@@ -295,27 +295,6 @@ class ConvertElements(beam.PTransform):
     def expand(self, elements):
         return elements | "ConvertBundles" >> beam.ParDo(
             _ConvertElementsFn(self._recipe, self._options)).with_outputs(RECEIPTS, main="examples")
-
-
-class BuildExamples(beam.PTransform):
-    """Samples (or feature dicts) -> their encoded examples, written nowhere: the
-    recipe alone, for a pipeline that writes them itself.
-
-        built = samples | "BuildExamples" >> BuildExamples(recipe)
-        built["examples"]   # Examples: (split, order key, serialized tf.train.Example)
-        built[FAILURES]     # dead letters of the elements that gave none
-    """
-
-    def __init__(self, recipe: ExampleRecipe):
-        super().__init__()
-        self._recipe = recipe
-
-    def expand(self, samples):
-        converted = samples | "Convert" >> ConvertElements(
-            self._recipe, ConvertOptions(temp_dir="", write_shards=False, emit_examples=True))
-        return {"examples": converted.examples,
-                FAILURES: converted[RECEIPTS] | "DeadLetters" >> beam.FlatMap(
-                    lambda r: r.failures)}
 
 
 class ConvertUnits(beam.PTransform):

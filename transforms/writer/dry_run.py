@@ -5,7 +5,7 @@ and runs the job's own `convert_sample` on the first N samples: every
 example is built and encoded, then only its size and split are kept. Past
 the N-th sample it goes on reading, without decoding, to the end of the
 input file it is in, so the files it read are whole: their stored bytes
-against the input's total scale every figure up (transforms/dataset/projection.py).
+against the input's total scale every figure up (transforms/writer/projection.py).
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import collections
 import time
 from typing import NamedTuple
 
-from transforms.dataset.convert import outcome_tallies
 from transforms.format.dead_letters import SAMPLE
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.sample import URL
 from transforms.recipe.examples import ExampleRecipe, convert_sample
 from transforms.sources.units import Failed, Source
+from transforms.writer.convert import outcome_tallies
 
 __all__ = ["SampleMeasure", "measure_sample"]
 
@@ -31,7 +31,7 @@ class SampleMeasure(NamedTuple):
     samples_read: int          # samples of the files read whole (built or only counted)
     files_read: tuple          # the input files read whole
     complete: bool             # every input was read
-    tallies: dict              # {(what, detail): n} of the built samples (dataset/convert.py)
+    tallies: dict              # {(what, detail): n} of the built samples (convert.py)
     example_sizes: dict        # split -> [bytes of each example built]
     files_failed: int
     seconds: float             # spent building examples

@@ -12,7 +12,7 @@ partial file.
 
 The payload crosses one shuffle and a second materialisation (the plan's side
 input is read against every example), which on the local runner holds the whole
-split in memory; the default layout (transforms/dataset/convert.py) writes where the
+split in memory; the default layout (transforms/writer/convert.py) writes where the
 examples are built instead.
 """
 
@@ -27,9 +27,9 @@ from typing import Iterable, NamedTuple, Tuple
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.dataset.tfrecord import COMPRESSIONS, SUFFIXES, ShardRecord, write_tfrecords
 from transforms.recipe.examples import Example
 from transforms.runner.counters import counter
+from transforms.writer.tfrecord import COMPRESSIONS, SUFFIXES, ShardRecord, write_tfrecords
 
 __all__ = ["Histogram", "ShardPlan", "WriteShards", "plan_shards"]
 

@@ -14,7 +14,7 @@
    and leaves the output exactly as it was - an earlier dataset there stays whole.
    Otherwise an earlier run's manifest is deleted (while files change, no
    reader takes the folder for a dataset) and the shards are named in order
-   (transforms/dataset/commit.py); a reused shard already in the dataset
+   (transforms/writer/commit.py); a reused shard already in the dataset
    whose name changes is first moved aside into the temporary folder, so no
    move lands on a file another move has still to take.
 2. **Move**, in parallel batches any worker may take and any runner may retry.
@@ -22,7 +22,7 @@
    moved to `failures/failures.jsonl`, a staged tf.Transform moved next to the
    data, `schema.pbtxt`, TFDS's `features.json` and `dataset_info.json` (for
    uncompressed shards, transforms/format/tfds_metadata.py), the ledger
-   `units.jsonl` (transforms/dataset/ledger.py) and `manifest.json` written
+   `units.jsonl` (transforms/writer/ledger.py) and `manifest.json` written
    last (its presence means the dataset is complete), and the temporary
    folders of this and of earlier, killed runs removed.
 """
@@ -37,36 +37,44 @@ from typing import Any, Iterable, Mapping, NamedTuple
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.dataset.commit import (
+from transforms.format import manifest, tfds_metadata
+from transforms.format.dead_letters import (
+    EXAMPLE,
+    FILE,
+    SAMPLE,
+    DatasetFailed,
+    check_failure_fraction,
+    sorted_failures,
+)
+from transforms.format.durations import split_durations
+from transforms.format.spec import FeatureSpec
+from transforms.recipe.splits import split_balance
+from transforms.storage.folders import (
+    delete_if_exists,
+    ensure_dir,
+    remove_tree,
+    remove_trees_named,
+    write_failures,
+    write_text,
+)
+from transforms.tft.preprocessing import TRANSFORM_DIRS
+from transforms.writer.commit import (
     NamedShard,
     move_shards,
     name_shards,
     remove_stale_shards,
     split_entries,
 )
-from transforms.dataset.fileops import delete_if_exists, ensure_dir, remove_tree, remove_trees_named
-from transforms.dataset.leakage import leakage_message
-from transforms.dataset.ledger import LEDGER, TEMP_PREFIX, ledger_text
-from transforms.format import manifest, tfds_metadata
-from transforms.format.dead_letters import EXAMPLE, FILE, SAMPLE, describe
-from transforms.format.durations import split_durations
-from transforms.format.spec import FeatureSpec
-from transforms.recipe.splits import split_balance
-from transforms.tft.preprocessing import TRANSFORM_DIRS
+from transforms.writer.leakage import leakage_message
+from transforms.writer.ledger import LEDGER, ledger_text
 
-__all__ = ["DatasetFailed", "Finalise", "account", "check_failure_fraction",
-           "sorted_failures", "summary_line", "unit_coverage_errors", "write_failures"]
+__all__ = ["Finalise", "account", "summary_line", "unit_coverage_errors"]
 
 _LOG = logging.getLogger(__name__)
 
 # Shards a move batch holds: one batch copy and one batch delete request on gs://.
 _MOVE_BATCH = 100
 
-
-
-class DatasetFailed(RuntimeError):
-    """The job produced more dead letters than --max_failure_fraction allows, or
-    its splits leak a group."""
 
 
 def account(tallies: Mapping[tuple, int]) -> dict:
@@ -157,7 +165,7 @@ def unit_coverage_errors(planned: Mapping[int, tuple | None],
 class CommitPlan(NamedTuple):
     """What the checks found, and the names the shards get."""
 
-    named: tuple        # NamedShards (transforms/dataset/commit.py)
+    named: tuple        # NamedShards (transforms/writer/commit.py)
     accounting: dict
     label_counts: dict | None
     num_failures: int
@@ -167,39 +175,9 @@ class CommitPlan(NamedTuple):
     durations: dict     # split -> its durations entry
 
 
-def _write_text(path: str, text: str) -> None:
-    with FileSystems.create(path) as f:
-        f.write(text.encode("utf-8"))
-
-
 def _run_failures(temp_dir: str) -> str:
     """Where a run keeps its dead letters until they are published."""
     return FileSystems.join(temp_dir, "failures.jsonl")
-
-
-def sorted_failures(failures: Iterable[Mapping]) -> list:
-    """Dead letters in a stable order: the same file however the runner ordered them."""
-    return sorted(failures, key=lambda r: json.dumps(r, sort_keys=True))
-
-
-def write_failures(path: str, failures: Iterable[Mapping]) -> None:
-    """Dead letters as JSON lines; written even when there are none, so the file
-    always describes the latest run."""
-    _write_text(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in failures))
-
-
-def check_failure_fraction(failed: int, inputs: int, max_fraction: float,
-                           failures: list, kept_in: str) -> None:
-    """Raises DatasetFailed when more than `max_fraction` of the `inputs` failed,
-    saying where the (sorted) dead letters are kept and the first of them."""
-    if not inputs or failed / inputs <= max_fraction:
-        return
-    problem = (f"{failed} of {inputs} inputs failed ({failed / inputs:.2%} > "
-               f"--max_failure_fraction {max_fraction:.2%})")
-    if failures:
-        problem += f"; dead letters in {kept_in}; first: {describe(failures[0])}"
-    raise DatasetFailed(f"{problem}; --resume with a higher --max_failure_fraction publishes "
-                        "this run's work")
 
 
 @beam.typehints.with_output_types(CommitPlan)
@@ -326,9 +304,9 @@ class _PublishFn(beam.DoFn):
         description = (f"Written by beam-datagen {info['package_version']} from "
                        f"{info['source'].get('input') or info['source'].get('type')}; "
                        f"its manifest is {manifest.MANIFEST}.")
-        _write_text(FileSystems.join(output, tfds_metadata.TFDS_FEATURES),
+        write_text(FileSystems.join(output, tfds_metadata.TFDS_FEATURES),
                     json.dumps(tfds_metadata.tfds_features(spec, classes), indent=2) + "\n")
-        _write_text(FileSystems.join(output, tfds_metadata.TFDS_INFO), json.dumps(
+        write_text(FileSystems.join(output, tfds_metadata.TFDS_INFO), json.dumps(
             tfds_metadata.tfds_dataset_info(tfds_metadata.dataset_name(output), info["splits"],
                                             description), indent=2) + "\n")
 
@@ -359,18 +337,18 @@ class _PublishFn(beam.DoFn):
             ledger=LEDGER if plan.ledger is not None else None)
         classes = manifest.label_classes(spec, config.recipe.split_plan.label_source,
                                          plan.label_counts)
-        _write_text(FileSystems.join(config.output, manifest.SCHEMA),
+        write_text(FileSystems.join(config.output, manifest.SCHEMA),
                     manifest.schema_pbtxt(spec, classes))
         if plan.ledger is not None:
-            _write_text(FileSystems.join(config.output, LEDGER), plan.ledger)
+            write_text(FileSystems.join(config.output, LEDGER), plan.ledger)
         else:
             delete_if_exists(FileSystems.join(config.output, LEDGER))  # an earlier run's
         if config.write_tfrecords and tfds_metadata.applies(config.compression):
             self._publish_tfds(spec, classes, info)
-        _write_text(FileSystems.join(config.output, manifest.MANIFEST),
+        write_text(FileSystems.join(config.output, manifest.MANIFEST),
                     json.dumps(info, indent=2, sort_keys=False) + "\n")
         # This run's temporary folder, and any a killed run left behind.
-        remove_trees_named(config.output, TEMP_PREFIX)
+        remove_trees_named(config.output, manifest.TEMP_PREFIX)
         _LOG.info(summary_line(info))
         yield info
 
@@ -382,7 +360,7 @@ class Finalise(beam.PTransform):
     `planned` are the work units as (index, span or None) pairs, `shards`
     ShardRecords, `tallies` the singleton dict of summed tallies, `failures`
     dead letters, `leaks` (group, splits) pairs, `group_counts` (split,
-    groups) pairs, `receipts` the units' UnitReceipts (transforms/dataset/ledger.py),
+    groups) pairs, `receipts` the units' UnitReceipts (transforms/writer/ledger.py),
     checked against `planned` and kept in the ledger: `keep_ledger` false for
     units that no rerun plans again (a PCollection's bundles).
     """

@@ -1,7 +1,7 @@
 """Shards from the temporary folder into place: named in order, moved idempotently.
 
-Whichever writer made them (transforms/dataset/convert.py where examples are built, or
-transforms/dataset/shard_writer.py for the global layout), the shards of a split are
+Whichever writer made them (transforms/writer/convert.py where examples are built, or
+transforms/writer/global_shards.py for the global layout), the shards of a split are
 named `data-NNNNN-of-MMMMM` by their `order`, so names depend on the input
 alone, never on which worker finished first; a shard's record index goes with
 it (`<file>.idx`). The moves are batches any worker
@@ -16,7 +16,7 @@ from typing import Iterable, NamedTuple, Sequence
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.dataset.tfrecord import INDEX_SUFFIX, ShardRecord, shard_name
+from transforms.writer.tfrecord import INDEX_SUFFIX, ShardRecord, shard_name
 
 __all__ = ["NamedShard", "name_shards", "move_shards", "remove_stale_shards", "split_entries"]
 

@@ -8,11 +8,11 @@ import google_crc32c
 import pytest
 import tensorflow as tf
 
-from transforms.dataset.commit import name_shards
-from transforms.dataset.rolling_shards import RollingShards
-from transforms.dataset.shard_writer import _BucketHistogram, plan_shards
-from transforms.dataset.tfrecord import ShardRecord, shard_name, write_tfrecords
 from transforms.format.record_index import RecordIndexError, parse_index
+from transforms.writer.commit import name_shards
+from transforms.writer.global_shards import _BucketHistogram, plan_shards
+from transforms.writer.rolling_shards import RollingShards
+from transforms.writer.tfrecord import ShardRecord, shard_name, write_tfrecords
 
 
 def _histogram(orders, sizes=None, chunks=1):

@@ -1,0 +1,45 @@
+"""Samples to encoded examples, written nowhere: the recipe as a Beam step.
+
+    built = samples | "BuildExamples" >> BuildExamples(recipe)
+    built["examples"]   # Examples: (split, order key, serialized tf.train.Example)
+    built[FAILURES]     # dead letters of the elements that gave none
+
+It is the writer's own converter (transforms/writer/convert.py) with its
+shards turned off, so an example built here is byte for byte the one
+WriteDataset would write.
+"""
+
+from __future__ import annotations
+
+import apache_beam as beam
+
+from transforms.format.dead_letters import FAILURES
+from transforms.recipe.examples import ExampleRecipe
+from transforms.writer.convert import RECEIPTS, ConvertElements, ConvertOptions
+
+__all__ = ["BuildExamples"]
+
+
+class BuildExamples(beam.PTransform):
+    """Samples (or feature dicts, or serialized tf.train.Examples) -> their encoded
+    examples by `recipe`, for a pipeline that writes them itself; under
+    FAILURES the dead letters of the elements that gave none.
+
+    >>> import apache_beam as beam, transforms as dg
+    >>> from apache_beam.testing.util import assert_that
+    >>> recipe = dg.ExampleRecipe(spec=dg.FeatureSpec.parse("label:int64"))
+    >>> with beam.Pipeline() as p:
+    ...     built = p | beam.Create([{"__key__": "a", "label": "3"}]) | dg.BuildExamples(recipe)
+    ...     assert_that(built["examples"] | beam.Map(lambda e: e.split), lambda s: s == ["train"])
+    """
+
+    def __init__(self, recipe: ExampleRecipe):
+        super().__init__()
+        self._recipe = recipe
+
+    def expand(self, samples):
+        converted = samples | "Convert" >> ConvertElements(
+            self._recipe, ConvertOptions(temp_dir="", write_shards=False, emit_examples=True))
+        return {"examples": converted.examples,
+                FAILURES: converted[RECEIPTS] | "DeadLetters" >> beam.FlatMap(
+                    lambda r: r.failures)}
