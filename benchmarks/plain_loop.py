@@ -23,12 +23,11 @@ import argparse
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.dataset_job import dataset_config, feature_spec
+from pipelines.dataset_job import dataset_config
 from pipelines.job_options import InputOptions
 from transforms.format.encoder import ExampleEncoder
 from transforms.recipe.examples import convert_sample
-from transforms.sources.file_match import match_files
-from transforms.sources.tar import TarReader, plan_tar_units
+from transforms.sources.tar import ReadTarSamples, TarReader, plan_tar_units
 from transforms.sources.units import Failed
 from transforms.writer.rolling_shards import RollingShards
 
@@ -38,8 +37,7 @@ def convert(argv: list, part: int = 0, parts: int = 1) -> int:
     examples written."""
     options = PipelineOptions(argv)
     patterns = options.view_as(InputOptions).input.split(",")
-    match_files(patterns)
-    config = dataset_config(options, feature_spec(options, iter(())), source={})
+    config = dataset_config(options, ReadTarSamples(patterns))
     recipe = config.recipe
     reader = TarReader()
     reader.setup()

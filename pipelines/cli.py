@@ -43,13 +43,13 @@ import traceback
 import warnings
 from typing import Callable, Iterator, Sequence
 
-from apache_beam.options.pipeline_options import PipelineOptions, _BeamArgumentParser
+from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.flag_types import GROUPS_ATTRIBUTE, flag_group
+from pipelines.flag_types import GROUPS_ATTRIBUTE, Flag, flag_group
 from pipelines.template_metadata import TEMPLATES
 from transforms.format.dead_letters import DatasetFailed
 from transforms.runner import progress
-from transforms.runner.beam_internals import declare_flags
+from transforms.runner.beam_internals import BeamArgumentParser, declare_flags
 
 __all__ = ["EXIT_BUG", "EXIT_DATA", "EXIT_FLAGS", "EXIT_INFRASTRUCTURE", "FlagError",
            "checked_flags", "command_parser", "job_parser", "main", "native_stderr_silenced"]
@@ -75,51 +75,56 @@ class FlagError(ValueError):
     """A command line the job cannot run: exit 2."""
 
 
-class _JobParser(_BeamArgumentParser):
+class _JobParser(BeamArgumentParser):
     """Beam's parser (it takes ValueProvider flags), raising FlagError instead of
-    printing usage and exiting, and grouping flags for --help."""
+    printing usage and exiting, grouping flags for --help, and knowing its own
+    flags (`flags`) for the "did you mean" of a typo."""
+
+    flags: tuple = ()
 
     def error(self, message: str):
         raise FlagError(message)
 
 
-class _Formatter(argparse.RawDescriptionHelpFormatter):
-    """Help text with the default and, where the help shows none, an example."""
+class _Unlisted:
+    """Stands in for a parser while Beam's options classes declare their flags:
+    they are parsed, but --help does not list them."""
 
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if action.default not in (None, "", False) and action.option_strings[0] != "-h":
-            text += f" Default: {action.default}."
-        if getattr(action, "example", None) and "e.g." not in text:
-            text += f" Example: {action.example}."
-        return text.replace("%", "%%")
+    def __init__(self, parser: argparse.ArgumentParser):
+        self._parser = parser
 
+    def add_argument(self, *args, **kwargs):
+        return self._parser.add_argument(*args, **{**kwargs, "help": argparse.SUPPRESS})
 
-def _beam_flags(parser: argparse.ArgumentParser) -> None:
-    """Beam's own options classes, parsed but left out of --help."""
-    start = len(parser._actions)
-    for cls in PipelineOptions.__subclasses__():
-        if cls.__module__.startswith("apache_beam."):
-            declare_flags(cls, parser)
-    for action in parser._actions[start:]:
-        action.help = argparse.SUPPRESS
+    def add_value_provider_argument(self, *args, **kwargs):
+        return self._parser.add_value_provider_argument(
+            *args, **{**kwargs, "help": argparse.SUPPRESS})
+
+    def __getattr__(self, name: str):
+        return getattr(self._parser, name)
 
 
-def command_parser(job: str, doc: str, add_flags: Callable, usage: str = "[flags]"
-                   ) -> argparse.ArgumentParser:
-    """The parser of `python -m pipelines.<job>`: the flags `add_flags(parser)`
-    declares, grouped, with Beam's own flags accepted but not listed, and
-    --help made of `doc` (the module docstring: its first paragraph and its
-    command lines)."""
+def command_parser(job: str, doc: str, flags: Sequence[Flag], usage: str = "[flags]",
+                   positional: Callable | None = None) -> argparse.ArgumentParser:
+    """The parser of `python -m pipelines.<job>`: `flags` (pipelines/flag_types.py)
+    in their groups, and whatever `positional(parser)` declares, with Beam's
+    own flags accepted but not listed, and --help made of `doc` (the module
+    docstring: its first paragraph and its command lines)."""
     parser = _JobParser(prog=f"python -m pipelines.{job}", usage=f"%(prog)s {usage}",
                         add_help=False, allow_abbrev=False,
                         description=doc.split("\n\n")[0] + "\n\n" + _usage_examples(doc),
-                        epilog=_BEAM_FLAGS, formatter_class=_Formatter)
-    _beam_flags(parser)
+                        epilog=_BEAM_FLAGS, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for cls in PipelineOptions.__subclasses__():
+        if cls.__module__.startswith("apache_beam."):
+            declare_flags(cls, _Unlisted(parser))
     setattr(parser, GROUPS_ATTRIBUTE, {})
     for title in _GROUPS:
         flag_group(parser, title)
-    add_flags(parser)
+    if positional:
+        positional(parser)
+    parser.flags = tuple(flags)
+    for flag in parser.flags:
+        flag.declare(parser)
     line = flag_group(parser, "command line")
     line.add_argument("-h", "--help", action="help", help="Show this help and exit.")
     line.add_argument("--verbose", action="store_true",
@@ -131,7 +136,7 @@ def job_parser(job: str) -> argparse.ArgumentParser:
     """The parser of every flag `job` (e.g. 'tar_to_tfrecord') takes, grouped, with
     Beam's own flags accepted but not listed."""
     doc = importlib.import_module(f"pipelines.{job}").__doc__ or ""
-    return command_parser(job, doc, TEMPLATES[job].add_flags)
+    return command_parser(job, doc, TEMPLATES[job].flags)
 
 
 def _usage_examples(doc: str) -> str:
@@ -154,8 +159,7 @@ def checked_flags(job: str, argv: Sequence[str] | None,
         arg = rest[0]
         if arg.startswith("-"):
             name = arg.split("=", 1)[0]
-            known = [o for a in parser._actions if a.help is not argparse.SUPPRESS
-                     for o in a.option_strings]
+            known = [f.option for f in parser.flags] + ["--help", "--verbose"]
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"; did you mean {close[0]}?" if close else ""
             raise FlagError(f"unknown flag {name}{hint} (python -m pipelines.{job} --help "

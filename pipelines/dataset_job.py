@@ -14,7 +14,6 @@ prints the summary (transforms/writer/launch.py).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import itertools
 import logging
@@ -35,7 +34,6 @@ from transforms.recipe import sample_ops
 from transforms.recipe.examples import ExampleRecipe
 from transforms.recipe.splits import SplitPlan
 from transforms.runner import progress
-from transforms.runner.beam_internals import declare_flags
 from transforms.runner.runtime import announce_job, make_pipeline, runs_locally, wait_for
 from transforms.sources.units import Source
 from transforms.tft.preprocessing import Preprocessing
@@ -51,11 +49,9 @@ _LOG = logging.getLogger(__name__)
 def _recorded_options(opts: DatasetOptions) -> dict:
     """The flags the manifest records (declared `recorded`), in declaration order;
     the cutting ones only with a --cut."""
-    parser = argparse.ArgumentParser(add_help=False)
-    declare_flags(DatasetOptions, parser)
     wanted = {True, "cut"} if opts.cut != "none" else {True}
-    return {action.dest: getattr(opts, action.dest) for action in parser._actions
-            if getattr(action, "recorded", False) in wanted}
+    return {flag.name: getattr(opts, flag.name) for flag in DatasetOptions.FLAGS
+            if flag.recorded in wanted}
 
 
 def _frame_size(text: str) -> tuple | None:

@@ -8,194 +8,190 @@ from __future__ import annotations
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipelines.flag_types import FUNCTION, GS_PATH, SWITCH, flag, flag_group
+from pipelines.flag_types import FUNCTION, GS_PATH, Flag, FlagTable
 from transforms.media.cutting import MODES
-from transforms.writer.tfrecord import COMPRESSIONS
-from transforms.writer.write import SHUFFLES
+from transforms.writer.write import COMPRESSIONS, SHUFFLES
 
 __all__ = ["DatasetOptions"]
 
-class DatasetOptions(PipelineOptions):
-    """What to build and how to write it (every pipeline has these)."""
 
-    @classmethod
-    def _add_argparse_args(cls, parser):
-        """A declaration table, one `flag` call per flag, by --help group: long
-        because it is flat, which keeps every flag findable in one place."""
-        features = flag_group(parser, "features")
-        cutting = flag_group(parser, "cutting")
-        splits = flag_group(parser, "splits")
-        operations = flag_group(parser, "sample operations")
-        output = flag_group(parser, "output")
-        preprocessing = flag_group(parser, "preprocessing")
-        flag(output, "--output", example="gs://my-bucket/datasets/v1", regex=GS_PATH,
+class DatasetOptions(FlagTable, PipelineOptions):
+    """What to build and how to write it (every pipeline has these).
+
+    A declaration table, one `Flag` per flag, by --help group: long because it
+    is flat, which keeps every flag findable in one place."""
+
+    FLAGS = (
+        Flag("output", "output", example="gs://my-bucket/datasets/v1", regex=GS_PATH,
              label="Output directory",
              help="Output directory (local or gs://): split folders, manifest.json, TFDS's "
-                  "dataset_info.json, schema.pbtxt and failures/ go here. Required.")
-        flag(features, "--features", default="auto", recorded=True,
+                  "dataset_info.json, schema.pbtxt and failures/ go here. Required."),
+        Flag("features", "features", default="auto", recorded=True,
              help="Feature spec, comma separated [name=]source:dtype[shape], e.g. "
                   "'flac:bytes,cls:int64,speaker=json.speaker:bytes,emb:float[128]'; 'auto' infers "
                   "it from the first samples. With --cut, the cut's features (audio, frame(s), "
                   "source_key, start_time, end_time) come first and these add labels and metadata "
-                  "('none' adds nothing).")
-        flag(features, "--infer_samples", type=int, default=16,
-             help="How many samples --features auto looks at.")
-        flag(splits, "--split_by", default="__key__", recorded=True,
+                  "('none' adds nothing)."),
+        Flag("infer_samples", "features", type=int, default=16,
+             help="How many samples --features auto looks at."),
+        Flag("split_by", "splits", default="__key__", recorded=True,
              help="Group key for splits: FIELD[:REGEX], the regex's first capture, e.g. "
-                  "'__key__:^([^_]+)' or 'json.speaker'.")
-        flag(splits, "--splits", default="train=0.8,eval=0.1,test=0.1",
+                  "'__key__:^([^_]+)' or 'json.speaker'."),
+        Flag("splits", "splits", default="train=0.8,eval=0.1,test=0.1",
              regex="^[\\w-]+=[0-9.]+(,[\\w-]+=[0-9.]+)*$", recorded=True,
-             help="Split names and ratios summing to 1, e.g. 'train=0.9,test=0.1'.")
-        flag(splits, "--split_column", default="", recorded=True,
+             help="Split names and ratios summing to 1, e.g. 'train=0.9,test=0.1'."),
+        Flag("split_column", "splits", default="", recorded=True,
              help="Take each sample's split from this field (a manifest column, or e.g. "
                   "json.split) instead of the ratios; values match the --splits names "
                   "case-insensitively, validation/val/dev also naming eval. A value naming no "
-                  "split is a dead letter.")
-        flag(splits, "--stratify_by", default="", example="label", recorded=True,
+                  "split is a dead letter."),
+        Flag("stratify_by", "splits", default="", example="label", recorded=True,
              help="Label field to stratify by: within each label, the --split_by groups are split "
                   "by the --splits ratios (each split within one group's size of its share); the "
-                  "manifest counts examples per split and label.")
-        flag(splits, "--allow_empty_splits", **SWITCH, recorded=True,
+                  "manifest counts examples per split and label."),
+        Flag("allow_empty_splits", "splits", switch=True, recorded=True,
              help="Publish the dataset even when a split the --splits ratios ask for came out "
-                  "empty (too few groups); by default that fails the job.")
-        flag(splits, "--label_field", default="", example="cls", recorded=True,
+                  "empty (too few groups); by default that fails the job."),
+        Flag("label_field", "splits", default="", example="cls", recorded=True,
              help="Label field to count: the manifest records examples per split and label (e.g. "
-                  "'cls' or 'json.label'); --stratify_by counts its label without it.")
-        flag(operations, "--select", default="", example="flac,cls,prefix:json", recorded=True,
-             help="Keep only these fields: names, prefix:P, suffix:S, contains:C.")
-        flag(operations, "--where", default="", recorded=True,
-             help="Keep only samples with these values, e.g. 'cls=3'.")
-        flag(operations, "--rename", default="", recorded=True,
-             help="Rename fields, e.g. 'flac=audio,cls=label'.")
-        flag(operations, "--filter_empty", **SWITCH, recorded=True,
-             help="Drop (and count) samples and examples that hold no data.")
-        flag(operations, "--sample_fn", default="", example="mypackage.ops:clean_sample",
+                  "'cls' or 'json.label'); --stratify_by counts its label without it."),
+        Flag("select", "sample operations", default="", example="flac,cls,prefix:json",
+             recorded=True,
+             help="Keep only these fields: names, prefix:P, suffix:S, contains:C."),
+        Flag("where", "sample operations", default="", recorded=True,
+             help="Keep only samples with these values, e.g. 'cls=3'."),
+        Flag("rename", "sample operations", default="", recorded=True,
+             help="Rename fields, e.g. 'flac=audio,cls=label'."),
+        Flag("filter_empty", "sample operations", switch=True, recorded=True,
+             help="Drop (and count) samples and examples that hold no data."),
+        Flag("sample_fn", "sample operations", default="", example="mypackage.ops:clean_sample",
              regex=FUNCTION, label="Sample function", recorded=True,
-             help="module:function applied to each Sample (returns a Sample, or None to drop it).")
-        flag(operations, "--example_fn", default="", example="mypackage.ops:augment",
+             help="module:function applied to each Sample (returns a Sample, or None to drop it)."),
+        Flag("example_fn", "sample operations", default="", example="mypackage.ops:augment",
              regex=FUNCTION, label="Example function", recorded=True,
              help="module:function applied to each example's feature values (returns a dict, or "
-                  "None to drop it).")
-        flag(preprocessing, "--preprocessing_fn", default="",
+                  "None to drop it)."),
+        Flag("preprocessing_fn", "preprocessing", default="",
              example="mypackage.transforms:preprocessing_fn", regex=FUNCTION,
              label="tf.Transform preprocessing function", recorded=True,
              help="module:function, a tf.Transform preprocessing_fn: analyzed on the train split, "
                   "applied to every split; the shards hold its outputs, transform_fn/ is written "
-                  "next to them.")
-        flag(preprocessing, "--normalize", default="", recorded=True,
+                  "next to them."),
+        Flag("normalize", "preprocessing", default="", recorded=True,
              help="Built-in tf.Transform scaling with train statistics, e.g. 'gain=zscore,age=0_1' "
-                  "(float32, replacing the feature).")
-        flag(preprocessing, "--vocabulary", default="", recorded=True,
+                  "(float32, replacing the feature)."),
+        Flag("vocabulary", "preprocessing", default="", recorded=True,
              help="Built-in tf.Transform vocabulary of the train split, e.g. 'speaker,lang': each "
-                  "value becomes its int64 index, -1 if unseen in train.")
-        flag(preprocessing, "--bucketize", default="", recorded=True,
+                  "value becomes its int64 index, -1 if unseen in train."),
+        Flag("bucketize", "preprocessing", default="", recorded=True,
              help="Built-in tf.Transform quantile buckets from the train split, e.g. 'age=4' "
-                  "(int64 bucket 0..3).")
-        flag(cutting, "--cut", default="none", choices=list(MODES), recorded=True,
+                  "(int64 bucket 0..3)."),
+        Flag("cut", "cutting", default="none", choices=tuple(MODES), recorded=True,
              help="How samples become examples: none (one example per sample), audio_windows, "
-                  "frames (a frame with the audio window centred on it), clips.")
-        flag(cutting, "--audio_fields", default="", example="flac,wav", recorded=True,
+                  "frames (a frame with the audio window centred on it), clips."),
+        Flag("audio_fields", "cutting", default="", example="flac,wav", recorded=True,
              help="Fields that may hold a sample's audio, first present wins, e.g. 'flac,wav'; "
                   "without one, the video's own audio track is used. With --cut none, whole-sample "
-                  "examples get duration_s and num_samples from its header.")
-        flag(cutting, "--video_field", default="", example="mp4", recorded=True,
+                  "examples get duration_s and num_samples from its header."),
+        Flag("video_field", "cutting", default="", example="mp4", recorded=True,
              help="The field holding the video (e.g. mp4), or 'frames' for numbered images "
                   "(key.0001.jpg, key.0002.jpg, ...). With --cut none, whole-sample examples get "
-                  "duration_s and num_frames from its header.")
-        flag(cutting, "--min_duration_s", type=float, default=0.0, example="1.5",
+                  "duration_s and num_frames from its header."),
+        Flag("min_duration_s", "cutting", type=float, default=0.0, example="1.5",
              label="Shortest media kept (s)", recorded=True,
              help="Filter (and count, as 'duration') samples whose media (--audio_fields, else "
                   "--video_field) last less, read from their headers before decoding "
-                  "(0: no bound).")
-        flag(cutting, "--max_duration_s", type=float, default=0.0, example="20",
+                  "(0: no bound)."),
+        Flag("max_duration_s", "cutting", type=float, default=0.0, example="20",
              label="Longest media kept (s)", recorded=True,
              help="Filter (and count, as 'duration') samples whose media last longer (0: no "
-                  "bound).")
-        flag(cutting, "--sequence_fps", type=float, default=25.0,
+                  "bound)."),
+        Flag("sequence_fps", "cutting", type=float, default=25.0,
              label="Frame rate of image sequences", recorded="cut",
-             help="Frame rate of image-sequence samples.")
-        flag(cutting, "--sample_rate", type=int, default=16000, recorded="cut",
-             help="Resample audio to this rate (0 keeps the source rate).")
-        flag(cutting, "--channel", default="mono", example="0", regex="^(mono|[0-9]+)$",
+             help="Frame rate of image-sequence samples."),
+        Flag("sample_rate", "cutting", type=int, default=16000, recorded="cut",
+             help="Resample audio to this rate (0 keeps the source rate)."),
+        Flag("channel", "cutting", default="mono", example="0", regex="^(mono|[0-9]+)$",
              recorded="cut",
-             help="'mono' mixes channels down; a number picks that channel.")
-        flag(cutting, "--audio_dtype", default="float32", choices=["float32", "int16"],
+             help="'mono' mixes channels down; a number picks that channel."),
+        Flag("audio_dtype", "cutting", default="float32", choices=("float32", "int16"),
              recorded="cut",
-             help="Audio in examples: float32 values or int16 PCM bytes.")
-        flag(cutting, "--window_s", type=float, default=1.0, label="Window length (s)",
+             help="Audio in examples: float32 values or int16 PCM bytes."),
+        Flag("window_s", "cutting", type=float, default=1.0, label="Window length (s)",
              recorded="cut",
-             help="Audio window length, seconds.")
-        flag(cutting, "--hop_s", type=float, default=0.0, example="0.5", label="Window hop (s)",
+             help="Audio window length, seconds."),
+        Flag("hop_s", "cutting", type=float, default=0.0, example="0.5", label="Window hop (s)",
              recorded="cut",
-             help="Audio window hop, seconds (0 = the window length).")
-        flag(cutting, "--remainder", default="pad", choices=["pad", "drop"], recorded="cut",
-             help="The last partial window: zero-pad it or drop it.")
-        flag(cutting, "--max_windows", type=int, default=0, example="10", recorded="cut",
-             help="At most this many windows per source (0 = all).")
-        flag(cutting, "--random_crops", type=int, default=0, example="4", recorded="cut",
-             help="Instead of a regular grid, this many seeded random windows per source.")
-        flag(cutting, "--seed", type=int, default=0, recorded="cut",
-             help="Seed for --random_crops (with the sample key: same crops every run).")
-        flag(cutting, "--min_rms_db", type=float, default=None, example="-60",
+             help="Audio window hop, seconds (0 = the window length)."),
+        Flag("remainder", "cutting", default="pad", choices=("pad", "drop"), recorded="cut",
+             help="The last partial window: zero-pad it or drop it."),
+        Flag("max_windows", "cutting", type=int, default=0, example="10", recorded="cut",
+             help="At most this many windows per source (0 = all)."),
+        Flag("random_crops", "cutting", type=int, default=0, example="4", recorded="cut",
+             help="Instead of a regular grid, this many seeded random windows per source."),
+        Flag("seed", "cutting", type=int, default=0, recorded="cut",
+             help="Seed for --random_crops (with the sample key: same crops every run)."),
+        Flag("min_rms_db", "cutting", type=float, default=None, example="-60",
              label="Minimum window RMS (dBFS)", recorded="cut",
-             help="Drop (and count) audio windows quieter than this RMS in dBFS.")
-        flag(cutting, "--fps", type=float, default=1.0, label="Frames per second", recorded="cut",
-             help="Sample video frames at this rate.")
-        flag(cutting, "--num_frames", type=int, default=0, example="8", label="Frames per video",
+             help="Drop (and count) audio windows quieter than this RMS in dBFS."),
+        Flag("fps", "cutting", type=float, default=1.0, label="Frames per second", recorded="cut",
+             help="Sample video frames at this rate."),
+        Flag("num_frames", "cutting", type=int, default=0, example="8", label="Frames per video",
              recorded="cut",
-             help="Instead of --fps, this many frames spread over the video.")
-        flag(cutting, "--timestamps", default="", example="0.5,1.5,2.5",
+             help="Instead of --fps, this many frames spread over the video."),
+        Flag("timestamps", "cutting", default="", example="0.5,1.5,2.5",
              regex="^[0-9.]+(,[0-9.]+)*$", recorded="cut",
-             help="Instead of --fps, frames at these times (seconds, comma separated).")
-        flag(cutting, "--frame_size", default="", example="224x224", regex="^[0-9]+x[0-9]+$",
+             help="Instead of --fps, frames at these times (seconds, comma separated)."),
+        Flag("frame_size", "cutting", default="", example="224x224", regex="^[0-9]+x[0-9]+$",
              label="Frame size (HxW)", recorded="cut",
-             help="Frame size HxW, e.g. 224x224 (required for frames and clips).")
-        flag(cutting, "--resize", default="pad", choices=["pad", "crop"], recorded="cut",
-             help="Keep the aspect ratio by letterboxing (pad) or centre-cropping.")
-        flag(cutting, "--frame_format", default="jpeg", choices=["jpeg", "raw"], recorded="cut",
-             help="Frames as JPEG bytes or raw uint8 pixels.")
-        flag(cutting, "--jpeg_quality", type=int, default=90, label="JPEG quality", recorded="cut")
-        flag(cutting, "--decode_threads", type=int, default=0, example="1", recorded="cut",
+             help="Frame size HxW, e.g. 224x224 (required for frames and clips)."),
+        Flag("resize", "cutting", default="pad", choices=("pad", "crop"), recorded="cut",
+             help="Keep the aspect ratio by letterboxing (pad) or centre-cropping."),
+        Flag("frame_format", "cutting", default="jpeg", choices=("jpeg", "raw"), recorded="cut",
+             help="Frames as JPEG bytes or raw uint8 pixels."),
+        Flag("jpeg_quality", "cutting", type=int, default=90, label="JPEG quality", recorded="cut"),
+        Flag("decode_threads", "cutting", type=int, default=0, example="1", recorded="cut",
              help="Video decoder threads: 1 = unthreaded; 0 = automatic: FFmpeg's choice (one per "
                   "core) on the DirectRunner, 1 on Dataflow, whose workers already run a process "
-                  "per vCPU, each with several threads.")
-        flag(cutting, "--no_audio", **SWITCH, label="Frames without audio", recorded="cut",
-             help="frames/clips without audio.")
-        flag(cutting, "--av_window_s", type=float, default=1.0,
+                  "per vCPU, each with several threads."),
+        Flag("no_audio", "cutting", switch=True, label="Frames without audio", recorded="cut",
+             help="frames/clips without audio."),
+        Flag("av_window_s", "cutting", type=float, default=1.0,
              label="Audio window around each frame (s)", recorded="cut",
-             help="Length of the audio window centred on each frame, seconds.")
-        flag(cutting, "--clip_frames", type=int, default=8, recorded="cut",
-             help="Frames per clip (--cut clips), sampled at --fps.")
-        flag(output, "--shuffle", default="none", choices=list(SHUFFLES), recorded=True,
+             help="Length of the audio window centred on each frame, seconds."),
+        Flag("clip_frames", "cutting", type=int, default=8, recorded="cut",
+             help="Frames per clip (--cut clips), sampled at --fps."),
+        Flag("shuffle", "output", default="none", choices=tuple(SHUFFLES), recorded=True,
              help="Where examples are written. none (default): each worker writes the examples it "
                   "builds, in source order, into rolling shards: nothing is shuffled, memory stays "
                   "flat, and the reader mixes shards when it shuffles. global: every shard a "
                   "uniform hash-ordered sample of its split (TFDS-style), at the cost of shuffling "
-                  "every example.")
-        flag(output, "--num_shards", type=int, default=0, example="16", label="Shards per split",
+                  "every example."),
+        Flag("num_shards", "output", type=int, default=0, example="16", label="Shards per split",
              recorded=True,
-             help="With --shuffle global, shards per split; 0 sizes them by --shard_size_mb.")
-        flag(output, "--shard_size_mb", type=float, default=128, label="Target shard size (MiB)",
+             help="With --shuffle global, shards per split; 0 sizes them by --shard_size_mb."),
+        Flag("shard_size_mb", "output", type=float, default=128, label="Target shard size (MiB)",
              recorded=True,
              help="Target shard size in MiB of serialized examples (default 128); also the input a "
-                  "work unit gathers (a tar file, or consecutive smaller ones).")
-        flag(output, "--compression", default="none", choices=list(COMPRESSIONS), recorded=True,
+                  "work unit gathers (a tar file, or consecutive smaller ones)."),
+        Flag("compression", "output", default="none", choices=tuple(COMPRESSIONS), recorded=True,
              help="TFRecord compression: none (default), what TFDS and DALI read and what the "
                   "record index seeks in; or gzip, smaller by a fifth on JPEG frames and audio, "
-                  "read by our reader and tf.data only.")
-        flag(output, "--dry_run_samples", type=int, default=0, example="64",
+                  "read by our reader and tf.data only."),
+        Flag("dry_run_samples", "output", type=int, default=0, example="64",
              help="Write nothing: run the recipe on the first N samples here, then print what the "
                   "whole job would make (examples, bytes and shards per split, example sizes) "
-                  "and cost on Dataflow (docs/scale.md).")
-        flag(output, "--resume", **SWITCH,
+                  "and cost on Dataflow (docs/scale.md)."),
+        Flag("resume", "output", switch=True,
              help="Into an output an earlier run of the same recipe left unfinished (killed, "
                   "failed) or published: reuse the work units it committed and convert only the "
-                  "rest; refused, naming the flags, when the recipe differs.")
-        flag(output, "--retry_failed", **SWITCH,
+                  "rest; refused, naming the flags, when the recipe differs."),
+        Flag("retry_failed", "output", switch=True,
              help="Into a published dataset of the same recipe: convert again only the work "
                   "units whose inputs became dead letters (a tar file, a listing range, a key "
-                  "range), reuse the rest; the accounting covers both runs.")
-        flag(output, "--max_failure_fraction", type=float, default=0.01,
+                  "range), reuse the rest; the accounting covers both runs."),
+        Flag("max_failure_fraction", "output", type=float, default=0.01,
              label="Maximum failed fraction", recorded=True,
              help="Fail the job when more than this fraction of inputs (samples, plus files that "
-                  "yielded none) become dead letters (default 0.01).")
+                  "yielded none) become dead letters (default 0.01)."),
+    )

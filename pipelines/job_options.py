@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 
-from pipelines.flag_types import BIGTABLE_ID, GS_PATH, SWITCH, flag, flag_group
+from pipelines.flag_types import BIGTABLE_ID, GS_PATH, Flag, FlagTable
 from transforms.format.text import comma_list
 
 __all__ = [
@@ -27,101 +27,97 @@ __all__ = [
 ]
 
 
-class InputOptions(PipelineOptions):
+class InputOptions(FlagTable, PipelineOptions):
     """The input files of the tar and listing jobs."""
 
-    @classmethod
-    def _add_argparse_args(cls, parser):
-        flag(flag_group(parser, "input"), "--input", example="gs://my-bucket/raw/train-*.tar",
+    FLAGS = (
+        Flag("input", "input", example="gs://my-bucket/raw/train-*.tar",
              regex="^gs://[^,]+(,gs://[^,]+)*$", label="Input files",
              help="Tar shards (CSV/JSONL manifests for manifest_to_tfrecord): a file pattern "
                   "(local or gs://), or several comma separated, e.g. 'data/train-*.tar.gz'. "
-                  "Required.")
+                  "Required."),
+    )
 
 
-class ListingOptions(PipelineOptions):
+class ListingOptions(FlagTable, PipelineOptions):
     """How manifest_to_tfrecord reads its CSV/JSONL listings (the files are --input)."""
 
-    @classmethod
-    def _add_argparse_args(cls, parser):
-        inputs = flag_group(parser, "input")
-        flag(inputs, "--media_columns", default="", example="audio",
+    FLAGS = (
+        Flag("media_columns", "input", default="", example="audio",
              help="Columns holding media file paths or URIs (relative to the manifest, absolute, "
                   "or gs://), comma separated, e.g. 'audio,video'; each file is read into the "
-                  "field named by its column. Required.")
-        flag(inputs, "--key_column", default="", example="clip_id",
+                  "field named by its column. Required."),
+        Flag("key_column", "input", default="", example="clip_id",
              help="Column holding each row's sample key; default: the first media column's path up "
-                  "to the first dot of its file name.")
+                  "to the first dot of its file name."),
+    )
 
 
-class BigtableTableOptions(PipelineOptions):
+class BigtableTableOptions(FlagTable, PipelineOptions):
     """Which Bigtable table (the project is Beam's own --project)."""
 
-    @classmethod
-    def _add_argparse_args(cls, parser):
-        bigtable = flag_group(parser, "bigtable")
-        flag(bigtable, "--instance", example="media-instance",
+    FLAGS = (
+        Flag("instance", "bigtable", example="media-instance",
              regex="^[a-z][-a-z0-9]{4,31}[a-z0-9]$",
-             help="Bigtable instance id. Required.")
-        flag(bigtable, "--table", example="raw", regex=BIGTABLE_ID,
-             help="Bigtable table id. Required.")
+             help="Bigtable instance id. Required."),
+        Flag("table", "bigtable", example="raw", regex=BIGTABLE_ID,
+             help="Bigtable table id. Required."),
+    )
 
 
-class BigtableReadOptions(PipelineOptions):
+class BigtableReadOptions(FlagTable, PipelineOptions):
     """What bigtable_to_tfrecord reads, and where else its examples go."""
 
-    @classmethod
-    def _add_argparse_args(cls, parser):
-        bigtable = flag_group(parser, "bigtable")
-        flag(bigtable, "--columns", example="raw:wav=wav,raw:label=cls",
+    FLAGS = (
+        Flag("columns", "bigtable", example="raw:wav=wav,raw:label=cls",
              help="Which cells become which fields: 'family:qualifier=field' comma separated, or "
                   "'family:*' for every qualifier of a family, e.g. 'raw:wav=wav,raw:label=cls'. "
-                  "Required.")
-        flag(bigtable, "--app_profile", default="", example="batch-reads",
+                  "Required."),
+        Flag("app_profile", "bigtable", default="", example="batch-reads",
              label="Bigtable app profile",
-             help="Bigtable app profile id.")
-        flag(bigtable, "--start_key", default="", example="spk00",
-             help="First row key to read.")
-        flag(bigtable, "--end_key", default="", example="spk10",
-             help="Row key to stop before.")
-        flag(bigtable, "--prefix", default="", example="spk01/",
-             help="Only rows whose key starts so.")
-        flag(bigtable, "--key_regex", default="", example="spk0[0-4]/.*", label="Row key regex",
-             help="Only rows whose whole key matches this RE2 regex.")
-        flag(bigtable, "--max_rows", type=int, default=0, example="1000",
-             help="At most this many rows, the first in key order (0 = all).")
-        flag(bigtable, "--sample_fraction", type=float, default=1.0,
+             help="Bigtable app profile id."),
+        Flag("start_key", "bigtable", default="", example="spk00",
+             help="First row key to read."),
+        Flag("end_key", "bigtable", default="", example="spk10",
+             help="Row key to stop before."),
+        Flag("prefix", "bigtable", default="", example="spk01/",
+             help="Only rows whose key starts so."),
+        Flag("key_regex", "bigtable", default="", example="spk0[0-4]/.*", label="Row key regex",
+             help="Only rows whose whole key matches this RE2 regex."),
+        Flag("max_rows", "bigtable", type=int, default=0, example="1000",
+             help="At most this many rows, the first in key order (0 = all)."),
+        Flag("sample_fraction", "bigtable", type=float, default=1.0,
              help="Keep this fraction of rows, chosen by a hash of the key: the same rows on every "
-                  "run.")
-        flag(bigtable, "--max_ranges", type=int, default=64,
-             help="Key ranges read in parallel (cut at the table's sample keys).")
-        flag(bigtable, "--examples_table", default="", example="examples", regex=BIGTABLE_ID,
-             help="Also write the encoded examples to this table (same instance).")
-        flag(bigtable, "--examples_family", default="ex", example="ex", regex=BIGTABLE_ID,
-             help="Column family of --examples_table (default ex).")
-        flag(bigtable, "--create_examples_table", **SWITCH,
-             help="Create --examples_table and its family when missing.")
-        flag(bigtable, "--examples_only", **SWITCH,
+                  "run."),
+        Flag("max_ranges", "bigtable", type=int, default=64,
+             help="Key ranges read in parallel (cut at the table's sample keys)."),
+        Flag("examples_table", "bigtable", default="", example="examples", regex=BIGTABLE_ID,
+             help="Also write the encoded examples to this table (same instance)."),
+        Flag("examples_family", "bigtable", default="ex", example="ex", regex=BIGTABLE_ID,
+             help="Column family of --examples_table (default ex)."),
+        Flag("create_examples_table", "bigtable", switch=True,
+             help="Create --examples_table and its family when missing."),
+        Flag("examples_only", "bigtable", switch=True,
              help="Write examples to --examples_table only, no TFRecord files (the manifest and "
-                  "dead letters still go to --output).")
+                  "dead letters still go to --output)."),
+    )
 
 
-class BigtableLoadOptions(PipelineOptions):
+class BigtableLoadOptions(FlagTable, PipelineOptions):
     """How tar_to_bigtable loads the tar shards (the input is --input)."""
 
-    @classmethod
-    def _add_argparse_args(cls, parser):
-        bigtable = flag_group(parser, "bigtable")
-        flag(bigtable, "--family", default="raw", example="raw", regex=BIGTABLE_ID,
+    FLAGS = (
+        Flag("family", "bigtable", default="raw", example="raw", regex=BIGTABLE_ID,
              help="Column family holding the fields: one cell per field, qualifier = the field "
-                  "name (default raw).")
-        flag(bigtable, "--create_table", **SWITCH,
+                  "name (default raw)."),
+        Flag("create_table", "bigtable", switch=True,
              help="Create the table and the family when missing (else the job stops before any "
-                  "work).")
-        flag(bigtable, "--failures_output", default="",
+                  "work)."),
+        Flag("failures_output", "bigtable", default="",
              example="gs://my-bucket/loads/raw_failures.jsonl", regex=GS_PATH,
              label="Dead letters file",
-             help="Write dead letters here as JSON lines (local or gs://); empty logs them.")
+             help="Write dead letters here as JSON lines (local or gs://); empty logs them."),
+    )
 
 
 def input_patterns(options: PipelineOptions, what: str) -> list:

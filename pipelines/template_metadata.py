@@ -11,7 +11,7 @@ per process and borrowed, never redefined). Beam's own flags (--project,
 --region, --temp_location, ...) are not parameters: Dataflow sets them for a
 template job, so the Bigtable pipelines' table is in the job's project.
 
-Each parameter comes from the flag's declaration (pipelines/flag_types.py `flag`):
+Each parameter comes from the flag's record (pipelines/flag_types.py `Flag`):
 
 - helpText: the flag's help, plus `Example: X.` (its declared example, else
   its default) when the help gives no `e.g.`;
@@ -34,7 +34,7 @@ import sys
 from typing import Any
 
 from pipelines.dataset_options import DatasetOptions
-from pipelines.flag_types import GROUPS_ATTRIBUTE, boolean, flag_group
+from pipelines.flag_types import Flag
 from pipelines.job_options import (
     BigtableLoadOptions,
     BigtableReadOptions,
@@ -42,10 +42,8 @@ from pipelines.job_options import (
     InputOptions,
     ListingOptions,
 )
-from transforms.runner.beam_internals import declare_flags
 
-__all__ = ["TEMPLATES", "TEMPLATE_DIR", "Template", "example", "flags", "metadata", "path",
-           "render"]
+__all__ = ["TEMPLATES", "TEMPLATE_DIR", "Template", "example", "metadata", "path", "render"]
 
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                             "dataflow_templates")
@@ -61,19 +59,12 @@ class Template:
     borrowed: tuple = ()               # (options class, flag name) it reads alone
     help: dict = dataclasses.field(default_factory=dict)  # flag -> help for this job
 
-    def add_flags(self, parser: argparse.ArgumentParser) -> None:
-        """Declares every flag the job reads on `parser`, a borrowed one in the group
-        it has in its own class (pipelines/flag_types.py `flag_group`)."""
-        for cls in self.classes:
-            declare_flags(cls, parser)
-        for cls, name in self.borrowed:
-            scratch = argparse.ArgumentParser(add_help=False)
-            setattr(scratch, GROUPS_ATTRIBUTE, {})
-            declare_flags(cls, scratch)
-            for title, group in getattr(scratch, GROUPS_ATTRIBUTE).items():
-                for action in group._group_actions:
-                    if action.dest == name:
-                        flag_group(parser, title)._add_action(action)
+    @property
+    def flags(self) -> tuple:
+        """Every flag the job reads, in its classes' table order, then the borrowed."""
+        borrowed = tuple(next(f for f in cls.FLAGS if f.name == name)
+                         for cls, name in self.borrowed)
+        return tuple(f for cls in self.classes for f in cls.FLAGS) + borrowed
 
 
 _GS = "gs://my-bucket/"
@@ -116,62 +107,51 @@ _INT = r"^-?[0-9]+$"
 _FLOAT = r"^-?([0-9]+\.?[0-9]*|\.[0-9]+)$"
 _SWITCH = r"^(true|false)$"
 
-def flags(template: Template) -> list:
-    """The argparse actions of every flag the template's pipeline reads, in definition order."""
-    parser = argparse.ArgumentParser(add_help=False)
-    template.add_flags(parser)
-    return list(parser._actions)
-
-
-def _is_switch(action: argparse.Action) -> bool:
-    return action.type is boolean
-
-
-def example(action: argparse.Action) -> str | None:
+def example(flag: Flag) -> str | None:
     """An example value for the flag: its declared one, or for a switch true, or its
     last choice, or its default unless that is empty."""
-    if getattr(action, "example", None):
-        return action.example
-    if _is_switch(action):
+    if flag.example:
+        return flag.example
+    if flag.switch:
         return "true"
-    if action.choices:
-        return str(action.choices[-1])
-    if action.default not in (None, ""):
-        return str(action.default)
+    if flag.choices:
+        return str(flag.choices[-1])
+    if flag.default not in (None, ""):
+        return str(flag.default)
     return None
 
 
-def _regexes(action: argparse.Action) -> list:
-    if _is_switch(action):
+def _regexes(flag: Flag) -> list:
+    if flag.switch:
         return [_SWITCH]
-    if action.choices:
-        return ["^(" + "|".join(map(str, action.choices)) + ")$"]
-    if action.type is int:
+    if flag.choices:
+        return ["^(" + "|".join(map(str, flag.choices)) + ")$"]
+    if flag.type is int:
         return [_INT]
-    if action.type is float:
+    if flag.type is float:
         return [_FLOAT]
-    return [action.regex] if getattr(action, "regex", None) else []
+    return [flag.regex] if flag.regex else []
 
 
-def _label(action: argparse.Action) -> str:
-    if getattr(action, "label", None):
-        return action.label
-    words = action.dest.split("_")
+def _label(flag: Flag) -> str:
+    if flag.label:
+        return flag.label
+    words = flag.name.split("_")
     if words[-1] == "s":
         words[-1] = "(s)"
     return " ".join(words).capitalize()
 
 
-def _parameter(action: argparse.Action, help_text: str) -> dict[str, Any]:
-    value = example(action)
+def _parameter(flag: Flag, help_text: str) -> dict[str, Any]:
+    value = example(flag)
     if "e.g." not in help_text:
         if value is None:
-            raise ValueError(f"--{action.dest}: its help gives no example; declare one "
-                             f"(pipelines/flag_types.py flag(..., example=...))")
+            raise ValueError(f"--{flag.name}: its help gives no example; declare one "
+                             f"(pipelines/flag_types.py Flag(..., example=...))")
         help_text = f"{help_text.rstrip()} Example: {value}."
-    parameter = {"name": action.dest, "label": _label(action), "helpText": help_text,
+    parameter = {"name": flag.name, "label": _label(flag), "helpText": help_text,
                  "isOptional": "Required." not in help_text}
-    regexes = _regexes(action)
+    regexes = _regexes(flag)
     if regexes:
         parameter["regexes"] = regexes
     return parameter
@@ -183,8 +163,8 @@ def metadata(name: str) -> dict:
     return {
         "name": template.title,
         "description": template.description,
-        "parameters": [_parameter(a, template.help.get(a.dest, a.help or ""))
-                       for a in flags(template)],
+        "parameters": [_parameter(f, template.help.get(f.name, f.help))
+                       for f in template.flags],
     }
 
 

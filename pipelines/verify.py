@@ -22,34 +22,41 @@ import argparse
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import cli
-from pipelines.flag_types import flag, flag_group
+from pipelines.flag_types import Flag
 from transforms.format.dead_letters import DatasetFailed
 from transforms.verify.dataset import verify_dataset
 
 __all__ = ["parser", "run"]
 
 
-def _add_flags(command) -> None:
-    command.add_argument("dataset", metavar="DATASET",
-                        help="The dataset: a pipeline's --output directory (local or gs://).")
-    checks = flag_group(command, "verification")
-    flag(checks, "--media_samples", type=int, default=64,
+_FLAGS = (
+    Flag("media_samples", "verification", type=int, default=64,
          help="About this many records, chosen by --seed, have their media decoded (JPEG "
               "frames, audio against its times and sample rate, encoded images and audio); "
-              "0 decodes none.")
-    flag(checks, "--seed", type=int, default=0, help="Chooses the records whose media decode.")
+              "0 decodes none."),
+    Flag("seed", "verification", type=int, default=0,
+         help="Chooses the records whose media decode."),
+)
+
+
+def _dataset_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dataset", metavar="DATASET",
+                        help="The dataset: a pipeline's --output directory (local or gs://).")
 
 
 def parser() -> argparse.ArgumentParser:
     """The command line's parser: the flags above and Beam's."""
-    return cli.command_parser("verify", __doc__, _add_flags, usage="DATASET [flags]")
+    return cli.command_parser("verify", __doc__, _FLAGS, usage="DATASET [flags]",
+                              positional=_dataset_argument)
 
 
 def run(argv=None) -> None:
     argv = cli.checked_flags("verify", argv, parser())
     # Beam's flags are what this command's own leave (checked above: nothing else).
     own = argparse.ArgumentParser(add_help=False)
-    _add_flags(own)
+    _dataset_argument(own)
+    for flag in _FLAGS:
+        flag.declare(own)
     args, beam_argv = own.parse_known_args(argv)
     if args.media_samples < 0:
         raise ValueError(f"--media_samples {args.media_samples}: must be 0 or more")

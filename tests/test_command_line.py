@@ -53,8 +53,8 @@ def _tar_job(corpus, output, *flags):
 def test_help_lists_every_flag_the_job_takes_by_group(job):
     done = _job(job, "--help")
     assert done.returncode == 0, done.stderr
-    for action in template_metadata.flags(template_metadata.TEMPLATES[job]):
-        assert f"--{action.dest}" in done.stdout, action.dest
+    for flag in template_metadata.TEMPLATES[job].flags:
+        assert flag.option in done.stdout, flag.name
     assert "Beam's own flags pass through: --runner" in done.stdout
     assert "Exit codes:" in done.stdout and "examples:" in done.stdout
     assert "--direct_num_workers N" in done.stdout  # pointed to, not listed one by one

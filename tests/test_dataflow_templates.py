@@ -21,6 +21,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import template_metadata
+from pipelines.flag_types import boolean
 from transforms.testing.corpus import write_corpus
 
 from dataflow_dry_run import DATAFLOW, IMAGE, dry_run
@@ -35,7 +36,7 @@ def _metadata(name: str) -> dict:
 
 
 def _flags(name: str) -> dict:
-    return {a.dest: a for a in template_metadata.flags(TEMPLATES[name])}
+    return {f.name: f for f in TEMPLATES[name].flags}
 
 
 def _make(*args) -> subprocess.CompletedProcess:
@@ -79,7 +80,7 @@ def test_parameters_are_exactly_the_pipelines_flags(name):
     # Every parameter is a flag this pipeline reads, and every flag it reads a parameter.
     assert set(params) == set(flags)
     # Every required flag is a required parameter, and only those.
-    required = {n for n, a in flags.items() if "Required." in (a.help or "")}
+    required = {n for n, f in flags.items() if "Required." in f.help}
     assert {n for n, p in params.items() if not p["isOptional"]} == required
     assert required, "every pipeline needs something to read and somewhere to write"
 
@@ -103,8 +104,9 @@ def test_the_pipeline_parses_every_parameter_as_a_launch_passes_it(name):
     options = PipelineOptions(argv).get_all_options()
     for n, a in flags.items():
         value = template_metadata.example(a) or "x"
-        assert options[n] == (a.type(value) if a.type else value), n
-    switches = [n for n, a in flags.items() if a.type is template_metadata.boolean]
+        parse = boolean if a.switch else a.type or str
+        assert options[n] == parse(value), n
+    switches = [n for n, a in flags.items() if a.switch]
     for n in switches:
         assert PipelineOptions([f"--{n}=false"]).get_all_options()[n] is False
         assert PipelineOptions([f"--{n}"]).get_all_options()[n] is True

@@ -140,7 +140,7 @@ def test_every_pickled_fn_loads_in_a_fresh_interpreter(translations, tmp_path):
 def test_pipelines_read_no_flag_their_template_lacks(translations):
     """The template test checks metadata against the declared flags; this checks the
     declaration against what run() reads (a flag read but undeclared could never be set)."""
-    declared = {name: {a.dest for a in template_metadata.flags(t)}
+    declared = {name: {f.name for f in t.flags}
                 for name, t in template_metadata.TEMPLATES.items()}
     ours = set().union(*declared.values())
     for name, t in translations.items():

@@ -1,5 +1,14 @@
-"""The layers import only those below them: format < media < recipe, the Beam-free
-bottom that training code and the Beam layers stand on (transforms/__init__.py).
+"""The layers the public API stands on (transforms/__init__.py, DESIGN.md):
+
+- each package imports only the packages below it, the Beam-free bottom
+  (format < media < recipe) never a Beam one;
+- the writer is one folder that the rest of the project reaches through two
+  faces only: `write` (WriteDataset, DatasetConfig) and, for launchers,
+  `launch`;
+- a job (pipelines/*_to_*.py) is a composition of public names: it imports
+  `transforms`, a package's own names (its __init__), or the Beam-free format
+  layer, never a module inside a Beam package.
+
 Read from the source, so an import inside a function counts too."""
 
 import ast
@@ -7,30 +16,75 @@ import pathlib
 
 import pytest
 
-TRANSFORMS = pathlib.Path(__file__).resolve().parent.parent / "transforms"
-# Each Beam-free package and the packages it may import from.
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+TRANSFORMS = ROOT / "transforms"
+# Each package and the packages it may import from, bottom up.
 BELOW = {
     "format": {"format"},
     "media": {"format", "media"},
     "recipe": {"format", "media", "recipe"},
     "testing": {"format", "media", "testing"},
+    "runner": {"runner"},
+    "storage": {"format", "storage"},
+    "report": {"format", "report"},
+    "sources": {"format", "recipe", "runner", "sources", "storage"},
+    "tft": {"format", "media", "recipe", "runner", "sources", "tft"},
+    "writer": {"format", "media", "recipe", "runner", "sources", "storage", "tft", "writer"},
+    "examples": {"format", "media", "recipe", "examples", "writer"},
+    "verify": {"format", "media", "runner", "storage", "tft", "verify"},
 }
+# The writer's faces, and the one module that builds on its converter.
+WRITER_FACES = {"transforms.writer", "transforms.writer.write", "transforms.writer.launch"}
+CONVERTER_USERS = {"transforms/examples/build_examples.py": "transforms.writer.convert"}
 
 
-def _imported_packages(path: pathlib.Path) -> set:
-    """The transforms.* packages a module imports, anywhere in it."""
+def _imports(path: pathlib.Path) -> set:
+    """The transforms.* modules a module imports, anywhere in it."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
-                 else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-        found |= {name.split(".")[1] for name in names
-                  if name.startswith("transforms.") and name.count(".") >= 1}
-    return found
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+    return {name for name in found if name == "transforms" or name.startswith("transforms.")}
+
+
+def _packages(path: pathlib.Path) -> set:
+    return {name.split(".")[1] for name in _imports(path) if name.count(".") >= 1}
+
+
+def test_every_package_has_a_place_in_the_layers():
+    packages = {p.name for p in TRANSFORMS.iterdir() if (p / "__init__.py").exists()}
+    assert packages == set(BELOW)
 
 
 @pytest.mark.parametrize("package", sorted(BELOW))
 def test_a_layer_imports_only_the_layers_below_it(package):
-    above = {f"{path.relative_to(TRANSFORMS)}: {sorted(_imported_packages(path) - BELOW[package])}"
-             for path in sorted((TRANSFORMS / package).glob("*.py"))
-             if _imported_packages(path) - BELOW[package]}
+    above = {f"{path.relative_to(TRANSFORMS)}: {sorted(_packages(path) - BELOW[package])}"
+             for path in sorted((TRANSFORMS / package).rglob("*.py"))
+             if _packages(path) - BELOW[package]}
     assert not above
+
+
+def test_the_writer_is_reached_through_its_two_faces():
+    outside = [path for folder in ("transforms", "pipelines")
+               for path in sorted((ROOT / folder).rglob("*.py"))
+               if TRANSFORMS / "writer" not in path.parents]
+    reaching_in = {f"{path.relative_to(ROOT)}: {name}" for path in outside
+                   for name in _imports(path)
+                   if name.startswith("transforms.writer") and name not in WRITER_FACES
+                   and CONVERTER_USERS.get(str(path.relative_to(ROOT))) != name}
+    assert not reaching_in
+
+
+def _is_package_or_format(name: str) -> bool:
+    parts = name.split(".")
+    return ((ROOT.joinpath(*parts) / "__init__.py").exists()
+            or parts[:2] == ["transforms", "format"])
+
+
+@pytest.mark.parametrize("job", sorted(p.name for p in (ROOT / "pipelines").glob("*_to_*.py")))
+def test_a_job_composes_public_names(job):
+    private = sorted(name for name in _imports(ROOT / "pipelines" / job)
+                     if not _is_package_or_format(name))
+    assert not private

@@ -26,11 +26,14 @@ class BuildExamples(beam.PTransform):
     FAILURES the dead letters of the elements that gave none.
 
     >>> import apache_beam as beam, transforms as dg
-    >>> from apache_beam.testing.util import assert_that
+    >>> from apache_beam.testing.util import assert_that, equal_to
     >>> recipe = dg.ExampleRecipe(spec=dg.FeatureSpec.parse("label:int64"))
-    >>> with beam.Pipeline() as p:
-    ...     built = p | beam.Create([{"__key__": "a", "label": "3"}]) | dg.BuildExamples(recipe)
-    ...     assert_that(built["examples"] | beam.Map(lambda e: e.split), lambda s: s == ["train"])
+    >>> with dg.make_pipeline() as p:
+    ...     built = (p | beam.Create([{"__key__": "a", "label": "3"}, {"__key__": "b"}])
+    ...                | dg.BuildExamples(recipe))
+    ...     _ = assert_that(built["examples"] | beam.Map(lambda e: e.split), equal_to(["train"]))
+    ...     _ = assert_that(built["failures"] | beam.Map(lambda d: d["key"]), equal_to(["b"]),
+    ...                     label="dead letters")
     """
 
     def __init__(self, recipe: ExampleRecipe):

@@ -46,7 +46,22 @@ class _CutFn(beam.DoFn):
 class CutSamples(beam.PTransform):
     """Samples -> the example dicts `cut` makes of them (audio windows, frames with
     their audio, clips), and under FAILURES the dead letters of samples whose
-    media did not decode or cut (after the examples cut before the break)."""
+    media did not decode or cut (after the examples cut before the break).
+
+    >>> import apache_beam as beam, transforms as dg
+    >>> from apache_beam.testing.util import assert_that, equal_to
+    >>> from transforms.format.dead_letters import FAILURES
+    >>> from transforms.testing.synthetic_media import flac_bytes, voice
+    >>> samples = [{"__key__": "ok", "flac": flac_bytes(voice(220, 3.0), 16000)},
+    ...            {"__key__": "bad", "flac": b"not audio"}]
+    >>> windows = dg.CutOptions(mode="audio_windows", audio_fields=("flac",))
+    >>> with dg.make_pipeline() as p:
+    ...     cut = p | beam.Create(samples) | dg.CutSamples(windows)
+    ...     _ = assert_that(cut.examples | beam.Map(lambda e: e["__key__"]),
+    ...                     equal_to(["ok#0", "ok#1", "ok#2"]))
+    ...     _ = assert_that(cut[FAILURES] | beam.Map(lambda d: d["key"]), equal_to(["bad"]),
+    ...                     label="dead letters")
+    """
 
     def __init__(self, cut: CutOptions):
         super().__init__()

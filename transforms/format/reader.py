@@ -359,6 +359,16 @@ def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
     at a list of boundaries in seconds. Every batch then comes from one
     bucket, and its count is no longer known ahead. It reads the streamed
     order (not `global_shuffle` or `shard`).
+
+    >>> import apache_beam as beam, transforms as dg
+    >>> with dg.make_pipeline() as p:   # a dataset to read: 32 examples, one split
+    ...     _ = (p | beam.Create([{"emb": [float(i)] * 4, "label": i % 2} for i in range(32)])
+    ...            | dg.WriteDataset("ds", features="emb:float32[4],label:int64",
+    ...                              splits="train=1"))
+    >>> batches = dg.load("ds", "train", batch_size=8, label_key="label", shuffle=True, seed=1)
+    >>> features, labels = next(iter(batches))
+    >>> features["emb"].shape, labels.shape, len(batches)
+    (TensorShape([8, 4]), TensorShape([8]), 4)
     """
     info = load_info(output_dir)
     names, single = _selection(info.spec, features, label_key)

@@ -171,7 +171,19 @@ class Feature:
 
 @dataclasses.dataclass(frozen=True)
 class FeatureSpec:
-    """An ordered set of features with unique names."""
+    """An ordered set of features with unique names: what each example holds,
+    written to the manifest so that writer and reader never disagree.
+
+    `parse` reads the --features grammar, `[name=]source:dtype[shape]` comma
+    separated (dtypes: bytes, string, int64, int32, float, float32, jpeg, ...;
+    `[*]` a variable length):
+
+    >>> import transforms as dg
+    >>> spec = dg.FeatureSpec.parse("emb:float32[192],label=json.cls:int64,tags:string[*]")
+    >>> [(f.name, f.source, f.dtype, f.shape) for f in spec]
+    [('emb', 'emb', 'float', (192,)), ('label', 'json.cls', 'int64', ()),
+     ('tags', 'tags', 'string', (None,))]
+    """
 
     features: tuple
 

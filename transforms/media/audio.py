@@ -87,6 +87,13 @@ class AudioOptions:
     sample_rate: resample to this rate; None keeps the source rate.
     channel: "mono" mixes down (mean of the channels); an int picks that channel (0-based).
     dtype: "float32" in [-1, 1], or "int16" (see the module docstring for the scale).
+
+    >>> import transforms as dg
+    >>> cut = dg.CutOptions(mode="audio_windows", audio_fields=("wav",),
+    ...                     audio=dg.AudioOptions(sample_rate=8000, dtype="int16"))
+    >>> audio = cut.features[0]
+    >>> audio.dtype, audio.shape, audio.sample_rate   # a second of 8 kHz int16
+    ('int16', (8000,), 8000)
     """
 
     sample_rate: int | None = 16000

@@ -45,7 +45,19 @@ MODES = ("none", "audio_windows", "frames", "clips")
 
 @dataclasses.dataclass(frozen=True)
 class CutOptions:
-    """How to decode and cut; pickled to workers, so configuration only."""
+    """How to decode and cut; pickled to workers, so configuration only.
+
+    `mode` is "none" (whole samples), "audio_windows", "frames" (one frame and
+    the audio window around it) or "clips" (K frames and their audio); the
+    rest says which fields hold the media and how to decode and cut them.
+
+    >>> import transforms as dg
+    >>> cut = dg.CutOptions(mode="frames", video_field="mp4", audio_fields=("flac",),
+    ...                     frames=dg.FrameOptions(fps=2, size=(112, 112)))
+    >>> [(f.name, f.dtype, f.shape) for f in cut.features]  # what each example gets
+    [('audio', 'float', (16000,)), ('frame', 'jpeg', (112, 112, 3)), ('source_key', 'bytes', ()),
+     ('start_time', 'float', ()), ('end_time', 'float', ())]
+    """
 
     mode: str = "none"
     audio_fields: tuple = ()

@@ -55,7 +55,20 @@ __all__ = ["FrameOptions", "FramePicker", "sampling_times", "scaled_size", "to_f
 
 @dataclasses.dataclass(frozen=True)
 class FrameOptions:
-    """Which frames to take and how to output them (see the module docstring)."""
+    """Which frames to take and how to output them (see the module docstring).
+
+    >>> import apache_beam as beam, transforms as dg
+    >>> from apache_beam.testing.util import assert_that, equal_to
+    >>> from transforms.testing.synthetic_media import speaker_colour, video_bytes
+    >>> clip = {"__key__": "v", "mp4": video_bytes(speaker_colour(1), seconds=2.0)}
+    >>> cut = dg.CutOptions(mode="frames", video_field="mp4", with_audio=False,
+    ...                     frames=dg.FrameOptions(fps=None, num_frames=4, size=(64, 64),
+    ...                                            image_format="raw"))
+    >>> with dg.make_pipeline() as p:   # 4 frames over the clip, each 64x64 RGB
+    ...     frames = p | beam.Create([clip]) | dg.CutSamples(cut)
+    ...     shapes = frames.examples | beam.Map(lambda e: e["frame"].shape)
+    ...     _ = assert_that(shapes, equal_to([(64, 64, 3)] * 4))
+    """
 
     fps: float | None = 1.0         # sample at this rate; None: every frame ...
     num_frames: int = 0             # ... or N frames uniformly over the duration (when > 0)

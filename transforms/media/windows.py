@@ -48,6 +48,17 @@ class WindowOptions:
         every run and process, in time order.
     min_rms_db: drop windows whose RMS in dBFS (full scale 1.0 for float, 32767
         for int16) is below this; each drop is counted in stats["windows_silent"].
+
+    >>> import apache_beam as beam, transforms as dg
+    >>> from apache_beam.testing.util import assert_that, equal_to
+    >>> from transforms.testing.synthetic_media import flac_bytes, voice
+    >>> sample = {"__key__": "a", "flac": flac_bytes(voice(220, 2.0), 16000)}
+    >>> cut = dg.CutOptions(mode="audio_windows", audio_fields=("flac",),
+    ...                     windows=dg.WindowOptions(window_s=1.0, hop_s=0.5, remainder="drop"))
+    >>> with dg.make_pipeline() as p:   # 2 s in 1 s windows every 0.5 s: 3 windows
+    ...     cut_up = p | beam.Create([sample]) | dg.CutSamples(cut)
+    ...     starts = cut_up.examples | beam.Map(lambda e: e["start_time"])
+    ...     _ = assert_that(starts, equal_to([0.0, 0.5, 1.0]))
     """
 
     window_s: float = 1.0

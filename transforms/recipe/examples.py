@@ -28,7 +28,7 @@ from transforms.media.cutting import CutOptions, cut_sample
 from transforms.media.decoded import NoSamples
 from transforms.media.length import MediaLength, probe_length
 from transforms.recipe import sample_ops
-from transforms.recipe.splits import SplitPlan, Strata
+from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan, Strata
 
 # Protobuf parses no message of 2 GiB or more: an example that large could be
 # written but never read back.
@@ -40,10 +40,29 @@ __all__ = ["PROTOBUF_LIMIT", "Example", "ExampleRecipe", "SampleOutcome", "Stage
 
 @dataclasses.dataclass(frozen=True)
 class ExampleRecipe:
-    """Everything that turns one sample into examples; pickles as plain configuration."""
+    """Everything that turns one sample into examples; pickles as plain configuration.
+
+    The spec says which features an example has; the split plan where it goes
+    (by default DEFAULT_SPLITS by `__key__`); the sample operations (select,
+    where, rename, drop empty, functions of the user's) what of a sample is
+    kept; the cut how its media become examples.
+
+    >>> import apache_beam as beam, numpy as np, transforms as dg
+    >>> from apache_beam.testing.util import assert_that, equal_to
+    >>> recipe = dg.ExampleRecipe(
+    ...     spec=dg.FeatureSpec.parse("label=cls:int64,emb:float[2]"),
+    ...     split_plan=dg.SplitPlan.from_flags("train=0.5,test=0.5", "speaker"),
+    ...     where=(("lang", "en"),))
+    >>> samples = [{"__key__": f"k{i}", "cls": b"3", "emb": np.ones(2), "speaker": "s1",
+    ...             "lang": lang} for i, lang in enumerate(["en", "fr", "en"])]
+    >>> split = recipe.split_plan.split_of("s1")    # every example of speaker s1 goes there
+    >>> with dg.make_pipeline() as p:               # the French one is filtered out
+    ...     built = p | beam.Create(samples) | dg.BuildExamples(recipe)
+    ...     _ = assert_that(built["examples"] | beam.Map(lambda e: e.split), equal_to([split] * 2))
+    """
 
     spec: FeatureSpec
-    split_plan: SplitPlan
+    split_plan: SplitPlan = SplitPlan.from_flags(DEFAULT_SPLITS, KEY)
     selection: sample_ops.Selection | None = None
     where: tuple = ()
     renames: tuple = ()

@@ -35,8 +35,11 @@ from transforms.format.sample import FieldReader, field_text
 from transforms.format.spec import Feature, FeatureSpec
 from transforms.format.stable_hash import stable_hash64
 
-__all__ = ["SplitPlan", "Strata", "group_hash", "group_stratum", "parse_splits",
+__all__ = ["DEFAULT_SPLITS", "SplitPlan", "Strata", "group_hash", "group_stratum", "parse_splits",
            "parse_split_by", "split_balance", "stratum_cuts"]
+
+# The splits a dataset gets when none are given (--splits).
+DEFAULT_SPLITS = "train=0.8,eval=0.1,test=0.1"
 
 # Split names a split field may use for a declared split of another name.
 _ALIASES = (frozenset({"eval", "validation", "valid", "val", "dev"}),
@@ -161,7 +164,16 @@ class SplitPlan:
     `label_field` names a label to count per split without stratifying by it;
     `stratify_by` counts its label too (`label_source`). When an integer
     feature reads the label (`label_feature`), a label is that feature's
-    value: `03`, `3.0` and `3` are the class 3 it holds."""
+    value: `03`, `3.0` and `3` are the class 3 it holds.
+
+    >>> import transforms as dg
+    >>> plan = dg.SplitPlan.from_flags("train=0.8,eval=0.1,test=0.1", "__key__:^([^_]+)")
+    >>> plan.names
+    ['train', 'eval', 'test']
+    >>> split, group, label = plan.assign({"__key__": "spk07_0001"})
+    >>> group, split == plan.assign({"__key__": "spk07_0002"})[0]   # one speaker, one split
+    ('spk07', True)
+    """
 
     splits: tuple  # ((name, ratio), ...)
     field: str = "__key__"

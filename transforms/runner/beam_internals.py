@@ -10,8 +10,11 @@ needs both, and reaches into Beam here and nowhere else:
   `EmbeddedWorkerHandler` (an in-process worker, which the runner never asks),
   for the progress lines (transforms/runner/progress.py);
 - `declare_flags`: `PipelineOptions._add_argparse_args`, the hook an options
-  class declares its flags in, called on the command line's own parser
-  (pipelines/cli.py, pipelines/template_metadata.py).
+  class declares its flags in, called for Beam's own classes on the command
+  line's parser, so that it takes --runner, --project, ... (pipelines/cli.py;
+  the project's own flags are its tables, pipelines/flag_types.py);
+- `BeamArgumentParser`: the parser Beam parses options with (it takes
+  ValueProvider flags), which the command line's parser extends.
 
 `SUPPORTED` says whether the installed Beam is the one these were written for
 (setup.py pins it). On another version the jobs still run: the progress
@@ -26,9 +29,10 @@ import logging
 from typing import Callable, Iterator
 
 import apache_beam
+from apache_beam.options.pipeline_options import _BeamArgumentParser as BeamArgumentParser
 from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
 
-__all__ = ["BEAM_VERSION", "SUPPORTED", "declare_flags", "watching_bundles"]
+__all__ = ["BEAM_VERSION", "BeamArgumentParser", "SUPPORTED", "declare_flags", "watching_bundles"]
 
 # The Beam release these internals were read from and tested with.
 BEAM_VERSION = "2.77"

@@ -58,6 +58,13 @@ def make_pipeline(options: PipelineOptions | None = None,
     With --direct_num_workers > 1 and no explicit --direct_running_mode, workers
     are processes: threads would share one GIL and not run faster. On a service
     runner, --save_main_session is off unless asked for (module docstring).
+
+    >>> import apache_beam as beam, transforms as dg
+    >>> from apache_beam.options.pipeline_options import PipelineOptions
+    >>> from apache_beam.testing.util import assert_that, equal_to
+    >>> with dg.make_pipeline(PipelineOptions(["--direct_num_workers", "2"])) as p:
+    ...     _ = assert_that(p | beam.Create([1, 2, 3]) | beam.Map(lambda x: x * x),
+    ...                     equal_to([1, 4, 9]))
     """
     options = options if options is not None else PipelineOptions([])
     if not runs_locally(options):

@@ -126,14 +126,17 @@ class ReadTarSamples(beam.PTransform):
     `target_bytes` together (0: a unit per file); the output is in no
     particular order. `source` is the Source it reads, for WriteDataset.
 
-    >>> import transforms as dg
+    >>> import apache_beam as beam, transforms as dg
+    >>> from apache_beam.testing.util import assert_that, equal_to
     >>> from transforms.testing.corpus import write_corpus
     >>> _ = write_corpus("corpus", shards=2, samples_per_shard=3)
     >>> read = dg.ReadTarSamples("corpus/*.tar")
     >>> read.describe()["num_files"], sorted(next(read.first_samples()))
-    (2, ['__key__', '__url__', 'cls', 'flac', 'json'])
+    (2, ['__key__', '__url__', 'bin', 'cls', 'json'])
     >>> with dg.make_pipeline() as p:
-    ...     keys = p | read | beam.Map(lambda s: s["__key__"])
+    ...     speakers = (p | read).samples | beam.Map(lambda s: s["__key__"][:5])
+    ...     _ = assert_that(speakers | beam.Distinct(), equal_to(["spk00", "spk01", "spk02",
+    ...                                                           "spk03", "spk04", "spk05"]))
     """
 
     def __init__(self, file_pattern: str | Sequence[str], target_bytes: int = 0):

@@ -85,7 +85,21 @@ def verify_dataset(root: str, media_samples: int = 64, seed: int = 0,
     the problems each a line naming the file it is about, none when all is
     well. About `media_samples` records, chosen by `seed`, have their media
     decoded; `options` run the shards' check (locally by default, or on
-    Dataflow with --temp_location for its reports)."""
+    Dataflow with --temp_location for its reports).
+
+    >>> import apache_beam as beam, os, transforms as dg
+    >>> with dg.make_pipeline() as p:
+    ...     _ = (p | beam.Create([{"label": i} for i in range(20)])
+    ...            | dg.WriteDataset("labels", features="label:int64", splits="train=1"))
+    >>> problems, summary = dg.verify_dataset("labels")
+    >>> problems
+    []
+    >>> shard = next(f for f in os.listdir("labels/train") if f.endswith(".tfrecord"))
+    >>> with open(f"labels/train/{shard}", "r+b") as f:   # one byte flipped
+    ...     _ = f.seek(20); byte = f.read(1); _ = f.seek(20); _ = f.write(bytes([byte[0] ^ 1]))
+    >>> print(dg.verify_dataset("labels")[0][0])
+    train/...: ...
+    """
     root = root.rstrip("/")
     try:
         document = read_manifest(root)

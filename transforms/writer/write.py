@@ -45,7 +45,7 @@ import apache_beam as beam
 from transforms.format.sample import KEY
 from transforms.format.spec import FeatureSpec, parse_features
 from transforms.recipe.examples import ExampleRecipe
-from transforms.recipe.splits import SplitPlan
+from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan
 from transforms.sources.units import PlanUnits, Source
 from transforms.storage.folders import check_writable
 from transforms.tft.preprocessing import Preprocessing
@@ -55,8 +55,9 @@ from transforms.writer.global_shards import WriteShards
 from transforms.writer.leakage import SplitGroups
 from transforms.writer.ledger import REUSED, RunFolder, SkipCommitted, recipe_fingerprint
 from transforms.writer.stratify import StratifySplits
+from transforms.writer.tfrecord import COMPRESSIONS
 
-__all__ = ["DEFAULT_SPLITS", "DatasetConfig", "SHUFFLES", "WriteDataset", "simple_config"]
+__all__ = ["COMPRESSIONS", "DatasetConfig", "SHUFFLES", "WriteDataset", "simple_config"]
 
 # --shuffle: where examples are written (module docstring).
 SHUFFLES = ("none", "global")
@@ -68,6 +69,18 @@ class DatasetConfig:
 
     `num_shards` (shards per split) is the global layout's; the default layout
     rolls shards at `target_shard_bytes`, which also sizes the work units.
+    `simple_config` makes one from a feature spec, a group key and ratios.
+
+    >>> import transforms as dg
+    >>> recipe = dg.ExampleRecipe(spec=dg.FeatureSpec.parse("flac:bytes,label=cls:int64"),
+    ...                           split_plan=dg.SplitPlan.from_flags("train=0.9,test=0.1",
+    ...                                                              "json.speaker"))
+    >>> config = dg.DatasetConfig("out", recipe, compression="gzip", target_shard_bytes=64 << 20)
+    >>> config.shuffle, len(config.fingerprint)   # the default layout; the recipe's hash
+    ('none', 16)
+    >>> dg.DatasetConfig("out", recipe, num_shards=8)
+    Traceback (most recent call last):
+    ValueError: --num_shards needs --shuffle global: ...
     """
 
     output: str
@@ -89,15 +102,14 @@ class DatasetConfig:
         return recipe_fingerprint(self.options, self.source, self.recipe.spec.to_json())
 
     def __post_init__(self):
+        if self.compression not in COMPRESSIONS:
+            raise ValueError(f"--compression {self.compression!r}: expected one of "
+                             f"{', '.join(COMPRESSIONS)}")
         if self.shuffle not in SHUFFLES:
             raise ValueError(f"--shuffle {self.shuffle!r}: expected one of {', '.join(SHUFFLES)}")
         if self.num_shards and self.shuffle != "global":
             raise ValueError("--num_shards needs --shuffle global: the default writer rolls "
                              "shards at --shard_size_mb where the examples are built")
-
-
-# The splits a dataset gets when none are given.
-DEFAULT_SPLITS = "train=0.8,eval=0.1,test=0.1"
 
 
 def simple_config(output: str, features: FeatureSpec | str, split_by: str = KEY,
@@ -148,6 +160,21 @@ class WriteDataset(beam.PTransform):
     default), and the earlier work it reuses (transforms/writer/ledger.py).
     Stratified splits, tf.Transform and reused work need a Source: they read
     its units twice, or plan them again.
+
+    >>> import apache_beam as beam, json, numpy as np, transforms as dg
+    >>> rows = [{"emb": np.full(4, i, np.float32), "label": i % 3, "speaker": f"s{i % 20}"}
+    ...         for i in range(40)] + [{"emb": np.zeros(3, np.float32), "label": 1,
+    ...                                 "speaker": "s1"}]     # the wrong shape
+    >>> with dg.make_pipeline() as p:
+    ...     _ = (p | beam.Create(rows)
+    ...            | dg.WriteDataset("embeddings", features="emb:float32[4],label:int64",
+    ...                              split_by="speaker", splits="train=0.8,test=0.2",
+    ...                              max_failure_fraction=0.05))
+    >>> accounting = json.load(open("embeddings/manifest.json"))["accounting"]
+    >>> accounting["samples_written"], accounting["samples_failed"]
+    (40, 1)
+    >>> dg.verify_dataset("embeddings")[0]   # no problems
+    []
     """
 
     def __init__(self, config: DatasetConfig | str, source: Source | None = None,
