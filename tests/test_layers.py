@@ -7,12 +7,15 @@
   `launch`;
 - a job (pipelines/*_to_*.py) is a composition of public names: it imports
   `transforms`, a package's own names (its __init__), or the Beam-free format
-  layer, never a module inside a Beam package.
+  layer, never a module inside a Beam package;
+- Beam's and argparse's private names are used in one module,
+  transforms/runner/beam_internals.py, which checks the Beam version.
 
 Read from the source, so an import inside a function counts too."""
 
 import ast
 import pathlib
+import re
 
 import pytest
 
@@ -88,3 +91,17 @@ def test_a_job_composes_public_names(job):
     private = sorted(name for name in _imports(ROOT / "pipelines" / job)
                      if not _is_package_or_format(name))
     assert not private
+
+
+# Beam's runner internals, its parser, and argparse's private fields.
+INTERNALS = re.compile(r"\._(actions|group_actions|add_action|option_string_actions)\b"
+                       r"|_BeamArgumentParser|\._add_argparse_args\(|ProgressRequester"
+                       r"|EmbeddedWorkerHandler|bundle_processor_cache")
+INTERNALS_MODULE = TRANSFORMS / "runner" / "beam_internals.py"
+
+
+def test_internals_are_used_in_one_module():
+    users = {str(path.relative_to(ROOT)) for folder in ("transforms", "pipelines")
+             for path in (ROOT / folder).rglob("*.py")
+             if INTERNALS.search(path.read_text())}
+    assert users == {str(INTERNALS_MODULE.relative_to(ROOT))}

@@ -129,7 +129,7 @@ def test_the_readme_names_every_flag_and_no_other():
     assert taken - set(re.findall(r"--([a-z][a-z0-9_]*)", text)) == set()
 
 
-def _steps(*flags: str) -> set:
+def _steps(output, *flags: str) -> set:
     """(Beam label, transform, module path) of WriteDataset's own steps for `flags`."""
     import functools
 
@@ -152,7 +152,8 @@ def _steps(*flags: str) -> set:
         def first_samples(self):
             return iter(())
 
-    options = PipelineOptions(["--output", "unused", "--split_by", "__key__", *flags])
+    # Building the graph writes nothing but tf.Transform's scratch folder, in `output`.
+    options = PipelineOptions(["--output", str(output), "--split_by", "__key__", *flags])
     config = dataset_config(options, Unread())
     pipeline = beam.Pipeline()
     _ = pipeline | "WriteDataset" >> WriteDataset(config, Unread.source)
@@ -169,10 +170,12 @@ def _steps(*flags: str) -> set:
     return steps
 
 
-def test_the_readme_maps_every_step_to_its_module():
+def test_the_readme_maps_every_step_to_its_module(tmp_path):
     text = open(os.path.join(REPO, "README.md")).read()
     table = set(re.findall(r"(?m)^\| `(WriteDataset/\w+)` \| `(\w+)` \| `([\w/.]+)` \|", text))
-    built = (_steps("--features", "cls:int64")
-             | _steps("--features", "cls:int64", "--stratify_by", "cls", "--shuffle", "global")
-             | _steps("--features", "gain=json.gain:float", "--normalize", "gain=zscore"))
+    built = (_steps(tmp_path, "--features", "cls:int64")
+             | _steps(tmp_path, "--features", "cls:int64", "--stratify_by", "cls",
+                      "--shuffle", "global")
+             | _steps(tmp_path, "--features", "gain=json.gain:float", "--normalize",
+                      "gain=zscore"))
     assert table == built

@@ -25,11 +25,13 @@ code that imports only `transforms.format` (the reader) never loads Beam.
 - running and reading back: `make_pipeline` (the local runner without Beam's
   Prism download, or Dataflow), `load` (tf.data), `verify_dataset`.
 
-The packages, bottom up: `format/` (Beam-free: sample, spec, encoder,
-manifest, reader), `media/` (Beam-free decoders and cutters), `recipe/`
-(Beam-free: what one sample becomes), `sources/`, `dataset/` (the writer,
-WriteDataset), `tft/`, `verify/`, `report/`, `runner/`, and `testing/`
-(synthetic media for tests and the demo).
+The packages, bottom up (tests/test_layers.py holds each to importing only
+those below it): `format/` (Beam-free: sample, spec, encoder, manifest,
+reader), `media/` (Beam-free decoders and cutters), `recipe/` (Beam-free:
+what one sample becomes), `runner/`, `storage/`, `sources/`, `tft/`,
+`writer/` (one folder, reached through `write.py` and, for launchers,
+`launch.py`), `examples/` (CutSamples, BuildExamples), `verify/`, `report/`,
+and `testing/` (synthetic media for tests and the demo).
 """
 
 from __future__ import annotations

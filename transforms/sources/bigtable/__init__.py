@@ -6,9 +6,28 @@
 - `sink`: Samples and examples written as rows.
 """
 
-from transforms.sources.bigtable.sink import STAGE, WriteExamplesToBigtable, WriteSamplesToBigtable
-from transforms.sources.bigtable.table import BigtableTable
+from __future__ import annotations
 
-# What a job of Bigtable's takes from here; the reader, ReadBigtableSamples, is
-# one of the project's public names (transforms/__init__.py).
-__all__ = ["STAGE", "BigtableTable", "WriteExamplesToBigtable", "WriteSamplesToBigtable"]
+import importlib
+from typing import Any
+
+# What a job of Bigtable's takes from here (the reader, ReadBigtableSamples, is
+# one of the project's public names: transforms/__init__.py), each imported on
+# first use: the client library is heavy, and the flags' module reads table ids
+# from table.py in every job.
+_EXPORTS = {
+    "STAGE": "transforms.sources.bigtable.sink",
+    "BigtableTable": "transforms.sources.bigtable.table",
+    "WriteExamplesToBigtable": "transforms.sources.bigtable.sink",
+    "WriteSamplesToBigtable": "transforms.sources.bigtable.sink",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
