@@ -37,6 +37,7 @@ and `testing/` (synthetic media for tests and the demo).
 from __future__ import annotations
 
 import importlib
+import sys
 from typing import Any
 
 # Public name -> the module that defines it.
@@ -66,13 +67,24 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'transforms' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value  # once imported, a plain attribute
-    return value
+def exports_on_first_use(package: str, exports: dict) -> tuple:
+    """A package's `__getattr__` and `__dir__` for `exports` (name -> the module
+    that defines it): a name's module is imported when the name is first used,
+    then the name is a plain attribute of the package. This package's public
+    names load so, and so do the subpackages' that would load heavy libraries."""
+    namespace = sys.modules[package].__dict__
+
+    def __getattr__(name: str) -> Any:
+        if name not in exports:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(exports[name]), name)
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list:
+        return sorted(exports)
+
+    return __getattr__, __dir__
 
 
-def __dir__() -> list:
-    return list(__all__)
+__getattr__, __dir__ = exports_on_first_use(__name__, _EXPORTS)

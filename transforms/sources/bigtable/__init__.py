@@ -6,10 +6,7 @@
 - `sink`: Samples and examples written as rows.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import Any
+from transforms import exports_on_first_use
 
 # What a job of Bigtable's takes from here (the reader, ReadBigtableSamples, is
 # one of the project's public names: transforms/__init__.py), each imported on
@@ -23,11 +20,4 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = exports_on_first_use(__name__, _EXPORTS)
