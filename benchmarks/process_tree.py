@@ -2,8 +2,10 @@
 process tree (the command and every process it starts, such as the local
 runner's worker processes), sampled from /proc.
 
-    run = measure([sys.executable, "-m", "pipelines.tar_to_tfrecord", ...])
+    run = measure([sys.executable, "-m", "pipelines.tar_to_tfrecord", ...], watch=output)
     run.seconds, run.peak_rss     # bytes: the largest sum of RSS seen at once
+    run.first_output_s            # when the first .tfrecord file appeared under `watch`
+    run.cpu_seconds               # user + system CPU of the whole tree
 
 RSS counts pages shared between the processes (libraries, copy-on-write) in
 each of them, so the sum errs high, never low.
@@ -12,6 +14,7 @@ each of them, so the sum errs high, never low.
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import threading
 import time
@@ -24,8 +27,10 @@ _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 class Measured(NamedTuple):
     seconds: float
-    peak_rss: int     # bytes
-    output: str       # stdout and stderr, for errors and the job's own summary
+    peak_rss: int                 # bytes
+    output: str                   # stdout and stderr, for errors and the job's own summary
+    first_output_s: float | None  # seconds to the first .tfrecord file under `watch`
+    cpu_seconds: float            # user + system, of the command and every process it waited for
 
 
 def _children() -> dict:
@@ -58,18 +63,35 @@ def tree_rss(pid: int) -> int:
     return total
 
 
+def _has_output(folder: str) -> bool:
+    """Whether a .tfrecord file (or one being written) is anywhere under `folder`."""
+    return any(".tfrecord" in name for _, _, names in os.walk(folder) for name in names)
+
+
+def _cpu_of_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def measure(command: Sequence[str], env: dict | None = None, cwd: str | None = None,
-            interval_s: float = 0.05) -> Measured:
-    """Runs `command` to its end; raises CalledProcessError (with its output) if it fails."""
+            interval_s: float = 0.05, watch: str | None = None) -> Measured:
+    """Runs `command` to its end; raises CalledProcessError (with its output) if it fails.
+
+    The CPU time is what the command and the processes it waited for used
+    (the local runner waits for its workers): one measure() at a time."""
+    cpu = _cpu_of_children()
     start = time.perf_counter()
     process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT)
     peak = [0]
+    first: list = [None]
     done = threading.Event()
 
     def sample():
         while not done.is_set():
             peak[0] = max(peak[0], tree_rss(process.pid))
+            if watch and first[0] is None and _has_output(watch):
+                first[0] = time.perf_counter() - start
             done.wait(interval_s)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -81,4 +103,4 @@ def measure(command: Sequence[str], env: dict | None = None, cwd: str | None = N
     text = output.decode("utf-8", "replace")
     if process.returncode:
         raise subprocess.CalledProcessError(process.returncode, command, text)
-    return Measured(seconds, peak[0], text)
+    return Measured(seconds, peak[0], text, first[0], _cpu_of_children() - cpu)
