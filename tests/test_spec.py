@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from transforms.format import tfds_metadata
 from transforms.format.infer import infer_spec
@@ -194,3 +196,25 @@ def test_packed_arrays_refuse_bools():
                                           ("out/2024", "dataset_2024"), ("/", "dataset")])
 def test_tfds_dataset_names_are_snake_case(output, name):
     assert tfds_metadata.dataset_name(output) == name
+
+
+@given(st.one_of(st.integers(min_value=-2**200, max_value=2**200),
+                 st.floats(allow_nan=True, allow_infinity=True)))
+def test_a_plain_number_takes_the_short_way_to_the_general_ways_array(value):
+    """A Python int or float is coerced without the general path's list and
+    checks; whatever the short way makes is the general way's own array, and
+    what either refuses stays refused (a one-item list takes the general way)."""
+    for dtype in ("float", "int64"):
+        feature = Feature(name="x", dtype=dtype)
+        try:
+            general = feature.coerce([value])
+        except ValueError:
+            general = None
+        try:
+            short = feature.coerce(value)
+        except ValueError:
+            short = None
+        if general is None:
+            assert short is None
+        else:
+            assert short.dtype == general.dtype and short.tobytes() == general.tobytes()

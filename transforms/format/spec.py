@@ -378,6 +378,7 @@ def _text_int(text: str) -> int:
 
 _NUMBERS = (int, float, np.integer, np.floating)
 _INT64_LIMIT = 2.0**63
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _number_elements(value, feature: "Feature") -> list:
@@ -400,10 +401,29 @@ def _number_elements(value, feature: "Feature") -> list:
     return flat
 
 
+def _plain_number(value: int | float, kind: str) -> np.ndarray | None:
+    """The one-value array of a plain Python number, the commonest scalar (a
+    window's times, a label): the array the general way makes, sooner; None
+    for any value it would refuse or round otherwise, left to that way."""
+    if kind == "float":
+        if type(value) is int and abs(value) >= 2**128:  # beyond float32 (float() may overflow)
+            return None
+        number = float(value)
+        return np.array([number], np.float32) if abs(number) <= _FLOAT32_MAX else None
+    if type(value) is float and not value.is_integer():
+        return None
+    return np.array([int(value)], np.int64) if -_INT64_LIMIT <= value < _INT64_LIMIT else None
+
+
 def _to_number_array(value, feature: "Feature") -> np.ndarray:
     """A flat array of the feature's tf.Example kind (int64 or float32); every
     value must fit it: an int64 in range, a float32 finite."""
     kind, name = feature.kind, feature.name
+    # Exact types: a bool, an int subclass, is no number here (below).
+    if type(value) in (int, float):
+        array = _plain_number(value, kind)
+        if array is not None:
+            return array
     if isinstance(value, np.ndarray) and value.dtype.kind in "iuf":
         array = value
     elif isinstance(value, np.ndarray) and value.dtype.kind == "b":
