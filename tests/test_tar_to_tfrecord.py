@@ -20,6 +20,7 @@ from transforms.recipe.splits import SplitPlan
 from transforms.sources.tar import TarReader, plan_tar_units
 from transforms.sources.units import Source
 from transforms.testing.corpus import write_corpus
+from transforms.writer import ledger
 from transforms.writer.ledger import parse_receipt
 from transforms.writer.write import DatasetConfig, WriteDataset
 
@@ -114,6 +115,17 @@ def test_manifest_layout_and_accounting(dataset):
     assert [len(r.failures) for r in ledger].count(1) == 1
     schema = (output / "schema.pbtxt").read_text()
     assert 'name: "label"' in schema and "type: INT" in schema
+
+
+def test_the_ledger_is_written_in_parts_and_joined_in_unit_order(corpus, dataset, tmp_path,
+                                                                 monkeypatch):
+    """With a unit a part, no worker holds more than one unit's receipt (each
+    carries its groups) and the parts are joined in order: the same file."""
+    output, _ = dataset
+    monkeypatch.setattr(ledger, "LEDGER_PART_UNITS", 1)
+    _run(corpus, tmp_path / "parts")
+    assert (tmp_path / "parts" / "units.jsonl").read_bytes() == (
+        output / "units.jsonl").read_bytes()
 
 
 def test_dead_letter_names_the_sample_and_reason(dataset):

@@ -66,7 +66,7 @@ from transforms.writer.commit import (
     split_entries,
 )
 from transforms.writer.leakage import leakage_message
-from transforms.writer.ledger import LEDGER, ledger_text
+from transforms.writer.ledger import LEDGER, ledger_part, ledger_text
 
 __all__ = ["Finalise", "account", "summary_line", "unit_coverage_errors"]
 
@@ -171,8 +171,8 @@ class CommitPlan(NamedTuple):
     num_failures: int
     group_counts: dict  # split -> groups in it
     warnings: tuple     # splits that came out empty (allowed) or off their ratio
-    ledger: str | None  # units.jsonl, for the default layout's shards
     durations: dict     # split -> its durations entry
+    final_files: dict   # each shard's path as its receipt names it -> its path in the dataset
 
 
 def _run_failures(temp_dir: str) -> str:
@@ -184,19 +184,18 @@ def _run_failures(temp_dir: str) -> str:
 class _CheckFn(beam.DoFn):
     """Runs once, after every shard is written: the checks of step 1."""
 
-    def __init__(self, config, temp_dir: str, keep_ledger: bool):
+    def __init__(self, config, temp_dir: str):
         self._config = config
         self._temp_dir = temp_dir
-        self._keep_ledger = keep_ledger
 
-    def process(self, _, planned, shards, tallies, failures, leaks, group_counts, receipts):
+    def process(self, _, planned, shards, tallies, failures, leaks, group_counts, spans):
         config = self._config
         accounting = account(tallies)
         accounted = (accounting["samples_written"] + accounting["samples_filtered"]
                      + accounting["samples_failed"])
         if accounting["samples_read"] != accounted:
             raise AssertionError(f"accounting mismatch: {accounting}")
-        problems = unit_coverage_errors(dict(planned), [(r.unit, r.span) for r in receipts])
+        problems = unit_coverage_errors(dict(planned), spans)
         if problems:
             raise AssertionError(f"work units lost or repeated: {'; '.join(problems[:5])}")
         in_shards = collections.Counter()
@@ -238,16 +237,14 @@ class _CheckFn(beam.DoFn):
         for name in (manifest.MANIFEST, tfds_metadata.TFDS_INFO, tfds_metadata.TFDS_FEATURES):
             delete_if_exists(FileSystems.join(config.output, name))
         named = name_shards(shards, config.compression)
-        ledger = None
-        if self._keep_ledger and config.write_tfrecords and config.shuffle == "none":
-            ledger = ledger_text(receipts, {n.shard.temp: n.file for n in named})
+        final_files = {n.shard.temp: n.file for n in named}  # before any is moved aside
         named = _move_aside(named, config.output, self._temp_dir)
         for split in sorted({n.shard.split for n in named}):
             ensure_dir(FileSystems.join(config.output, split))  # before parallel moves into it
         yield CommitPlan(tuple(named), accounting,
                          _label_counts(tallies) if config.recipe.split_plan.label_source else None,
-                         len(failures), group_counts, tuple(empty + lopsided), ledger,
-                         _split_durations(tallies))
+                         len(failures), group_counts, tuple(empty + lopsided),
+                         _split_durations(tallies), final_files)
 
 
 def _move_aside(named: list, output: str, temp_dir: str) -> list:
@@ -273,6 +270,33 @@ def _move_batches(plan: CommitPlan, output: str) -> Iterable[list]:
     moves = [(temp, final) for n in plan.named for temp, final in n.moves(output) if temp != final]
     for i in range(0, len(moves), _MOVE_BATCH):
         yield moves[i:i + _MOVE_BATCH]
+
+
+def _ledger_part_path(temp_dir: str, part: int) -> str:
+    return FileSystems.join(temp_dir, "ledger", f"{part:08d}.jsonl")
+
+
+class _WriteLedgerPartFn(beam.DoFn):
+    """(part, its receipts) -> the part's ledger lines, in unit order, written into
+    the run's folder once the shards are named; outputs the part's path."""
+
+    def __init__(self, temp_dir: str):
+        self._temp_dir = temp_dir
+
+    def process(self, part_receipts, plan: CommitPlan):
+        part, receipts = part_receipts
+        path = _ledger_part_path(self._temp_dir, part)
+        write_text(path, ledger_text(receipts, plan.final_files))
+        yield path
+
+
+def _join_files(paths: Iterable[str], target: str) -> None:
+    """Writes the files at `paths`, in that order, one after another into `target`,
+    a file at a time."""
+    with FileSystems.create(target) as out:
+        for path in paths:
+            with FileSystems.open(path) as part:
+                out.write(part.read())
 
 
 @beam.typehints.with_input_types(CommitPlan, Any)  # (plan, the moves done: a barrier)
@@ -310,8 +334,9 @@ class _PublishFn(beam.DoFn):
             tfds_metadata.tfds_dataset_info(tfds_metadata.dataset_name(output), info["splits"],
                                             description), indent=2) + "\n")
 
-    def process(self, plan: CommitPlan, moved):  # noqa: ARG002 - see below
-        # `moved` only orders this step after every move.
+    # `moved` only orders this step after every move; `ledger_parts` are the
+    # ledger's part files, when the dataset keeps one.
+    def process(self, plan: CommitPlan, moved, ledger_parts=None):  # noqa: ARG002
         config = self._config
         names = config.recipe.split_plan.names
         remove_stale_shards(config.output, set().union(*(n.kept_files() for n in plan.named)))
@@ -334,13 +359,13 @@ class _PublishFn(beam.DoFn):
             group_counts=plan.group_counts, warnings=plan.warnings, transform=transform,
             durations=plan.durations,
             recipe_fingerprint=config.fingerprint,
-            ledger=LEDGER if plan.ledger is not None else None)
+            ledger=LEDGER if ledger_parts is not None else None)
         classes = manifest.label_classes(spec, config.recipe.split_plan.label_source,
                                          plan.label_counts)
         write_text(FileSystems.join(config.output, manifest.SCHEMA),
                     manifest.schema_pbtxt(spec, classes))
-        if plan.ledger is not None:
-            write_text(FileSystems.join(config.output, LEDGER), plan.ledger)
+        if ledger_parts is not None:
+            _join_files(sorted(ledger_parts), FileSystems.join(config.output, LEDGER))
         else:
             delete_if_exists(FileSystems.join(config.output, LEDGER))  # an earlier run's
         if config.write_tfrecords and tfds_metadata.applies(config.compression):
@@ -375,23 +400,33 @@ class Finalise(beam.PTransform):
 
     def expand(self, inputs):
         config = self._config
+        spans = inputs["receipts"] | "ReceiptSpans" >> beam.Map(lambda r: (r.unit, r.span))
         plan = (
             inputs["shards"].pipeline
             | "Start" >> beam.Create([None])
             | "Check" >> beam.ParDo(
-                _CheckFn(config, self._temp_dir, self._keep_ledger),
+                _CheckFn(config, self._temp_dir),
                 planned=beam.pvalue.AsList(inputs["planned"]),
                 shards=beam.pvalue.AsList(inputs["shards"]),
                 tallies=beam.pvalue.AsSingleton(inputs["tallies"]),
                 failures=beam.pvalue.AsList(inputs["failures"]),
                 leaks=beam.pvalue.AsList(inputs["leaks"]),
                 group_counts=beam.pvalue.AsList(inputs["group_counts"]),
-                receipts=beam.pvalue.AsList(inputs["receipts"])))
+                spans=beam.pvalue.AsList(spans)))
         moved = (
             plan
             | "MoveBatches" >> beam.FlatMap(_move_batches, config.output)
             | "SpreadMoves" >> beam.Reshuffle()
             | "MoveShards" >> beam.Map(move_shards))
+        ledger = {}
+        if self._keep_ledger and config.write_tfrecords and config.shuffle == "none":
+            parts = (inputs["receipts"]
+                     | "LedgerParts" >> beam.Map(lambda r: (ledger_part(r), r))
+                     | "ByLedgerPart" >> beam.GroupByKey()
+                     # (part, [receipts of up to LEDGER_PART_UNITS units])
+                     | "WriteLedgerParts" >> beam.ParDo(_WriteLedgerPartFn(self._temp_dir),
+                                                        plan=beam.pvalue.AsSingleton(plan)))
+            ledger["ledger_parts"] = beam.pvalue.AsList(parts)
         return plan | "Publish" >> beam.ParDo(
             _PublishFn(config, self._temp_dir, self._transformed_spec),
-            moved=beam.pvalue.AsList(moved))
+            moved=beam.pvalue.AsList(moved), **ledger)

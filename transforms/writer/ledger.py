@@ -44,10 +44,10 @@ from transforms.runner.counters import counter
 from transforms.sources.units import WorkUnit
 from transforms.writer.tfrecord import ShardRecord
 
-__all__ = ["CHANGED", "LEDGER", "NEW", "RETRIED", "REUSE", "REUSED", "Reuse",
-           "RunFolder", "SkipCommitted", "UnitReceipt",
-           "flag_differences", "ledger_text", "parse_receipt", "plan_run_folder",
-           "receipt_line", "recipe_fingerprint", "reusable", "start_run", "write_receipt"]
+__all__ = ["CHANGED", "LEDGER", "LEDGER_PART_UNITS", "NEW", "RETRIED", "REUSE", "REUSED", "Reuse",
+           "RunFolder", "SkipCommitted", "UnitReceipt", "flag_differences", "ledger_part",
+           "ledger_text", "parse_receipt", "plan_run_folder", "receipt_line", "recipe_fingerprint",
+           "reusable", "start_run", "write_receipt"]
 
 LEDGER = "units.jsonl"
 _RECEIPTS = "units"
@@ -121,6 +121,17 @@ def write_receipt(temp_dir: str, receipt: UnitReceipt) -> None:
     path = FileSystems.join(temp_dir, _RECEIPTS, f"{receipt.unit:06d}-{uuid.uuid4().hex[:12]}.json")
     with FileSystems.create(path) as f:
         f.write(receipt_line(receipt).encode("utf-8"))
+
+
+# Units per part of the published ledger: a part's receipts are put in order and
+# written by one worker, and the final step joins the parts a part at a time,
+# so no step holds more than a part's receipts (each has its groups).
+LEDGER_PART_UNITS = 1000
+
+
+def ledger_part(receipt: UnitReceipt) -> int:
+    """The part of the ledger the receipt's line is in; parts follow unit order."""
+    return receipt.unit // LEDGER_PART_UNITS
 
 
 def ledger_text(receipts: Iterable[UnitReceipt], final_files: Mapping[str, str]) -> str:
