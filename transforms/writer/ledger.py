@@ -125,8 +125,9 @@ def write_receipt(temp_dir: str, receipt: UnitReceipt) -> None:
 
 # Units per part of the published ledger: a part's receipts are put in order and
 # written by one worker, and the final step joins the parts a part at a time,
-# so no step holds more than a part's receipts (each has its groups).
-LEDGER_PART_UNITS = 1000
+# so no step holds more than a part's receipts (each has its groups: 100 units
+# of 4,000 ten-second clips keyed by clip are 400k pairs, ~100 MB).
+LEDGER_PART_UNITS = 100
 
 
 def ledger_part(receipt: UnitReceipt) -> int:
