@@ -135,7 +135,8 @@ def compare(label: str, kind: str, corpus: str, megabytes: float, flags: list, w
         if repeat == 0:
             same = records(outputs["lean"]) == records(outputs["beam-1"])
             print(f"lean loop and job wrote the same records: {'yes' if same else 'NO'}")
-            shutil.rmtree(outputs["lean"]), shutil.rmtree(outputs["beam-1"])
+            for name in ("lean", "beam-1"):
+                shutil.rmtree(outputs[name])
     seconds = {name: _median(runs, "seconds") for name, runs in results.items()}
     first = {name: _median(runs, "first_output_s") for name, runs in results.items()}
     # MB/s once output flows: start-up (imports, planning, workers) left out.

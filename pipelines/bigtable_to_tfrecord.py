@@ -35,7 +35,7 @@ import transforms as dg
 from pipelines import cli
 from pipelines.dataset_job import dataset_config, run_dataset_job
 from pipelines.job_options import BigtableReadOptions, bigtable_table
-from transforms.sources.bigtable import BigtableTable, WriteExamplesToBigtable
+from transforms.sources.bigtable import WriteExamplesToBigtable
 
 __all__ = ["run"]
 
@@ -46,9 +46,9 @@ def _examples_sink(bt: BigtableReadOptions, read: dg.ReadBigtableSamples):
         raise ValueError("--examples_only needs --examples_table")
     if not bt.examples_table:
         return None
-    table = read.config.table
-    sink = WriteExamplesToBigtable(BigtableTable(table.project, table.instance,
-                                                 bt.examples_table), family=bt.examples_family)
+    sink = WriteExamplesToBigtable(
+        dataclasses.replace(read.config.table, table=bt.examples_table, app_profile=None),
+        family=bt.examples_family)
     sink.ensure_table(create=bt.create_examples_table, create_flag="--create_examples_table")
     return sink
 
@@ -58,8 +58,8 @@ def run(argv=None) -> dict | None:
     options = PipelineOptions(cli.checked_flags("bigtable_to_tfrecord", argv))
     bt = options.view_as(BigtableReadOptions)
     read = dg.ReadBigtableSamples(
-        bigtable_table(options, ("--columns", bt.columns)), bt.columns,
-        app_profile=bt.app_profile or None, start_key=bt.start_key, end_key=bt.end_key,
+        bigtable_table(options, ("--columns", bt.columns), app_profile=bt.app_profile or None),
+        bt.columns, start_key=bt.start_key, end_key=bt.end_key,
         prefix=bt.prefix, key_regex=bt.key_regex, max_rows=bt.max_rows,
         sample_fraction=bt.sample_fraction, max_ranges=bt.max_ranges)
     config = dataset_config(options, read)

@@ -139,8 +139,6 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
     shard_bytes = target_shard_bytes(options)
     if not 0 <= opts.max_failure_fraction <= 1:
         raise ValueError("--max_failure_fraction must be between 0 and 1")
-    source = read.describe()
-    spec = feature_spec(options, read.first_samples())
     if (opts.resume or opts.retry_failed) and (opts.shuffle == "global" or any(
             (opts.preprocessing_fn, opts.normalize, opts.vocabulary, opts.bucketize))):
         # The global layout writes no shard before every example is shuffled, and a
@@ -159,6 +157,9 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
             "between its processes; use the default --shuffle none, or "
             "--direct_num_workers 1"
         )
+    # The input is read from here on: the flags that need no input are checked.
+    source = read.describe()
+    spec = feature_spec(options, read.first_samples())
     recipe = ExampleRecipe(
         cut=cut_options(options),
         spec=spec,

@@ -15,6 +15,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 
 from pipelines.flag_types import BIGTABLE_ID, GS_PATH, Flag, FlagTable
 from transforms.format.text import comma_list
+from transforms.sources.bigtable import BigtableTable
 
 __all__ = [
     "BigtableLoadOptions",
@@ -129,13 +130,15 @@ def input_patterns(options: PipelineOptions, what: str) -> list:
     return patterns
 
 
-def bigtable_table(options: PipelineOptions, *required: tuple) -> str:
-    """'project/instance/table' from --project, --instance and --table; ValueError
-    naming each of those and of the `required` (flag, value) pairs that is empty."""
+def bigtable_table(options: PipelineOptions, *required: tuple,
+                   app_profile: str | None = None) -> BigtableTable:
+    """The table --project, --instance and --table name (its reads through
+    `app_profile`); ValueError naming each of those and of the `required`
+    (flag, value) pairs that is empty."""
     table = options.view_as(BigtableTableOptions)
     project = options.view_as(GoogleCloudOptions).project
     missing = [flag for flag, value in (("--project", project), ("--instance", table.instance),
                                         ("--table", table.table), *required) if not value]
     if missing:
         raise ValueError(f"{', '.join(missing)} required")
-    return f"{project}/{table.instance}/{table.table}"
+    return BigtableTable(project, table.instance, table.table, app_profile)

@@ -60,7 +60,7 @@ from transforms.format.dead_letters import (
     sorted_failures,
 )
 from transforms.runner import wait_for
-from transforms.sources.bigtable import STAGE, BigtableTable, WriteSamplesToBigtable
+from transforms.sources.bigtable import STAGE, WriteSamplesToBigtable
 from transforms.storage import check_writable, write_failures
 
 __all__ = ["load_summary",
@@ -142,7 +142,7 @@ def run(argv=None) -> PipelineResult:
     load = options.view_as(BigtableLoadOptions)
     max_failure_fraction = options.view_as(DatasetOptions).max_failure_fraction
     read = dg.ReadTarSamples(input_patterns(options, "a tar file pattern"))
-    table = BigtableTable(*bigtable_table(options).split("/"))
+    table = bigtable_table(options)
     if not 0 <= max_failure_fraction <= 1:
         raise ValueError("--max_failure_fraction must be between 0 and 1")
     read.describe()  # a pattern that matches nothing fails now

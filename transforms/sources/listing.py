@@ -60,7 +60,6 @@ from typing import IO, Callable, Iterator, Sequence
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.format.dead_letters import FILE, dead_letter
 from transforms.format.sample import KEY, URL, escape_name, is_text
 from transforms.format.text import comma_list
 from transforms.runner.counters import counter
@@ -304,7 +303,7 @@ class ListingReader:
                 if line.strip():  # a blank line (often the last) is not a row
                     yield self._sample(url, line)
         except StreamCorrupt as e:  # raised before the first line: no row was read
-            yield Failed(dead_letter(_ROW_STAGE, e, url=url, unit=FILE))
+            yield Failed.of(_ROW_STAGE, e, url=url, file=True)
 
     def _sample(self, url: str, line: bytes) -> dict | Failed:
         """The row's Sample, or its dead letter."""
@@ -313,10 +312,10 @@ class ListingReader:
         try:
             return row_to_sample(parse_row(line, self._layout), url, self._layout, self._read)
         except MediaReadError as e:
-            return Failed(dead_letter(_MEDIA_STAGE, e, url=url, key=e.key, member=e.path,
-                                      column=e.column))
+            return Failed.of(_MEDIA_STAGE, e, url=url, key=e.key, member=e.path,
+                             column=e.column)
         except ValueError as e:
-            return Failed(dead_letter(_ROW_STAGE, e, url=url))
+            return Failed.of(_ROW_STAGE, e, url=url)
 
     def teardown(self) -> None:
         pass

@@ -74,11 +74,12 @@ class Failed(NamedTuple):
 
     @classmethod
     def of(cls, stage: str, error: BaseException | str, *, url: str, key: str | None = None,
-           member: str | None = None, file: bool = False) -> "Failed":
+           member: str | None = None, file: bool = False, **extra) -> "Failed":
         """The dead letter of one sample (of a whole `file` that yielded none) that
-        failed at `stage`, naming the input (transforms/format/dead_letters.py)."""
+        failed at `stage`, naming the input, with any `extra` fields
+        (transforms/format/dead_letters.py)."""
         return cls(dead_letter(stage, error, url=url, key=key, member=member,
-                               unit=FILE if file else SAMPLE))
+                               unit=FILE if file else SAMPLE, **extra))
 
 
 class UnitReader(Protocol):

@@ -279,7 +279,7 @@ def _as_sample(element) -> dict | bytes | Failed:
         return bytes(element)
     error = TypeError(f"a {type(element).__name__} is neither a Sample (a dict of field name "
                       f"to value) nor a serialized tf.train.Example: {preview(element)}")
-    return Failed(dead_letter("read_element", error, url="", key=None, unit=SAMPLE))
+    return Failed.of("read_element", error, url="")
 
 
 class ConvertElements(beam.PTransform):

@@ -51,7 +51,6 @@ from typing import Callable, Iterator, Mapping, MutableMapping
 import apache_beam as beam
 from google.cloud.bigtable.data import BigtableDataClient
 
-from transforms.format.dead_letters import SAMPLE, dead_letter
 from transforms.format.sample import escape
 from transforms.runner.counters import counter
 from transforms.sources.bigtable.admin import ensure_table
@@ -112,8 +111,7 @@ def read_samples(reader: RowReader, config: BigtableReadConfig, start: bytes, en
                 yield row_to_sample(row, config)
             except ValueError as e:
                 member = ", ".join(e.columns) if isinstance(e, MissingColumnError) else None
-                yield Failed(dead_letter(_STAGE, e, url=config.table.url, key=key,
-                                         member=member, unit=SAMPLE))
+                yield Failed.of(_STAGE, e, url=config.table.url, key=key, member=member)
         if claim is not None:
             claim(END_OF_RANGE)
     finally:
