@@ -19,7 +19,13 @@ from hypothesis import strategies as st
 
 from transforms.media.audio import AudioOptions, decode_audio, stream_audio
 from transforms.media.decoded import Audio, MediaError
-from transforms.media.windows import WindowOptions, audio_windows, window_at
+from transforms.media.windows import (
+    AudioTimeline,
+    OutsideAudio,
+    WindowOptions,
+    audio_windows,
+    window_at,
+)
 
 RATE = 1000
 
@@ -282,6 +288,49 @@ def test_window_at_outside_the_audio():
         window_at(ramp(1000), 1.2, 0.2)
     with pytest.raises(MediaError, match="lies outside the audio"):
         window_at(ramp(1000, start=3.0), 2.0, 0.2)
+
+
+# -- AudioTimeline: window_at over a stream -------------------------------------------
+
+@settings(max_examples=200, deadline=None)
+@given(total=st.integers(1, 3000), start=st.sampled_from([0.0, 0.5, 2.25]),
+       sizes=st.lists(st.integers(1, 700), min_size=1, max_size=4),
+       window=st.sampled_from([0.001, 0.2, 0.201, 1.0, 4.0]),
+       centres=st.lists(st.floats(-3.0, 8.0, allow_nan=False), min_size=1, max_size=12))
+def test_timeline_windows_are_window_at_on_the_whole_signal(total, start, sizes, window,
+                                                             centres):
+    audio = ramp(total, start=start)
+    timeline = AudioTimeline(blocks_of(audio, sizes))
+    for centre in sorted(centres):
+        try:
+            expected = window_at(audio, centre, window)
+        except OutsideAudio:
+            with pytest.raises(OutsideAudio):
+                timeline.window_at(centre, window)
+            continue
+        got = timeline.window_at(centre, window)
+        assert (got.start, got.end) == (expected.start, expected.end)
+        np.testing.assert_array_equal(got.samples, expected.samples)
+        assert not got.samples.flags.writeable
+
+
+def test_timeline_decodes_only_as_far_as_a_window_reaches_and_keeps_little():
+    pulled = []
+
+    def blocks():
+        for i in range(100):          # 100 s in 1 s blocks
+            pulled.append(i)
+            yield Audio(np.full(RATE, i, np.float32), RATE, start=float(i))
+
+    timeline = AudioTimeline(blocks())
+    assert timeline.window_at(10.0, 1.0).samples[0] == 9 and pulled[-1] == 10
+    assert timeline.window_at(50.0, 1.0).samples[-1] == 50 and pulled[-1] == 50
+    assert len(timeline._held) <= 3 * RATE
+    timeline.window_at(49.5, 1.0)     # slightly back: still held
+    with pytest.raises(MediaError, match="must not go back"):
+        timeline.window_at(20.0, 1.0)
+    timeline.finish()
+    assert pulled[-1] == 99
 
 
 # -- with the decoder --------------------------------------------------------------

@@ -18,8 +18,8 @@ from typing import Any, Iterable, Mapping
 from transforms.format.sample import escape_name, is_text
 
 __all__ = ["DatasetFailed", "EXAMPLE", "FAILURES", "FILE", "MAX_MESSAGE", "SAMPLE",
-           "check_failure_fraction", "dead_letter", "describe", "failures_jsonl",
-           "sorted_failures"]
+           "StorageReadError", "check_failure_fraction", "dead_letter", "describe",
+           "failures_jsonl", "sorted_failures"]
 
 FAILURES = "failures"
 # What a dead letter stands for: a whole sample, a file that yielded no sample,
@@ -29,6 +29,11 @@ FILE = "file"
 EXAMPLE = "example"
 
 MAX_MESSAGE = 2000
+
+
+class StorageReadError(Exception):
+    """Reading input bytes failed: the store's fault, not the data's, so never a
+    dead letter; it propagates and the runner retries the bundle."""
 
 
 def dead_letter(stage: str, error: BaseException | str, *, url: str,

@@ -4,6 +4,11 @@ Beam-free. `__key__` is the sample's stable id and `__url__` where it came from;
 every other entry is a data field (`flac`, `cls`, `json`, or `family:qualifier`
 for Bigtable). Sources produce Samples; nothing downstream knows the source.
 
+A field's value is bytes as a rule. A reader asked to may leave a large field
+where it is stored, as a `StoredBytes` (transforms/sources/stored.py), for a
+decoder to open and stream (transforms/media/decoded.py `media_file`);
+`read_stored` gives everything else its bytes before the recipe reads them.
+
 Names are text. Where a source meets names that are bytes in no encoding (a
 binary Bigtable row key, a tar member or file name that is not UTF-8), they
 are written losslessly with `escape`: UTF-8 as it is, a backslash doubled and
@@ -13,17 +18,46 @@ the bytes back.
 
 from __future__ import annotations
 
+import abc
 import hashlib
 import json
-from typing import Any, Mapping
+from typing import IO, Any, Collection, Mapping
 
 import numpy as np
 
-__all__ = ["KEY", "URL", "content_key", "data_fields", "escape", "escape_name", "field_text",
-           "is_text", "keyed", "FieldReader"]
+__all__ = ["KEY", "URL", "StoredBytes", "content_key", "data_fields", "escape", "escape_name",
+           "field_text", "is_text", "keyed", "read_stored", "FieldReader"]
 
 KEY = "__key__"
 URL = "__url__"
+
+
+class StoredBytes(abc.ABC):
+    """A field's bytes where they are stored, read when opened."""
+
+    size: int
+
+    @abc.abstractmethod
+    def open(self) -> IO[bytes]:
+        """A new seekable binary file of exactly these bytes; the caller closes it."""
+
+    def read(self) -> bytes:
+        """The bytes, whole."""
+        with self.open() as f:
+            return f.read()
+
+    def __len__(self) -> int:
+        return self.size
+
+
+def read_stored(sample: Mapping[str, Any], keep: Collection[str] = ()) -> Mapping[str, Any]:
+    """The sample with every StoredBytes field read into bytes but those in `keep`
+    (the fields a decoder streams); the sample itself when there is none."""
+    stored = [name for name, value in sample.items()
+              if isinstance(value, StoredBytes) and name not in keep]
+    if not stored:
+        return sample
+    return {**sample, **{name: sample[name].read() for name in stored}}
 
 
 def escape(raw: bytes) -> str:

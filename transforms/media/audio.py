@@ -1,8 +1,9 @@
-"""Audio decoding from in-memory bytes: one mono (or chosen-channel) signal at a target rate.
+"""Audio decoding: one mono (or chosen-channel) signal at a target rate.
 
 Beam-free. `decode_audio` decodes a whole member; `stream_audio` yields it in
 blocks of about `block_seconds`, reading the source incrementally so that memory
-is the encoded bytes plus a few blocks, whatever the duration.
+is a few blocks, whatever the duration, and the encoded bytes unless the
+member is left stored (a `StoredBytes`, read as it is decoded).
 
 Decoders, by the member's extension (the part after the last "." of `name`, or
 the whole name for a bare field name like "flac"):
@@ -33,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import io
 import itertools
 import math
 from typing import Callable, Iterator
@@ -43,7 +43,8 @@ import numpy as np
 import soundfile as sf
 import soxr
 
-from transforms.media.decoded import Audio, MediaError, NoSamples
+from transforms.format.sample import StoredBytes
+from transforms.media.decoded import Audio, MediaError, NoSamples, media_file
 
 __all__ = ["AudioOptions", "decode_audio", "probe_audio", "stream_audio"]
 
@@ -114,7 +115,7 @@ class AudioOptions:
             raise ValueError(f"dtype must be one of {_DTYPES}, got {self.dtype!r}")
 
 
-def decode_audio(data: bytes, options: AudioOptions, *, name: str = "") -> Audio:
+def decode_audio(data: bytes | StoredBytes, options: AudioOptions, *, name: str = "") -> Audio:
     """The whole member as one `Audio`; raises MediaError for bad bytes."""
     with _open(data, name) as source:
         _check_channel(source, options.channel, name)
@@ -130,7 +131,7 @@ def decode_audio(data: bytes, options: AudioOptions, *, name: str = "") -> Audio
                  source_rate=source.rate, source_channels=source.channels)
 
 
-def probe_audio(data: bytes, *, name: str = "") -> tuple[int, int]:
+def probe_audio(data: bytes | StoredBytes, *, name: str = "") -> tuple[int, int]:
     """(samples per channel, sample rate) of the member, as stored: from the
     header where libsndfile reads one, else counted by decoding (FFmpeg's
     headers may not say, or say wrong). MediaError for bad bytes, NoSamples
@@ -144,7 +145,7 @@ def probe_audio(data: bytes, *, name: str = "") -> tuple[int, int]:
     return frames, source.rate
 
 
-def stream_audio(data: bytes, options: AudioOptions, *, name: str = "",
+def stream_audio(data: bytes | StoredBytes, options: AudioOptions, *, name: str = "",
                  block_seconds: float = 10.0) -> Iterator[Audio]:
     """Consecutive blocks of round(block_seconds * rate) samples (the last one shorter).
 
@@ -241,7 +242,7 @@ def _extension(name: str) -> str:
 
 
 @contextlib.contextmanager
-def _open(data: bytes, name: str) -> Iterator[_Source]:
+def _open(data: bytes | StoredBytes, name: str) -> Iterator[_Source]:
     if not len(data):
         raise MediaError(f"empty member {name!r}")
     ext = _extension(name)
@@ -256,7 +257,7 @@ def _open(data: bytes, name: str) -> Iterator[_Source]:
 
 
 @contextlib.contextmanager
-def _soundfile_or_av_source(data: bytes, name: str, ext: str) -> Iterator[_Source]:
+def _soundfile_or_av_source(data: bytes | StoredBytes, name: str, ext: str) -> Iterator[_Source]:
     """An unknown extension: libsndfile if it recognises the bytes, else FFmpeg."""
     with contextlib.ExitStack() as stack:
         try:
@@ -282,7 +283,7 @@ def _decode_errors(what: str) -> Iterator[None]:
 
 
 def _reason(e: BaseException) -> str:
-    # The libraries' str() includes the BytesIO object's address; the bare
+    # The libraries' str() includes the file object's address; the bare
     # reason keeps dead-letter messages identical between runs.
     if isinstance(e, sf.LibsndfileError):
         return e.error_string.strip()
@@ -298,11 +299,11 @@ def _what(name: str, ext: str) -> str:
 
 
 @contextlib.contextmanager
-def _soundfile_source(data: bytes, name: str, ext: str) -> Iterator[_Source]:
+def _soundfile_source(data: bytes | StoredBytes, name: str, ext: str) -> Iterator[_Source]:
     what = _what(name, ext)
-    with _decode_errors(what):
-        file = sf.SoundFile(io.BytesIO(data))
-    with file:
+    with media_file(data) as stored, contextlib.ExitStack() as stack:
+        with _decode_errors(what):
+            file = stack.enter_context(sf.SoundFile(stored))
         expected = _SOUNDFILE_FORMATS.get(ext)
         if expected is not None and file.format not in expected:
             raise MediaError(f"member {name!r} holds {file.format} data, not {ext.upper()}")
@@ -329,11 +330,11 @@ def _soundfile_blocks(file: sf.SoundFile, what: str, frames: int) -> Iterator[np
 
 
 @contextlib.contextmanager
-def _av_source(data: bytes, name: str, ext: str) -> Iterator[_Source]:
+def _av_source(data: bytes | StoredBytes, name: str, ext: str) -> Iterator[_Source]:
     what = _what(name, ext)
-    with _decode_errors(what):
-        container = av.open(io.BytesIO(data), metadata_errors="ignore")
-    with container:
+    with media_file(data) as file, contextlib.ExitStack() as stack:
+        with _decode_errors(what):
+            container = stack.enter_context(av.open(file, metadata_errors="ignore"))
         formats = set(container.format.name.split(","))
         expected = _AV_FORMATS.get(ext)
         if expected is not None and not formats & expected:

@@ -14,7 +14,11 @@ what the cut made and where it came from:
 
 Audio comes from the first of `audio_fields` the sample has, else from the
 video's own audio track. Media are decoded lazily and streamed, so a long
-recording is never decoded whole for `audio_windows`.
+recording is never decoded whole: windows are cut from the audio's blocks
+(`audio_windows`), and a video's frames take theirs from an `AudioTimeline`
+that decodes only as far as the frames have come. A decode error anywhere in
+the audio still fails the sample: what the frames did not reach is read to
+the end once they are done.
 """
 
 from __future__ import annotations
@@ -26,8 +30,8 @@ import numpy as np
 
 from transforms.format.sample import KEY
 from transforms.format.spec import Feature
-from transforms.media.audio import AudioOptions, decode_audio, stream_audio
-from transforms.media.decoded import Audio, MediaError, staged
+from transforms.media.audio import AudioOptions, stream_audio
+from transforms.media.decoded import MediaError
 from transforms.media.frames import FrameOptions
 from transforms.media.image_sequence import (
     IMAGE_SEQUENCE,
@@ -36,7 +40,7 @@ from transforms.media.image_sequence import (
 )
 from transforms.media.length import length_features
 from transforms.media.video import iter_frames
-from transforms.media.windows import WindowOptions, audio_windows, window_at
+from transforms.media.windows import AudioTimeline, OutsideAudio, WindowOptions, audio_windows
 
 __all__ = ["CutOptions", "MODES", "cut_sample", "media_features", "media_fields"]
 
@@ -108,6 +112,13 @@ class CutOptions:
         """The features this cut adds to every example, before the spec's own
         (`media_features`)."""
         return media_features(self)
+
+    @property
+    def streamed_fields(self) -> frozenset:
+        """The fields this cut decodes as a stream (it never needs their bytes whole)."""
+        if self.mode == "none":
+            return frozenset()
+        return frozenset({*self.audio_fields, self.video_field} - {"", IMAGE_SEQUENCE})
 
     @property
     def measures_length(self) -> bool:
@@ -198,11 +209,14 @@ def _frames(sample: Mapping[str, Any], options: CutOptions) -> Iterator:
                         iter_frames(sample[field], options.frames, name=field))
 
 
-def _whole_audio(sample: Mapping[str, Any], options: CutOptions) -> Audio | None:
+def _audio_timeline(sample: Mapping[str, Any], options: CutOptions) -> AudioTimeline | None:
+    """The sample's audio, decoded as far as the frames need it (from its first
+    block on, so an unreadable track fails the sample before any frame)."""
     if not options.with_audio:
         return None
     field = _audio_source(sample, options)
-    return staged("decode_audio", field, decode_audio, sample[field], options.audio, name=field)
+    return AudioTimeline(_staged_iter("decode_audio", field,
+                                      stream_audio(sample[field], options.audio, name=field)))
 
 
 def _image(frame) -> Any:
@@ -220,23 +234,25 @@ def _audio_windows(sample, base, key, options, stats) -> Iterator[dict]:
 
 
 def _frame_examples(sample, base, options, stats) -> Iterator[dict]:
-    audio = _whole_audio(sample, options)
+    audio = _audio_timeline(sample, options)
     for frame in _frames(sample, options):
         example = {**base, "frame": _image(frame), "start_time": frame.time, "end_time": frame.time}
         if audio is not None:
             try:
-                w = window_at(audio, frame.time, options.av_window_s)
-            except MediaError:
+                w = audio.window_at(frame.time, options.av_window_s)
+            except OutsideAudio:
                 # A frame after the audio has ended (a video longer than its
                 # audio): no audio-visual example there, counted, not a failure.
                 stats["frames_without_audio"] = stats.get("frames_without_audio", 0) + 1
                 continue
             example.update(audio=w.samples, start_time=w.start, end_time=w.end)
         yield example
+    if audio is not None:
+        audio.finish()
 
 
 def _clip_examples(sample, base, options, stats) -> Iterator[dict]:
-    audio = _whole_audio(sample, options)
+    audio = _audio_timeline(sample, options)
     span = options.clip_frames / options.frames.fps
     clip = []
     for frame in _frames(sample, options):
@@ -252,11 +268,13 @@ def _clip_examples(sample, base, options, stats) -> Iterator[dict]:
             # sample nearest the first frame, on the audio's own timeline.
             first = round((start - audio.start) * audio.sample_rate)
             centre = audio.start + (first + options.samples_in(span) // 2) / audio.sample_rate
-            example["audio"] = window_at(audio, centre, span).samples
+            example["audio"] = audio.window_at(centre, span).samples
         yield example
         clip = []
     if clip:
         stats["clip_frames_dropped"] = stats.get("clip_frames_dropped", 0) + len(clip)
+    if audio is not None:
+        audio.finish()
 
 
 def cut_sample(sample: Mapping[str, Any], options: CutOptions,

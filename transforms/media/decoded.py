@@ -7,11 +7,34 @@ and decoders never know how their output will be cut.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
+from typing import IO, Iterator
 
 import numpy as np
 
-__all__ = ["Audio", "Frame", "MediaError", "NoSamples", "staged"]
+from transforms.format.sample import StoredBytes
+
+__all__ = ["Audio", "Frame", "MediaError", "NoSamples", "media_file", "staged"]
+
+
+@contextlib.contextmanager
+def media_file(data: bytes | StoredBytes) -> Iterator[IO[bytes]]:
+    """A seekable binary file of a field's bytes, in memory or left stored (read
+    as it goes, so a recording is never held whole): a new one each time, so
+    two demuxers can read one field side by side. Closed after; a decoder's
+    error caused by the storage failing a read is raised as that storage error
+    (the decoders see only a short read), so the read is retried, not taken
+    for bad data."""
+    with (data.open() if isinstance(data, StoredBytes) else io.BytesIO(data)) as file:
+        try:
+            yield file
+        except Exception:
+            failure = getattr(file, "read_failure", None)
+            if failure is not None:
+                raise failure from None
+            raise
 
 
 class MediaError(ValueError):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, NamedTuple, Sequence
 
+from transforms.format.sample import StoredBytes
 from transforms.format.spec import Feature
 from transforms.media.audio import probe_audio
 from transforms.media.decoded import MediaError, staged
@@ -47,6 +48,11 @@ def length_features(audio_fields: Sequence[str], video_field: str) -> tuple:
             *((Feature("num_frames", "int64"),) if video_field else ()))
 
 
+def _encoded(value: Any) -> bytes | StoredBytes:
+    """A media field's value as its decoders take it."""
+    return value if isinstance(value, StoredBytes) else bytes(value)
+
+
 def _video_frames(sample: Mapping[str, Any], field: str,
                   sequence_fps: float) -> tuple[int, float] | None:
     """(frames, seconds) of the sample's video, or None when it has none."""
@@ -55,7 +61,7 @@ def _video_frames(sample: Mapping[str, Any], field: str,
         return (frames, frames / sequence_fps) if frames else None
     if field not in sample:
         return None
-    info = staged(_STAGE, field, probe_video, bytes(sample[field]), name=field)
+    info = staged(_STAGE, field, probe_video, _encoded(sample[field]), name=field)
     if info["duration"] is None or not info["fps"]:
         raise MediaError(f"{field}: the video declares no duration or frame rate",
                          stage=_STAGE, member=field)
@@ -72,7 +78,7 @@ def probe_length(sample: Mapping[str, Any], audio_fields: Sequence[str], video_f
     if audio is None and audio_fields and video_field in sample:
         audio = video_field  # its audio track
     if audio is not None:
-        num_samples, rate = staged(_STAGE, audio, probe_audio, bytes(sample[audio]), name=audio)
+        num_samples, rate = staged(_STAGE, audio, probe_audio, _encoded(sample[audio]), name=audio)
         duration = num_samples / rate
     video = _video_frames(sample, video_field, sequence_fps) if video_field else None
     if duration is None and video is not None:

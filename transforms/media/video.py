@@ -1,4 +1,4 @@
-"""Video frames from in-memory bytes: sampled at chosen times, resized, RGB or JPEG.
+"""Video frames from a video file's bytes: sampled at chosen times, resized, RGB or JPEG.
 
 Beam-free. `iter_frames` decodes a video file's bytes (any container and codec
 the bundled FFmpeg reads: mp4/H.264, webm/VP9, mkv, ...) with PyAV and yields
@@ -40,12 +40,13 @@ ValueError when FrameOptions is built.
 
 from __future__ import annotations
 
-import io
+import contextlib
 from typing import Iterator
 
 import av
 
-from transforms.media.decoded import Frame, MediaError
+from transforms.format.sample import StoredBytes
+from transforms.media.decoded import Frame, MediaError, media_file
 from transforms.media.frames import FrameOptions, FramePicker, sampling_times, to_frame
 
 __all__ = ["iter_frames", "probe_video"]
@@ -64,29 +65,31 @@ def _label(name: str) -> str:
     return f"{name}: " if name else ""
 
 
-def _open(data: bytes, label: str):
-    """(container, video stream, container start time in seconds)."""
-    if not data:
+@contextlib.contextmanager
+def _opened(data: bytes | StoredBytes, label: str) -> Iterator[tuple]:
+    """(container, video stream, container start time in seconds), closed after."""
+    if not len(data):
         raise MediaError(f"{label}empty input")
-    try:
-        container = av.open(io.BytesIO(data))
-    except _AV_ERRORS as e:
-        raise MediaError(f"{label}not a readable video file (corrupt, truncated or "
-                         f"not a video): {e}") from e
-    # Cover art in audio files is a one-picture "video" stream; it is not video.
-    streams = [s for s in container.streams.video
-               if not s.disposition & av.stream.Disposition.attached_pic]
-    if not streams:
-        container.close()
-        raise MediaError(f"{label}no video stream ({container.format.name}: "
-                         f"{', '.join(s.type for s in container.streams) or 'no streams'})")
-    stream = streams[0]
-    if stream.codec_context is None:
-        container.close()
-        raise MediaError(f"{label}no decoder for the video codec in this FFmpeg build "
-                         f"({container.format.name})")
-    start = container.start_time / av.time_base if container.start_time is not None else 0.0
-    return container, stream, start
+    with media_file(data) as file:
+        try:
+            container = av.open(file)
+        except _AV_ERRORS as e:
+            raise MediaError(f"{label}not a readable video file (corrupt, truncated or "
+                             f"not a video): {e}") from e
+        with container:
+            # Cover art in audio files is a one-picture "video" stream; it is not video.
+            streams = [s for s in container.streams.video
+                       if not s.disposition & av.stream.Disposition.attached_pic]
+            if not streams:
+                raise MediaError(f"{label}no video stream ({container.format.name}: "
+                                 f"{', '.join(s.type for s in container.streams) or 'no streams'})")
+            stream = streams[0]
+            if stream.codec_context is None:
+                raise MediaError(f"{label}no decoder for the video codec in this FFmpeg build "
+                                 f"({container.format.name})")
+            start = (container.start_time / av.time_base if container.start_time is not None
+                     else 0.0)
+            yield container, stream, start
 
 
 def _declared_end(container, stream, start: float) -> tuple[float | None, bool]:
@@ -108,11 +111,11 @@ def _declared_end(container, stream, start: float) -> tuple[float | None, bool]:
     return None, False
 
 
-def _demuxed_end(data: bytes, stream_index: int, start: float) -> float:
+def _demuxed_end(data: bytes | StoredBytes, stream_index: int, start: float) -> float:
     """The video's end from a demux-only pass (no decoding): the latest packet
     presentation time plus duration."""
     end = 0.0
-    with av.open(io.BytesIO(data)) as container:
+    with media_file(data) as file, av.open(file) as container:
         stream = container.streams[stream_index]
         for packet in container.demux(stream):
             # As when decoding, a packet without a timestamp follows the previous one.
@@ -130,17 +133,19 @@ class _Seeker:
     """Where a seek to a time would land, asked of a second demuxer on the same
     bytes (opened on first use) so the decoding one moves only when that skips work."""
 
-    def __init__(self, data: bytes, stream_index: int, start: float):
+    def __init__(self, data: bytes | StoredBytes, stream_index: int, start: float):
         self._data = data
         self._stream_index = stream_index
         self._start = start
+        self._files = contextlib.ExitStack()
         self._container = None
 
     def landing(self, time: float) -> float | None:
         """Time of the keyframe a backward seek to `time` lands on (None: no seek)."""
         try:
             if self._container is None:
-                self._container = av.open(io.BytesIO(self._data))
+                self._container = self._files.enter_context(
+                    av.open(self._files.enter_context(media_file(self._data))))
             stream = self._container.streams[self._stream_index]
             self._container.seek(_pts(stream, time, self._start), stream=stream, backward=True)
             for packet in self._container.demux(stream):
@@ -151,20 +156,20 @@ class _Seeker:
         return None
 
     def close(self) -> None:
-        if self._container is not None:
-            self._container.close()
+        self._files.close()
 
 
-def iter_frames(data: bytes, options: FrameOptions, *, name: str = "") -> Iterator[Frame]:
-    """Frames sampled from the video in `data` (an encoded file's bytes).
+def iter_frames(data: bytes | StoredBytes, options: FrameOptions, *,
+                name: str = "") -> Iterator[Frame]:
+    """Frames sampled from the video in `data` (an encoded file's bytes, or a
+    StoredBytes read as it goes).
 
     Streamed: decodes frame by frame, seeking ahead when that skips work.
     Sampling, timing, output and error rules are in the module docstring;
     errors are raised as MediaError while iterating, naming `name`.
     """
     label = _label(name)
-    container, stream, start = _open(data, label)
-    with container:
+    with _opened(data, label) as (container, stream, start):
         stream.codec_context.thread_type = "AUTO"
         stream.codec_context.thread_count = options.threads
         declared, stream_declares = _declared_end(container, stream, start)
@@ -235,7 +240,7 @@ def _sample(container, stream, start, options, picker, seeker, label, declared_e
                              f"the video ({end:.3f} s)")
 
 
-def probe_video(data: bytes, *, name: str = "") -> dict:
+def probe_video(data: bytes | StoredBytes, *, name: str = "") -> dict:
     """The video's metadata from the container headers, without decoding.
 
     Keys: `duration` (seconds, declared by the video stream or else the
@@ -244,8 +249,7 @@ def probe_video(data: bytes, *, name: str = "") -> dict:
     `codec` (FFmpeg decoder name, e.g. "h264", "vp9"). MediaError for what
     iter_frames cannot open (empty, not a video, no video stream, no decoder).
     """
-    container, stream, start = _open(data, _label(name))
-    with container:
+    with _opened(data, _label(name)) as (container, stream, start):
         rate = stream.average_rate or stream.guessed_rate
         return {
             "duration": _declared_end(container, stream, start)[0],

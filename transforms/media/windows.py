@@ -9,7 +9,9 @@ Times are `audio.start + sample_index / rate`. `round` is Python's (half to even
 or `[decode_audio(...)]`) and keeps only the samples that a coming window still
 needs, so an hour-long recording is cut in O(window + block) memory. Seeded
 random crops are the exception: they need the total length first, so they
-collect the stream.
+collect the stream. `AudioTimeline` serves windows centred on times that only
+move forward (a video's frames) from such a stream, in the same memory; its
+windows are `window_at`'s on the whole signal.
 
 Window sample arrays are read-only and may share memory with each other (with
 overlapping hops) and with the input blocks; copy one before changing it.
@@ -27,7 +29,8 @@ import numpy as np
 from transforms.format.stable_hash import stable_hash64
 from transforms.media.decoded import Audio, MediaError
 
-__all__ = ["WindowOptions", "Window", "audio_windows", "window_at"]
+__all__ = ["AudioTimeline", "OutsideAudio", "WindowOptions", "Window", "audio_windows",
+           "window_at"]
 
 _REMAINDERS = ("pad", "drop")
 _CROP_SALT = b"datagen-crop"
@@ -129,29 +132,99 @@ def audio_windows(blocks: Iterable[Audio], options: WindowOptions, *, key: str,
             return
 
 
+class OutsideAudio(MediaError):
+    """A window asked for where the audio has no sample at all."""
+
+
 def window_at(audio: Audio, center_s: float, window_s: float) -> Window:
     """The window of `window_s` seconds centred on `center_s`, zero-padded past either edge.
 
     `center_s` is on the audio's timeline (`audio.start` is the time of sample
     0). The window starts at sample round((center_s - audio.start) * rate) - L // 2.
-    Raises MediaError if the window does not overlap the audio at all (padding
+    Raises OutsideAudio if the window does not overlap the audio at all (padding
     alone is not an example).
     """
     rate = audio.sample_rate
     length = _samples(window_s, rate, "window_s")
     start = round((center_s - audio.start) * rate) - length // 2
-    total = len(audio.samples)
-    lo, hi = max(start, 0), min(start + length, total)
+    return _centred(audio.samples, 0, len(audio.samples), audio.start, rate, start, length,
+                    center_s, window_s)
+
+
+def _centred(samples: np.ndarray, offset: int, total: int | None, base: float, rate: int,
+             start: int, length: int, center_s: float, window_s: float) -> Window:
+    """Samples [start, start + length) of a signal whose samples from index
+    `offset` on are `samples`, `total` long (None: it goes on past them)."""
+    end = start + length
+    lo, hi = max(start, 0), end if total is None else min(end, total)
     if lo >= hi:
-        raise MediaError(f"a {window_s:.2f} s window centred at {center_s:.3f} s lies outside "
-                         f"the audio ({audio.start:.3f}-{audio.end:.3f} s)")
-    if lo == start and hi == start + length:
-        samples = audio.samples[lo:hi]
+        until = "" if total is None else f"-{base + total / rate:.3f}"
+        raise OutsideAudio(f"a {window_s:.2f} s window centred at {center_s:.3f} s lies outside "
+                           f"the audio ({base:.3f}{until} s)")
+    if lo == start and hi == end:
+        window = samples[lo - offset:hi - offset]
     else:
-        samples = np.zeros(length, audio.samples.dtype)
-        samples[lo - start:hi - start] = audio.samples[lo:hi]
-    return Window(audio.start + start / rate, audio.start + (start + length) / rate,
-                  _readonly(samples))
+        window = np.zeros(length, samples.dtype)
+        window[lo - start:hi - start] = samples[lo - offset:hi - offset]
+    return Window(base + start / rate, base + end / rate, _readonly(window))
+
+
+class AudioTimeline:
+    """`window_at` over a stream of consecutive blocks, for centres that move
+    forward (a video's frames, in time order): it decodes only as far as a
+    window reaches and keeps a window's length before the last one, so a long
+    video's frames take their audio windows without the audio decoded whole.
+
+    `start` and `sample_rate` are the first block's. `finish()` reads the rest
+    of the stream, so an error in it (a cut file) is raised as a whole decode
+    would raise it.
+    """
+
+    def __init__(self, blocks: Iterable[Audio]):
+        self._blocks = iter(blocks)
+        first = next(self._blocks, None)
+        if first is None:
+            raise MediaError("no audio samples")
+        self.start, self.sample_rate = first.start, first.sample_rate
+        self._dtype = first.samples.dtype
+        self._stream = _checked(itertools.chain([first], self._blocks), self.sample_rate,
+                                self._dtype, self.start)
+        self._held = np.empty(0, self._dtype)
+        self._offset = 0        # signal index of _held[0]
+        self._ended = False
+
+    def window_at(self, center_s: float, window_s: float) -> Window:
+        """As `window_at(audio, center_s, window_s)` on the whole signal, for a
+        centre at most a window before the last one's (MediaError further back)."""
+        rate = self.sample_rate
+        length = _samples(window_s, rate, "window_s")
+        start = round((center_s - self.start) * rate) - length // 2
+        if max(start, 0) < self._offset:
+            raise MediaError(f"an audio window at {center_s:.3f} s is asked for after one "
+                             f"more than a window later: times must not go back")
+        while not self._ended and self._offset + len(self._held) < start + length:
+            self._take(next(self._stream, None))
+        # A window's length of the past is kept, for times slightly out of order.
+        drop = min(max(start - length, 0), self._offset + len(self._held)) - self._offset
+        if drop > 0:
+            self._held, self._offset = self._held[drop:], self._offset + drop
+        total = self._offset + len(self._held) if self._ended else None
+        return _centred(self._held, self._offset, total, self.start, rate, start, length,
+                        center_s, window_s)
+
+    def _take(self, samples: np.ndarray | None) -> None:
+        if samples is None:
+            self._ended = True
+        else:
+            # A new array (never written in place): windows already given stay valid.
+            self._held = np.concatenate([self._held, samples]) if len(self._held) else samples
+
+    def finish(self) -> None:
+        """Reads the stream to its end, keeping nothing."""
+        self._held = self._held[:0]
+        for _ in self._stream:
+            pass
+        self._ended = True
 
 
 def _samples(seconds: float, rate: int, what: str) -> int:

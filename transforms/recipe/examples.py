@@ -17,11 +17,13 @@ exactly the examples built (transforms/writer/convert.py keeps the tallies).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable, Generator, Iterator, Mapping, NamedTuple
 
+from transforms.format.dead_letters import StorageReadError
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.example_check import example_problems, parse_example, stored_values
-from transforms.format.sample import KEY, FieldReader
+from transforms.format.sample import KEY, FieldReader, read_stored
 from transforms.format.spec import FeatureSpec
 from transforms.format.stable_hash import stable_hash64
 from transforms.media.cutting import CutOptions, cut_sample
@@ -71,6 +73,18 @@ class ExampleRecipe:
     example_fn: str | None = None
     cut: CutOptions = CutOptions()
 
+    @functools.cached_property
+    def streamed_fields(self) -> frozenset:
+        """The input fields a reader may leave stored (transforms/format/sample.py
+        StoredBytes) for the cut to stream: those it decodes, unless a sample
+        function or a --where term reads them first."""
+        if self.sample_fn:
+            return frozenset()
+        renamed_from = {new: old for old, new in self.renames}
+        fields = {renamed_from.get(field, field) for field in self.cut.streamed_fields}
+        return frozenset(field for field in fields if not any(
+            term == field or term.startswith(f"{field}.") for term, _ in self.where))
+
     def load_functions(self) -> tuple:
         """The user's sample and example functions (None where not given)."""
         return (self.sample_fn and sample_ops.load_function(self.sample_fn, "--sample_fn"),
@@ -110,14 +124,18 @@ class Filtered:
 def _stage(name: str, fn: Callable, *args, member: str | None = None):
     try:
         return fn(*args)
-    except Exception as e:  # noqa: BLE001 - every failure becomes a dead letter
+    except StorageReadError:
+        raise
+    except Exception as e:  # noqa: BLE001 - every failure of the data becomes a dead letter
         raise StageError(name, e, member) from e
 
 
 def _stage_iter(name: str, iterator: Iterator) -> Iterator:
     try:
         yield from iterator
-    except Exception as e:  # noqa: BLE001 - every failure becomes a dead letter
+    except StorageReadError:
+        raise
+    except Exception as e:  # noqa: BLE001 - every failure of the data becomes a dead letter
         raise StageError(name, e) from e
 
 
@@ -181,7 +199,9 @@ def _measured(sample: Mapping[str, Any], cut: CutOptions) -> MediaLength | None:
 def prepare_sample(sample: Mapping[str, Any], recipe: ExampleRecipe,
                    sample_fn=None) -> Mapping[str, Any] | Filtered:
     """The recipe's sample-level steps, before the split: the sample as the
-    split and the cut see it, or why it is dropped; raises StageError."""
+    split and the cut see it, or why it is dropped; raises StageError. A field
+    left stored is read now, unless the cut streams it."""
+    sample = _stage("read", read_stored, sample, recipe.streamed_fields)
     if recipe.where and not _stage("where", sample_ops.matches_where, sample, recipe.where):
         return Filtered("where")
     if recipe.selection is not None:

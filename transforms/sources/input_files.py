@@ -22,6 +22,8 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.localfilesystem import LocalFileSystem
 
+from transforms.format.dead_letters import StorageReadError
+
 __all__ = ["NotARegularFile", "StorageGuard", "StorageReadError", "check_regular", "is_local",
            "open_input",
            "read_whole"]
@@ -29,10 +31,6 @@ __all__ = ["NotARegularFile", "StorageGuard", "StorageReadError", "check_regular
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISDIR, "a directory"))
-
-
-class StorageReadError(Exception):
-    """Reading the file's bytes failed: the store's fault, not the data's."""
 
 
 class NotARegularFile(ValueError):
@@ -94,8 +92,10 @@ class StorageGuard:
             return self._read(size)
         if size < 0:
             data, self._head = self._head + self._read(-1), b""
-        else:  # a short read: callers loop
+        elif size <= len(self._head):
             data, self._head = self._head[:size], self._head[size:]
+        else:
+            data, self._head = self._head + self._read(size - len(self._head)), b""
         return data
 
     def readinto(self, buffer) -> int:
@@ -105,11 +105,21 @@ class StorageGuard:
 
     def rewind(self) -> None:
         """Back to the first byte, to read the file again (it must be seekable)."""
-        self._fileobj.seek(0)
-        self._head = b""
+        self.seek(0)
 
     def readable(self) -> bool:
         return True
+
+    def seekable(self) -> bool:
+        seekable = getattr(self._fileobj, "seekable", None)  # a bare stream may have none
+        return bool(seekable and seekable())
+
+    def tell(self) -> int:
+        return self._fileobj.tell() - len(self._head)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._head = b""
+        return self._fileobj.seek(offset, whence)
 
     def close(self) -> None:
         pass

@@ -53,10 +53,20 @@ class TarReader:
 
     Configuration only until setup() makes its counters; each file is opened
     through Beam's filesystems as stored: `iter_tar` tells and checks its
-    compression.
+    compression. `stored_from` > 0 leaves members of at least that many bytes
+    in uncompressed archives stored (`leaving_stored`).
     """
 
     splittable = False
+
+    def __init__(self, stored_from: int = 0):
+        self._stored_from = stored_from
+
+    def leaving_stored(self, min_bytes: int) -> "TarReader":
+        """This reader giving each member of at least `min_bytes` in an
+        uncompressed archive as a StoredMember (transforms/sources/stored.py),
+        for a caller that streams the fields it decodes."""
+        return TarReader(min_bytes)
 
     def setup(self, counting: bool = True) -> None:
         self._files = counter("tar_files_read", counting)
@@ -83,7 +93,8 @@ class TarReader:
         stats = collections.Counter()
         try:
             for item in iter_tar(fileobj, path, stats=stats,
-                                 reopen=functools.partial(open_input, path)):
+                                 reopen=functools.partial(open_input, path),
+                                 stored_from=self._stored_from):
                 if isinstance(item, Skipped):
                     self._skipped.inc()
                     continue

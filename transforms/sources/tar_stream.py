@@ -24,6 +24,14 @@ whichever tool packed it:
   read: its sample is a dead letter saying to pack with `tar --dereference
   --hard-dereference`.
 
+A member of at least `stored_from` bytes in an uncompressed archive is not
+read at all: its sample holds a `StoredMember` (transforms/sources/stored.py),
+where its data lies in the file, for a decoder to stream, so memory does not
+grow with a recording's length. An uncompressed archive is read with seeks
+(tarfile's "r:" mode) where the file can seek, so such a member's data is
+skipped, not read twice. A compressed archive holds every member whole: its
+members can only be reached by decompressing from its start.
+
 A compressed archive is held back until it is verified: its codec's checks
 (gzip's CRC-32 and length, bzip2's block and stream CRCs, xz's check) are at
 the end of the stream, after the tar's own end-of-archive marker, so the file
@@ -70,6 +78,7 @@ from transforms.format.sample import KEY, URL, escape_name, is_text
 from transforms.sources import compression
 from transforms.sources.compression import MAGIC_BYTES, StreamCorrupt, codec_of_content
 from transforms.sources.input_files import StorageGuard
+from transforms.sources.stored import StoredMember
 from transforms.sources.units import Failed
 
 __all__ = ["SKIP_REASONS", "Skipped", "UnfollowedLink", "file_failed", "iter_tar"]
@@ -161,8 +170,10 @@ class _TarStream:
     """
 
     def __init__(self, fileobj: IO[bytes],
-                 archive_again: Callable[[], ContextManager[IO[bytes]]] | None = None):
+                 archive_again: Callable[[], ContextManager[IO[bytes]]] | None = None, *,
+                 seekable: bool = False, stored: Callable[[int, int], StoredMember] | None = None):
         self._archive_again = archive_again
+        self._stored = stored
         # Where each regular member's data is, and where each link points: what
         # a later link member is read through. A few dozen bytes a member.
         self._files: dict[str, tuple[int, int]] = {}
@@ -184,7 +195,8 @@ class _TarStream:
                     stream.header_error = e
                     raise
 
-        self._tar = tarfile.open(fileobj=fileobj, mode="r|", tarinfo=_EndAwareTarInfo)
+        self._tar = tarfile.open(fileobj=fileobj, mode="r:" if seekable else "r|",
+                                 tarinfo=_EndAwareTarInfo)
 
     def members(self, stats: MutableMapping[str, int]) -> Iterator[tarfile.TarInfo]:
         while (info := self._tar.next()) is not None:
@@ -200,9 +212,12 @@ class _TarStream:
                 self._links[name] = _link_target(name, info)
             yield info
 
-    def read(self, info: tarfile.TarInfo) -> bytes:
-        """A regular member's data, or a link member's target's; UnfollowedLink."""
+    def read(self, info: tarfile.TarInfo) -> bytes | StoredMember:
+        """A regular member's data, or a link member's target's (left stored when
+        large, see `stored`); UnfollowedLink."""
         if info.isreg():
+            if self._stored is not None and (stored := self._stored(info.offset_data, info.size)):
+                return stored
             return self._tar.extractfile(info).read()
         target = self._links[_normalise(info.name)]
         for _ in range(_MAX_LINK_HOPS):
@@ -216,6 +231,8 @@ class _TarStream:
                 f"file earlier in the archive, where a streamed read could follow it; pack the "
                 f"corpus with tar --dereference --hard-dereference")
         offset, size = self._files[target]
+        if self._stored is not None and (stored := self._stored(offset, size)):
+            return stored
         with self._archive_again() as archive:
             archive.seek(offset)
             data = archive.read(size)
@@ -355,8 +372,8 @@ def _samples(stream: _TarStream, url: str,
 
 
 def iter_tar(fileobj: IO[bytes], url: str, *, stats: MutableMapping[str, int] | None = None,
-             verify: bool = True,
-             reopen: Callable[[], IO[bytes]] | None = None) -> Iterator[dict | Skipped | Failed]:
+             verify: bool = True, reopen: Callable[[], IO[bytes]] | None = None,
+             stored_from: int = 0) -> Iterator[dict | Skipped | Failed]:
     """Streams one tar archive into Samples, `Skipped` members and `Failed` dead letters.
 
     `fileobj` is a binary file, not closed here, and seekable if compressed and
@@ -366,8 +383,10 @@ def iter_tar(fileobj: IO[bytes], url: str, *, stats: MutableMapping[str, int] | 
     same file again, seekable, to read a link member's target (without it a
     link is a dead letter). If `stats` is given, `stats["members"]` and
     `stats["bytes"]` are increased by the members seen and the member bytes
-    read. Memory holds one member and one sample, however large the archive,
-    and the offset of each member.
+    read. With `stored_from` > 0, a member of at least that many bytes in an
+    uncompressed archive is given as a StoredMember of `url` (which must open
+    with Beam's filesystems). Memory holds one member and one sample, however
+    large the archive, and the offset of each member.
     """
     stats = stats if stats is not None else collections.Counter()
     raw = StorageGuard(fileobj, url)
@@ -390,8 +409,13 @@ def iter_tar(fileobj: IO[bytes], url: str, *, stats: MutableMapping[str, int] | 
                 with compression.decompressed(again, codec) as decompressed:
                     yield decompressed
 
+    def stored(offset: int, size: int) -> StoredMember | None:
+        return StoredMember(url, offset, size) if size >= stored_from else None
+
     try:
-        stream = _TarStream(archive, archive_again if reopen is not None else None)
+        stream = _TarStream(archive, archive_again if reopen is not None else None,
+                            seekable=codec is None and raw.seekable(),
+                            stored=stored if stored_from and codec is None else None)
     except _READ_ERRORS as e:
         # Fails here only before the first member: the file yields no sample.
         archive.close()

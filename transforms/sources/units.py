@@ -39,8 +39,13 @@ from apache_beam.transforms.core import RestrictionProvider
 
 from transforms.format.dead_letters import FAILURES, FILE, SAMPLE, dead_letter
 
-__all__ = ["WorkUnit", "Failed", "UnitReader", "Source", "PlanUnits", "ReadUnits",
-           "SplittableUnits", "group_by_size", "units_in_order"]
+__all__ = ["STORED_FIELD_BYTES", "WorkUnit", "Failed", "UnitReader", "Source", "PlanUnits",
+           "ReadUnits", "SplittableUnits", "group_by_size", "streaming", "units_in_order"]
+
+# A field this large is left stored by a reader that can (a tar member of an
+# uncompressed archive) and streamed by the decoders, so memory does not grow
+# with a recording's length; smaller ones are read whole, one read each.
+STORED_FIELD_BYTES = 32 << 20
 
 
 class WorkUnit(NamedTuple):
@@ -83,7 +88,12 @@ class Failed(NamedTuple):
 
 
 class UnitReader(Protocol):
-    """Reads units into Samples; configuration only until setup() makes its clients."""
+    """Reads units into Samples; configuration only until setup() makes its clients.
+
+    A reader may also have `leaving_stored(min_bytes)`: a copy of itself that
+    gives fields of at least `min_bytes` as StoredBytes (transforms/format/sample.py)
+    rather than bytes (`streaming`).
+    """
 
     splittable: bool
 
@@ -96,6 +106,13 @@ class UnitReader(Protocol):
         tracker of a restriction reads that restriction only."""
 
     def teardown(self) -> None: ...
+
+
+def streaming(reader: UnitReader) -> UnitReader:
+    """The reader leaving fields of STORED_FIELD_BYTES or more stored, where it
+    can: for a caller that builds examples, whose decoders stream them."""
+    leaving_stored = getattr(reader, "leaving_stored", None)
+    return leaving_stored(STORED_FIELD_BYTES) if leaving_stored else reader
 
 
 @dataclasses.dataclass(frozen=True)

@@ -46,7 +46,7 @@ from transforms.format.encoder import ExampleEncoder
 from transforms.format.spec import Feature, FeatureSpec
 from transforms.recipe.examples import Example, ExampleRecipe, Filtered, StageError, build_examples
 from transforms.runner.counters import counter
-from transforms.sources.units import Failed, WorkUnit
+from transforms.sources.units import Failed, WorkUnit, streaming
 from transforms.tft.preprocessing import (
     ANALYZED_SPLIT,
     RAW_METADATA_DIR,
@@ -186,7 +186,7 @@ class _TrainExamplesFn(beam.DoFn):
     stop at their split. Dead letters are the converter's to report."""
 
     def __init__(self, reader, recipe: ExampleRecipe):
-        self._reader = reader
+        self._reader = streaming(reader)
         self._recipe = recipe
 
     def setup(self):

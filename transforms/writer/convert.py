@@ -47,7 +47,7 @@ from transforms.recipe.examples import (
     convert_serialized,
 )
 from transforms.runner.counters import counter
-from transforms.sources.units import Failed, SplittableUnits, WorkUnit
+from transforms.sources.units import Failed, SplittableUnits, WorkUnit, streaming
 from transforms.writer.ledger import UnitReceipt, write_receipt
 from transforms.writer.rolling_shards import RollingShards
 
@@ -322,7 +322,8 @@ class ConvertUnits(beam.PTransform):
             side["strata"] = beam.pvalue.AsSingleton(self._strata)
         if self._staged is not None:
             side["transform_staged"] = beam.pvalue.AsList(self._staged)
-        fn = (_ConvertSplittableFn if self._reader.splittable else _ConvertFn)(
-            self._reader, self._recipe, self._options)
+        reader = streaming(self._reader)
+        fn = (_ConvertSplittableFn if reader.splittable else _ConvertFn)(
+            reader, self._recipe, self._options)
         return units | "ConvertUnits" >> beam.ParDo(fn, **side).with_outputs(
             RECEIPTS, main="examples")
