@@ -58,6 +58,7 @@ bench: $(VENV)/.installed
 	$(PY) -m benchmarks.audio_bench
 	$(PY) -m benchmarks.audio_pipeline_bench
 	$(PY) -m benchmarks.video_bench
+	$(PY) -m benchmarks.long_media_bench
 	$(PY) -m benchmarks.bigtable_bench
 	$(PY) -m benchmarks.transform_bench
 

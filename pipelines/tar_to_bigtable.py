@@ -128,7 +128,7 @@ class _ReportFn(beam.DoFn):
         print(summary_line(summary, self._table))
         check_failure_fraction(summary["samples_failed"] + summary["files_failed"],
                                summary["samples_read"] + summary["files_failed"],
-                               self._max_failure_fraction, failures,
+                               self._max_failure_fraction, failures[0] if failures else None,
                                self._failures_output or "the log")
 
 

@@ -5,6 +5,7 @@ exact accounting, and flag errors before any work."""
 import io
 import json
 import os
+import subprocess
 import tarfile
 
 import numpy as np
@@ -12,19 +13,25 @@ import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 from tensorflow_metadata.proto.v0 import schema_pb2
+from tfx_bsl.public import tfxio
 
 from pipelines import inspect, tar_to_tfrecord
 from transforms.format import manifest, reader
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.sample import FieldReader
 from transforms.format.spec import Feature, FeatureSpec, parse_features
+from transforms.media.cutting import CutOptions
+from transforms.recipe.examples import ExampleRecipe
 from transforms.recipe.splits import SplitPlan
+from transforms.sources.tar import TarReader
+from transforms.sources.units import WorkUnit
 from transforms.tft.preprocessing import (
     RAW_METADATA_DIR,
     TRANSFORM_FN_DIR,
     TRANSFORMED_METADATA_DIR,
+    Preprocessing,
 )
-from transforms.tft.stage import _rows, transformed_spec
+from transforms.tft.stage import _rows, _TrainExamplesFn, analyzed_features, transformed_spec
 
 pytestmark = pytest.mark.slow  # tf.Transform analysis runs
 
@@ -233,6 +240,55 @@ def test_a_users_preprocessing_fn(corpus, tmp_path):
     with pytest.raises(ValueError, match="built without preprocessing"):
         reader.transform_output(str(output))
 
+
+
+def test_analysis_of_a_media_corpus_encodes_only_what_the_analyzers_read(tmp_path):
+    """FLACs of 1-6 s made by sox, cut into 1 s windows: a z-score of a JSON
+    number weights each sample by its windows, and the analysis pass builds
+    every window but encodes the number alone."""
+    files = tmp_path / "files"
+    files.mkdir()
+    gains = {}
+    for i, seconds in enumerate([1, 6, 2, 5, 3, 4]):
+        subprocess.run(["sox", "-n", "-r", "16000", "-c", "1", "-b", "16",
+                        str(files / f"s{i}.flac"), "synth", str(seconds), "sine", "300"],
+                       check=True)
+        gains[f"s{i}"] = 2.0 ** i
+        (files / f"s{i}.json").write_text(json.dumps({"gain": gains[f"s{i}"]}))
+    subprocess.run(["tar", "-cf", str(tmp_path / "a.tar"), *sorted(os.listdir(files))],
+                   check=True, cwd=files)
+    flags = ["--input", str(tmp_path / "a.tar"), "--cut", "audio_windows", "--audio_fields",
+             "flac", "--features", "gain=json.gain:float", "--splits", "train=1"]
+    tar_to_tfrecord.run([*flags, "--output", str(tmp_path / "plain")])
+    tar_to_tfrecord.run([*flags, "--output", str(tmp_path / "zscore"), "--normalize",
+                         "gain=zscore"])
+    plain, scored = (_by_split(str(tmp_path / name))["train"] for name in ("plain", "zscore"))
+    order = [(ex["source_key"], float(ex["start_time"])) for ex in plain]
+    assert order == [(ex["source_key"], float(ex["start_time"])) for ex in scored]
+    assert len(plain) == 21
+    raw = np.array([ex["gain"] for ex in plain], np.float64)
+    expected = (raw - raw.mean()) / raw.std()        # over the windows, not the samples
+    np.testing.assert_allclose([ex["gain"] for ex in scored], expected, rtol=1e-5)
+    for a, b in zip(plain, scored):
+        np.testing.assert_array_equal(a["audio"], b["audio"])
+
+    # The analysis pass itself: every window built, the analyzed feature alone encoded.
+    cut = CutOptions(mode="audio_windows", audio_fields=("flac",))
+    spec = FeatureSpec((*cut.features, Feature("gain", "float", source="json.gain")))
+    recipe = ExampleRecipe(spec=spec, split_plan=SplitPlan.from_flags("train=1", "__key__"),
+                           cut=cut)
+    source = tfxio.TFExampleBeamRecord(physical_format="tfrecord",
+                                       schema=manifest.schema_proto(spec))
+    adapter = tfxio.TensorAdapterConfig(source.ArrowSchema(), source.TensorRepresentations())
+    analyzed = analyzed_features(Preprocessing(normalize=(("gain", "zscore"),))
+                                 .preprocessing_fn(), adapter)
+    assert analyzed == {"gain"}
+    analysis = _TrainExamplesFn(TarReader(), recipe, analyzed)
+    analysis.setup()
+    built = [tf.train.Example.FromString(serialized) for serialized in
+             analysis.process(WorkUnit(0, (str(tmp_path / "a.tar"),), 0))]
+    assert len(built) == 21 and all(set(ex.features.feature) == {"gain"} for ex in built)
+    assert sorted(ex.features.feature["gain"].float_list.value[0] for ex in built) == sorted(raw)
 
 
 def test_a_rerun_without_preprocessing_removes_the_transform_in_a_bucket(corpus, gcs_emulator,

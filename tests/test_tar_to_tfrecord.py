@@ -4,6 +4,7 @@ byte-identical reruns, dead letters and the failure threshold."""
 import functools
 import json
 import os
+import subprocess
 import tarfile
 
 import numpy as np
@@ -136,6 +137,32 @@ def test_dead_letter_names_the_sample_and_reason(dataset):
     assert record["key"] == "spk00_00000" and record["stage"] == "encode"
     assert record["url"].endswith("corpus-00000.tar")
     assert "label" in record["message"] and "unknown" in record["message"]
+
+
+def test_dead_letters_are_written_in_parts_in_the_inputs_order(tmp_path, monkeypatch):
+    """Three GNU tar files (labels written with printf), two bad labels in each:
+    the dead letters file lists them file by file, each file's in member order,
+    whether written as one part or a part per unit."""
+    files = tmp_path / "files"
+    files.mkdir()
+    for shard, labels in enumerate(["1x2y", "z34w", "v5u6"]):
+        names = []
+        for i, label in enumerate(labels):
+            key = f"s{shard}_{'dcba'[i]}"                # member order is not key order
+            subprocess.run(["sh", "-c", f"printf '{label}' > {key}.cls"], check=True, cwd=files)
+            names.append(f"{key}.cls")
+        subprocess.run(["tar", "-cf", str(tmp_path / f"{shard}.tar"), *names], check=True,
+                       cwd=files)
+    flags = ["--input", str(tmp_path / "*.tar"), "--features", "label=cls:int64",
+             "--splits", "train=1", "--max_failure_fraction", "0.6", "--shard_size_mb", "0.001"]
+    tar_to_tfrecord.run([*flags, "--output", str(tmp_path / "one")])
+    monkeypatch.setattr(ledger, "LEDGER_PART_UNITS", 1)
+    info = tar_to_tfrecord.run([*flags, "--output", str(tmp_path / "parts")])
+    text = (tmp_path / "parts" / "failures" / "failures.jsonl").read_text()
+    assert text == (tmp_path / "one" / "failures" / "failures.jsonl").read_text()
+    keys = [json.loads(line)["key"] for line in text.splitlines()]
+    assert keys == ["s0_c", "s0_a", "s1_d", "s1_a", "s2_d", "s2_b"]
+    assert info["failures"]["count"] == 6
 
 
 def _shard_bytes(output):

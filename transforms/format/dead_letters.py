@@ -19,7 +19,7 @@ from transforms.format.sample import escape_name, is_text
 
 __all__ = ["DatasetFailed", "EXAMPLE", "FAILURES", "FILE", "MAX_MESSAGE", "SAMPLE",
            "StorageReadError", "check_failure_fraction", "dead_letter", "describe",
-           "failures_jsonl", "sorted_failures"]
+           "failure_line", "failures_jsonl", "sorted_failures"]
 
 FAILURES = "failures"
 # What a dead letter stands for: a whole sample, a file that yielded no sample,
@@ -89,20 +89,25 @@ def sorted_failures(failures: Iterable[Mapping]) -> list:
     return sorted(failures, key=lambda r: json.dumps(r, sort_keys=True))
 
 
+def failure_line(record: Mapping) -> str:
+    """A dead letter as one line of a JSON-lines file: sorted keys, a newline."""
+    return json.dumps(record, sort_keys=True) + "\n"
+
+
 def failures_jsonl(failures: Iterable[Mapping]) -> str:
     """Dead letters as the text of a JSON-lines file, one sorted-key record a line."""
-    return "".join(json.dumps(r, sort_keys=True) + "\n" for r in failures)
+    return "".join(map(failure_line, failures))
 
 
 def check_failure_fraction(failed: int, inputs: int, max_fraction: float,
-                           failures: list, kept_in: str) -> None:
+                           first: Mapping | None, kept_in: str) -> None:
     """Raises DatasetFailed when more than `max_fraction` of the `inputs` failed,
-    saying where the (sorted) dead letters are kept and the first of them."""
+    saying where the dead letters are kept and the `first` of them."""
     if not inputs or failed / inputs <= max_fraction:
         return
     problem = (f"{failed} of {inputs} inputs failed ({failed / inputs:.2%} > "
                f"--max_failure_fraction {max_fraction:.2%})")
-    if failures:
-        problem += f"; dead letters in {kept_in}; first: {describe(failures[0])}"
+    if first is not None:
+        problem += f"; dead letters in {kept_in}; first: {describe(first)}"
     raise DatasetFailed(f"{problem}; --resume with a higher --max_failure_fraction publishes "
                         "this run's work")

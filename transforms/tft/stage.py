@@ -10,8 +10,14 @@ The analysis is a pass of its own over the work units (transforms/sources/units.
 it builds the train split's raw examples - other samples stop at their split,
 before any decoding - and decodes them in batches into Arrow RecordBatches
 with TFXIO's tf.Example schema (tfx_bsl's C++ decoder), never into instance
-dicts. `tft_beam.AnalyzeDataset` runs on them and `WriteTransformFn` stages
-its output under the job's temporary directory; `publish` moves it next to
+dicts. Of each example it encodes only the features the analyzers read
+(`tft.get_analyze_input_columns`): the rest are built and checked as the
+converter builds them, so the same examples are analyzed, but not encoded,
+and reach tf.Transform as their type's zero, which no analyzer reads (an
+example whose full encoding would pass protobuf's 2 GiB limit is the one
+difference: analyzed, then refused by the converter).
+`tft_beam.AnalyzeDataset` runs on them and `WriteTransformFn` stages its
+output under the job's temporary directory; `publish` moves it next to
 the data in the final step, so a failed job leaves no transform behind.
 tf.Transform's analyzers combine per bundle, so only their accumulators are
 shuffled; a preprocessing_fn whose analyzers feed other analyzers (several
@@ -40,6 +46,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
 from tfx_bsl.coders import example_coder
 from tfx_bsl.public import tfxio
+from tfx_bsl.tfxio.tensor_adapter import TensorAdapter, TensorAdapterConfig
 
 from transforms.format import manifest
 from transforms.format.encoder import ExampleEncoder
@@ -115,6 +122,32 @@ def transformed_spec(schema: schema_pb2.Schema, raw_spec: FeatureSpec,
     return FeatureSpec(tuple(features[n] for n in order))
 
 
+def analyzed_features(preprocessing_fn, adapter: TensorAdapterConfig) -> frozenset:
+    """The raw features the preprocessing_fn's analyzers read (traced once)."""
+    specs = TensorAdapter(adapter).OriginalTypeSpecs()
+    return frozenset(tft.get_analyze_input_columns(preprocessing_fn, specs))
+
+
+# What a dense feature the analyzers do not read holds, by its kind.
+_ZEROS = {"float": ("float_value", 0.0), "int64": ("int_value", 0), "bytes": ("bytes_value", b"")}
+
+
+def _zero_filled(adapter: TensorAdapterConfig, raw_spec: FeatureSpec,
+                 analyzed: frozenset) -> TensorAdapterConfig:
+    """The adapter with every dense feature outside `analyzed` defaulting to its
+    kind's zero: the analysis examples leave them out, and the traced types
+    stay the same (a variable-length feature left out is just empty)."""
+    representations = {}
+    for feature in raw_spec:
+        representation = type(adapter.tensor_representations[feature.name])()
+        representation.CopyFrom(adapter.tensor_representations[feature.name])
+        if feature.name not in analyzed and representation.WhichOneof("kind") == "dense_tensor":
+            field, zero = _ZEROS[feature.kind]
+            setattr(representation.dense_tensor.default_value, field, zero)
+        representations[feature.name] = representation
+    return TensorAdapterConfig(adapter.arrow_schema, representations)
+
+
 def publish(staged_dir: str, output_dir: str, raw_spec: FeatureSpec) -> None:
     """Moves the staged transform_fn/ and transformed_metadata/ next to the data and
     writes the raw metadata/ beside them (tft.TFTransformOutput's raw_feature_spec).
@@ -182,16 +215,19 @@ class ExampleTransformer:
 @beam.typehints.with_input_types(WorkUnit)
 @beam.typehints.with_output_types(bytes)
 class _TrainExamplesFn(beam.DoFn):
-    """A work unit -> the serialized raw examples of its train samples; the rest
-    stop at their split. Dead letters are the converter's to report."""
+    """A work unit -> the serialized raw examples of its train samples, holding
+    the `analyzed` features only; the rest stop at their split. Dead letters are
+    the converter's to report."""
 
-    def __init__(self, reader, recipe: ExampleRecipe):
+    def __init__(self, reader, recipe: ExampleRecipe, analyzed: frozenset):
         self._reader = streaming(reader)
         self._recipe = recipe
+        self._analyzed = analyzed
 
     def setup(self):
         self._reader.setup(counting=False)  # the converter's read is the job's
-        self._encoder = ExampleEncoder([(f.name, f.kind) for f in self._recipe.spec])
+        self._encoder = ExampleEncoder([(f.name, f.kind) for f in self._recipe.spec
+                                        if f.name in self._analyzed])
         self._sample_fn, self._example_fn = self._recipe.load_functions()
 
     def process(self, unit, strata=None):
@@ -259,13 +295,15 @@ class AnalyzeTrainSplit(beam.PTransform):
         schema = manifest.schema_proto(raw_spec)
         source = tfxio.TFExampleBeamRecord(physical_format="tfrecord", schema=schema)
         adapter = tfxio.TensorAdapterConfig(source.ArrowSchema(), source.TensorRepresentations())
+        analyzed = analyzed_features(self._preprocessing.preprocessing_fn(), adapter)
+        adapter = _zero_filled(adapter, raw_spec, analyzed)
         side = {} if self._strata is None else {"strata": beam.pvalue.AsSingleton(self._strata)}
         staged_dir = os.path.join(self._temp_dir, STAGED_DIR)
         with tft_beam.Context(temp_dir=os.path.join(self._temp_dir, _TFT_TEMP_DIR)):
             batches = (
                 units
-                | "TrainExamples" >> beam.ParDo(_TrainExamplesFn(self._reader, self._recipe),
-                                                **side)
+                | "TrainExamples" >> beam.ParDo(
+                    _TrainExamplesFn(self._reader, self._recipe, analyzed), **side)
                 # min = max: fixed-size batches, not Beam's adaptive sizing that
                 # starts at one example (and a TensorFlow call per example).
                 | "Batch" >> beam.BatchElements(min_batch_size=_BATCH_BYTES,

@@ -7,7 +7,10 @@
 1. **Check**, once every shard is written. Samples read = written + filtered +
    failed; every planned work unit reported exactly once (a key range split
    by the runner: its parts tile it); the shards hold exactly the examples
-   built. The dead letters go to the run's temporary folder. Then the job
+   built. The dead letters go to the run's temporary folder, in the input's
+   order (unit by unit, each unit's in reading order; a sink's refusals last):
+   written in parts of LEDGER_PART_UNITS units, each by one worker, and
+   joined a part at a time, so no step holds them all. Then the job
    fails when more than --max_failure_fraction of the inputs failed or a group
    key is in two splits: it keeps its shards and receipts for --resume and its
    dead letters where its error says (`<output>/.temp-datagen-<run>/failures.jsonl`),
@@ -44,7 +47,7 @@ from transforms.format.dead_letters import (
     SAMPLE,
     DatasetFailed,
     check_failure_fraction,
-    sorted_failures,
+    failure_line,
 )
 from transforms.format.durations import split_durations
 from transforms.format.spec import FeatureSpec
@@ -54,7 +57,6 @@ from transforms.storage.folders import (
     ensure_dir,
     remove_tree,
     remove_trees_named,
-    write_failures,
     write_text,
 )
 from transforms.tft.preprocessing import TRANSFORM_DIRS
@@ -188,7 +190,7 @@ class _CheckFn(beam.DoFn):
         self._config = config
         self._temp_dir = temp_dir
 
-    def process(self, _, planned, shards, tallies, failures, leaks, group_counts, spans):
+    def process(self, _, planned, shards, tallies, failure_parts, leaks, group_counts, spans):
         config = self._config
         accounting = account(tallies)
         accounted = (accounting["samples_written"] + accounting["samples_filtered"]
@@ -205,7 +207,10 @@ class _CheckFn(beam.DoFn):
             raise AssertionError(f"examples built {accounting['examples_per_split']} "
                                  f"but shards hold {dict(in_shards)}")
 
-        failures = sorted_failures(failures)
+        failure_parts = sorted(failure_parts)
+        num_failures = sum(part.count for part in failure_parts)
+        if num_failures:
+            _join_files([part.path for part in failure_parts], _run_failures(self._temp_dir))
         inputs = accounting["samples_read"] + accounting["files_failed"]
         failed = (accounting["samples_failed"] + accounting["files_failed"]
                   + accounting["examples_failed"])
@@ -213,7 +218,8 @@ class _CheckFn(beam.DoFn):
         empty, lopsided = split_balance(config.recipe.split_plan,
                                         accounting["examples_per_split"], group_counts)
         try:
-            check_failure_fraction(failed, inputs, config.max_failure_fraction, failures,
+            first = json.loads(failure_parts[0].first) if num_failures else None
+            check_failure_fraction(failed, inputs, config.max_failure_fraction, first,
                                    _run_failures(self._temp_dir))
             if leaks:
                 raise DatasetFailed(leakage_message(leaks))
@@ -226,11 +232,7 @@ class _CheckFn(beam.DoFn):
             # with --resume publishes it. A leak would fail every rerun.
             if leaks:
                 remove_tree(self._temp_dir)
-            if failures:
-                write_failures(_run_failures(self._temp_dir), failures)
             raise
-        if failures:
-            write_failures(_run_failures(self._temp_dir), failures)
 
         # An earlier run's manifests go first: while files are replaced, no
         # reader (ours or TFDS) takes this output for a complete dataset.
@@ -243,7 +245,7 @@ class _CheckFn(beam.DoFn):
             ensure_dir(FileSystems.join(config.output, split))  # before parallel moves into it
         yield CommitPlan(tuple(named), accounting,
                          _label_counts(tallies) if config.recipe.split_plan.label_source else None,
-                         len(failures), group_counts, tuple(empty + lopsided),
+                         num_failures, group_counts, tuple(empty + lopsided),
                          _split_durations(tallies), final_files)
 
 
@@ -270,6 +272,40 @@ def _move_batches(plan: CommitPlan, output: str) -> Iterable[list]:
     moves = [(temp, final) for n in plan.named for temp, final in n.moves(output) if temp != final]
     for i in range(0, len(moves), _MOVE_BATCH):
         yield moves[i:i + _MOVE_BATCH]
+
+
+class FailurePart(NamedTuple):
+    """One written part of the dead letters (parts are in order of `path`)."""
+
+    path: str
+    count: int
+    first: str      # its first line
+
+
+# The part of the dead letters no unit's receipt holds (a sink's refusals): the last.
+_OTHER_FAILURES_PART = 1 << 62
+
+
+def _unit_failure_lines(receipt) -> Iterable[tuple]:
+    """(part, (order, line)) for each of a unit's dead letters, in reading order."""
+    part, order = ledger_part(receipt), (receipt.unit, receipt.span or ())
+    for i, record in enumerate(receipt.failures):
+        yield part, ((*order, i), failure_line(record))
+
+
+class _WriteFailurePartFn(beam.DoFn):
+    """(part, its (order, line) pairs) -> the part's dead letters in order, written
+    into the run's folder; outputs its FailurePart."""
+
+    def __init__(self, temp_dir: str):
+        self._temp_dir = temp_dir
+
+    def process(self, part_lines):
+        part, lines = part_lines
+        lines = [line for _, line in sorted(lines)]
+        path = FileSystems.join(self._temp_dir, "failures", f"{part:020d}.jsonl")
+        write_text(path, "".join(lines))
+        yield FailurePart(path, len(lines), lines[0])
 
 
 def _ledger_part_path(temp_dir: str, part: int) -> str:
@@ -384,10 +420,11 @@ class Finalise(beam.PTransform):
 
     `planned` are the work units as (index, span or None) pairs, `shards`
     ShardRecords, `tallies` the singleton dict of summed tallies, `failures`
-    dead letters, `leaks` (group, splits) pairs, `group_counts` (split,
-    groups) pairs, `receipts` the units' UnitReceipts (transforms/writer/ledger.py),
-    checked against `planned` and kept in the ledger: `keep_ledger` false for
-    units that no rerun plans again (a PCollection's bundles).
+    the dead letters no receipt holds (a sink's refusals), `leaks` (group,
+    splits) pairs, `group_counts` (split, groups) pairs, `receipts` the units'
+    UnitReceipts (transforms/writer/ledger.py), checked against `planned`,
+    their dead letters written out and kept in the ledger: `keep_ledger` false
+    for units that no rerun plans again (a PCollection's bundles).
     """
 
     def __init__(self, config, temp_dir: str, transformed_spec: FeatureSpec | None = None,
@@ -401,6 +438,13 @@ class Finalise(beam.PTransform):
     def expand(self, inputs):
         config = self._config
         spans = inputs["receipts"] | "ReceiptSpans" >> beam.Map(lambda r: (r.unit, r.span))
+        failure_parts = (
+            [inputs["receipts"] | "UnitFailures" >> beam.FlatMap(_unit_failure_lines),
+             inputs["failures"] | "OtherFailures" >> beam.Map(
+                 lambda r: (_OTHER_FAILURES_PART, ((), failure_line(r))))]
+            | "AllFailures" >> beam.Flatten()
+            | "ByFailurePart" >> beam.GroupByKey()
+            | "WriteFailureParts" >> beam.ParDo(_WriteFailurePartFn(self._temp_dir)))
         plan = (
             inputs["shards"].pipeline
             | "Start" >> beam.Create([None])
@@ -409,7 +453,7 @@ class Finalise(beam.PTransform):
                 planned=beam.pvalue.AsList(inputs["planned"]),
                 shards=beam.pvalue.AsList(inputs["shards"]),
                 tallies=beam.pvalue.AsSingleton(inputs["tallies"]),
-                failures=beam.pvalue.AsList(inputs["failures"]),
+                failure_parts=beam.pvalue.AsList(failure_parts),
                 leaks=beam.pvalue.AsList(inputs["leaks"]),
                 group_counts=beam.pvalue.AsList(inputs["group_counts"]),
                 spans=beam.pvalue.AsList(spans)))

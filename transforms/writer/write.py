@@ -257,14 +257,14 @@ class WriteDataset(beam.PTransform):
                 temp_dir, config.compression, config.target_shard_bytes, config.num_shards)
         else:
             shards = receipts | "UnitShards" >> beam.FlatMap(lambda r: r.shards)
-        failures, tally_parts = [receipts | "UnitFailures" >> beam.FlatMap(lambda r: r.failures)], [
-            receipts | "UnitTallies" >> beam.FlatMap(lambda r: r.tallies)]
+        tally_parts = [receipts | "UnitTallies" >> beam.FlatMap(lambda r: r.tallies)]
+        # The receipts hold the converter's dead letters; a sink's are new.
         if self._examples_sink is not None:
             refused = converted.examples | "WriteExamplesSink" >> self._examples_sink
-            failures.append(refused)
-            # The converter tallies its own dead letters; the sink's are new.
             tally_parts.append(refused | "TallyRefused" >> beam.Map(
                 lambda r: (("failed", r["unit"]), 1)))
+        else:
+            refused = receipts.pipeline | "NothingRefused" >> beam.Create([])
         tallies = (
             tally_parts
             | "AllTallies" >> beam.Flatten()
@@ -277,7 +277,7 @@ class WriteDataset(beam.PTransform):
             "planned": planned,
             "shards": shards,
             "tallies": tallies,
-            "failures": failures | "AllFailures" >> beam.Flatten(),
+            "failures": refused,
             "leaks": groups["leaks"],
             "group_counts": groups["counts"],
             "receipts": receipts,
