@@ -22,6 +22,7 @@ from transforms.media.frames import FrameOptions
 from transforms.media.windows import WindowOptions
 from transforms.recipe.examples import ExampleRecipe, convert_sample
 from transforms.recipe.splits import SplitPlan
+from transforms.sources.listing import ReadListingSamples
 from transforms.sources.stored import StoredMember
 from transforms.sources.tar_stream import iter_tar
 
@@ -75,6 +76,25 @@ def test_large_members_are_left_stored_and_read_back_byte_for_byte(corpus):
     # A compressed archive can only be read from its start: its members are bytes.
     whole = _samples(corpus / "corpus.tar.gz", stored_from=1000)
     assert whole["a"]["flac"] == (files / "a.flac").read_bytes()
+
+
+def test_a_listings_large_media_files_are_left_stored(corpus, tmp_path):
+    files = corpus / "files"
+    listing = tmp_path / "clips.csv"
+    listing.write_text(f"audio,label\n{files / 'a.flac'},1\n{files / 'a.cls'},2\n"
+                       f"{tmp_path / 'gone.flac'},3\n")
+    read = ReadListingSamples(str(listing), ["audio"])
+    [unit] = read.source.plan()
+    reader = read.source.reader.leaving_stored(1000)
+    reader.setup(counting=False)
+    flac, cls, gone = reader.read(unit)
+    assert isinstance(flac["audio"], StoredMember)
+    assert flac["audio"].read() == (files / "a.flac").read_bytes()
+    assert cls["audio"] == b"3\n"                            # small: its bytes
+    assert gone.record["stage"] == "read_media"               # missing: as before
+    whole = read.source.reader
+    whole.setup(counting=False)
+    assert next(iter(whole.read(unit)))["audio"] == (files / "a.flac").read_bytes()
 
 
 def _recipe(cut, **kwargs):

@@ -419,6 +419,9 @@ def _to_number_array(value, feature: "Feature") -> np.ndarray:
     """A flat array of the feature's tf.Example kind (int64 or float32); every
     value must fit it: an int64 in range, a float32 finite."""
     kind, name = feature.kind, feature.name
+    if (type(value) is np.ndarray and value.dtype == _NUMPY_DTYPES[kind] and value.ndim == 1
+            and value.flags.c_contiguous):
+        return _finite(value, value, feature)  # already what the general way makes
     # Exact types: a bool, an int subclass, is no number here (below).
     if type(value) in (int, float):
         array = _plain_number(value, kind)
@@ -445,9 +448,14 @@ def _to_number_array(value, feature: "Feature") -> np.ndarray:
                              f"int64 range")
     with np.errstate(over="ignore"):               # overflow is caught just below
         array = np.ascontiguousarray(np.ravel(array), dtype=_NUMPY_DTYPES[kind])
-    if kind == "float" and not np.isfinite(array).all():
-        raise ValueError(f"feature {name!r}: {preview(value)} has values that are not finite "
-                         f"float32 numbers (NaN, infinity, or beyond ±3.4e38)")
+    return _finite(array, value, feature)
+
+
+def _finite(array: np.ndarray, value, feature: "Feature") -> np.ndarray:
+    """`array` (made of `value`), once a float one is checked to be finite."""
+    if feature.kind == "float" and not np.isfinite(array).all():
+        raise ValueError(f"feature {feature.name!r}: {preview(value)} has values that are not "
+                         f"finite float32 numbers (NaN, infinity, or beyond ±3.4e38)")
     return array
 
 

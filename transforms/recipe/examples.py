@@ -160,9 +160,41 @@ def _duration(coerced: Mapping[str, Any]) -> float | None:
     return None
 
 
+# Values coerced once per sample: what its examples share (its label, its
+# metadata) is the very same object in each of them.
+_IMMUTABLE = (bytes, str, int, float)
+
+
+class _SampleCoercion:
+    """One sample's examples' values -> what the encoder takes, feature by
+    feature; an immutable value the previous example had too is not checked
+    and converted again."""
+
+    def __init__(self, spec: FeatureSpec):
+        self._spec = spec
+        self._last: dict = {}   # feature name -> (its value, the coerced value)
+
+    def __call__(self, values: Mapping[str, Any]) -> dict:
+        coerced = {}
+        for feature in self._spec:
+            value = values[feature.name]
+            last = self._last.get(feature.name)
+            if last is not None and last[0] is value:
+                coerced[feature.name] = last[1]
+                continue
+            # Per feature, so a value that does not convert names the field it
+            # came from (a CSV column, a JSON member) as the dead letter's member.
+            coerced[feature.name] = _stage("encode", feature.coerce, value,
+                                           member=feature.source)
+            if type(value) in _IMMUTABLE:
+                self._last[feature.name] = (value, coerced[feature.name])
+        return coerced
+
+
 def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
               example_fn, stats: dict) -> Iterator[tuple]:
     """(order key, serialized, duration) for each example the sample is cut into."""
+    coerce = _SampleCoercion(recipe.spec)
     for index, example in enumerate(_stage_iter("cut", cut_sample(sample, recipe.cut, stats))):
         values = _stage("features", _feature_values, example, recipe.spec)
         if example_fn is not None:
@@ -171,10 +203,7 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
                 {f.name: values.get(f.name) for f in recipe.spec})):
             stats["examples_filtered"] = stats.get("examples_filtered", 0) + 1
             continue
-        # Per feature, so a value that does not convert names the field it came
-        # from (a CSV column, a JSON member) as the dead letter's member.
-        coerced = {f.name: _stage("encode", f.coerce, values[f.name], member=f.source)
-                   for f in recipe.spec}
+        coerced = coerce(values)
         serialized = _stage("encode", encoder.encode, coerced)
         if len(serialized) > PROTOBUF_LIMIT:
             raise StageError("encode", ValueError(

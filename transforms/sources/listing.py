@@ -76,6 +76,7 @@ from transforms.sources.listing_rows import (
     resolve,
     row_to_sample,
 )
+from transforms.sources.stored import StoredMember, stored_or_read
 from transforms.sources.units import Failed, ReadUnits, Source, WorkUnit
 
 __all__ = ["ListingReader", "ReadListingSamples", "inspect_listings", "iter_samples",
@@ -279,8 +280,15 @@ class ListingReader:
 
     splittable = False
 
-    def __init__(self, layout: ListingLayout):
+    def __init__(self, layout: ListingLayout, stored_from: int = 0):
         self._layout = layout
+        self._stored_from = stored_from
+
+    def leaving_stored(self, min_bytes: int) -> "ListingReader":
+        """This reader giving each media file of at least `min_bytes` as a
+        StoredMember (transforms/sources/stored.py), for a caller that streams
+        the fields it decodes."""
+        return ListingReader(self._layout, min_bytes)
 
     def setup(self, counting: bool = True) -> None:
         self._rows = counter("manifest_rows_read", counting)
@@ -288,8 +296,8 @@ class ListingReader:
         self._files = counter("media_files_read", counting)
         self._bytes = counter("media_bytes_read", counting)
 
-    def _read(self, path: str) -> bytes:
-        data = read_media(path)
+    def _read(self, path: str) -> bytes | StoredMember:
+        data = stored_or_read(path, self._stored_from) if self._stored_from else read_media(path)
         self._files.inc()
         self._bytes.inc(len(data))
         return data

@@ -28,7 +28,7 @@ import posixpath
 import re
 from typing import Any, Callable, Mapping
 
-from transforms.format.sample import KEY, URL, field_text
+from transforms.format.sample import KEY, URL, StoredBytes, field_text
 from transforms.format.text import preview
 from transforms.sources.compression import codec_of_name
 from transforms.sources.input_files import StorageReadError
@@ -177,8 +177,9 @@ class MediaReadError(Exception):
 
 
 def row_to_sample(row: Mapping[str, Any], listing_url: str, layout: ListingLayout,
-                  read: Callable[[str], bytes]) -> dict:
-    """A parsed row -> a Sample, its media read with `read(path)`.
+                  read: Callable[[str], bytes | StoredBytes]) -> dict:
+    """A parsed row -> a Sample, its media read with `read(path)` (or left
+    stored, as `read` decides).
 
     Raises ValueError for a row that cannot name a sample (no key, a media
     column empty or not a path) and MediaReadError for a file `read` fails on,

@@ -1,12 +1,13 @@
 """A field left in its input file: a byte range opened when a decoder reads it.
 
-A reader asked to (`TarReader.leaving_stored`) gives a member of many
-megabytes as a `StoredMember` instead of its bytes: the url of the archive
-and where in it the member's data lies. A decoder opens it as a seekable file
-of exactly those bytes (local files and gs:// alike, through Beam's
-filesystems) and reads it block by block, so a 4-hour recording is never held
-whole. It is a plain record, so it pickles; it stays valid while the file is
-unchanged, which the units' recorded file versions check.
+A reader asked to (`TarReader.leaving_stored`, `ListingReader.leaving_stored`)
+gives a tar member or a listed media file of many megabytes as a
+`StoredMember` instead of its bytes: the url of the file and where in it the
+data lies. A decoder opens it as a seekable file of exactly those bytes
+(local files and gs:// alike, through Beam's filesystems) and reads it block
+by block, so a 4-hour recording is never held whole. It is a plain record,
+so it pickles; it is valid while the file is unchanged (a file that has
+become shorter is a StorageReadError when read).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import io
 from typing import IO
 
 from transforms.format.sample import StoredBytes
-from transforms.sources.input_files import StorageReadError, open_input
+from transforms.sources.input_files import StorageGuard, StorageReadError, open_input
 
-__all__ = ["StoredMember"]
+__all__ = ["StoredMember", "stored_or_read"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +32,18 @@ class StoredMember(StoredBytes):
 
     def open(self) -> IO[bytes]:
         return _StoredFile(_Range(open_input(self.url), self), buffer_size=1 << 20)
+
+
+def stored_or_read(path: str, stored_from: int) -> bytes | StoredMember:
+    """A whole file: its bytes, or, when it has `stored_from` bytes or more, a
+    StoredMember of it. Raises what opening raises (missing, forbidden);
+    a failing read is StorageReadError."""
+    with open_input(path) as f:
+        size = f.seek(0, io.SEEK_END)
+        if size >= stored_from:
+            return StoredMember(path, 0, size)
+        f.seek(0)
+        return StorageGuard(f, path).read()
 
 
 class _StoredFile(io.BufferedReader):
