@@ -54,6 +54,7 @@ bench: $(VENV)/.installed
 	$(PY) -m benchmarks.compression_bench --dataset $(DEMO)/dataset
 	$(PY) -m benchmarks.writer_bench
 	$(PY) -m benchmarks.final_step_bench
+	$(PY) -m benchmarks.final_step_alone_bench
 	$(PY) -m benchmarks.checksum_bench
 	$(PY) -m benchmarks.audio_bench
 	$(PY) -m benchmarks.audio_pipeline_bench
