@@ -5,6 +5,7 @@ with a member.
 Media come from sox and ffmpeg, archives from GNU tar.
 """
 
+import functools
 import os
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from transforms.media.frames import FrameOptions
 from transforms.media.windows import WindowOptions
 from transforms.recipe.examples import ExampleRecipe, convert_sample
 from transforms.recipe.splits import SplitPlan
+from transforms.sources.input_files import open_input
 from transforms.sources.listing import ReadListingSamples
 from transforms.sources.stored import StoredMember
 from transforms.sources.tar_stream import iter_tar
@@ -76,6 +78,21 @@ def test_large_members_are_left_stored_and_read_back_byte_for_byte(corpus):
     # A compressed archive can only be read from its start: its members are bytes.
     whole = _samples(corpus / "corpus.tar.gz", stored_from=1000)
     assert whole["a"]["flac"] == (files / "a.flac").read_bytes()
+
+
+def test_members_of_a_tar_in_a_bucket_are_left_stored_and_cut_alike(corpus, gcs_emulator):
+    gcs_emulator.upload(corpus / "corpus.tar", "stored/corpus.tar")
+    url = gcs_emulator.url("stored/corpus.tar")
+    with open_input(url) as f:
+        [a, b] = [s for s in iter_tar(f, url, stored_from=1000,
+                                      reopen=functools.partial(open_input, url))]
+    assert isinstance(a["mp4"], StoredMember) and a["mp4"].url == url
+    with a["mp4"].open() as f:                               # ranges of the object, seeking
+        f.seek(-100, os.SEEK_END)
+        assert f.read() == (corpus / "files" / "a.mp4").read_bytes()[-100:]
+    recipe = _recipe(CUTS["frames with the flac"])
+    local = _samples(corpus / "corpus.tar", stored_from=0)["a"]
+    assert _convert(a, recipe) == _convert(local, recipe)
 
 
 def test_a_listings_large_media_files_are_left_stored(corpus, tmp_path):
