@@ -242,6 +242,16 @@ def test_a_users_preprocessing_fn(corpus, tmp_path):
 
 
 
+def test_vocabularies_of_two_key_types_in_one_process(corpus, tmp_path):
+    # A notebook's two jobs: tf.Transform's lookup tables of the first (string
+    # keys) must not outlive it and clash with the second's (int64 keys).
+    _run(corpus, tmp_path / "lang", "--vocabulary", "lang")
+    info = _run(corpus, tmp_path / "label", "--vocabulary", "label")
+    labels = {int(ex["label"]) for exs in _by_split(str(tmp_path / "label")).values()
+              for ex in exs}
+    assert info["transform"]["vocabulary"] == ["label"] and labels <= set(range(-1, 7))
+
+
 def test_analysis_of_a_media_corpus_encodes_only_what_the_analyzers_read(tmp_path):
     """FLACs of 1-6 s made by sox, cut into 1 s windows: a z-score of a JSON
     number weights each sample by its windows, and the analysis pass builds

@@ -123,9 +123,12 @@ def transformed_spec(schema: schema_pb2.Schema, raw_spec: FeatureSpec,
 
 
 def analyzed_features(preprocessing_fn, adapter: TensorAdapterConfig) -> frozenset:
-    """The raw features the preprocessing_fn's analyzers read (traced once)."""
+    """The raw features the preprocessing_fn's analyzers read (traced once, in a
+    graph of its own: traced eagerly, its lookup tables would outlive it and
+    clash with a later job's of another key type in the same process)."""
     specs = TensorAdapter(adapter).OriginalTypeSpecs()
-    return frozenset(tft.get_analyze_input_columns(preprocessing_fn, specs))
+    return frozenset(tft.get_analyze_input_columns(preprocessing_fn, specs,
+                                                   force_tf_compat_v1=True))
 
 
 # What a dense feature the analyzers do not read holds, by its kind.
