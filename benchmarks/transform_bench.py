@@ -20,9 +20,9 @@ page cache, every corpus's runs interleaved and repeated (medians):
 
 The transform's runs analyze the train split in a pass of their own (which
 decodes the media again), then transform every example. Each run is a process
-of its own (tf.Transform's vocabulary tables of one run would clash with the
-next run's in one process), which imports TensorFlow and tf.Transform before
-its clock starts, so the figures are the stage's cost, not an import. Each
+of its own, as a job from the command line is, which imports TensorFlow and
+tf.Transform before its clock starts, so the figures are the stage's cost,
+not an import. Each
 run's example count is checked against plain's. Targets (issue #26): metadata
 <= 1.2x plain on a media corpus, audio <= 1.8x; the payload corpus has no
 media to decode twice.
