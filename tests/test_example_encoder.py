@@ -151,6 +151,16 @@ def _reference_declared(dtype, value):
     return ("float" if dtype in ("float", "double") else dtype), value
 
 
+@given(specs_and_values(), st.data())
+def test_entries_of_two_encodings_join_into_the_encoding_of_both(spec_values, data):
+    spec, values = spec_values
+    cut = data.draw(st.integers(0, len(spec)))
+    first, second = (ExampleEncoder(part).encode(values) for part in (spec[:cut], spec[cut:]))
+    entries = {**ExampleEncoder.entries(first), **ExampleEncoder.entries(second)}
+    assert set(entries) == {name.encode() for name, _ in spec}
+    assert ExampleEncoder.joined(entries) == ExampleEncoder(spec).encode(values)
+
+
 @st.composite
 def declared_specs_and_values(draw):
     names = draw(st.lists(st.text(alphabet="abc_", min_size=1, max_size=4), min_size=1,

@@ -21,7 +21,7 @@ from transforms.format.encoder import ExampleEncoder
 from transforms.format.sample import FieldReader
 from transforms.format.spec import Feature, FeatureSpec, parse_features
 from transforms.media.cutting import CutOptions
-from transforms.recipe.examples import ExampleRecipe
+from transforms.recipe.examples import Example, ExampleRecipe
 from transforms.recipe.splits import SplitPlan
 from transforms.sources.tar import TarReader
 from transforms.sources.units import WorkUnit
@@ -31,7 +31,13 @@ from transforms.tft.preprocessing import (
     TRANSFORMED_METADATA_DIR,
     Preprocessing,
 )
-from transforms.tft.stage import _rows, _TrainExamplesFn, analyzed_features, transformed_spec
+from transforms.tft.stage import (
+    ExampleTransformer,
+    _rows,
+    _TrainExamplesFn,
+    analyzed_features,
+    transformed_spec,
+)
 
 pytestmark = pytest.mark.slow  # tf.Transform analysis runs
 
@@ -240,6 +246,32 @@ def test_a_users_preprocessing_fn(corpus, tmp_path):
     with pytest.raises(ValueError, match="built without preprocessing"):
         reader.transform_output(str(output))
 
+
+
+def test_features_passed_through_keep_their_bytes_without_a_parse(transformed):
+    """The converter's transformer keeps the raw bytes of what the built-ins pass
+    through: the same examples as parsing and encoding everything again."""
+    output, _ = transformed
+    raw_spec = parse_features(FEATURES)
+    passed = Preprocessing.from_flags(normalize="gain=zscore,score=0_1", vocabulary="lang",
+                                      bucketize="age=4").passed_through(raw_spec)
+    assert passed == {"key", "payload", "label", "speaker", "flag"}
+    spec = transformed_spec(tft.TFTransformOutput(output).transformed_metadata.schema, raw_spec,
+                            passed)
+    encoder = ExampleEncoder([(f.name, f.kind) for f in raw_spec])
+    raw = [Example("train", i, encoder.encode({f.name: f.coerce(value) for f, value in zip(
+        raw_spec, [f"k{i}", bytes([i]) * 9, i, f"spk{i}", 1.5 * i, 10.0 * i, 20 + i,
+                   ["en", "fr", "xx"][i], i % 2 == 0])})) for i in range(3)]
+
+    def transformed_bytes(passed_through):
+        transformer = ExampleTransformer(output, raw_spec, spec, passed_through)
+        return [e.serialized for e in transformer.add(raw[0]) + transformer.add(raw[1])
+                + transformer.add(raw[2]) + transformer.flush()]
+
+    kept = transformed_bytes(passed)
+    assert kept == transformed_bytes(frozenset())
+    assert tf.train.Example.FromString(kept[1]).features.feature["payload"].bytes_list.value == [
+        bytes([1]) * 9]
 
 
 def test_vocabularies_of_two_key_types_in_one_process(corpus, tmp_path):

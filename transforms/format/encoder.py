@@ -67,6 +67,18 @@ _SMALL = 32
 _CHUNK = 16384
 
 
+def _read_varint(data: memoryview, position: int) -> tuple[int, int]:
+    """(the base-128 varint at `position`, the position after it)."""
+    value = shift = 0
+    while True:
+        byte = data[position]
+        value |= (byte & 0x7F) << shift
+        position += 1
+        if byte < 0x80:
+            return value, position
+        shift += 7
+
+
 def _varint(value: int) -> bytes:
     """One base-128 varint; a negative value as its 64-bit two's complement."""
     value &= _U64
@@ -346,6 +358,27 @@ class ExampleEncoder:
         fields.sort(key=lambda field: field[0] + b"\xff")
         self._fields = [(name, kind, head, _LIST_TAG[kind])
                         for _, name, kind, head in fields]
+
+    @staticmethod
+    def entries(serialized: bytes) -> dict:
+        """A serialized Example this encoder wrote -> its map entries by feature
+        name (bytes), each as written (its tag and length included)."""
+        view = memoryview(serialized)
+        _, position = _read_varint(view, 1)           # Example.features: tag, length
+        entries = {}
+        while position < len(view):
+            length, start = _read_varint(view, position + 1)
+            key_length, key_start = _read_varint(view, start + 1)
+            entries[bytes(view[key_start:key_start + key_length])] = view[position:start + length]
+            position = start + length
+        return entries
+
+    @staticmethod
+    def joined(entries: Mapping[bytes, bytes]) -> bytes:
+        """The serialized Example of map `entries` (as `entries` gives them), in
+        the encoder's order: `encode`'s very bytes for the same values."""
+        ordered = [entries[key] for key in sorted(entries, key=lambda key: key + b"\xff")]
+        return b"".join([_FIELD1_LEN, _varint(sum(map(len, ordered))), *ordered])
 
     @property
     def features(self) -> list:

@@ -5,6 +5,7 @@
     analysis.staged      # one element once transform_fn/ and metadata are staged
     analysis.directory   # where: <temp_dir>/transform
     analysis.spec        # the transformed examples' spec, known before the job runs
+    analysis.passed_through  # the raw features it outputs unchanged
 
 The analysis is a pass of its own over the work units (transforms/sources/units.py):
 it builds the train split's raw examples - other samples stop at their split,
@@ -182,14 +183,25 @@ class ExampleTransformer:
 
     Each Example keeps its split and order key; its bytes become the
     transformed example's. Loads TensorFlow and the SavedModel when made.
+
+    The features in `passed_through` (the transform outputs them unchanged
+    and computes nothing from them: the built-ins') are neither parsed nor
+    encoded again: the transform gets their kind's zero, and the raw
+    example's bytes of them are kept, which are the bytes encoding them again
+    would give.
     """
 
-    def __init__(self, staged_dir: str, raw_spec: FeatureSpec, spec: FeatureSpec):
+    def __init__(self, staged_dir: str, raw_spec: FeatureSpec, spec: FeatureSpec,
+                 passed_through: frozenset = frozenset()):
         self._layer = tft.TFTransformOutput(staged_dir).transform_features_layer()
-        self._parsing = schema_utils.schema_as_feature_spec(
+        parsing = schema_utils.schema_as_feature_spec(
             manifest.schema_proto(raw_spec)).feature_spec
-        self._encoder = ExampleEncoder([(f.name, f.kind) for f in spec])
-        self._names = spec.names
+        self._parsing = {name: f for name, f in parsing.items() if name not in passed_through}
+        self._zeros = {name: f for name, f in parsing.items() if name in passed_through}
+        self._kept = frozenset(name.encode() for name in passed_through)
+        computed = [f for f in spec if f.name not in passed_through]
+        self._encoder = ExampleEncoder([(f.name, f.kind) for f in computed])
+        self._names = [f.name for f in computed]
         self._batch: list = []
         self._cost = 0
         self._transformed = counter("examples_transformed")
@@ -204,12 +216,40 @@ class ExampleTransformer:
         batch, self._batch, self._cost = self._batch, [], 0
         if not batch:
             return []
-        parsed = tf.io.parse_example([e.serialized for e in batch], self._parsing)
+        # The passed-through features' bytes are set aside, not handed to TensorFlow.
+        if self._kept:
+            parts = [self._split(e.serialized) for e in batch]
+            inputs, kept = [ExampleEncoder.joined(p) for p, _ in parts], [k for _, k in parts]
+        else:
+            inputs, kept = [e.serialized for e in batch], [None] * len(batch)
+        parsed = tf.io.parse_example(inputs, self._parsing)
+        parsed.update({name: _zeros(f, len(batch)) for name, f in self._zeros.items()})
         outputs = self._layer(parsed)
         columns = [_rows(outputs[name]) for name in self._names]
         self._transformed.inc(len(batch))
-        return [Example(e.split, e.order, self._encoder.encode(dict(zip(self._names, values))))
-                for e, values in zip(batch, zip(*columns))]
+        return [Example(e.split, e.order, self._encoded(values, entries))
+                for e, entries, values in zip(batch, kept, zip(*columns))]
+
+    def _split(self, serialized: bytes) -> tuple[dict, dict]:
+        """A raw example's map entries: (those to parse, those kept as they are)."""
+        entries = ExampleEncoder.entries(serialized)
+        kept = {key: entries.pop(key) for key in self._kept if key in entries}
+        return entries, kept
+
+    def _encoded(self, values: tuple, kept: dict | None) -> bytes:
+        """The transformed example: its computed `values`, and the `kept` entries."""
+        computed = self._encoder.encode(dict(zip(self._names, values)))
+        if kept is None:
+            return computed
+        return ExampleEncoder.joined({**ExampleEncoder.entries(computed), **kept})
+
+
+def _zeros(feature: tf.io.FixedLenFeature | tf.io.VarLenFeature, rows: int):
+    """A batch of `rows` of a parsing spec's feature, zeros (dense) or empty."""
+    if isinstance(feature, tf.io.VarLenFeature):
+        return tf.sparse.SparseTensor(tf.zeros([0, 2], tf.int64), tf.zeros([0], feature.dtype),
+                                      [rows, 0])
+    return tf.zeros([rows, *feature.shape], feature.dtype)
 
 
 # -- Beam ---------------------------------------------------------------------------
@@ -272,6 +312,7 @@ class Analysis(NamedTuple):
     staged: beam.PCollection   # one element once transform_fn/ and metadata are staged
     directory: str             # where they are staged
     spec: FeatureSpec          # of the transformed examples, known before the job runs
+    passed_through: frozenset  # raw features it outputs unchanged (ExampleTransformer)
 
 
 class AnalyzeTrainSplit(beam.PTransform):
@@ -319,6 +360,7 @@ class AnalyzeTrainSplit(beam.PTransform):
             staged = transform_fn | "StageTransformFn" >> tft_beam.WriteTransformFn(staged_dir)
         # The schema traced from the preprocessing_fn fixes every output's type
         # and shape before the job runs; analysis adds only value domains.
+        passed_through = self._preprocessing.passed_through(raw_spec)
         spec = transformed_spec(transform_fn[1].dataset_metadata.schema, raw_spec,
-                                self._preprocessing.passed_through(raw_spec))
-        return Analysis(staged, staged_dir, spec)
+                                passed_through)
+        return Analysis(staged, staged_dir, spec, passed_through)

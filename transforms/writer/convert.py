@@ -70,6 +70,7 @@ class ConvertOptions:
     # every example first; `transformed_spec` is its output's spec.
     transform_dir: str | None = None
     transformed_spec: FeatureSpec | None = None
+    passed_through: frozenset = frozenset()   # raw features the transform outputs unchanged
 
 
 @dataclasses.dataclass
@@ -163,7 +164,8 @@ class _ConvertFn(beam.DoFn):
             # Imported here: it loads TensorFlow, which only preprocessing needs.
             from transforms.tft.stage import ExampleTransformer
             self._transformer = ExampleTransformer(options.transform_dir, self._recipe.spec,
-                                                   options.transformed_spec)
+                                                   options.transformed_spec,
+                                                   options.passed_through)
         return _Work(RollingShards(options.temp_dir, order, options.compression,
                                    options.target_shard_bytes) if options.write_shards else None)
 

@@ -196,7 +196,8 @@ class WriteDataset(beam.PTransform):
             write_shards=config.write_tfrecords and not hashed,
             emit_examples=hashed or self._examples_sink is not None,
             transform_dir=analysis.directory if analysis else None,
-            transformed_spec=analysis.spec if analysis else None)
+            transformed_spec=analysis.spec if analysis else None,
+            passed_through=analysis.passed_through if analysis else frozenset())
 
     def expand(self, root_or_elements):
         if isinstance(root_or_elements, beam.pvalue.PBegin):
