@@ -171,9 +171,10 @@ class _TarStream:
 
     def __init__(self, fileobj: IO[bytes],
                  archive_again: Callable[[], ContextManager[IO[bytes]]] | None = None, *,
-                 seekable: bool = False, stored: Callable[[int, int], StoredMember] | None = None):
+                 seekable: bool = False, url: str = "", stored_from: int = 0):
         self._archive_again = archive_again
-        self._stored = stored
+        self._url = url
+        self._stored_from = stored_from
         # Where each regular member's data is, and where each link points: what
         # a later link member is read through. A few dozen bytes a member.
         self._files: dict[str, tuple[int, int]] = {}
@@ -216,8 +217,8 @@ class _TarStream:
         """A regular member's data, or a link member's target's (left stored when
         large, see `stored`); UnfollowedLink."""
         if info.isreg():
-            if self._stored is not None and (stored := self._stored(info.offset_data, info.size)):
-                return stored
+            if self._left_stored(info.size):
+                return StoredMember(self._url, info.offset_data, info.size)
             return self._tar.extractfile(info).read()
         target = self._links[_normalise(info.name)]
         for _ in range(_MAX_LINK_HOPS):
@@ -231,8 +232,8 @@ class _TarStream:
                 f"file earlier in the archive, where a streamed read could follow it; pack the "
                 f"corpus with tar --dereference --hard-dereference")
         offset, size = self._files[target]
-        if self._stored is not None and (stored := self._stored(offset, size)):
-            return stored
+        if self._left_stored(size):
+            return StoredMember(self._url, offset, size)
         with self._archive_again() as archive:
             archive.seek(offset)
             data = archive.read(size)
@@ -240,6 +241,10 @@ class _TarStream:
             raise tarfile.ReadError(f"member {target!r} ends early when read again for the "
                                     f"link {info.name!r}")
         return data
+
+    def _left_stored(self, size: int) -> bool:
+        """Whether a member of `size` bytes is given as a StoredMember of `url`."""
+        return 0 < self._stored_from <= size
 
     def ending_error(self) -> tarfile.ReadError | None:
         """None if the members ended at the end-of-archive marker."""
@@ -409,13 +414,10 @@ def iter_tar(fileobj: IO[bytes], url: str, *, stats: MutableMapping[str, int] | 
                 with compression.decompressed(again, codec) as decompressed:
                     yield decompressed
 
-    def stored(offset: int, size: int) -> StoredMember | None:
-        return StoredMember(url, offset, size) if size >= stored_from else None
-
     try:
         stream = _TarStream(archive, archive_again if reopen is not None else None,
-                            seekable=codec is None and raw.seekable(),
-                            stored=stored if stored_from and codec is None else None)
+                            seekable=codec is None and raw.seekable(), url=url,
+                            stored_from=stored_from if codec is None else 0)
     except _READ_ERRORS as e:
         # Fails here only before the first member: the file yields no sample.
         archive.close()

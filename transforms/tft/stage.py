@@ -186,9 +186,9 @@ class ExampleTransformer:
 
     The features in `passed_through` (the transform outputs them unchanged
     and computes nothing from them: the built-ins') are neither parsed nor
-    encoded again: the transform gets their kind's zero, and the raw
-    example's bytes of them are kept, which are the bytes encoding them again
-    would give.
+    encoded again: they are left out of what is parsed, whose defaults give
+    the transform their kind's zero, and the raw example's bytes of them are
+    kept, which are the bytes encoding them again would give.
     """
 
     def __init__(self, staged_dir: str, raw_spec: FeatureSpec, spec: FeatureSpec,
@@ -196,8 +196,8 @@ class ExampleTransformer:
         self._layer = tft.TFTransformOutput(staged_dir).transform_features_layer()
         parsing = schema_utils.schema_as_feature_spec(
             manifest.schema_proto(raw_spec)).feature_spec
-        self._parsing = {name: f for name, f in parsing.items() if name not in passed_through}
-        self._zeros = {name: f for name, f in parsing.items() if name in passed_through}
+        self._parsing = {name: _zero_default(f) if name in passed_through else f
+                         for name, f in parsing.items()}
         self._kept = frozenset(name.encode() for name in passed_through)
         computed = [f for f in spec if f.name not in passed_through]
         self._encoder = ExampleEncoder([(f.name, f.kind) for f in computed])
@@ -223,7 +223,6 @@ class ExampleTransformer:
         else:
             inputs, kept = [e.serialized for e in batch], [None] * len(batch)
         parsed = tf.io.parse_example(inputs, self._parsing)
-        parsed.update({name: _zeros(f, len(batch)) for name, f in self._zeros.items()})
         outputs = self._layer(parsed)
         columns = [_rows(outputs[name]) for name in self._names]
         self._transformed.inc(len(batch))
@@ -244,12 +243,12 @@ class ExampleTransformer:
         return ExampleEncoder.joined({**ExampleEncoder.entries(computed), **kept})
 
 
-def _zeros(feature: tf.io.FixedLenFeature | tf.io.VarLenFeature, rows: int):
-    """A batch of `rows` of a parsing spec's feature, zeros (dense) or empty."""
+def _zero_default(feature: tf.io.FixedLenFeature | tf.io.VarLenFeature):
+    """A parsing spec's feature that reads as zeros where an example leaves it
+    out (a variable-length one reads as empty anyway)."""
     if isinstance(feature, tf.io.VarLenFeature):
-        return tf.sparse.SparseTensor(tf.zeros([0, 2], tf.int64), tf.zeros([0], feature.dtype),
-                                      [rows, 0])
-    return tf.zeros([rows, *feature.shape], feature.dtype)
+        return feature
+    return feature._replace(default_value=tf.zeros(feature.shape, feature.dtype))
 
 
 # -- Beam ---------------------------------------------------------------------------
