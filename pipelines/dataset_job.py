@@ -32,6 +32,7 @@ from transforms.media.frames import FrameOptions
 from transforms.media.windows import WindowOptions
 from transforms.recipe import sample_ops
 from transforms.recipe.examples import ExampleRecipe
+from transforms.recipe.segments import SegmentOptions, segment_samples
 from transforms.recipe.splits import SplitPlan
 from transforms.runner import progress
 from transforms.runner.runtime import announce_job, make_pipeline, runs_locally, wait_for
@@ -41,7 +42,7 @@ from transforms.writer import launch
 from transforms.writer.write import DatasetConfig, WriteDataset
 
 __all__ = ["cut_options", "dataset_config", "feature_spec", "run_dataset_job",
-           "target_shard_bytes"]
+           "segment_options", "target_shard_bytes"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -115,6 +116,12 @@ def cut_options(options: PipelineOptions) -> CutOptions:
     )
 
 
+def segment_options(options: PipelineOptions) -> SegmentOptions:
+    """Where the recordings' segments are (--segments_field, --segment_columns)."""
+    opts = options.view_as(DatasetOptions)
+    return SegmentOptions(field=opts.segments_field, columns=comma_list(opts.segment_columns))
+
+
 def target_shard_bytes(options: PipelineOptions) -> int:
     """--shard_size_mb in bytes: the shards' target size, which also sizes the
     work units; ValueError naming the flag."""
@@ -157,6 +164,7 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
             "between its processes; use the default --shuffle none, or "
             "--direct_num_workers 1"
         )
+    segment_options(options).check(opts.cut)
     # The input is read from here on: the flags that need no input are checked.
     source = read.describe()
     spec = feature_spec(options, read.first_samples())
@@ -173,6 +181,7 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
         filter_empty=opts.filter_empty,
         sample_fn=opts.sample_fn or None,
         example_fn=opts.example_fn or None,
+        segments=segment_options(options),
     )
     recipe.load_functions()  # an unimportable function fails now, not on a worker
     preprocessing = Preprocessing.from_flags(
@@ -210,6 +219,10 @@ def feature_spec(options: PipelineOptions, samples: Iterable) -> FeatureSpec:
         return FeatureSpec(added)
     if text != "auto":
         return FeatureSpec(added + parse_features(text).features)
+    segments = segment_options(options)
+    if segments.enabled:  # infer from the segments, whose fields the examples get
+        samples = (segment for sample in samples
+                   for segment in segment_samples(sample, segments))
     first = [
         {k: v for k, v in s.items() if k not in media_fields(s, cut)}
         for s in itertools.islice(samples, opts.infer_samples)

@@ -88,7 +88,20 @@ class DatasetOptions(FlagTable, PipelineOptions):
                   "(int64 bucket 0..3)."),
         Flag("cut", "cutting", default="none", choices=tuple(MODES), recorded=True,
              help="How samples become examples: none (one example per sample), audio_windows, "
-                  "frames (a frame with the audio window centred on it), clips."),
+                  "frames (a frame with the audio window centred on it), clips, segments (one "
+                  "example per segment: its audio, as long as the segment). With "
+                  "--segments_field or --segment_columns, every cut works inside each segment."),
+        Flag("segments_field", "cutting", default="", example="rttm", recorded=True,
+             help="The field holding each recording's time-aligned segments: RTTM, JSON (a list "
+                  "of objects with start/offset and end/duration) or CSV with a header, e.g. a "
+                  "tar member KEY.rttm or a Bigtable cell. Each segment is a sample of its own, "
+                  "with segment.start, segment.end, segment.index and its fields as segment.NAME "
+                  "(segment.speaker) for --features, --split_by and --where."),
+        Flag("segment_columns", "cutting", default="", example="offset,duration",
+             regex="^[^,]+,[^,]+$", recorded=True,
+             help="A listing's two columns giving each row's segment of its media file: START,END "
+                  "in seconds, or START,DURATION when the second's name holds 'dur' (NeMo's "
+                  "offset,duration)."),
         Flag("audio_fields", "cutting", default="", example="flac,wav", recorded=True,
              help="Fields that may hold a sample's audio, first present wins, e.g. 'flac,wav'; "
                   "without one, the video's own audio track is used. With --cut none, whole-sample "

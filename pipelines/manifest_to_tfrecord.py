@@ -44,13 +44,15 @@ def _named_fields(config: dg.DatasetConfig) -> list:
     recipe = config.recipe
     if recipe.renames or recipe.sample_fn:
         return []
-    plan, cut = recipe.split_plan, recipe.cut
+    plan, cut, segments = recipe.split_plan, recipe.cut, recipe.segments
     fields = [("--features", f.source) for f in recipe.spec.features[len(cut.features):]]
     fields += [("--split_by", plan.field), ("--split_column", plan.column),
                ("--stratify_by", plan.stratify_by), ("--label_field", plan.label_field)]
     if cut.mode != "none":
         fields.append(("--video_field", cut.video_field))
-    return fields
+    fields += [("--segment_columns", column) for column in segments.columns]
+    # A segment's own fields (segment.start, ...) are made, not columns.
+    return [(flag, field) for flag, field in fields if not (field and segments.makes(field))]
 
 
 def run(argv=None) -> dict | None:

@@ -14,6 +14,10 @@ video's own AAC track. With `--bad_samples K`, K samples are broken (an
 unparseable label; for av, a truncated video), to show dead letters.
 `--kind listing` writes no tar: FLAC files under `media/` and `clips.csv`
 naming them (columns audio, label, speaker, split), for manifest_to_tfrecord.
+`--kind meetings` writes `--shards` recordings of `--seconds` (default 60)
+in which speakers take turns: `meetings.tar` (KEY.flac, KEY.rttm who speaks
+when, KEY.json) and the same FLAC files under `media/` with
+`segments.jsonl`, a NeMo-style listing of one row per turn.
 The corpus is a pure function of the flags: same flags, same bytes.
 """
 
@@ -23,7 +27,7 @@ import argparse
 import os
 import sys
 
-from transforms.testing.corpus import write_corpus, write_listing
+from transforms.testing.corpus import write_corpus, write_listing, write_meetings
 
 __all__ = ["run"]
 
@@ -36,10 +40,17 @@ def run(argv=None) -> list:
     parser.add_argument("--payload_bytes", type=int, default=16_384)
     parser.add_argument("--speakers", type=int, default=8)
     parser.add_argument("--bad_samples", type=int, default=0)
-    parser.add_argument("--kind", default="payload", choices=["payload", "av", "listing"])
-    parser.add_argument("--seconds", type=float, default=2.0,
-                        help="Clip length for --kind av and listing.")
+    parser.add_argument("--kind", default="payload",
+                        choices=["payload", "av", "listing", "meetings"])
+    parser.add_argument("--seconds", type=float, default=None,
+                        help="Clip length for --kind av and listing (2 s), recording length "
+                             "for meetings (60 s).")
     args = parser.parse_args(argv)
+    if args.kind == "meetings":
+        path = write_meetings(args.output, args.shards, args.speakers, args.seconds or 60.0)
+        print(f"wrote {args.shards} recordings to {args.output}/meetings.tar and {path}")
+        return [path]
+    args.seconds = args.seconds or 2.0
     if args.kind == "listing":
         path = write_listing(args.output, args.shards * args.samples_per_shard, args.speakers,
                              args.seconds)

@@ -17,16 +17,18 @@ from typing import Any, Iterable, Mapping
 
 from transforms.format.sample import escape_name, is_text
 
-__all__ = ["DatasetFailed", "EXAMPLE", "FAILURES", "FILE", "MAX_MESSAGE", "SAMPLE",
+__all__ = ["DatasetFailed", "EXAMPLE", "FAILURES", "FILE", "MAX_MESSAGE", "SAMPLE", "SEGMENT",
            "StorageReadError", "check_failure_fraction", "dead_letter", "describe",
            "failure_line", "failures_jsonl", "sorted_failures"]
 
 FAILURES = "failures"
 # What a dead letter stands for: a whole sample, a file that yielded no sample,
-# or one example a sink refused (its sample is counted as written).
+# one example a sink refused (its sample is counted as written), or one
+# segment of a recording (transforms/recipe/segments.py).
 SAMPLE = "sample"
 FILE = "file"
 EXAMPLE = "example"
+SEGMENT = "segment"
 
 MAX_MESSAGE = 2000
 

@@ -1,8 +1,10 @@
 """The Sample: a plain dict of field name to value (the WebDataset convention).
 
 Beam-free. `__key__` is the sample's stable id and `__url__` where it came from;
-every other entry is a data field (`flac`, `cls`, `json`, or `family:qualifier`
-for Bigtable). Sources produce Samples; nothing downstream knows the source.
+a segment of a recording (transforms/recipe/segments.py) also has `__span__`,
+the part of its media it is. Every other entry is a data field (`flac`, `cls`,
+`json`, or `family:qualifier` for Bigtable). Sources produce Samples; nothing
+downstream knows the source.
 
 A field's value is bytes as a rule. A reader asked to may leave a large field
 where it is stored, as a `StoredBytes` (transforms/sources/stored.py), for a
@@ -25,11 +27,13 @@ from typing import IO, Any, Collection, Mapping
 
 import numpy as np
 
-__all__ = ["KEY", "URL", "StoredBytes", "content_key", "data_fields", "escape", "escape_name",
-           "field_text", "is_text", "keyed", "read_stored", "FieldReader"]
+__all__ = ["KEY", "SPAN", "URL", "StoredBytes", "content_key", "data_fields", "escape",
+           "escape_name", "field_text", "field_value", "is_text", "keyed", "read_stored",
+           "FieldReader"]
 
 KEY = "__key__"
 URL = "__url__"
+SPAN = "__span__"
 
 
 class StoredBytes(abc.ABC):
@@ -113,6 +117,17 @@ def field_text(value: Any) -> str:
     if isinstance(value, (dict, list, tuple)):
         return json.dumps(value, sort_keys=True)
     raise ValueError(f"a {type(value).__name__} has no text form")
+
+
+def field_value(value: Any) -> Any:
+    """A value parsed from text (a JSON member, a CSV cell) as a field holds it:
+    text as UTF-8 bytes, as a tar member's; an object as its JSON, keys sorted;
+    numbers, bools and lists of them as they are."""
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True).encode("utf-8")
+    return value
 
 
 def keyed(element: Mapping[str, Any]) -> dict:

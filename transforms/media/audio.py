@@ -44,7 +44,7 @@ import soundfile as sf
 import soxr
 
 from transforms.format.sample import StoredBytes
-from transforms.media.decoded import Audio, MediaError, NoSamples, media_file
+from transforms.media.decoded import SPAN_SLACK_S, Audio, MediaError, NoSamples, media_file
 
 __all__ = ["AudioOptions", "decode_audio", "probe_audio", "stream_audio"]
 
@@ -146,13 +146,21 @@ def probe_audio(data: bytes | StoredBytes, *, name: str = "") -> tuple[int, int]
 
 
 def stream_audio(data: bytes | StoredBytes, options: AudioOptions, *, name: str = "",
-                 block_seconds: float = 10.0) -> Iterator[Audio]:
+                 block_seconds: float = 10.0,
+                 span: tuple[float, float] | None = None) -> Iterator[Audio]:
     """Consecutive blocks of round(block_seconds * rate) samples (the last one shorter).
 
     Each block's `start` is the time of its first sample. The blocks concatenate
     to `decode_audio`'s samples. A MediaError can come after some blocks were
     yielded (a file corrupt half-way), so a caller that must be all-or-nothing
     per member collects before emitting.
+
+    With `span` (start, end), seconds on the member's timeline, only that part:
+    from the source sample nearest `start` (reached by a seek where libsndfile
+    reads the member) to the one nearest `end`, resampled from there. A span
+    that is not one (end not after start, start below 0) or that reaches more
+    than SPAN_SLACK_S past the member's end is a MediaError, raised before
+    any block where the header gives the length.
     """
     if not block_seconds > 0:
         raise ValueError(f"block_seconds must be positive, got {block_seconds!r}")
@@ -164,7 +172,13 @@ def stream_audio(data: bytes | StoredBytes, options: AudioOptions, *, name: str 
                      if rate != source.rate else None)
         pending = np.empty(0, np.float32)
         emitted = 0
-        raw_blocks = source.blocks(math.ceil(block_seconds * source.rate))
+        read_size = math.ceil(block_seconds * source.rate)
+        if span is None:
+            origin, raw_blocks = source.start, source.blocks(read_size)
+        else:
+            first, last = _span_frames(source, span, name)
+            origin = source.start + first / source.rate
+            raw_blocks = _span_blocks(source, read_size, first, last, span, name)
         # A None sentinel marks the end, when the resampler is flushed.
         for raw in itertools.chain(raw_blocks, [None]):
             if raw is None:
@@ -176,19 +190,59 @@ def stream_audio(data: bytes | StoredBytes, options: AudioOptions, *, name: str 
                 out = mono if resampler is None else resampler.resample_chunk(mono, last=False)
             pending = np.concatenate([pending, out]) if len(pending) else out
             while len(pending) >= block:
-                yield _block(pending[:block], emitted, rate, source, options.dtype)
+                yield _block(pending[:block], origin + emitted / rate, rate, source,
+                             options.dtype)
                 emitted += block
                 pending = pending[block:]
         if len(pending):
-            yield _block(pending, emitted, rate, source, options.dtype)
+            yield _block(pending, origin + emitted / rate, rate, source, options.dtype)
             emitted += len(pending)
     if not emitted:
         raise NoSamples(f"no audio samples in {name!r}")
 
 
-def _block(samples: np.ndarray, offset: int, rate: int, source: "_Source", dtype: str) -> Audio:
-    return Audio(_finish(samples, dtype), rate, start=source.start + offset / rate,
+def _block(samples: np.ndarray, start: float, rate: int, source: "_Source",
+           dtype: str) -> Audio:
+    return Audio(_finish(samples, dtype), rate, start=start,
                  source_rate=source.rate, source_channels=source.channels)
+
+
+def _span_frames(source: "_Source", span: tuple[float, float], name: str) -> tuple[int, int]:
+    """The source frames [first, last) of a span; MediaError for one that is
+    not a span, or that the header says reaches past the member's end."""
+    start, end = span
+    if not 0 <= start < end:
+        raise MediaError(f"segment [{start:g}, {end:g}) s of {name!r}: its end must come after "
+                         "its start, and its start at or after 0", stage="segment", member=name)
+    first = max(0, round((start - source.start) * source.rate))
+    last = round((end - source.start) * source.rate)
+    if source.frames is not None and 0 < source.frames < _UNKNOWN_FRAMES:
+        length = source.start + source.frames / source.rate
+        if end > length + SPAN_SLACK_S:
+            raise MediaError(_past_end(span, name, length), stage="segment", member=name)
+        last = min(last, source.frames)
+    return first, last
+
+
+def _past_end(span: tuple[float, float], name: str, length: float) -> str:
+    return (f"segment [{span[0]:g}, {span[1]:g}) s reaches past the end of {name!r} "
+            f"({length:.3f} s)")
+
+
+def _span_blocks(source: "_Source", size: int, first: int, last: int,
+                 span: tuple[float, float], name: str) -> Iterator[np.ndarray]:
+    """Source frames [first, last) in blocks of about `size`; MediaError when
+    the member ends before `last` (more than SPAN_SLACK_S before)."""
+    remaining = last - first
+    for block in source.blocks(size, first):
+        if len(block) >= remaining:
+            yield block[:remaining]
+            return
+        remaining -= len(block)
+        yield block
+    if remaining > SPAN_SLACK_S * source.rate:
+        raise MediaError(_past_end(span, name, source.start + (last - remaining) / source.rate),
+                         stage="segment", member=name)
 
 
 def _finish(samples: np.ndarray, dtype: str) -> np.ndarray:
@@ -229,8 +283,9 @@ class _Source:
     rate: int
     channels: int
     start: float
-    # blocks(frames) -> blocks of about `frames` frames, each at least one frame.
-    blocks: Callable[[int], Iterator[np.ndarray]]
+    # blocks(frames, first=0) -> blocks of about `frames` frames, each at least
+    # one frame, from the source frame `first` on.
+    blocks: Callable[..., Iterator[np.ndarray]]
     frames: int | None = None  # as its header declares them, where it does
 
 
@@ -311,10 +366,13 @@ def _soundfile_source(data: bytes | StoredBytes, name: str, ext: str) -> Iterato
                       functools.partial(_soundfile_blocks, file, what), file.frames)
 
 
-def _soundfile_blocks(file: sf.SoundFile, what: str, frames: int) -> Iterator[np.ndarray]:
+def _soundfile_blocks(file: sf.SoundFile, what: str, frames: int,
+                      first: int = 0) -> Iterator[np.ndarray]:
     declared = file.frames
-    read = 0
+    read = first
     with _decode_errors(what):
+        if first:
+            file.seek(first)
         while True:
             block = file.read(frames, dtype="float32", always_2d=True)
             if not len(block):
@@ -358,16 +416,50 @@ def _av_source(data: bytes | StoredBytes, name: str, ext: str) -> Iterator[_Sour
         # track can start after the video, e.g. behind an edit list).
         origin = container.start_time / av.time_base if container.start_time is not None else 0.0
         start = float(first.time) - origin if first.time is not None else 0.0
-        yield _Source(rate, channels, start, functools.partial(
-            _av_blocks, itertools.chain([first], frames), rate, channels, name))
+
+        def blocks(size: int, skip: int = 0) -> Iterator[np.ndarray]:
+            frames_from = itertools.chain([first], frames)
+            if skip and first.time is not None:
+                frames_from, skip = _sought(container, stream, what, first.time, rate, skip)
+            return _av_blocks(frames_from, rate, channels, name, size, skip)
+
+        yield _Source(rate, channels, start, blocks)
 
 
-def _av_frames(container, stream, what: str) -> Iterator[av.AudioFrame]:
+# How far before a segment's start the audio of a video is sought: a decoder
+# that starts at a packet needs the ones before it (AAC overlaps frames) to
+# give the samples a decode from the start gives.
+_PREROLL_S = 0.5
+
+
+def _sought(container, stream, what: str, first_time: float, rate: int,
+            skip: int) -> tuple[Iterator[av.AudioFrame], int]:
+    """The track's frames from a packet at least _PREROLL_S before its sample
+    `skip` (counted from its first, at `first_time`), and how many of their
+    samples come before that one. Where the seek cannot be placed (a frame
+    without a time, or landing past the sample), the track from its start."""
+    target = first_time + skip / rate - _PREROLL_S
+    with _decode_errors(what):
+        container.seek(int(max(target, first_time) / stream.time_base), stream=stream,
+                       backward=True)
+    frames = _av_frames(container, stream, what, whole=False)
+    landed = next(frames, None)
+    if landed is not None and landed.time is not None:
+        before = skip - round((float(landed.time) - first_time) * rate)
+        if before >= 0:
+            return itertools.chain([landed], frames), before
+    with _decode_errors(what):
+        container.seek(int(first_time / stream.time_base), stream=stream, backward=True)
+    return _av_frames(container, stream, what), skip
+
+
+def _av_frames(container, stream, what: str, whole: bool = True) -> Iterator[av.AudioFrame]:
     """The stream's non-empty decoded frames.
 
     demux() ends with an empty packet that flushes the decoder. A cut mp4 can
-    demux cleanly but short, so the packets are counted against the sample
-    table's count (`stream.frames`; 0 where the container has none, as Matroska).
+    demux cleanly but short, so the packets of a `whole` track (decoded from
+    its start) are counted against the sample table's count (`stream.frames`;
+    0 where the container has none, as Matroska).
     """
     packets = 0
     with _decode_errors(what):
@@ -376,20 +468,27 @@ def _av_frames(container, stream, what: str) -> Iterator[av.AudioFrame]:
             for frame in packet.decode():
                 if frame.samples:
                     yield frame
-    if packets < stream.frames:
+    if whole and packets < stream.frames:
         raise MediaError(f"{what}: truncated, {packets} of {stream.frames} packets")
 
 
 def _av_blocks(frames: Iterator[av.AudioFrame], rate: int, channels: int, name: str,
-               size: int) -> Iterator[np.ndarray]:
-    """Decoded frames (1024 samples for AAC) grouped into blocks of at least `size` frames."""
+               size: int, first: int = 0) -> Iterator[np.ndarray]:
+    """Decoded frames (1024 samples for AAC) grouped into blocks of at least
+    `size` frames, from the `first` one on (those before are decoded and dropped)."""
     parts, count = [], 0
     for frame in frames:
         if frame.sample_rate != rate or frame.layout.nb_channels != channels:
             raise MediaError(f"audio format of {name!r} changes mid-stream: {rate} Hz "
                              f"x{channels} -> {frame.sample_rate} Hz x{frame.layout.nb_channels}")
-        parts.append(_frame_array(frame, channels))
-        count += frame.samples
+        array = _frame_array(frame, channels)
+        if first:
+            dropped = min(first, len(array))
+            array, first = array[dropped:], first - dropped
+            if not len(array):
+                continue
+        parts.append(array)
+        count += len(array)
         if count >= size:
             yield np.concatenate(parts)
             parts, count = [], 0

@@ -10,7 +10,17 @@ what the cut made and where it came from:
   zero-padded at the edges; start/end are the audio window's (the frame's time
   when there is no audio);
 - `clips`: `frames` (K consecutive sampled frames) and `audio`, the span from
-  the first frame's time lasting K / fps seconds.
+  the first frame's time lasting K / fps seconds;
+- `segments`: `audio`, the whole of a segment (as long as the segment is).
+
+A segment of a recording (a sample with `__span__`, made by
+transforms/recipe/segments.py) is cut the same way inside its span only: its
+audio is decoded from the span's start (seeking where the decoder can) to its
+end, windows and frames are laid from the span's start, an audio window
+around a frame holds the segment's audio only (zeros beyond it, as beyond a
+recording's ends), and `source_key` is the recording's key. A span whose end
+is not after its start, or that reaches past the media's end, fails its
+segment (stage `segment`) before any example.
 
 Audio comes from the first of `audio_fields` the sample has, else from the
 video's own audio track. Media are decoded lazily and streamed, so a long
@@ -28,7 +38,7 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from transforms.format.sample import KEY
+from transforms.format.sample import KEY, SPAN
 from transforms.format.spec import Feature
 from transforms.media.audio import AudioOptions, stream_audio
 from transforms.media.decoded import MediaError
@@ -44,7 +54,7 @@ from transforms.media.windows import AudioTimeline, OutsideAudio, WindowOptions,
 
 __all__ = ["CutOptions", "MODES", "cut_sample", "media_features", "media_fields"]
 
-MODES = ("none", "audio_windows", "frames", "clips")
+MODES = ("none", "audio_windows", "frames", "clips", "segments")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,8 +104,9 @@ class CutOptions:
         if self.audio.sample_rate is None and self._uses_audio:
             raise ValueError(f"--cut {self.mode} needs --sample_rate (examples have a fixed "
                              "length)")
-        if self.mode == "audio_windows" and not (self.audio_fields or self.video_field):
-            raise ValueError("--cut audio_windows needs --audio_fields or --video_field")
+        if self.mode in ("audio_windows", "segments") and not (
+                self.audio_fields or self.video_field):
+            raise ValueError(f"--cut {self.mode} needs --audio_fields or --video_field")
         if self.mode in ("frames", "clips"):
             if not self.video_field:
                 raise ValueError(f"--cut {self.mode} needs --video_field")
@@ -134,7 +145,7 @@ class CutOptions:
 
     @property
     def _uses_audio(self) -> bool:
-        return self.mode == "audio_windows" or self.with_audio
+        return self.mode in ("audio_windows", "segments") or self.with_audio
 
     def samples_in(self, seconds: float) -> int:
         return round(seconds * self.audio.sample_rate)
@@ -147,10 +158,12 @@ def media_features(options: CutOptions) -> tuple:
         return length_features(options.audio_fields, options.video_field)
     audio_dtype = "int16" if options.audio.dtype == "int16" else "float"
     audio_seconds = {"audio_windows": options.windows.window_s, "frames": options.av_window_s,
-                     "clips": options.clip_frames / (options.frames.fps or 1)}[options.mode]
+                     "clips": options.clip_frames / (options.frames.fps or 1),
+                     "segments": None}[options.mode]
     features = []
     if options._uses_audio:
-        features.append(Feature("audio", audio_dtype, (options.samples_in(audio_seconds),),
+        length = None if audio_seconds is None else options.samples_in(audio_seconds)
+        features.append(Feature("audio", audio_dtype, (length,),
                                 sample_rate=options.audio.sample_rate))
     if options.mode in ("frames", "clips"):
         height, width = options.frames.size
@@ -194,7 +207,7 @@ def _staged_iter(stage: str, member: str, iterator) -> Iterator:
         raise e.tagged(stage, member) from e
 
 
-def _frames(sample: Mapping[str, Any], options: CutOptions) -> Iterator:
+def _frames(sample: Mapping[str, Any], options: CutOptions, span) -> Iterator:
     field = options.video_field
     if field == IMAGE_SEQUENCE:
         images = image_sequence_members(sample)
@@ -202,40 +215,61 @@ def _frames(sample: Mapping[str, Any], options: CutOptions) -> Iterator:
             raise MediaError("no numbered image fields for an image sequence",
                              stage="decode_video", member=field)
         return _staged_iter("decode_video", field, iter_image_sequence(
-            images, options.frames, fps=options.sequence_fps))
+            images, options.frames, fps=options.sequence_fps, span=span))
     if field not in sample:
         raise MediaError(f"no video field {field!r}", stage="decode_video", member=field)
     return _staged_iter("decode_video", field,
-                        iter_frames(sample[field], options.frames, name=field))
+                        iter_frames(sample[field], options.frames, name=field, span=span))
 
 
-def _audio_timeline(sample: Mapping[str, Any], options: CutOptions) -> AudioTimeline | None:
+def _audio_stream(sample: Mapping[str, Any], options: CutOptions, span,
+                  stats: dict) -> Iterator:
+    """The sample's audio (its span's) in blocks, decode errors tagged; the
+    milliseconds decoded counted in stats["audio_ms_decoded"]."""
+    field = _audio_source(sample, options)
+    blocks = stream_audio(sample[field], options.audio, name=field, span=span)
+    for block in _staged_iter("decode_audio", field, blocks):
+        stats["audio_ms_decoded"] = (stats.get("audio_ms_decoded", 0)
+                                     + round(1000 * len(block.samples) / block.sample_rate))
+        yield block
+
+
+def _audio_timeline(sample: Mapping[str, Any], options: CutOptions, span,
+                    stats: dict) -> AudioTimeline | None:
     """The sample's audio, decoded as far as the frames need it (from its first
     block on, so an unreadable track fails the sample before any frame)."""
     if not options.with_audio:
         return None
-    field = _audio_source(sample, options)
-    return AudioTimeline(_staged_iter("decode_audio", field,
-                                      stream_audio(sample[field], options.audio, name=field)))
+    return AudioTimeline(_audio_stream(sample, options, span, stats))
 
 
 def _image(frame) -> Any:
     return frame.jpeg if frame.jpeg is not None else frame.image
 
 
-def _audio_windows(sample, base, key, options, stats) -> Iterator[dict]:
-    field = _audio_source(sample, options)
-    blocks = _staged_iter("decode_audio", field,
-                          stream_audio(sample[field], options.audio, name=field))
-    windows = _staged_iter("cut", field,
-                           audio_windows(blocks, options.windows, key=key, stats=stats))
+def _audio_windows(sample, base, options, span, stats) -> Iterator[dict]:
+    blocks = _audio_stream(sample, options, span, stats)
+    windows = _staged_iter("cut", _audio_source(sample, options),
+                           audio_windows(blocks, options.windows, key=sample[KEY], stats=stats))
     for w in windows:
         yield {**base, "audio": w.samples, "start_time": w.start, "end_time": w.end}
 
 
-def _frame_examples(sample, base, options, stats) -> Iterator[dict]:
-    audio = _audio_timeline(sample, options)
-    for frame in _frames(sample, options):
+def _segment_example(sample, base, options, span, stats) -> Iterator[dict]:
+    if span is None:
+        raise MediaError("--cut segments cuts segments, and this sample is a whole recording "
+                         "(give its segments: --segments_field or --segment_columns)",
+                         stage="segment")
+    blocks = list(_audio_stream(sample, options, span, stats))
+    audio = np.concatenate([block.samples for block in blocks])
+    start = blocks[0].start
+    yield {**base, "audio": audio, "start_time": start,
+           "end_time": start + len(audio) / blocks[0].sample_rate}
+
+
+def _frame_examples(sample, base, options, span, stats) -> Iterator[dict]:
+    audio = _audio_timeline(sample, options, span, stats)
+    for frame in _frames(sample, options, span):
         example = {**base, "frame": _image(frame), "start_time": frame.time, "end_time": frame.time}
         if audio is not None:
             try:
@@ -251,11 +285,11 @@ def _frame_examples(sample, base, options, stats) -> Iterator[dict]:
         audio.finish()
 
 
-def _clip_examples(sample, base, options, stats) -> Iterator[dict]:
-    audio = _audio_timeline(sample, options)
+def _clip_examples(sample, base, options, segment, stats) -> Iterator[dict]:
+    audio = _audio_timeline(sample, options, segment, stats)
     span = options.clip_frames / options.frames.fps
     clip = []
-    for frame in _frames(sample, options):
+    for frame in _frames(sample, options, segment):
         clip.append(frame)
         if len(clip) < options.clip_frames:
             continue
@@ -283,8 +317,8 @@ def cut_sample(sample: Mapping[str, Any], options: CutOptions,
 
     Raises MediaError (with `stage` and `member`) for media that cannot be
     decoded or cut; examples yielded before the error stand. `stats` counts
-    what was dropped on purpose: windows_silent, frames_without_audio,
-    clip_frames_dropped.
+    what was dropped on purpose (windows_silent, frames_without_audio,
+    clip_frames_dropped) and the audio decoded (audio_ms_decoded).
     """
     stats = stats if stats is not None else {}
     if options.mode == "none":
@@ -292,10 +326,23 @@ def cut_sample(sample: Mapping[str, Any], options: CutOptions,
         return
     consumed = media_fields(sample, options)
     base = {k: v for k, v in sample.items() if k not in consumed}
-    base["source_key"] = sample[KEY]
+    span = sample.get(SPAN)
+    base["source_key"] = sample[KEY] if span is None else span.recording
+    span = None if span is None else _checked_span(span)
     if options.mode == "audio_windows":
-        yield from _audio_windows(sample, base, sample[KEY], options, stats)
+        yield from _audio_windows(sample, base, options, span, stats)
+    elif options.mode == "segments":
+        yield from _segment_example(sample, base, options, span, stats)
     elif options.mode == "frames":
-        yield from _frame_examples(sample, base, options, stats)
+        yield from _frame_examples(sample, base, options, span, stats)
     else:
-        yield from _clip_examples(sample, base, options, stats)
+        yield from _clip_examples(sample, base, options, span, stats)
+
+
+def _checked_span(span) -> tuple[float, float]:
+    """A segment's (start, end); MediaError when it is not a span. Whether it
+    ends within the media is for the decoders to say, which know the length."""
+    if not 0 <= span.start < span.end:
+        raise MediaError(f"segment [{span.start:g}, {span.end:g}) s: its end must come after "
+                         "its start, and its start at or after 0", stage="segment")
+    return span.start, span.end

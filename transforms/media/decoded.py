@@ -16,6 +16,10 @@ import numpy as np
 
 from transforms.format.sample import StoredBytes
 
+# How far a segment's span may reach past its media's end and be cut there:
+# annotations round their times (RTTM to the millisecond); further is an error.
+SPAN_SLACK_S = 0.001
+
 __all__ = ["Audio", "Frame", "MediaError", "NoSamples", "media_file", "staged"]
 
 

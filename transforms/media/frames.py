@@ -48,9 +48,9 @@ import av
 import numpy as np
 from PIL import Image
 
-from transforms.media.decoded import Frame
+from transforms.media.decoded import Frame, MediaError
 
-__all__ = ["FrameOptions", "FramePicker", "sampling_times", "scaled_size", "to_frame"]
+__all__ = ["FrameOptions", "FramePicker", "sampling_times", "scaled_size", "to_frame", "within"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,10 +146,22 @@ class FramePicker:
         return chosen
 
 
-def sampling_times(options: FrameOptions, duration) -> Iterator[float] | None:
+def sampling_times(options: FrameOptions, duration,
+                   span: tuple[float, float] | None = None) -> Iterator[float] | None:
     """The sampling times in increasing order, None for every frame.
 
-    `duration` is a callable giving D; it is called only for num_frames."""
+    `duration` is a callable giving D; it is called only for num_frames. With
+    a segment's `span` (start, end), times count from its start (D is its
+    length) and stop before its end; an explicit timestamp at or past its end
+    is a MediaError."""
+    if span is not None:
+        start, end = span
+        if options.timestamps and max(options.timestamps) >= end - start:
+            raise MediaError(f"timestamp {max(options.timestamps):g} s is past the end of the "
+                             f"segment [{start:g}, {end:g}) s", stage="segment")
+        times = sampling_times(options, lambda: end - start)
+        return None if times is None else itertools.takewhile(
+            lambda t: t < end, (start + t for t in times))
     if options.timestamps:
         return iter(sorted(set(options.timestamps)))
     if options.num_frames > 0:
@@ -158,6 +170,15 @@ def sampling_times(options: FrameOptions, duration) -> Iterator[float] | None:
     if options.fps is not None:
         return (k / options.fps for k in itertools.count())
     return None
+
+
+def within(frames: Iterator, span: tuple[float, float] | None, time=lambda f: f.time) -> Iterator:
+    """Every frame whose time is in a segment's span [start, end), in time
+    order, stopping at the first past it; all of them without a span."""
+    if span is None:
+        return frames
+    start, end = span
+    return (f for f in itertools.takewhile(lambda f: time(f) < end, frames) if time(f) >= start)
 
 
 def scaled_size(height: int, width: int, options: FrameOptions) -> tuple[int, int]:

@@ -20,8 +20,8 @@ import av
 import numpy as np
 from PIL import Image, ImageOps
 
-from transforms.media.decoded import Frame, MediaError
-from transforms.media.frames import FrameOptions, FramePicker, sampling_times, to_frame
+from transforms.media.decoded import SPAN_SLACK_S, Frame, MediaError
+from transforms.media.frames import FrameOptions, FramePicker, sampling_times, to_frame, within
 
 __all__ = ["IMAGE_SEQUENCE", "image_sequence_members", "iter_image_sequence"]
 
@@ -36,7 +36,7 @@ _IMAGE_ERRORS = (OSError, ValueError, EOFError, Image.DecompressionBombError)
 
 
 def iter_image_sequence(images: Sequence[tuple[str, bytes]], options: FrameOptions, *,
-                        fps: float) -> Iterator[Frame]:
+                        fps: float, span: tuple[float, float] | None = None) -> Iterator[Frame]:
     """Frames sampled from a sequence of encoded images (JPEG, PNG, ...).
 
     `images` are (name, bytes) pairs in frame order (`image_sequence_members`
@@ -47,17 +47,22 @@ def iter_image_sequence(images: Sequence[tuple[str, bytes]], options: FrameOptio
     `options.fps == fps` takes every image). Only chosen images are decoded,
     with Pillow, turned upright by their EXIF orientation (as a camera's
     photos are stored) and converted to RGB (an alpha channel is dropped). A member that
-    does not decode is a MediaError naming it; an empty sequence is too.
+    does not decode is a MediaError naming it; an empty sequence is too. With
+    a segment's `span`, only that part of the sequence (`iter_frames`'s rules).
     """
     if not (math.isfinite(fps) and fps > 0):
         raise ValueError(f"fps must be positive, got {fps}")
     if not images:
         raise MediaError("empty image sequence")
     duration = len(images) / fps
-    if options.timestamps and max(options.timestamps) >= duration:
+    if span is not None and span[1] > duration + SPAN_SLACK_S:
+        raise MediaError(f"segment [{span[0]:g}, {span[1]:g}) s reaches past the end of the "
+                         f"image sequence ({len(images)} images at {fps:g} fps = {duration:g} s)",
+                         stage="segment")
+    if options.timestamps and span is None and max(options.timestamps) >= duration:
         raise MediaError(f"timestamp {max(options.timestamps):g} s is past the end of the "
                          f"image sequence ({len(images)} images at {fps:g} fps = {duration:g} s)")
-    for time, (member, data) in _sequence_choices(images, options, fps, duration):
+    for time, (member, data) in _sequence_choices(images, options, fps, duration, span):
         try:
             with Image.open(io.BytesIO(data)) as image:
                 # A camera's photo may be stored sideways with an EXIF orientation.
@@ -67,11 +72,13 @@ def iter_image_sequence(images: Sequence[tuple[str, bytes]], options: FrameOptio
         yield to_frame(av.VideoFrame.from_ndarray(rgb, format="rgb24"), time, options)
 
 
-def _sequence_choices(images, options: FrameOptions, fps: float, duration: float) -> Iterator:
+def _sequence_choices(images, options: FrameOptions, fps: float, duration: float,
+                      span) -> Iterator:
     """The (time, member) pairs iter_image_sequence decodes."""
-    targets = sampling_times(options, lambda: duration)
+    targets = sampling_times(options, lambda: duration, span)
     if targets is None:
-        yield from ((i / fps, member) for i, member in enumerate(images))
+        yield from within(((i / fps, member) for i, member in enumerate(images)), span,
+                          time=lambda choice: choice[0])
         return
     picker = FramePicker(targets)
     for i, member in enumerate(images):

@@ -46,8 +46,8 @@ from typing import Iterator
 import av
 
 from transforms.format.sample import StoredBytes
-from transforms.media.decoded import Frame, MediaError, media_file
-from transforms.media.frames import FrameOptions, FramePicker, sampling_times, to_frame
+from transforms.media.decoded import SPAN_SLACK_S, Frame, MediaError, media_file
+from transforms.media.frames import FrameOptions, FramePicker, sampling_times, to_frame, within
 
 __all__ = ["iter_frames", "probe_video"]
 
@@ -159,10 +159,11 @@ class _Seeker:
         self._files.close()
 
 
-def iter_frames(data: bytes | StoredBytes, options: FrameOptions, *,
-                name: str = "") -> Iterator[Frame]:
+def iter_frames(data: bytes | StoredBytes, options: FrameOptions, *, name: str = "",
+                span: tuple[float, float] | None = None) -> Iterator[Frame]:
     """Frames sampled from the video in `data` (an encoded file's bytes, or a
-    StoredBytes read as it goes).
+    StoredBytes read as it goes); with a segment's `span`, from that part only
+    (transforms/media/frames.py `sampling_times`).
 
     Streamed: decodes frame by frame, seeking ahead when that skips work.
     Sampling, timing, output and error rules are in the module docstring;
@@ -173,18 +174,24 @@ def iter_frames(data: bytes | StoredBytes, options: FrameOptions, *,
         stream.codec_context.thread_type = "AUTO"
         stream.codec_context.thread_count = options.threads
         declared, stream_declares = _declared_end(container, stream, start)
-        if options.timestamps and declared is not None and max(options.timestamps) >= declared:
+        if options.timestamps and span is None and declared is not None and (
+                max(options.timestamps) >= declared):
             raise MediaError(f"{label}timestamp {max(options.timestamps):g} s is past the "
                              f"end of the video ({declared:g} s)")
+        if span is not None and declared is not None and span[1] > declared + SPAN_SLACK_S:
+            raise MediaError(f"{label}segment [{span[0]:g}, {span[1]:g}) s reaches past the "
+                             f"end of the video ({declared:.3f} s)", stage="segment",
+                             member=name or None)
         targets = sampling_times(options, lambda: declared if declared is not None
-                           else _demuxed_end(data, stream.index, start))
+                                 else _demuxed_end(data, stream.index, start), span)
         if targets is None:
             picker = seeker = None
         else:
             picker, seeker = FramePicker(targets), _Seeker(data, stream.index, start)
         try:
-            yield from _sample(container, stream, start, options, picker, seeker, label,
-                               declared if stream_declares else None)
+            yield from within(_sample(container, stream, start, options, picker, seeker, label,
+                                      declared if stream_declares else None),
+                              span if picker is None else None)
         finally:
             if seeker is not None:
                 seeker.close()

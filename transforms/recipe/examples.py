@@ -1,5 +1,7 @@
 """One sample in, encoded tf.Examples out: the per-sample half of every pipeline.
 
+`recipe_samples` gives what a recipe converts: the sample, or with segments
+(transforms/recipe/segments.py) one sample per segment of the recording.
 `build_examples` is the pure function: where → select → rename → sample_fn →
 filter empty (`prepare_sample`) → media length and duration bounds → split,
 then lazily cut (transforms.media.cutting) → features → example_fn → filter
@@ -23,13 +25,14 @@ from typing import Any, Callable, Generator, Iterator, Mapping, NamedTuple
 from transforms.format.dead_letters import StorageReadError
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.example_check import example_problems, parse_example, stored_values
-from transforms.format.sample import KEY, FieldReader, read_stored
+from transforms.format.sample import KEY, SPAN, FieldReader, read_stored
 from transforms.format.spec import FeatureSpec
 from transforms.format.stable_hash import stable_hash64
 from transforms.media.cutting import CutOptions, cut_sample
 from transforms.media.decoded import NoSamples
 from transforms.media.length import MediaLength, probe_length
 from transforms.recipe import sample_ops
+from transforms.recipe.segments import SegmentOptions, segment_samples
 from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan, Strata
 
 # Protobuf parses no message of 2 GiB or more: an example that large could be
@@ -37,7 +40,8 @@ from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan, Strata
 PROTOBUF_LIMIT = 2**31 - 1
 
 __all__ = ["PROTOBUF_LIMIT", "Example", "ExampleRecipe", "SampleOutcome", "StageError",
-           "build_examples", "convert_sample", "convert_serialized", "prepare_sample"]
+           "build_examples", "convert_sample", "convert_serialized", "prepare_sample",
+           "recipe_samples"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +51,8 @@ class ExampleRecipe:
     The spec says which features an example has; the split plan where it goes
     (by default DEFAULT_SPLITS by `__key__`); the sample operations (select,
     where, rename, drop empty, functions of the user's) what of a sample is
-    kept; the cut how its media become examples.
+    kept; the cut how its media become examples; `segments` where a
+    recording's segments are, when each segment is a sample of its own.
 
     >>> import apache_beam as beam, numpy as np, transforms as dg
     >>> from apache_beam.testing.util import assert_that, equal_to
@@ -72,6 +77,10 @@ class ExampleRecipe:
     sample_fn: str | None = None
     example_fn: str | None = None
     cut: CutOptions = CutOptions()
+    segments: SegmentOptions = SegmentOptions()
+
+    def __post_init__(self):
+        self.segments.check(self.cut.mode)
 
     @functools.cached_property
     def streamed_fields(self) -> frozenset:
@@ -213,10 +222,24 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
         yield order, serialized, _duration(coerced)
 
 
+def recipe_samples(sample: Mapping[str, Any], recipe: ExampleRecipe) -> Iterator[Mapping]:
+    """The samples the recipe converts: `sample` itself, or the sample of each
+    of its segments when the recipe has segments; StageError (stage
+    `segments`) when they cannot be read, before any is given."""
+    if not recipe.segments.enabled:
+        return iter((sample,))
+    segments = recipe.segments
+    return iter(_stage("segments", lambda: list(segment_samples(sample, segments)),
+                       member=segments.reads[0]))
+
+
 def _measured(sample: Mapping[str, Any], cut: CutOptions) -> MediaLength | None:
-    """The sample's media length; None for a recording of no length when
-    --min_duration_s is set: it is below any minimum. Without one, such a
-    recording is a dead letter (NoSamples), as a cut would make it."""
+    """The sample's media length (a segment's: its span's); None for a
+    recording of no length when --min_duration_s is set: it is below any
+    minimum. Without one, such a recording is a dead letter (NoSamples), as a
+    cut would make it."""
+    if SPAN in sample:
+        return MediaLength(sample[SPAN].end - sample[SPAN].start)
     try:
         return probe_length(sample, cut.audio_fields, cut.video_field, cut.sequence_fps)
     except NoSamples:

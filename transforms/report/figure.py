@@ -55,6 +55,10 @@ def _summary(ax, view: DatasetView) -> None:
     lines.append(f"samples read {acc['samples_read']}, written {acc['samples_written']}, "
                  f"filtered {acc['samples_filtered']}, failed {acc['samples_failed']} "
                  f"(+{acc['files_failed']} files)")
+    segments = acc.get("segments")
+    if segments:
+        lines.append(f"segments read {segments['read']}, written {segments['written']}, "
+                     f"filtered {segments['filtered']}, failed {segments['failed']}")
     lines += [f"warning: {w}" for w in doc.get("warnings", [])][:2]
     ax.axis("off")
     ax.text(0, 1, "\n".join(lines), va="top", family="monospace", fontsize=8)

@@ -46,7 +46,8 @@ the row's: StorageReadError propagates and the runner retries the bundle.
 
 Counters (namespace `datagen`): `manifest_rows_read`, `media_files_read`,
 `media_bytes_read`, and `samples_read` (every row, whether it became a Sample
-or a dead letter).
+or a dead letter). Consecutive rows naming the same file (segments of one
+recording, NeMo-style) share one read of it: it is counted once.
 """
 
 from __future__ import annotations
@@ -295,15 +296,22 @@ class ListingReader:
         self._samples = counter("samples_read", counting)
         self._files = counter("media_files_read", counting)
         self._bytes = counter("media_bytes_read", counting)
+        self._last = None   # (path, what it read): the last file read
 
     def _read(self, path: str) -> bytes | StoredMember:
+        # Consecutive rows naming one file (the segments of a long recording,
+        # --segment_columns) share one read of it.
+        if self._last is not None and self._last[0] == path:
+            return self._last[1]
         data = stored_or_read(path, self._stored_from) if self._stored_from else read_media(path)
         self._files.inc()
         self._bytes.inc(len(data))
+        self._last = (path, data)
         return data
 
     # UnitReader.read: a unit of this source is never split, so no tracker is used.
     def read(self, unit: WorkUnit, tracker=None) -> Iterator[dict | Failed]:  # noqa: ARG002
+        self._last = None
         url, start, end = unit.inputs
         lines = _lines(url, start, end, skip_header=self._layout.format != "jsonl", verify=True)
         try:

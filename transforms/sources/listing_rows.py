@@ -28,7 +28,7 @@ import posixpath
 import re
 from typing import Any, Callable, Mapping
 
-from transforms.format.sample import KEY, URL, StoredBytes, field_text
+from transforms.format.sample import KEY, URL, StoredBytes, field_text, field_value
 from transforms.format.text import preview
 from transforms.sources.compression import codec_of_name
 from transforms.sources.input_files import StorageReadError
@@ -157,14 +157,6 @@ def _key_of_path(path: str) -> str:
     return directory + sep + name.split(".", 1)[0]
 
 
-def _field_value(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.encode("utf-8")
-    if isinstance(value, dict):
-        return json.dumps(value, sort_keys=True).encode("utf-8")
-    return value
-
-
 class MediaReadError(Exception):
     """A media file that cannot be read; names the row's key, the column and the path."""
 
@@ -210,5 +202,5 @@ def row_to_sample(row: Mapping[str, Any], listing_url: str, layout: ListingLayou
             except Exception as e:  # noqa: BLE001 - missing, forbidden, a directory: the row's
                 raise MediaReadError(sample[KEY], column, path, e) from e
         elif value is not None:
-            sample[column] = _field_value(value)
+            sample[column] = field_value(value)
     return sample

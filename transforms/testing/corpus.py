@@ -15,7 +15,7 @@ import numpy as np
 
 from transforms.testing import synthetic_media
 
-__all__ = ["write_corpus", "write_listing"]
+__all__ = ["write_corpus", "write_listing", "write_meetings"]
 
 # The split column of a listing, by speaker: a split field's values match the
 # --splits names case-insensitively, and VALIDATION names eval.
@@ -98,6 +98,54 @@ def write_listing(output: str, samples: int = 32, speakers: int = 8,
         rows.append(f"{name},{speaker},spk{speaker:02d},"
                     f"{_LISTING_SPLITS[speaker % len(_LISTING_SPLITS)]}")
     path = os.path.join(output, "clips.csv")
+    with open(path, "w") as f:
+        f.write("\n".join(rows) + "\n")
+    return path
+
+
+def _turns(rng: np.random.Generator, seconds: float, speakers: int) -> list:
+    """(speaker, start, duration) turns of 2-6 s tiling `seconds`, no speaker twice in a row."""
+    turns, start, speaker = [], 0.0, -1
+    while start < seconds - 1e-9:
+        speaker = (speaker + 1 + int(rng.integers(speakers - 1))) % speakers
+        duration = min(round(float(rng.uniform(2.0, 6.0)), 2), round(seconds - start, 2))
+        turns.append((speaker, round(start, 2), duration))
+        start += duration
+    return turns
+
+
+def write_meetings(output: str, recordings: int = 4, speakers: int = 6,
+                   seconds: float = 60.0) -> str:
+    """`recordings` long FLAC recordings of speaker turns, in one tar (KEY.flac,
+    KEY.rttm: who speaks when; KEY.json: the meeting's room) and as files under
+    `output/media/` with `output/segments.jsonl`, a NeMo-style listing of one row
+    per turn (audio_filepath, offset, duration, speaker, text); returns the
+    listing's path."""
+    os.makedirs(os.path.join(output, "media"), exist_ok=True)
+    rng = np.random.default_rng(7)
+    rows = []
+    with tarfile.open(os.path.join(output, "meetings.tar"), "w",
+                      format=tarfile.GNU_FORMAT) as tar:
+        for index in range(recordings):
+            key = f"meeting{index:02d}"
+            turns = _turns(rng, seconds, speakers)
+            audio = np.concatenate([
+                synthetic_media.voice(synthetic_media.speaker_pitch(speaker), duration,
+                                      seed=index * 1000 + i)
+                for i, (speaker, _, duration) in enumerate(turns)])
+            flac = synthetic_media.flac_bytes(audio, _RATE)
+            rttm = "".join(f"SPEAKER {key} 1 {start:.2f} {duration:.2f} <NA> <NA> "
+                           f"spk{speaker:02d} <NA> <NA>\n" for speaker, start, duration in turns)
+            _add(tar, f"{key}.flac", flac)
+            _add(tar, f"{key}.json", json.dumps({"room": f"room{index % 2}"}).encode())
+            _add(tar, f"{key}.rttm", rttm.encode())
+            with open(os.path.join(output, "media", f"{key}.flac"), "wb") as f:
+                f.write(flac)
+            rows += [json.dumps({"audio_filepath": f"media/{key}.flac", "offset": start,
+                                 "duration": duration, "speaker": f"spk{speaker:02d}",
+                                 "text": f"turn {i} of {key}"})
+                     for i, (speaker, start, duration) in enumerate(turns)]
+    path = os.path.join(output, "segments.jsonl")
     with open(path, "w") as f:
         f.write("\n".join(rows) + "\n")
     return path

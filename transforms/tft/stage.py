@@ -36,7 +36,7 @@ protobuf's per-process map order: reruns are byte-identical.
 from __future__ import annotations
 
 import os
-from typing import List, NamedTuple
+from typing import Iterator, List, NamedTuple
 
 import apache_beam as beam
 import pyarrow as pa
@@ -52,7 +52,14 @@ from tfx_bsl.tfxio.tensor_adapter import TensorAdapter, TensorAdapterConfig
 from transforms.format import manifest
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.spec import Feature, FeatureSpec
-from transforms.recipe.examples import Example, ExampleRecipe, Filtered, StageError, build_examples
+from transforms.recipe.examples import (
+    Example,
+    ExampleRecipe,
+    Filtered,
+    StageError,
+    build_examples,
+    recipe_samples,
+)
 from transforms.runner.counters import counter
 from transforms.sources.units import Failed, WorkUnit, streaming
 from transforms.tft.preprocessing import (
@@ -273,18 +280,26 @@ class _TrainExamplesFn(beam.DoFn):
         self._sample_fn, self._example_fn = self._recipe.load_functions()
 
     def process(self, unit, strata=None):
-        for sample in self._reader.read(unit):
-            if isinstance(sample, Failed):
+        for event in self._reader.read(unit):
+            if isinstance(event, Failed):
                 continue
             try:
-                built = build_examples(sample, self._recipe, self._encoder, self._sample_fn,
-                                       self._example_fn, strata=strata)
-                if isinstance(built, Filtered) or built.split != ANALYZED_SPLIT:
-                    continue
-                for _, serialized, _ in built.examples:
-                    yield serialized
+                samples = recipe_samples(event, self._recipe)
             except StageError:
-                continue  # what it built before failing is in the dataset: analyzed too
+                continue
+            for sample in samples:
+                yield from self._train_examples(sample, strata)
+
+    def _train_examples(self, sample, strata) -> Iterator[bytes]:
+        try:
+            built = build_examples(sample, self._recipe, self._encoder, self._sample_fn,
+                                   self._example_fn, strata=strata)
+            if isinstance(built, Filtered) or built.split != ANALYZED_SPLIT:
+                return
+            for _, serialized, _ in built.examples:
+                yield serialized
+        except StageError:
+            return  # what it built before failing is in the dataset: analyzed too
 
     def teardown(self):
         self._reader.teardown()

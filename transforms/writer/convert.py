@@ -15,9 +15,13 @@ are output as well only when something downstream needs them (the hash-ordered
 global layout, or an examples table).
 
 A unit's receipt holds its tallies, {(what, detail): n} with `what` one of read,
-written, examples, label, duration, duration_ms, filtered, failed
+written, examples, label, duration, duration_ms, filtered, failed, and for a
+recording cut into segments (transforms/recipe/segments.py) segmented and
+segments_read, segments_written, segments_filtered, segments_overlapping (a
+failed segment is ("failed", "segment"))
 (transforms/writer/finalise.py adds them up
-and checks samples read = written + filtered + failed), the distinct
+and checks samples read = written + filtered + failed, and the same of
+segments), the distinct
 (group key, split) pairs the leakage check needs, its shards and its dead
 letters. With shards written here, the receipt is also written into the run's
 folder once they are closed, so a rerun with --resume can skip the unit.
@@ -33,19 +37,22 @@ from typing import Any, Iterator, Mapping
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from transforms.format.dead_letters import SAMPLE, dead_letter
+from transforms.format.dead_letters import SAMPLE, SEGMENT, dead_letter
 from transforms.format.durations import duration_bin
 from transforms.format.encoder import ExampleEncoder
-from transforms.format.sample import KEY, URL, content_key, keyed
+from transforms.format.sample import KEY, SPAN, URL, content_key, keyed
 from transforms.format.spec import FeatureSpec
 from transforms.format.text import preview
 from transforms.recipe.examples import (
     Example,
     ExampleRecipe,
     SampleOutcome,
+    StageError,
     convert_sample,
     convert_serialized,
+    recipe_samples,
 )
+from transforms.recipe.segments import overlapping
 from transforms.runner.counters import counter
 from transforms.sources.units import Failed, SplittableUnits, WorkUnit, streaming
 from transforms.writer.ledger import UnitReceipt, write_receipt
@@ -91,9 +98,10 @@ class _Work:
             tuple(self.shards.close()) if self.shards else (), tuple(self.failures), versions)
 
 
-def outcome_tallies(outcome: SampleOutcome) -> dict:
-    """A sample's {(what, detail): n} tallies (its read is counted by the caller),
-    its examples' durations among them."""
+def outcome_tallies(outcome: SampleOutcome, unit: str = SAMPLE) -> dict:
+    """A sample's (or with `unit` SEGMENT, a segment's) {(what, detail): n}
+    tallies (its read is counted by the caller), its examples' durations
+    among them."""
     tallies = collections.Counter()
     if outcome.examples:
         tallies[("examples", outcome.split)] = outcome.examples
@@ -102,12 +110,13 @@ def outcome_tallies(outcome: SampleOutcome) -> dict:
     for seconds in outcome.durations:  # transforms/format/durations.py
         tallies[("duration", (outcome.split, duration_bin(seconds)))] += 1
         tallies[("duration_ms", outcome.split)] += round(seconds * 1000)
+    prefix = "segments_" if unit == SEGMENT else ""
     if outcome.failure is not None:
-        tallies[("failed", SAMPLE)] = 1
+        tallies[("failed", unit)] = 1
     elif outcome.filtered is not None:
-        tallies[("filtered", outcome.filtered)] = 1
+        tallies[(prefix + "filtered", outcome.filtered)] = 1
     else:
-        tallies[("written", outcome.split)] = 1
+        tallies[(prefix + "written", outcome.split)] = 1
     return tallies
 
 
@@ -180,19 +189,50 @@ class _ConvertFn(beam.DoFn):
             work.failures.append(record)
             return
         work.tallies[("read", "")] += 1
-        stats: dict = {}
         if isinstance(event, bytes):
             key = content_key(event)
             examples = convert_serialized(event, key, self._recipe, strata)
-            event = {KEY: key}   # what its dead letter names
+            yield from self._convert_one({KEY: key}, examples, work, {}, SAMPLE)
+        elif not self._recipe.segments.enabled:
+            yield from self._convert_sample(event, work, strata, SAMPLE)
         else:
-            examples = convert_sample(event, self._recipe, self._encoder, self._sample_fn,
-                                      self._example_fn, stats, strata)
+            yield from self._convert_segments(event, work, strata)
+
+    def _convert_segments(self, recording: dict, work: "_Work", strata) -> Iterator:
+        """A recording's segments, each converted as a sample; the recording
+        counts as segmented, filtered (no segments) or failed (unreadable ones)."""
+        try:
+            segments = list(recipe_samples(recording, self._recipe))
+        except StageError as e:
+            work.tallies[("failed", SAMPLE)] += 1
+            work.failures += self._count_outcome(recording, SampleOutcome(failure=e), {}, SAMPLE)
+            return
+        if not segments:
+            work.tallies[("filtered", "no_segments")] += 1
+            self._count("samples_filtered")
+            return
+        work.tallies[("segmented", "")] += 1
+        work.tallies[("segments_overlapping", "")] += overlapping(segments)
+        self._count("samples_written")
+        for segment in segments:
+            work.tallies[("segments_read", "")] += 1
+            yield from self._convert_sample(segment, work, strata, SEGMENT)
+
+    def _convert_sample(self, sample: dict, work: "_Work", strata, unit: str) -> Iterator:
+        stats: dict = {}
+        examples = convert_sample(sample, self._recipe, self._encoder, self._sample_fn,
+                                  self._example_fn, stats, strata)
+        yield from self._convert_one(sample, examples, work, stats, unit)
+
+    def _convert_one(self, sample: dict, examples, work: "_Work", stats: dict,
+                     unit: str) -> Iterator:
+        """A sample's (or segment's) examples written; its tallies, groups and
+        dead letter kept in `work`."""
         outcome = yield from self._deliver(examples, work.shards)
-        work.tallies.update(outcome_tallies(outcome))
+        work.tallies.update(outcome_tallies(outcome, unit))
         if outcome.examples:
             work.groups.add((outcome.group, outcome.split))
-        work.failures += self._count_outcome(event, outcome, stats)
+        work.failures += self._count_outcome(sample, outcome, stats, unit)
 
     def _flush(self, work: "_Work") -> Iterator:
         """What the transform still holds, written at the end of the unit."""
@@ -217,19 +257,24 @@ class _ConvertFn(beam.DoFn):
             if self._options.emit_examples:
                 yield example
 
-    def _count_outcome(self, sample, outcome: SampleOutcome, stats: dict) -> list:
-        """Counters for one sample; its dead letter when it failed."""
+    def _count_outcome(self, sample, outcome: SampleOutcome, stats: dict, unit: str) -> list:
+        """Counters for one sample (or segment); its dead letter when it failed."""
         self._count("examples_written", outcome.examples)
         for name, n in stats.items():
             self._count(name, n)
+        counted = "segments" if unit == SEGMENT else "samples"
         if outcome.failure is not None:
-            self._count("samples_failed")
+            self._count(f"{counted}_failed")
             error = outcome.failure
             # A sample that failed while its examples were built says how many stay.
             extra = {} if outcome.split is None else {"examples_written": outcome.examples}
+            if unit == SEGMENT:
+                span = sample[SPAN]
+                extra["segment"] = {"recording": span.recording, "index": sample["segment.index"],
+                                    "start": span.start, "end": span.end}
             return [dead_letter(error.stage, error.cause, url=sample.get(URL, ""),
-                                key=sample.get(KEY), member=error.member, **extra)]
-        self._count("samples_filtered" if outcome.filtered else "samples_written")
+                                key=sample.get(KEY), member=error.member, unit=unit, **extra)]
+        self._count(f"{counted}_filtered" if outcome.filtered else f"{counted}_written")
         return []
 
 

@@ -14,10 +14,10 @@ import collections
 import time
 from typing import NamedTuple
 
-from transforms.format.dead_letters import SAMPLE
+from transforms.format.dead_letters import SAMPLE, SEGMENT
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.sample import URL
-from transforms.recipe.examples import ExampleRecipe, convert_sample
+from transforms.recipe.examples import ExampleRecipe, StageError, convert_sample, recipe_samples
 from transforms.sources.units import Failed, Source
 from transforms.writer.convert import outcome_tallies
 
@@ -79,13 +79,29 @@ def measure_sample(source: Source, recipe: ExampleRecipe, samples: int) -> Sampl
                     tallies[("failed", SAMPLE)] += 1
                     continue
                 start = time.perf_counter()
-                outcome = _keep_sizes(convert_sample(event, recipe, encoder, sample_fn,
-                                                     example_fn), sizes)
+                tallies.update(_built(event, recipe, encoder, sample_fn, example_fn, sizes))
                 seconds += time.perf_counter() - start
-                tallies.update(outcome_tallies(outcome))
     finally:
         reader.teardown()
     return measure(True)
+
+
+def _built(sample, recipe: ExampleRecipe, encoder, sample_fn, example_fn, sizes: dict) -> dict:
+    """One sample's (or recording's segments') tallies, their examples' sizes kept."""
+    if not recipe.segments.enabled:
+        return outcome_tallies(_keep_sizes(convert_sample(sample, recipe, encoder, sample_fn,
+                                                          example_fn), sizes))
+    tallies = collections.Counter()
+    try:
+        segments = list(recipe_samples(sample, recipe))
+    except StageError:
+        return {("failed", SAMPLE): 1}
+    tallies[("segmented", "") if segments else ("filtered", "no_segments")] += 1
+    for segment in segments:
+        tallies[("segments_read", "")] += 1
+        tallies.update(outcome_tallies(_keep_sizes(convert_sample(
+            segment, recipe, encoder, sample_fn, example_fn), sizes), SEGMENT))
+    return tallies
 
 
 def _keep_sizes(examples, sizes: dict):

@@ -45,6 +45,7 @@ from transforms.format.dead_letters import (
     EXAMPLE,
     FILE,
     SAMPLE,
+    SEGMENT,
     DatasetFailed,
     check_failure_fraction,
     failure_line,
@@ -83,7 +84,9 @@ def account(tallies: Mapping[tuple, int]) -> dict:
     """Tallies {(what, detail): n} -> the manifest's accounting section.
 
     `what` is read, written, examples, filtered or failed; `detail` the split,
-    the filter reason or the dead letter's unit.
+    the filter reason or the dead letter's unit. A recording cut into
+    segments is written when it gave its segments (`segmented`), and the
+    segments have an accounting of their own, `segments`, when there are any.
     """
     def total(what):
         return sum(n for (w, _), n in tallies.items() if w == what)
@@ -91,9 +94,9 @@ def account(tallies: Mapping[tuple, int]) -> dict:
     def by_detail(what):
         return {d: n for (w, d), n in sorted(tallies.items()) if w == what}
 
-    return {
+    accounting = {
         "samples_read": total("read"),
-        "samples_written": total("written"),
+        "samples_written": total("written") + total("segmented"),
         "samples_filtered": total("filtered"),
         "samples_failed": tallies.get(("failed", SAMPLE), 0),
         "files_failed": tallies.get(("failed", FILE), 0),
@@ -102,6 +105,30 @@ def account(tallies: Mapping[tuple, int]) -> dict:
         "examples_per_split": by_detail("examples"),
         "samples_filtered_per_reason": by_detail("filtered"),
     }
+    if total("segmented"):
+        accounting["segments"] = {
+            "recordings": total("segmented"),
+            "read": total("segments_read"),
+            "written": total("segments_written"),
+            "filtered": total("segments_filtered"),
+            "failed": tallies.get(("failed", SEGMENT), 0),
+            "overlapping": total("segments_overlapping"),
+            "written_per_split": by_detail("segments_written"),
+            "filtered_per_reason": by_detail("segments_filtered"),
+        }
+    return accounting
+
+
+def _inputs_and_failed(accounting: Mapping[str, Any]) -> tuple[int, int]:
+    """How many inputs the job had and how many became dead letters: samples
+    (a recording cut into segments counts as its segments) and files that
+    yielded none; failed ones, and examples a sink refused."""
+    segments = accounting.get("segments", {"recordings": 0, "read": 0, "failed": 0})
+    inputs = (accounting["samples_read"] - segments["recordings"] + segments["read"]
+              + accounting["files_failed"])
+    failed = (accounting["samples_failed"] + segments["failed"] + accounting["files_failed"]
+              + accounting["examples_failed"])
+    return inputs, failed
 
 
 def _label_counts(tallies: Mapping[tuple, int]) -> dict:
@@ -128,9 +155,13 @@ def summary_line(info: Mapping[str, Any]) -> str:
     a = info["accounting"]
     per_split = ", ".join(f"{name} {s['num_examples']}" for name, s in info["splits"].items())
     examples = sum(s["num_examples"] for s in info["splits"].values())
-    line = (f"datagen: {a['samples_read']} samples read, {examples} examples written "
-            f"({per_split}), {a['samples_filtered']} filtered, "
-            f"{a['samples_failed']} samples + {a['files_failed']} files failed")
+    line = f"datagen: {a['samples_read']} samples read, "
+    segments = a.get("segments")
+    if segments:
+        line += (f"{segments['read']} segments ({segments['written']} written, "
+                 f"{segments['filtered']} filtered, {segments['failed']} failed), ")
+    line += (f"{examples} examples written ({per_split}), {a['samples_filtered']} filtered, "
+             f"{a['samples_failed']} samples + {a['files_failed']} files failed")
     if info["failures"]["file"]:
         line += f" (see {info['failures']['file']})"
     return line
@@ -195,7 +226,10 @@ class _CheckFn(beam.DoFn):
         accounting = account(tallies)
         accounted = (accounting["samples_written"] + accounting["samples_filtered"]
                      + accounting["samples_failed"])
-        if accounting["samples_read"] != accounted:
+        segments = accounting.get("segments")
+        if accounting["samples_read"] != accounted or segments and (
+                segments["read"] != segments["written"] + segments["filtered"]
+                + segments["failed"]):
             raise AssertionError(f"accounting mismatch: {accounting}")
         problems = unit_coverage_errors(dict(planned), spans)
         if problems:
@@ -211,9 +245,7 @@ class _CheckFn(beam.DoFn):
         num_failures = sum(part.count for part in failure_parts)
         if num_failures:
             _join_files([part.path for part in failure_parts], _run_failures(self._temp_dir))
-        inputs = accounting["samples_read"] + accounting["files_failed"]
-        failed = (accounting["samples_failed"] + accounting["files_failed"]
-                  + accounting["examples_failed"])
+        inputs, failed = _inputs_and_failed(accounting)
         group_counts = dict(group_counts)
         empty, lopsided = split_balance(config.recipe.split_plan,
                                         accounting["examples_per_split"], group_counts)

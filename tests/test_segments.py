@@ -1,0 +1,385 @@
+"""Segments: examples cut from time-aligned annotations of long recordings.
+
+The recordings are sox concatenations of tones and noise, one "voice" per
+speaker turn; the annotations are RTTM written with printf, JSON segments
+packed by webdataset's TarWriter, and a NeMo-style JSONL listing written with
+echo. Every segment's audio is checked against `sox trim` of the same span,
+resampled by sox (a resampler of its own), and the accounting, the dead
+letters and the splits by speaker against what the annotations say.
+"""
+
+import json
+import subprocess
+import sys
+
+import apache_beam as beam
+import numpy as np
+import pytest
+import soundfile as sf
+import tensorflow as tf
+import webdataset
+from apache_beam.metrics.metric import MetricsFilter
+from apache_beam.testing.util import assert_that, equal_to
+
+from pipelines import manifest_to_tfrecord, tar_to_tfrecord
+from transforms import BuildExamples, CutOptions, ExampleRecipe, FeatureSpec, make_pipeline
+from transforms.format import reader
+from transforms.format.segments import parse_segments
+from transforms.media.cutting import cut_sample
+from transforms.media.frames import FrameOptions
+from transforms.media.video import iter_frames
+from transforms.recipe.examples import recipe_samples
+from transforms.recipe.segments import SegmentOptions
+from transforms.sources.listing import ReadListingSamples
+from transforms.sources.tar import ReadTarSamples
+
+RATE = 16_000
+# m01: 12 s at 48 kHz stereo. Turns: (speaker, start, duration); carol's
+# overlaps alice's second turn, dave's has no length, erin's runs past the end.
+M01_TURNS = [("alice", 0.0, 3.2), ("bob", 3.2, 2.9), ("alice", 6.1, 2.9), ("carol", 8.5, 1.5),
+             ("bob", 10.0, 2.0), ("dave", 5.0, 0.0), ("erin", 11.5, 1.0)]
+# m02: 8 s at 16 kHz mono; alice again, so her turns in both recordings share a split.
+M02_TURNS = [("alice", 0.5, 2.5), ("frank", 3.0, 4.25)]
+GOOD = {"m01": M01_TURNS[:5], "m02": M02_TURNS}
+
+
+def _run(*command, cwd=None):
+    return subprocess.run(command, check=True, cwd=cwd, capture_output=True)
+
+
+def _recording(path, rate, channels, parts):
+    """sox: the concatenation of `parts` (seconds, synth arguments) into `path`."""
+    pieces = []
+    for i, (seconds, *synth) in enumerate(parts):
+        piece = path.parent / f"{path.stem}-part{i}.wav"
+        _run("sox", "-n", "-r", str(rate), "-c", str(channels), "-b", "16", str(piece),
+             "synth", str(seconds), *synth, "vol", "0.4")
+        pieces.append(str(piece))
+    _run("sox", *pieces, str(path))
+    for piece in pieces:
+        (path.parent / piece).unlink()
+
+
+def _rttm(name, turns):
+    lines = [f"SPEAKER {name} 1 {start:.3f} {duration:.3f} <NA> <NA> {speaker} <NA> <NA>"
+             for speaker, start, duration in turns]
+    return "\n".join([f"SPKR-INFO {name} 1 <NA> <NA> <NA> unknown alice <NA> <NA>",
+                      ";; made by hand", *lines]) + "\n"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """meetings.tar (GNU tar): m01.flac + m01.rttm + m01.cls, m02.flac + m02.rttm +
+    m02.cls; talks.tar (webdataset's TarWriter): m02's audio with JSON segments;
+    list.jsonl (echo): NeMo-style rows naming m01.flac with offset/duration."""
+    root = tmp_path_factory.mktemp("segments")
+    files = root / "files"
+    files.mkdir()
+    _recording(files / "m01.flac", 48000, 2, [
+        (3.2, "sine", "300"), (2.9, "sine", "700"), (2.4, "sine", "300"),
+        (1.5, "pinknoise"), (2.0, "sine", "700")])
+    _recording(files / "m02.flac", 16000, 1, [
+        (0.5, "whitenoise"), (2.5, "sine", "350"), (5.0, "sine", "1100")])
+    for name, turns, label in [("m01", M01_TURNS, 1), ("m02", M02_TURNS, 2)]:
+        _run("sh", "-c", f"printf '%s' '{_rttm(name, turns)}' > {name}.rttm", cwd=files)
+        _run("sh", "-c", f"echo {label} > {name}.cls", cwd=files)
+    _run("tar", "--format=gnu", "-cf", str(root / "meetings.tar"),
+         "m01.cls", "m01.flac", "m01.rttm", "m02.cls", "m02.flac", "m02.rttm", cwd=files)
+    with webdataset.TarWriter(str(root / "talks.tar"), encoder=False) as sink:
+        segments = [{"start": start, "end": start + duration, "speaker": speaker,
+                     "text": f"{speaker} says hello"} for speaker, start, duration in M02_TURNS]
+        sink.write({"__key__": "t02", "flac": (files / "m02.flac").read_bytes(),
+                    "segments.json": json.dumps({"segments": segments}).encode()})
+    rows = [json.dumps({"audio_filepath": "files/m01.flac", "offset": start,
+                        "duration": duration, "speaker": speaker, "id": f"m01-{i}"})
+            for i, (speaker, start, duration) in enumerate(M01_TURNS[:5])]
+    _run("sh", "-c", "".join(f"echo '{row}' >> list.jsonl; " for row in rows), cwd=root)
+    return root
+
+
+def _reference(path, start, end):
+    """sox's own trim of [start, end) seconds, mixed to mono and resampled to 16 kHz."""
+    out = path.parent / f"ref-{start}-{end}.wav"
+    _run("sox", str(path), "-r", str(RATE), "-c", "1", "-b", "32", "-e", "floating-point",
+         str(out), "trim", f"{start}", f"={end}")
+    audio, rate = sf.read(out, dtype="float32")
+    out.unlink()
+    assert rate == RATE
+    return audio
+
+
+def _correlation(a, b):
+    n = min(len(a), len(b))
+    return np.corrcoef(a[:n], b[:n])[0, 1]
+
+
+def _examples(output):
+    info = reader.load_info(str(output))
+    return [(split, ex) for split in info.splits
+            for ex in reader.load(str(output), split, batch_size=None)]
+
+
+def _tar_job(corpus, output, *flags):
+    return tar_to_tfrecord.run([
+        "--input", f"{corpus}/meetings.tar", "--output", str(output),
+        "--segments_field", "rttm", "--audio_fields", "flac",
+        "--features", "speaker=segment.speaker:bytes,label=cls:int64",
+        "--split_by", "segment.speaker", "--splits", "train=0.5,test=0.5",
+        "--max_failure_fraction", "0.5", "--allow_empty_splits", *flags])
+
+
+def test_one_example_per_segment_matches_sox_trim(corpus, tmp_path):
+    info = _tar_job(corpus, tmp_path / "out", "--cut", "segments")
+    segments = info["accounting"]["segments"]
+    assert info["accounting"]["samples_read"] == 2 and info["accounting"]["samples_written"] == 2
+    assert (segments["recordings"], segments["read"], segments["written"], segments["failed"]) \
+        == (2, 9, 7, 2)
+    # carol's turn and alice's it overlaps; erin's (past the end) and bob's last
+    assert segments["overlapping"] == 4
+    examples = _examples(tmp_path / "out")
+    assert len(examples) == 7
+    seen = set()
+    for _, ex in examples:
+        recording = ex["source_key"].numpy().decode()
+        start, end = float(ex["start_time"]), float(ex["end_time"])
+        speaker = ex["speaker"].numpy().decode()
+        assert (speaker, pytest.approx(start, abs=1e-4), pytest.approx(end - start, abs=1e-4)) \
+            in [(s, b, d) for s, b, d in GOOD[recording]]
+        assert ex["label"].numpy() == {"m01": 1, "m02": 2}[recording]
+        audio = ex["audio"].numpy()
+        assert abs(len(audio) - round((end - start) * RATE)) <= 1
+        reference = _reference(corpus / "files" / f"{recording}.flac", start, end)
+        assert abs(len(reference) - len(audio)) <= 2
+        assert _correlation(audio, reference) >= 0.99
+        seen.add((recording, round(start, 3)))
+    assert len(seen) == 7
+
+
+def test_bad_segments_are_dead_letters_naming_the_recording_and_segment(corpus, tmp_path):
+    _tar_job(corpus, tmp_path / "out", "--cut", "segments")
+    with open(tmp_path / "out" / "failures" / "failures.jsonl") as f:
+        letters = sorted((json.loads(line) for line in f), key=lambda r: r["key"])
+    assert [(r["unit"], r["stage"], r["key"], r["member"], r["segment"]["index"])
+            for r in letters] == [("segment", "segment", "m01@11500-12500", "flac", 6),
+                                  ("segment", "segment", "m01@5000-5000", None, 5)]
+    assert "past the end of 'flac' (12.000 s)" in letters[0]["message"]
+    assert "its end must come after its start" in letters[1]["message"]
+    assert all(r["url"].endswith("meetings.tar") for r in letters)
+
+
+def test_windows_inside_segments_are_the_recordings_audio(corpus, tmp_path):
+    _tar_job(corpus, tmp_path / "out", "--cut", "audio_windows", "--window_s", "1")
+    examples = _examples(tmp_path / "out")
+    # Each good turn in whole 1 s windows from its start, the last one zero-padded.
+    expected = sorted((recording, round(start + k, 3)) for recording, turns in GOOD.items()
+                      for _, start, duration in turns for k in range(int(np.ceil(duration))))
+    got = sorted((ex["source_key"].numpy().decode(), round(float(ex["start_time"]), 3))
+                 for _, ex in examples)
+    assert got == expected
+    for _, ex in examples:
+        recording, speaker = ex["source_key"].numpy().decode(), ex["speaker"].numpy().decode()
+        start = float(ex["start_time"])
+        turn = next(t for t in GOOD[recording]
+                    if t[0] == speaker and t[1] <= start + 1e-6 < t[1] + t[2])
+        end = min(start + 1, turn[1] + turn[2])
+        audio = ex["audio"].numpy()
+        reference = _reference(corpus / "files" / f"{recording}.flac", start, end)
+        assert _correlation(audio, reference) >= 0.99
+        assert not audio[len(reference) + 2:].any()   # past the segment's end: zeros
+
+
+def test_a_speakers_segments_share_a_split_across_recordings(corpus, tmp_path):
+    info = _tar_job(corpus, tmp_path / "out", "--cut", "audio_windows")
+    splits_of = {}
+    for split, ex in _examples(tmp_path / "out"):
+        splits_of.setdefault(ex["speaker"].numpy().decode(), set()).add(split)
+    assert set(splits_of) == {"alice", "bob", "carol", "frank"}
+    assert all(len(splits) == 1 for splits in splits_of.values())
+    assert not info.get("leaks")
+
+
+def test_where_on_a_segment_field(corpus, tmp_path):
+    info = _tar_job(corpus, tmp_path / "out", "--cut", "segments", "--where",
+                    "segment.speaker=alice")
+    segments = info["accounting"]["segments"]
+    assert (segments["written"], segments["filtered_per_reason"]) == (3, {"where": 6})
+    assert {ex["speaker"].numpy() for _, ex in _examples(tmp_path / "out")} == {b"alice"}
+
+
+def test_json_segments_from_webdatasets_tarwriter(corpus, tmp_path):
+    info = tar_to_tfrecord.run([
+        "--input", f"{corpus}/talks.tar", "--output", str(tmp_path / "out"),
+        "--segments_field", "segments.json", "--audio_fields", "flac", "--cut", "segments",
+        "--features", "speaker=segment.speaker:bytes,text=segment.text:string",
+        "--split_by", "segment.speaker", "--allow_empty_splits"])
+    assert info["accounting"]["segments"]["written"] == 2
+    for _, ex in _examples(tmp_path / "out"):
+        speaker = ex["speaker"].numpy().decode()
+        assert ex["text"].numpy().decode() == f"{speaker} says hello"
+        start, end = float(ex["start_time"]), float(ex["end_time"])
+        reference = _reference(corpus / "files" / "m02.flac", start, end)
+        assert _correlation(ex["audio"].numpy(), reference) >= 0.99
+
+
+def test_nemo_style_listing_rows_are_segments_of_one_file(corpus, tmp_path):
+    info = manifest_to_tfrecord.run([
+        "--input", f"{corpus}/list.jsonl", "--output", str(tmp_path / "out"),
+        "--media_columns", "audio_filepath", "--audio_fields", "audio_filepath",
+        "--key_column", "id",
+        "--segment_columns", "offset,duration", "--cut", "audio_windows", "--window_s", "1",
+        "--features", "speaker:bytes", "--split_by", "speaker", "--allow_empty_splits"])
+    assert info["accounting"]["samples_read"] == 5
+    assert info["accounting"]["segments"]["written"] == 5
+    # TensorFlow's own reader over the shards: every window of every row.
+    files = [str(tmp_path / "out" / shard["file"]) for split in info["splits"].values()
+             for shard in split["shards"]]
+    starts = []
+    for record in tf.data.TFRecordDataset(files):
+        example = tf.train.Example.FromString(record.numpy())
+        starts.append(round(example.features.feature["start_time"].float_list.value[0], 3))
+    assert sorted(starts) == sorted(round(start + k, 3) for _, start, duration in M01_TURNS[:5]
+                                    for k in range(int(np.ceil(duration))))
+
+
+def test_an_unreadable_annotation_fails_its_recording(tmp_path):
+    files = tmp_path / "files"
+    files.mkdir()
+    _run("sox", "-n", "-r", "16000", "-c", "1", str(files / "r1.flac"), "synth", "2", "sine", "440")
+    _run("sh", "-c", "printf 'SPEAKER r1 1 zero 1.0 <NA> <NA> ann <NA> <NA>\\n' > r1.rttm",
+         cwd=files)
+    _run("tar", "-cf", str(tmp_path / "bad.tar"), "r1.flac", "r1.rttm", cwd=files)
+    info = tar_to_tfrecord.run([
+        "--input", f"{tmp_path}/bad.tar", "--output", str(tmp_path / "out"),
+        "--segments_field", "rttm", "--audio_fields", "flac", "--cut", "segments",
+        "--features", "none", "--max_failure_fraction", "1", "--allow_empty_splits"])
+    assert (info["accounting"]["samples_read"], info["accounting"]["samples_failed"]) == (1, 1)
+    with open(tmp_path / "out" / "failures" / "failures.jsonl") as f:
+        (letter,) = [json.loads(line) for line in f]
+    assert (letter["unit"], letter["stage"], letter["key"], letter["member"]) == \
+        ("sample", "segments", "r1", "rttm")
+    assert "RTTM line 1: onset is 'zero'" in letter["message"]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--cut", "segments"], "--cut segments needs the segments"),
+    (["--cut", "none", "--segments_field", "rttm"], "cut inside segments: name the cut"),
+    (["--cut", "segments", "--segments_field", "rttm", "--segment_columns", "a,b"],
+     "one or the other"),
+])
+def test_segment_flags_fail_before_any_work(corpus, tmp_path, flags, message):
+    result = subprocess.run(
+        [sys.executable, "-m", "pipelines.tar_to_tfrecord", "--input", f"{corpus}/meetings.tar",
+         "--output", str(tmp_path / "out"), "--audio_fields", "flac", *flags],
+        capture_output=True, text=True)
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("text, expected", [
+    (";; header\nSPKR-INFO a 1 <NA> <NA> <NA> unknown x <NA> <NA>\n"
+     "SPEAKER a 1 1.50 2.25 <NA> <NA> x <NA> <NA>\n",
+     [(1.5, 3.75, {"speaker": "x", "channel": "1"})]),
+    ('[{"offset": 1, "duration": 2, "text": "hi"}]', [(1.0, 3.0, {"text": "hi"})]),
+    ('{"segments": [{"start": 0, "end": 0.5, "speaker": "s"}]}', [(0.0, 0.5, {"speaker": "s"})]),
+    ('{"start": 0, "end": 1}\n{"start": 2, "end": 3, "n": 4}\n',
+     [(0.0, 1.0, {}), (2.0, 3.0, {"n": 4})]),
+    ("start,end,speaker\n0.25,1.5,a\n", [(0.25, 1.5, {"speaker": "a"})]),
+    ("", []),
+])
+def test_annotation_formats(text, expected):
+    got = [(s.start, s.end, dict(s.fields)) for s in parse_segments(text.encode())]
+    assert got == expected
+
+
+@pytest.mark.parametrize("text, message", [
+    ("SPEAKER a 1 1.5 <NA> <NA> x <NA> <NA>\n", "RTTM line 1 has 9 fields"),
+    ('[{"start": 1, "speaker": "x"}]', "segment 0: give its span"),
+    ('[{"start": 1, "end": "soon"}]', "segment 0: end is 'soon'"),
+    ("start,end\n1,2,3\n", "CSV segments line 2 has a different number of fields"),
+    ('[1, 2]', "segment 0 is int, not an object"),
+    (b"\xff\xfe", "not UTF-8"),
+])
+def test_annotation_errors_name_the_line(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_segments(text if isinstance(text, bytes) else text.encode())
+
+
+def test_frames_inside_a_segment(tmp_path):
+    video = tmp_path / "v.mp4"
+    _run("ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=64x48:rate=25:duration=6",
+         "-c:v", "libx264", "-g", "25", "-pix_fmt", "yuv420p", str(video))
+    options = FrameOptions(fps=2, size=(48, 64))
+    times = [f.time for f in iter_frames(video.read_bytes(), options, name="mp4",
+                                         span=(2.2, 4.0))]
+    assert times == pytest.approx([2.2, 2.7, 3.2, 3.7], abs=0.021)
+    every = [f.time for f in iter_frames(video.read_bytes(), FrameOptions(fps=None), name="mp4",
+                                         span=(2.0, 2.2))]
+    assert every == pytest.approx([2.0, 2.04, 2.08, 2.12, 2.16], abs=1e-6)
+
+
+def _counter(result, name):
+    found = result.metrics().query(
+        MetricsFilter().with_namespace("datagen").with_name(name))["counters"]
+    return sum(c.committed for c in found)
+
+
+def _recipe(mode, segments, audio_field="flac"):
+    cut = CutOptions(mode=mode, audio_fields=(audio_field,))
+    return ExampleRecipe(spec=FeatureSpec(cut.features), cut=cut, segments=segments)
+
+
+def test_a_long_recording_is_decoded_once_for_all_its_segments(tmp_path):
+    """60 s cut into 30 turns of 2 s: the audio decoded adds up to the recording
+    once (audio_ms_decoded), not once a segment."""
+    files = tmp_path / "files"
+    files.mkdir()
+    _recording(files / "long.flac", 44100, 2, [(30, "sine", "500"), (30, "pinknoise")])
+    turns = [(f"s{i % 3}", 2.0 * i, 2.0) for i in range(30)]
+    _run("sh", "-c", f"printf '%s' '{_rttm('long', turns)}' > long.rttm", cwd=files)
+    _run("tar", "-cf", str(tmp_path / "long.tar"), "long.flac", "long.rttm", cwd=files)
+    with make_pipeline() as p:
+        read = p | ReadTarSamples(str(tmp_path / "long.tar"))
+        built = read.samples | BuildExamples(_recipe("audio_windows",
+                                                     SegmentOptions(field="rttm")))
+        assert_that(built["examples"] | beam.combiners.Count.Globally(), equal_to([60]))
+    result = p.result
+    assert _counter(result, "segments_written") == 30
+    assert abs(_counter(result, "audio_ms_decoded") - 60_000) <= 30
+
+
+def test_rows_naming_one_file_read_it_once(corpus):
+    with make_pipeline() as p:
+        read = p | ReadListingSamples(str(corpus / "list.jsonl"), ["audio_filepath"], "id")
+        built = read.samples | BuildExamples(_recipe(
+            "segments", SegmentOptions(columns=("offset", "duration")), "audio_filepath"))
+        assert_that(built["examples"] | beam.combiners.Count.Globally(), equal_to([5]))
+    result = p.result
+    assert _counter(result, "manifest_rows_read") == 5
+    assert _counter(result, "media_files_read") == 1
+    # The five turns, 12.5 s (carol's overlaps alice's by 0.5 s), each decoded once.
+    assert abs(_counter(result, "audio_ms_decoded") - 12_500) <= 5
+
+
+def test_a_videos_audio_is_sought_to_each_segment(tmp_path):
+    """The AAC track of an ffmpeg mp4, a segment late in it: the same audio as
+    ffmpeg's own cut of that span, and only about the segment decoded."""
+    video = tmp_path / "talk.mp4"
+    _run("ffmpeg", "-v", "error", "-f", "lavfi", "-i", "testsrc2=size=64x48:rate=25:duration=40",
+         "-f", "lavfi", "-i", "anoisesrc=d=40:c=pink:r=44100:a=0.3", "-c:v", "libx264",
+         "-c:a", "aac", "-shortest", str(video))
+    reference = tmp_path / "ref.wav"
+    _run("ffmpeg", "-v", "error", "-i", str(video), "-vn", "-ac", "1", "-ar", str(RATE),
+         "-c:a", "pcm_f32le", str(reference))
+    whole, _ = sf.read(reference, dtype="float32")
+    sample = {"__key__": "talk", "mp4": video.read_bytes(),
+              "segments.json": json.dumps([{"start": 31.25, "end": 33.5}]).encode()}
+    stats = {}
+    recipe = _recipe("segments", SegmentOptions(field="segments.json"), "mp4")
+    (segment,) = recipe_samples(sample, recipe)
+    (example,) = cut_sample(segment, recipe.cut, stats)
+    audio = example["audio"]
+    assert example["start_time"] == pytest.approx(31.25) and len(audio) == 36_000
+    start = round(31.25 * RATE)
+    assert _correlation(audio[100:], whole[start + 100:start + len(audio)]) >= 0.99
+    assert stats["audio_ms_decoded"] == 2250
