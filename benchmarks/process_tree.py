@@ -20,7 +20,7 @@ import threading
 import time
 from typing import NamedTuple, Sequence
 
-__all__ = ["Measured", "measure", "tree_rss"]
+__all__ = ["Measured", "measure", "tree_rss", "warm"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -31,6 +31,18 @@ class Measured(NamedTuple):
     output: str                   # stdout and stderr, for errors and the job's own summary
     first_output_s: float | None  # seconds to the first .tfrecord file under `watch`
     cpu_seconds: float            # user + system, of the command and every process it waited for
+
+
+def warm(folder: str) -> None:
+    """Before a timed run: nothing left to write back (the disk's background
+    work would be timed too), and every file of `folder` in the page cache."""
+    os.sync()
+    for name in os.listdir(folder):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path):
+            with open(path, "rb") as f:
+                while f.read(1 << 24):
+                    pass
 
 
 def _children() -> dict:

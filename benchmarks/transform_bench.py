@@ -43,6 +43,7 @@ import tempfile
 import time
 
 from benchmarks.audio_pipeline_bench import speech_corpus
+from benchmarks.process_tree import warm
 from transforms.testing.corpus import write_corpus
 
 SHARDS = 8
@@ -74,18 +75,10 @@ def speech_shards(root: str, megabytes: float) -> None:
                     tar.addfile(info, io.BytesIO(data))
 
 
-def _warm(corpus: str) -> None:
-    subprocess.run(["sync"], check=True)
-    for name in os.listdir(corpus):
-        with open(os.path.join(corpus, name), "rb") as f:
-            while f.read(1 << 24):
-                pass
-
-
 def _run(corpus: str, output: str, flags: list) -> tuple:
     """(seconds, examples) of one job in a fresh process (`_child`)."""
     shutil.rmtree(output, ignore_errors=True)
-    _warm(corpus)
+    warm(corpus)
     result = subprocess.run([sys.executable, "-m", "benchmarks.transform_bench", "--child",
                              json.dumps(["--input", f"{corpus}/*.tar", "--output", output,
                                          *SPLITS, *flags])],

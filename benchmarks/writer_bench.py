@@ -48,7 +48,7 @@ import tempfile
 
 from benchmarks.audio_pipeline_bench import speech_corpus, write_shards
 from benchmarks.lean_loop import records
-from benchmarks.process_tree import measure
+from benchmarks.process_tree import measure, warm
 from transforms.testing.corpus import write_corpus
 
 PAYLOAD = 128 << 10
@@ -95,20 +95,10 @@ def _command(name: str, kind: str, corpus: str, output: str, flags: list) -> lis
     return [sys.executable, *RUNS[name], *inputs, *flags]
 
 
-def _warm(corpus: str) -> None:
-    """Nothing left to write back (the disk's background work would be timed too),
-    and the corpus in the page cache (every run reads it from there)."""
-    os.sync()
-    for name in os.listdir(corpus):
-        with open(os.path.join(corpus, name), "rb") as f:
-            while f.read(1 << 24):
-                pass
-
-
 def _run(name: str, kind: str, corpus: str, flags: list, workdir: str, keep: bool = False):
     output = os.path.join(workdir, f"out-{name.replace(' ', '')}")
     shutil.rmtree(output, ignore_errors=True)
-    _warm(corpus)
+    warm(corpus)
     run = measure(_command(name, kind, corpus, output, flags), watch=output)
     if not keep:
         shutil.rmtree(output, ignore_errors=True)

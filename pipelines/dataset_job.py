@@ -107,10 +107,12 @@ def cut_options(options: PipelineOptions) -> CutOptions:
             image_format=opts.frame_format,
             jpeg_quality=opts.jpeg_quality,
             threads=opts.decode_threads or (0 if runs_locally(options) else 1),
+            box_margin=opts.box_margin,
         ),
         with_audio=not opts.no_audio,
         av_window_s=opts.av_window_s,
         clip_frames=opts.clip_frames,
+        crop_to_boxes=opts.boxes_from == "segment",
         min_duration_s=opts.min_duration_s,
         max_duration_s=opts.max_duration_s,
     )

@@ -174,6 +174,13 @@ class DatasetOptions(FlagTable, PipelineOptions):
              help="Length of the audio window centred on each frame, seconds."),
         Flag("clip_frames", "cutting", type=int, default=8, recorded="cut",
              help="Frames per clip (--cut clips), sampled at --fps."),
+        Flag("boxes_from", "cutting", default="", choices=("", "segment"), recorded="cut",
+             help="'segment': crop each frame to the box of its segment's track nearest its "
+                  "time (a JSON segment's 'boxes', e.g. a face track), before --frame_size "
+                  "resizes it."),
+        Flag("box_margin", "cutting", type=float, default=0.0, example="0.25", recorded="cut",
+             help="With --boxes_from, widen each box by this fraction of its width and height "
+                  "on every side (then clipped to the frame)."),
         Flag("shuffle", "output", default="none", choices=tuple(SHUFFLES), recorded=True,
              help="Where examples are written. none (default): each worker writes the examples it "
                   "builds, in source order, into rolling shards: nothing is shuffled, memory stays "

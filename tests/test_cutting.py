@@ -77,7 +77,7 @@ def test_frames_after_the_audio_ends_are_counted_not_failed():
     stats = {}
     examples = list(cut_sample(sample, options, stats))
     # Frames at 0, 1 and 2 s: the one at 1 s still overlaps the audio (padded).
-    assert len(examples) == 2 and stats == {"frames_without_audio": 1}
+    assert len(examples) == 2 and stats == {"frames_without_audio": 1, "audio_ms_decoded": 1000}
 
 
 def test_errors_carry_the_innermost_stage_and_member():

@@ -21,12 +21,13 @@ import webdataset
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipelines import manifest_to_tfrecord, tar_to_tfrecord
+from pipelines import bigtable_to_tfrecord, manifest_to_tfrecord, tar_to_bigtable, tar_to_tfrecord
 from transforms import BuildExamples, CutOptions, ExampleRecipe, FeatureSpec, make_pipeline
 from transforms.format import reader
-from transforms.format.segments import parse_segments
+from transforms.format.segments import Box, parse_segments
 from transforms.media.cutting import cut_sample
-from transforms.media.frames import FrameOptions
+from transforms.media.decoded import MediaError
+from transforms.media.frames import FrameOptions, crop_box
 from transforms.media.video import iter_frames
 from transforms.recipe.examples import recipe_samples
 from transforms.recipe.segments import SegmentOptions
@@ -383,3 +384,118 @@ def test_a_videos_audio_is_sought_to_each_segment(tmp_path):
     start = round(31.25 * RATE)
     assert _correlation(audio[100:], whole[start + 100:start + len(audio)]) >= 0.99
     assert stats["audio_ms_decoded"] == 2250
+
+
+@pytest.fixture(scope="module")
+def face_track(tmp_path_factory):
+    """faces.tar (GNU tar): talk.mp4, ffmpeg's 4 s of a gray 320x240 picture with
+    a red 80x80 "face" moving right 40 px a second and a 440 Hz tone as its
+    AAC track, and talk.segments.json: one segment [1, 3.5) s whose track gives
+    the face's box at every frame, in pixels."""
+    root = tmp_path_factory.mktemp("faces")
+    _run("ffmpeg", "-v", "error", "-f", "lavfi", "-i",
+         "color=c=gray:s=320x240:r=25:d=4[bg];color=c=red:s=80x80:r=25:d=4[face];"
+         "[bg][face]overlay=x='20+t*40':y=60:shortest=1",
+         "-f", "lavfi", "-i", "sine=frequency=440:sample_rate=16000:duration=4",
+         "-c:v", "libx264", "-pix_fmt", "yuv444p", "-crf", "10", "-c:a", "aac", "-shortest",
+         str(root / "talk.mp4"))
+    boxes = [{"t": k / 25, "x": 20 + 40 * k / 25, "y": 60, "w": 80, "h": 80} for k in range(100)]
+    (root / "talk.segments.json").write_text(json.dumps(
+        [{"start": 1.0, "end": 3.5, "speaker": "red", "boxes": boxes}]))
+    _run("tar", "-cf", str(root / "faces.tar"), "talk.mp4", "talk.segments.json", cwd=root)
+    return root
+
+
+def _face_job(face_track, output, *flags):
+    return tar_to_tfrecord.run([
+        "--input", f"{face_track}/faces.tar", "--output", str(output), "--cut", "frames",
+        "--segments_field", "segments.json", "--video_field", "mp4", "--boxes_from", "segment",
+        "--fps", "2", "--frame_size", "64x64", "--frame_format", "raw", "--av_window_s", "0.5",
+        "--features", "speaker=segment.speaker:bytes", "--allow_empty_splits", *flags])
+
+
+def test_frames_cropped_to_the_face_track_with_their_audio(face_track, tmp_path):
+    info = _face_job(face_track, tmp_path / "tight")
+    assert info["accounting"]["segments"]["written"] == 1
+    examples = [ex for _, ex in _examples(tmp_path / "tight")]
+    assert len(examples) == 5            # 1, 1.5, 2, 2.5, 3 s
+    for ex in examples:
+        frame = ex["frame"].numpy().astype(int)
+        # The whole crop is the face: red everywhere (the box follows it), but
+        # for the pixel the overlay blends at its edges.
+        inside = frame[2:-2, 2:-2]
+        assert (inside[..., 0] > 200).all() and (inside[..., 1] < 60).all()
+        audio = ex["audio"].numpy()
+        assert audio.shape == (8000,)
+        spectrum = np.abs(np.fft.rfft(audio * np.hanning(len(audio))))
+        assert abs(np.argmax(spectrum) * RATE / len(audio) - 440) < 4
+    _face_job(face_track, tmp_path / "margin", "--box_margin", "0.25")
+    for _, ex in _examples(tmp_path / "margin"):
+        frame = ex["frame"].numpy().astype(int)
+        # A quarter of the box on each side: the face in the middle, gray around it.
+        assert frame[32, 32, 0] > 200 and frame[32, 32, 1] < 50
+        for corner in (frame[2, 2], frame[2, 61], frame[61, 2], frame[61, 61]):
+            assert np.abs(corner - 128).max() < 12
+
+
+def test_a_segment_without_boxes_is_a_dead_letter_when_frames_are_cropped(face_track,
+                                                                         tmp_path):
+    folder = tmp_path / "files"
+    folder.mkdir()
+    (folder / "talk.mp4").write_bytes((face_track / "talk.mp4").read_bytes())
+    (folder / "talk.segments.json").write_text('[{"start": 0.5, "end": 1.5}]')
+    _run("tar", "-cf", str(tmp_path / "nobox.tar"), "talk.mp4", "talk.segments.json",
+         cwd=folder)
+    info = tar_to_tfrecord.run([
+        "--input", f"{tmp_path}/nobox.tar", "--output", str(tmp_path / "out"),
+        "--cut", "frames", "--segments_field", "segments.json", "--video_field", "mp4",
+        "--boxes_from", "segment", "--frame_size", "64x64", "--features", "none",
+        "--max_failure_fraction", "1", "--allow_empty_splits"])
+    assert info["accounting"]["segments"]["failed"] == 1
+    with open(tmp_path / "out" / "failures" / "failures.jsonl") as f:
+        (letter,) = [json.loads(line) for line in f]
+    assert (letter["stage"], letter["unit"]) == ("segment", "segment")
+    assert "this segment has none" in letter["message"]
+
+
+def test_box_tracks_read_and_placed():
+    (segment,) = parse_segments(json.dumps([{"start": 0, "end": 2, "boxes": [
+        {"t": 1.0, "x1": 0.5, "y1": 0.25, "x2": 0.75, "y2": 0.75}, [0.0, 0.0, 0.0, 0.5, 0.5]]}]))
+    track = segment.boxes
+    assert track.normalised and [b.time for b in track.boxes] == [0.0, 1.0]
+    assert track.at(0.5) == track.boxes[0] and track.at(0.51) == track.boxes[1]
+    assert track.at(7) == track.boxes[1] and dict(segment.fields) == {}
+    # 100x200 frame: the second box, widened by half its size, clipped at the right.
+    assert crop_box(track.at(1), True, 100, 200, 0.5) == (0, 75, 100, 175)
+    assert crop_box(Box(0, 150, 10, 100, 20), False, 100, 200, 0.0) == (10, 150, 30, 200)
+    with pytest.raises(MediaError, match="lies outside the 200x100 frame"):
+        crop_box(Box(0, 250, 10, 100, 20), False, 100, 200, 0.0)
+    with pytest.raises(ValueError, match="segment 0: box 0"):
+        parse_segments(b'[{"start": 0, "end": 1, "boxes": [{"t": 0, "x": 1}]}]')
+
+
+@pytest.mark.slow  # the Bigtable emulator
+def test_segments_from_a_bigtable_cell(corpus, bigtable_emulator, tmp_path):
+    """meetings.tar loaded into the emulator, then m01's row given a cell of JSON
+    segments with the cbt CLI: its segments cut from the row's FLAC cell; m02's
+    row, without the cell, fails as a recording. With 'raw:*' a cell's field is its
+    qualifier."""
+    table = ["--project", "p", "--instance", "i"]
+    tar_to_bigtable.run(["--input", f"{corpus}/meetings.tar", *table, "--table", "meet",
+                         "--create_table", "--max_failure_fraction", "0"])
+    segments = json.dumps([{"start": start, "duration": duration, "speaker": speaker}
+                           for speaker, start, duration in GOOD["m01"]])
+    _run("cbt", "-project", "p", "-instance", "i", "set", "meet", "m01",
+         f"raw:segments={segments}")
+    info = bigtable_to_tfrecord.run([
+        *table, "--table", "meet", "--columns", "raw:*", "--output", str(tmp_path / "out"),
+        "--segments_field", "segments", "--audio_fields", "flac", "--cut", "segments",
+        "--features", "speaker=segment.speaker:bytes", "--split_by", "segment.speaker",
+        "--max_failure_fraction", "0.5", "--allow_empty_splits"])
+    accounting = info["accounting"]
+    assert (accounting["samples_read"], accounting["samples_failed"]) == (2, 1)
+    assert accounting["segments"]["written"] == 5
+    for _, ex in _examples(tmp_path / "out"):
+        start, end = float(ex["start_time"]), float(ex["end_time"])
+        reference = _reference(corpus / "files" / "m01.flac", start, end)
+        assert _correlation(ex["audio"].numpy(), reference) >= 0.99

@@ -20,7 +20,10 @@ end, windows and frames are laid from the span's start, an audio window
 around a frame holds the segment's audio only (zeros beyond it, as beyond a
 recording's ends), and `source_key` is the recording's key. A span whose end
 is not after its start, or that reaches past the media's end, fails its
-segment (stage `segment`) before any example.
+segment (stage `segment`) before any example. With `crop_to_boxes`, a
+segment's frames are cropped to its box track (a face's, VoxCeleb style: the
+box nearest each frame's time) before they are resized, so a single-frame
+example is the face with the audio around it.
 
 Audio comes from the first of `audio_fields` the sample has, else from the
 video's own audio track. Media are decoded lazily and streamed, so a long
@@ -39,6 +42,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from transforms.format.sample import KEY, SPAN
+from transforms.format.segments import BoxTrack
 from transforms.format.spec import Feature
 from transforms.media.audio import AudioOptions, stream_audio
 from transforms.media.decoded import MediaError
@@ -83,6 +87,8 @@ class CutOptions:
     with_audio: bool = True
     av_window_s: float = 1.0
     clip_frames: int = 8
+    # Frames cropped to the box of their segment's track nearest their time.
+    crop_to_boxes: bool = False
     # Samples whose media last less or more are filtered ("duration"); 0: no bound.
     min_duration_s: float = 0.0
     max_duration_s: float = 0.0
@@ -99,6 +105,8 @@ class CutOptions:
                 self.audio_fields or self.video_field):
             raise ValueError("--min_duration_s/--max_duration_s measure the media of "
                              "--audio_fields or --video_field: name one")
+        if self.crop_to_boxes and self.mode not in ("frames", "clips"):
+            raise ValueError("--boxes_from segment crops frames: --cut frames or clips")
         if self.mode == "none":
             return
         if self.audio.sample_rate is None and self._uses_audio:
@@ -209,17 +217,29 @@ def _staged_iter(stage: str, member: str, iterator) -> Iterator:
 
 def _frames(sample: Mapping[str, Any], options: CutOptions, span) -> Iterator:
     field = options.video_field
+    boxes = _boxes(sample, options)
     if field == IMAGE_SEQUENCE:
         images = image_sequence_members(sample)
         if not images:
             raise MediaError("no numbered image fields for an image sequence",
                              stage="decode_video", member=field)
         return _staged_iter("decode_video", field, iter_image_sequence(
-            images, options.frames, fps=options.sequence_fps, span=span))
+            images, options.frames, fps=options.sequence_fps, span=span, boxes=boxes))
     if field not in sample:
         raise MediaError(f"no video field {field!r}", stage="decode_video", member=field)
-    return _staged_iter("decode_video", field,
-                        iter_frames(sample[field], options.frames, name=field, span=span))
+    return _staged_iter("decode_video", field, iter_frames(
+        sample[field], options.frames, name=field, span=span, boxes=boxes))
+
+
+def _boxes(sample: Mapping[str, Any], options: CutOptions) -> BoxTrack | None:
+    """The segment's box track when frames are cropped to it (--boxes_from segment)."""
+    if not options.crop_to_boxes:
+        return None
+    span = sample.get(SPAN)
+    if span is None or span.boxes is None:
+        raise MediaError("--boxes_from segment crops frames to the segment's boxes, and "
+                         "this segment has none", stage="segment")
+    return span.boxes
 
 
 def _audio_stream(sample: Mapping[str, Any], options: CutOptions, span,

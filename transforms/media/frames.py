@@ -48,9 +48,11 @@ import av
 import numpy as np
 from PIL import Image
 
+from transforms.format.segments import Box, BoxTrack
 from transforms.media.decoded import Frame, MediaError
 
-__all__ = ["FrameOptions", "FramePicker", "sampling_times", "scaled_size", "to_frame", "within"]
+__all__ = ["FrameOptions", "FramePicker", "crop_box", "sampling_times", "scaled_size",
+           "to_frame", "within"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +80,7 @@ class FrameOptions:
     image_format: str = "jpeg"      # "jpeg" -> Frame.jpeg; "raw" -> Frame.image (HxWx3 uint8 RGB)
     jpeg_quality: int = 90
     threads: int = 0                # decoder and scaler threads: 0 = FFmpeg's choice, 1 = none
+    box_margin: float = 0.0         # a box crop's margin, in box widths/heights on each side
 
     def __post_init__(self):
         # Normalised so equal options compare and hash equal whatever was passed.
@@ -100,6 +103,8 @@ class FrameOptions:
             raise ValueError(f"jpeg_quality must be in 1..100, got {self.jpeg_quality}")
         if self.threads < 0:
             raise ValueError(f"threads must be >= 0, got {self.threads}")
+        if not (math.isfinite(self.box_margin) and self.box_margin >= 0):
+            raise ValueError(f"box_margin must be >= 0, got {self.box_margin}")
 
 
 class FramePicker:
@@ -192,8 +197,42 @@ def scaled_size(height: int, width: int, options: FrameOptions) -> tuple[int, in
     return max(h, out_h), max(w, out_w)   # ... nor leave a gap when cropping
 
 
-def to_frame(frame: av.VideoFrame, time: float, options: FrameOptions) -> Frame:
-    """One decoded frame to an output Frame: upright, RGB, resized, raw or JPEG."""
+def crop_box(box: Box, normalised: bool, height: int, width: int,
+             margin: float) -> tuple[int, int, int, int]:
+    """(top, left, bottom, right) pixels of a box in a height x width frame:
+    widened by `margin` box sizes on each side, edges rounded to the nearest
+    pixel, then clipped to the frame; MediaError when nothing of it is in the
+    frame."""
+    x, y, w, h = box.x, box.y, box.w, box.h
+    if normalised:
+        x, y, w, h = x * width, y * height, w * width, h * height
+    x, y, w, h = x - margin * w, y - margin * h, w * (1 + 2 * margin), h * (1 + 2 * margin)
+    # Edges rounded to the nearest pixel, so a box keeps its size wherever it is.
+    top, left = max(0, round(y)), max(0, round(x))
+    bottom, right = min(height, round(y + h)), min(width, round(x + w))
+    if bottom <= top or right <= left:
+        raise MediaError(f"the box at {box.time:g} s, {tuple(box[1:])}, lies outside the "
+                         f"{width}x{height} frame")
+    return top, left, bottom, right
+
+
+def _upright_rgb(frame: av.VideoFrame, options: FrameOptions) -> np.ndarray:
+    rgb = frame.reformat(format="rgb24", src_color_range=frame.color_range,
+                         threads=options.threads).to_ndarray()
+    return np.rot90(rgb, round(frame.rotation / 90) % 4)
+
+
+def to_frame(frame: av.VideoFrame, time: float, options: FrameOptions,
+             boxes: BoxTrack | None = None) -> Frame:
+    """One decoded frame to an output Frame: upright, RGB, cropped to the box
+    of `boxes` nearest `time` (and `options.box_margin` around it) when there
+    is a track, resized, raw or JPEG."""
+    if boxes is not None:
+        upright = _upright_rgb(frame, options)
+        top, left, bottom, right = crop_box(boxes.at(time), boxes.normalised,
+                                            *upright.shape[:2], options.box_margin)
+        frame = av.VideoFrame.from_ndarray(
+            np.ascontiguousarray(upright[top:bottom, left:right]), format="rgb24")
     # A phone stores a portrait video as landscape pixels and a display matrix
     # saying to turn them (counter-clockwise degrees); players, FFmpeg's CLI and
     # TFDS's ffmpeg-based Video feature turn them, and so do we.

@@ -20,6 +20,7 @@ import av
 import numpy as np
 from PIL import Image, ImageOps
 
+from transforms.format.segments import BoxTrack
 from transforms.media.decoded import SPAN_SLACK_S, Frame, MediaError
 from transforms.media.frames import FrameOptions, FramePicker, sampling_times, to_frame, within
 
@@ -36,7 +37,8 @@ _IMAGE_ERRORS = (OSError, ValueError, EOFError, Image.DecompressionBombError)
 
 
 def iter_image_sequence(images: Sequence[tuple[str, bytes]], options: FrameOptions, *,
-                        fps: float, span: tuple[float, float] | None = None) -> Iterator[Frame]:
+                        fps: float, span: tuple[float, float] | None = None,
+                        boxes: BoxTrack | None = None) -> Iterator[Frame]:
     """Frames sampled from a sequence of encoded images (JPEG, PNG, ...).
 
     `images` are (name, bytes) pairs in frame order (`image_sequence_members`
@@ -48,7 +50,8 @@ def iter_image_sequence(images: Sequence[tuple[str, bytes]], options: FrameOptio
     with Pillow, turned upright by their EXIF orientation (as a camera's
     photos are stored) and converted to RGB (an alpha channel is dropped). A member that
     does not decode is a MediaError naming it; an empty sequence is too. With
-    a segment's `span`, only that part of the sequence (`iter_frames`'s rules).
+    a segment's `span`, only that part of the sequence, and with a box track
+    each image cropped to its box (`iter_frames`'s rules).
     """
     if not (math.isfinite(fps) and fps > 0):
         raise ValueError(f"fps must be positive, got {fps}")
@@ -69,7 +72,7 @@ def iter_image_sequence(images: Sequence[tuple[str, bytes]], options: FrameOptio
                 rgb = np.asarray(ImageOps.exif_transpose(image).convert("RGB"))
         except _IMAGE_ERRORS as e:
             raise MediaError(f"image sequence member {member!r}: cannot decode: {e}") from e
-        yield to_frame(av.VideoFrame.from_ndarray(rgb, format="rgb24"), time, options)
+        yield to_frame(av.VideoFrame.from_ndarray(rgb, format="rgb24"), time, options, boxes)
 
 
 def _sequence_choices(images, options: FrameOptions, fps: float, duration: float,

@@ -46,6 +46,7 @@ from typing import Iterator
 import av
 
 from transforms.format.sample import StoredBytes
+from transforms.format.segments import BoxTrack
 from transforms.media.decoded import SPAN_SLACK_S, Frame, MediaError, media_file
 from transforms.media.frames import FrameOptions, FramePicker, sampling_times, to_frame, within
 
@@ -160,10 +161,12 @@ class _Seeker:
 
 
 def iter_frames(data: bytes | StoredBytes, options: FrameOptions, *, name: str = "",
-                span: tuple[float, float] | None = None) -> Iterator[Frame]:
+                span: tuple[float, float] | None = None,
+                boxes: BoxTrack | None = None) -> Iterator[Frame]:
     """Frames sampled from the video in `data` (an encoded file's bytes, or a
     StoredBytes read as it goes); with a segment's `span`, from that part only
-    (transforms/media/frames.py `sampling_times`).
+    (transforms/media/frames.py `sampling_times`); with a box track, each
+    cropped to its box (`to_frame`).
 
     Streamed: decodes frame by frame, seeking ahead when that skips work.
     Sampling, timing, output and error rules are in the module docstring;
@@ -190,14 +193,14 @@ def iter_frames(data: bytes | StoredBytes, options: FrameOptions, *, name: str =
             picker, seeker = FramePicker(targets), _Seeker(data, stream.index, start)
         try:
             yield from within(_sample(container, stream, start, options, picker, seeker, label,
-                                      declared if stream_declares else None),
+                                      declared if stream_declares else None, boxes),
                               span if picker is None else None)
         finally:
             if seeker is not None:
                 seeker.close()
 
 
-def _sample(container, stream, start, options, picker, seeker, label, declared_end):
+def _sample(container, stream, start, options, picker, seeker, label, declared_end, boxes):
     """The decoding loop of iter_frames (picker None: every frame)."""
     frames = container.decode(stream)
     decoded = yielded = 0
@@ -230,7 +233,7 @@ def _sample(container, stream, start, options, picker, seeker, label, declared_e
             end = time + (1 / float(rate) if rate else 0.0)
         for t, f in [(time, frame)] if picker is None else picker.feed(time, frame):
             yielded += 1
-            yield to_frame(f, t, options)
+            yield to_frame(f, t, options, boxes)
     if picker is not None and picker.target is None:
         return                              # every target served before the end
     if decoded == 0:
@@ -241,7 +244,7 @@ def _sample(container, stream, start, options, picker, seeker, label, declared_e
                          f"{yielded} yielded)")
     if picker is not None:
         for t, f in picker.finish(end):
-            yield to_frame(f, t, options)
+            yield to_frame(f, t, options, boxes)
         if options.timestamps and picker.target is not None:
             raise MediaError(f"{label}timestamp {picker.target:g} s is past the end of "
                              f"the video ({end:.3f} s)")

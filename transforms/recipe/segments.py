@@ -105,7 +105,7 @@ def segment_samples(sample: Mapping[str, Any], options: SegmentOptions) -> Itera
         yield {
             **base,
             KEY: f"{recording}@{segment.start * 1000:.0f}-{segment.end * 1000:.0f}",
-            SPAN: Span(segment.start, segment.end, recording),
+            SPAN: Span(segment.start, segment.end, recording, segment.boxes),
             f"{SEGMENT_PREFIX}start": segment.start,
             f"{SEGMENT_PREFIX}end": segment.end,
             f"{SEGMENT_PREFIX}index": segment.index,
