@@ -31,8 +31,10 @@ from transforms.media.frames import FrameOptions, crop_box
 from transforms.media.video import iter_frames
 from transforms.recipe.examples import recipe_samples
 from transforms.recipe.segments import SegmentOptions
+from transforms.recipe.splits import SplitPlan
 from transforms.sources.listing import ReadListingSamples
-from transforms.sources.tar import ReadTarSamples
+from transforms.sources.tar import ReadTarSamples, TarReader, plan_tar_units
+from transforms.writer.stratify import _GroupLabelFn
 
 RATE = 16_000
 # m01: 12 s at 48 kHz stereo. Turns: (speaker, start, duration); carol's
@@ -499,3 +501,19 @@ def test_segments_from_a_bigtable_cell(corpus, bigtable_emulator, tmp_path):
         start, end = float(ex["start_time"]), float(ex["end_time"])
         reference = _reference(corpus / "files" / "m01.flac", start, end)
         assert _correlation(ex["audio"].numpy(), reference) >= 0.99
+
+
+def test_stratified_splits_see_each_segments_group_and_label(corpus):
+    """The stratification's own pass over the units (StratifySplits) reads each
+    segment's group and label, as the converter splits them."""
+    cut = CutOptions(mode="segments", audio_fields=("flac",))
+    recipe = ExampleRecipe(spec=FeatureSpec(cut.features), cut=cut,
+                           segments=SegmentOptions(field="rttm"),
+                           split_plan=SplitPlan.from_flags("train=0.5,test=0.5", "segment.index",
+                                                           stratify_by="segment.speaker"))
+    labels = _GroupLabelFn(recipe, TarReader())
+    labels.setup()
+    (unit,) = plan_tar_units([str(corpus / "meetings.tar")], 1 << 30)
+    pairs = list(labels.process(unit))
+    assert pairs == [(str(i), speaker) for i, (speaker, _, _) in enumerate(M01_TURNS)] + [
+        (str(i), speaker) for i, (speaker, _, _) in enumerate(M02_TURNS)]

@@ -29,7 +29,13 @@ from typing import NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 
-from transforms.recipe.examples import ExampleRecipe, Filtered, StageError, prepare_sample
+from transforms.recipe.examples import (
+    ExampleRecipe,
+    Filtered,
+    StageError,
+    prepare_sample,
+    recipe_samples,
+)
 from transforms.recipe.splits import Strata, group_hash, group_stratum, stratum_cuts
 from transforms.sources.units import Failed, WorkUnit
 
@@ -67,8 +73,14 @@ class _GroupLabelFn(beam.DoFn):
 
     def process(self, unit):
         for event in self._reader.read(unit):
-            if not isinstance(event, Failed):
-                pair = _group_and_label(event, self._recipe, self._sample_fn)
+            if isinstance(event, Failed):
+                continue
+            try:
+                samples = recipe_samples(event, self._recipe)  # a recording's segments
+            except StageError:
+                continue  # the converter's dead letter
+            for sample in samples:
+                pair = _group_and_label(sample, self._recipe, self._sample_fn)
                 if pair is not None:
                     yield pair
 
