@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import tensorflow as tf
+import tensorflow_datasets as tfds
 import webdataset
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.util import assert_that, equal_to
@@ -517,3 +518,23 @@ def test_stratified_splits_see_each_segments_group_and_label(corpus):
     pairs = list(labels.process(unit))
     assert pairs == [(str(i), speaker) for i, (speaker, _, _) in enumerate(M01_TURNS)] + [
         (str(i), speaker) for i, (speaker, _, _) in enumerate(M02_TURNS)]
+
+
+def test_one_example_per_segment_of_a_video_holds_its_faces_and_audio(face_track, tmp_path):
+    """--cut segments with a video: the segment's frames (as many as it has, JPEGs,
+    cropped to the face) and its audio, read back by our reader and by TFDS."""
+    output = tmp_path / "out"
+    tar_to_tfrecord.run([
+        "--input", f"{face_track}/faces.tar", "--output", str(output), "--cut", "segments",
+        "--segments_field", "segments.json", "--video_field", "mp4", "--boxes_from", "segment",
+        "--fps", "2", "--frame_size", "64x64", "--features", "speaker=segment.speaker:bytes",
+        "--allow_empty_splits"])
+    ((_, example),) = _examples(output)
+    frames = example["frames"].numpy()
+    assert frames.shape == (5, 64, 64, 3)     # 1, 1.5, 2, 2.5 and 3 s of [1, 3.5)
+    assert (frames[:, 8:-8, 8:-8, 0] > 180).all() and (frames[:, 8:-8, 8:-8, 1] < 80).all()
+    assert len(example["audio"].numpy()) == 2.5 * RATE
+    builder = tfds.builder_from_directory(str(output))
+    (from_tfds,) = list(builder.as_dataset(split="train"))
+    assert from_tfds["frames"].shape == (5, 64, 64, 3)
+    np.testing.assert_array_equal(from_tfds["frames"].numpy(), frames)

@@ -117,12 +117,15 @@ def parsing_spec(spec: FeatureSpec) -> dict:
     return features
 
 
-def _decode_jpegs(encoded: tf.Tensor, shape: tuple) -> tf.Tensor:
-    """[batch, (k)] JPEG strings -> uint8 [batch, (k), h, w, c]."""
-    flat = tf.reshape(encoded, [-1])
-    images = tf.map_fn(lambda x: tf.io.decode_jpeg(x, channels=shape[-1]), flat,
-                       fn_output_signature=tf.TensorSpec(shape[-3:], tf.uint8))
-    return tf.reshape(images, [-1, *shape])
+def _decode_jpegs(encoded: tf.Tensor | tf.RaggedTensor, shape: tuple) -> tf.Tensor:
+    """[batch, (k)] JPEG strings -> uint8 [batch, (k), h, w, c]; a ragged
+    [batch, None] (a variable number of images) -> ragged [batch, None, h, w, c]."""
+    def decode(flat):
+        return tf.map_fn(lambda x: tf.io.decode_jpeg(x, channels=shape[-1]), flat,
+                         fn_output_signature=tf.TensorSpec(shape[-3:], tf.uint8))
+    if isinstance(encoded, tf.RaggedTensor):
+        return tf.ragged.map_flat_values(decode, encoded)
+    return tf.reshape(decode(tf.reshape(encoded, [-1])), [-1, *shape])
 
 
 def decode_features(spec: FeatureSpec, parsed: dict) -> dict:

@@ -16,9 +16,10 @@ stored: `bool`, `int32`, `int64` in an int64_list; `float` (alias `float32`)
 and `double` (alias `float64`) in a float_list, so a double is rounded to
 float32 on the wire (tf.Example has no wider float); `bytes` (as stored) and
 `string` (UTF-8 text, checked, stored as `field_text` reads it) in a
-bytes_list; `int16`/`uint8` arrays and `jpeg` images packed into bytes. The
-manifest records the declared dtype and
-the reader restores it (tf.bool, tf.int32, tf.float64, ...). A numeric or
+bytes_list; `int16`/`uint8` arrays and `jpeg` images packed into bytes (a
+`jpeg[k,h,w,c]` feature is k images, and k may be variable: a segment's
+frames). The manifest records the declared dtype and the reader restores it
+(tf.bool, tf.int32, tf.float64, ...). A numeric or
 bool feature reads a `.npy` member (numpy.save's format, as WebDataset's
 TarWriter stores arrays) as the array it holds, never unpickling.
 """
@@ -91,9 +92,9 @@ class Feature:
             raise ValueError(f"feature {self.name!r}: {self.dtype} needs a fixed shape, "
                              f"e.g. {self.dtype}[16000]")
         if self.dtype == "jpeg" and (len(self.shape) not in (3, 4) or self.shape[-1] not in (1, 3)
-                                     or self.is_variable):
-            raise ValueError(f"feature {self.name!r}: jpeg needs [h,w,c] or [k,h,w,c] "
-                             f"with c 1 or 3, got {list(self.shape)}")
+                                     or self.is_variable and len(self.shape) == 3):
+            raise ValueError(f"feature {self.name!r}: jpeg needs [h,w,c] or [k,h,w,c] (k "
+                             f"variable: None) with c 1 or 3, got {list(self.shape)}")
         if not self.source:
             object.__setattr__(self, "source", self.name)
 

@@ -11,7 +11,8 @@ what the cut made and where it came from:
   when there is no audio);
 - `clips`: `frames` (K consecutive sampled frames) and `audio`, the span from
   the first frame's time lasting K / fps seconds;
-- `segments`: `audio`, the whole of a segment (as long as the segment is).
+- `segments`: the whole of a segment: its `audio` (as long as the segment
+  is) and, with a video, its `frames` (as many as it has, JPEGs).
 
 A segment of a recording (a sample with `__span__`, made by
 transforms/recipe/segments.py) is cut the same way inside its span only: its
@@ -105,8 +106,9 @@ class CutOptions:
                 self.audio_fields or self.video_field):
             raise ValueError("--min_duration_s/--max_duration_s measure the media of "
                              "--audio_fields or --video_field: name one")
-        if self.crop_to_boxes and self.mode not in ("frames", "clips"):
-            raise ValueError("--boxes_from segment crops frames: --cut frames or clips")
+        if self.crop_to_boxes and not self._uses_frames:
+            raise ValueError("--boxes_from segment crops frames: --cut frames or clips, or "
+                             "segments with --video_field")
         if self.mode == "none":
             return
         if self.audio.sample_rate is None and self._uses_audio:
@@ -115,12 +117,14 @@ class CutOptions:
         if self.mode in ("audio_windows", "segments") and not (
                 self.audio_fields or self.video_field):
             raise ValueError(f"--cut {self.mode} needs --audio_fields or --video_field")
-        if self.mode in ("frames", "clips"):
-            if not self.video_field:
-                raise ValueError(f"--cut {self.mode} needs --video_field")
-            if self.frames.size is None:
-                raise ValueError(f"--cut {self.mode} needs --frame_size (examples have a "
-                                 "fixed shape)")
+        if self.mode in ("frames", "clips") and not self.video_field:
+            raise ValueError(f"--cut {self.mode} needs --video_field")
+        if self._uses_frames and self.frames.size is None:
+            raise ValueError(f"--cut {self.mode} needs --frame_size (examples have a "
+                             "fixed shape)")
+        if self.mode == "segments" and self.video_field and self.frames.image_format != "jpeg":
+            raise ValueError("--cut segments keeps a segment's frames, as many as it has, as "
+                             "JPEGs: --frame_format jpeg")
         if self.mode == "clips" and (not self.frames.fps or self.frames.num_frames
                                      or self.frames.timestamps or self.clip_frames < 1):
             raise ValueError("--cut clips samples at --fps (not --num_frames or --timestamps) "
@@ -153,7 +157,13 @@ class CutOptions:
 
     @property
     def _uses_audio(self) -> bool:
-        return self.mode in ("audio_windows", "segments") or self.with_audio
+        return (self.mode == "audio_windows" or self.with_audio
+                or self.mode == "segments" and not self.video_field)
+
+    @property
+    def _uses_frames(self) -> bool:
+        return self.mode in ("frames", "clips") or self.mode == "segments" and bool(
+            self.video_field)
 
     def samples_in(self, seconds: float) -> int:
         return round(seconds * self.audio.sample_rate)
@@ -173,12 +183,13 @@ def media_features(options: CutOptions) -> tuple:
         length = None if audio_seconds is None else options.samples_in(audio_seconds)
         features.append(Feature("audio", audio_dtype, (length,),
                                 sample_rate=options.audio.sample_rate))
-    if options.mode in ("frames", "clips"):
+    if options._uses_frames:
         height, width = options.frames.size
         image_dtype = "jpeg" if options.frames.image_format == "jpeg" else "uint8"
         shape = (height, width, 3)
+        count = options.clip_frames if options.mode == "clips" else None
         features.append(Feature("frame", image_dtype, shape) if options.mode == "frames"
-                        else Feature("frames", image_dtype, (options.clip_frames, *shape)))
+                        else Feature("frames", image_dtype, (count, *shape)))
     features += [Feature("source_key", "bytes"), Feature("start_time", "float"),
                  Feature("end_time", "float")]
     return tuple(features)
@@ -280,11 +291,16 @@ def _segment_example(sample, base, options, span, stats) -> Iterator[dict]:
         raise MediaError("--cut segments cuts segments, and this sample is a whole recording "
                          "(give its segments: --segments_field or --segment_columns)",
                          stage="segment")
-    blocks = list(_audio_stream(sample, options, span, stats))
-    audio = np.concatenate([block.samples for block in blocks])
-    start = blocks[0].start
-    yield {**base, "audio": audio, "start_time": start,
-           "end_time": start + len(audio) / blocks[0].sample_rate}
+    example = {**base, "start_time": span[0], "end_time": span[1]}
+    if options._uses_frames:
+        example["frames"] = [_image(frame) for frame in _frames(sample, options, span)]
+    if options._uses_audio:
+        blocks = list(_audio_stream(sample, options, span, stats))
+        audio = np.concatenate([block.samples for block in blocks])
+        start = blocks[0].start
+        example.update(audio=audio, start_time=start,
+                       end_time=start + len(audio) / blocks[0].sample_rate)
+    yield example
 
 
 def _frame_examples(sample, base, options, span, stats) -> Iterator[dict]:
