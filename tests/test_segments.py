@@ -538,3 +538,25 @@ def test_one_example_per_segment_of_a_video_holds_its_faces_and_audio(face_track
     (from_tfds,) = list(builder.as_dataset(split="train"))
     assert from_tfds["frames"].shape == (5, 64, 64, 3)
     np.testing.assert_array_equal(from_tfds["frames"].numpy(), frames)
+
+
+@pytest.mark.slow  # tf.Transform's analysis
+def test_a_vocabulary_of_segment_speakers_from_the_train_split(corpus, tmp_path):
+    """tf.Transform's analysis pass cuts the segments as the converter does: the
+    vocabulary holds exactly the speakers of the train split's turns."""
+    _tar_job(corpus, tmp_path / "plain", "--cut", "segments")
+    train = {ex["speaker"].numpy() for split, ex in _examples(tmp_path / "plain")
+             if split == "train"}
+    _tar_job(corpus, tmp_path / "out", "--cut", "segments", "--vocabulary", "speaker")
+    vocabulary = reader.transform_output(str(tmp_path / "out")).vocabulary_by_name("speaker")
+    assert train and set(vocabulary) == train
+
+
+def test_a_dry_run_projects_the_segments(corpus, tmp_path, capsys):
+    """Two recordings read whole: the projection is the real run's count."""
+    projected = _tar_job(corpus, tmp_path / "out", "--cut", "audio_windows",
+                         "--dry_run_samples", "2")
+    assert "dry run: the recipe ran on 2 samples here" in capsys.readouterr().out
+    real = _tar_job(corpus, tmp_path / "real", "--cut", "audio_windows")
+    assert sum(projected.examples.values()) == sum(
+        s["num_examples"] for s in real["splits"].values()) == 22
