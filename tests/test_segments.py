@@ -560,3 +560,21 @@ def test_a_dry_run_projects_the_segments(corpus, tmp_path, capsys):
     real = _tar_job(corpus, tmp_path / "real", "--cut", "audio_windows")
     assert sum(projected.examples.values()) == sum(
         s["num_examples"] for s in real["splits"].values()) == 22
+
+
+def test_clips_inside_a_segment(face_track):
+    """Clips of 2 frames at 2 fps inside [1, 3.5): from 1 s and 2 s; the frame at
+    3 s has no partner in the segment and is dropped, counted."""
+    sample = {"__key__": "talk", "mp4": (face_track / "talk.mp4").read_bytes(),
+              "segments.json": (face_track / "talk.segments.json").read_bytes()}
+    cut = CutOptions(mode="clips", video_field="mp4", clip_frames=2,
+                     frames=FrameOptions(fps=2, size=(32, 32), image_format="raw"))
+    recipe = ExampleRecipe(spec=FeatureSpec(cut.features), cut=cut,
+                           segments=SegmentOptions(field="segments.json"))
+    (segment,) = recipe_samples(sample, recipe)
+    stats = {}
+    clips = list(cut_sample(segment, cut, stats))
+    assert [c["start_time"] for c in clips] == pytest.approx([1.0, 2.0], abs=0.021)
+    assert all(c["frames"].shape == (2, 32, 32, 3) and c["audio"].shape == (RATE,)
+               for c in clips)
+    assert stats["clip_frames_dropped"] == 1

@@ -321,24 +321,24 @@ def _frame_examples(sample, base, options, span, stats) -> Iterator[dict]:
         audio.finish()
 
 
-def _clip_examples(sample, base, options, segment, stats) -> Iterator[dict]:
-    audio = _audio_timeline(sample, options, segment, stats)
-    span = options.clip_frames / options.frames.fps
+def _clip_examples(sample, base, options, span, stats) -> Iterator[dict]:
+    audio = _audio_timeline(sample, options, span, stats)
+    seconds = options.clip_frames / options.frames.fps
     clip = []
-    for frame in _frames(sample, options, segment):
+    for frame in _frames(sample, options, span):
         clip.append(frame)
         if len(clip) < options.clip_frames:
             continue
         start = clip[0].time
         images = [_image(f) for f in clip]
         example = {**base, "frames": images if clip[0].jpeg is not None else np.stack(images),
-                   "start_time": start, "end_time": start + span}
+                   "start_time": start, "end_time": start + seconds}
         if audio is not None:
             # Centre on a whole sample so the window starts exactly at the
             # sample nearest the first frame, on the audio's own timeline.
             first = round((start - audio.start) * audio.sample_rate)
-            centre = audio.start + (first + options.samples_in(span) // 2) / audio.sample_rate
-            example["audio"] = audio.window_at(centre, span).samples
+            centre = audio.start + (first + options.samples_in(seconds) // 2) / audio.sample_rate
+            example["audio"] = audio.window_at(centre, seconds).samples
         yield example
         clip = []
     if clip:
