@@ -58,6 +58,7 @@ bench: $(VENV)/.installed
 	$(PY) -m benchmarks.checksum_bench
 	$(PY) -m benchmarks.audio_bench
 	$(PY) -m benchmarks.segments_bench
+	$(PY) -m benchmarks.duplicates_bench
 	$(PY) -m benchmarks.audio_pipeline_bench
 	$(PY) -m benchmarks.video_bench
 	$(PY) -m benchmarks.long_media_bench

@@ -22,6 +22,7 @@ setuptools.setup(
         "av>=14",  # VideoFrame.rotation
         "pillow>=10",
         "matplotlib>=3.8",  # pipelines.inspect --report
+        "xxhash>=3.0",  # content fingerprints (transforms/recipe/fingerprints.py)
     ],
     extras_require={
         "test": [

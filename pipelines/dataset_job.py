@@ -203,6 +203,7 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
         preprocessing=preprocessing,
         shuffle=opts.shuffle,
         allow_empty_splits=opts.allow_empty_splits,
+        duplicates=opts.duplicates,
     )
 
 

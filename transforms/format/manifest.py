@@ -15,7 +15,8 @@ from typing import Any, Mapping, Sequence
 
 from transforms.format.spec import FeatureSpec
 
-__all__ = ["MANIFEST", "LEGACY_MANIFEST", "SCHEMA", "FAILURES_FILE", "FORMAT_VERSION",
+__all__ = ["MANIFEST", "LEGACY_MANIFEST", "SCHEMA", "FAILURES_FILE", "DUPLICATES_FILE",
+           "FORMAT_VERSION",
            "TEMP_PREFIX", "build_manifest", "label_classes", "schema_pbtxt", "schema_proto",
            "DatasetInfo"]
 
@@ -24,6 +25,8 @@ MANIFEST = "manifest.json"
 LEGACY_MANIFEST = "dataset_info.json"
 SCHEMA = "schema.pbtxt"
 FAILURES_FILE = "failures/failures.jsonl"
+# Groups of samples of identical content (transforms/writer/duplicates.py).
+DUPLICATES_FILE = "duplicates.jsonl"
 FORMAT_VERSION = 1
 # Every run writes under <output>/<TEMP_PREFIX><run id>/ until it is published.
 TEMP_PREFIX = ".temp-datagen-"
@@ -45,7 +48,8 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
                    group_counts: Mapping[str, int] | None = None, warnings: Sequence[str] = (),
                    transform: Mapping[str, Any] | None = None, recipe_fingerprint: str = "",
                    ledger: str | None = None,
-                   durations: Mapping[str, Any] | None = None) -> dict:
+                   durations: Mapping[str, Any] | None = None,
+                   duplicates: Mapping[str, Any] | None = None) -> dict:
     """The manifest.json document (a JSON-ready dict).
 
     Every split named by the options is listed, with zero examples if none fell
@@ -60,6 +64,8 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
     with examples that have a duration records its total, histogram and
     bucket boundaries. `recipe_fingerprint` and `ledger` (its units.jsonl) let a rerun with
     --resume or --retry_failed reuse its units (transforms/writer/ledger.py).
+    `duplicates` is the duplicate check's summary (transforms/writer/duplicates.py),
+    None when it was off.
     """
     splits = {name: dict(splits.get(name, {"num_examples": 0, "num_bytes": 0, "shards": []}))
               for name in split_names}
@@ -86,6 +92,8 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
         "failures": {"count": num_failures, "file": FAILURES_FILE if num_failures else None},
         "warnings": list(warnings),
         "ledger": ledger,
+        **({"duplicates": {**duplicates, "file": DUPLICATES_FILE if duplicates["groups"]
+                           else None}} if duplicates is not None else {}),
         **({"transform": dict(transform)} if transform is not None else {}),
     }
 

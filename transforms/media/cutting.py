@@ -60,6 +60,7 @@ from transforms.media.windows import AudioTimeline, OutsideAudio, WindowOptions,
 __all__ = ["CutOptions", "MODES", "cut_sample", "media_features", "media_fields"]
 
 MODES = ("none", "audio_windows", "frames", "clips", "segments")
+_MEDIA_FEATURES = ("audio", "frame", "frames")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +136,11 @@ class CutOptions:
         """The features this cut adds to every example, before the spec's own
         (`media_features`)."""
         return media_features(self)
+
+    @property
+    def media_feature_names(self) -> tuple:
+        """The features this cut fills with media (audio, frame, frames)."""
+        return tuple(f.name for f in self.features if f.name in _MEDIA_FEATURES)
 
     @property
     def streamed_fields(self) -> frozenset:

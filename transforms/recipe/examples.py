@@ -28,10 +28,11 @@ from transforms.format.example_check import example_problems, parse_example, sto
 from transforms.format.sample import KEY, SPAN, FieldReader, read_stored
 from transforms.format.spec import FeatureSpec
 from transforms.format.stable_hash import stable_hash64
-from transforms.media.cutting import CutOptions, cut_sample
+from transforms.media.cutting import CutOptions, cut_sample, media_fields
 from transforms.media.decoded import NoSamples
 from transforms.media.length import MediaLength, probe_length
 from transforms.recipe import sample_ops
+from transforms.recipe.fingerprints import ContentHash, member_fingerprints
 from transforms.recipe.segments import SegmentOptions, segment_samples
 from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan, Strata
 
@@ -78,6 +79,8 @@ class ExampleRecipe:
     example_fn: str | None = None
     cut: CutOptions = CutOptions()
     segments: SegmentOptions = SegmentOptions()
+    # Each outcome carries its sample's content fingerprints (--duplicates).
+    content_fingerprints: bool = False
 
     def __post_init__(self):
         self.segments.check(self.cut.mode)
@@ -93,6 +96,12 @@ class ExampleRecipe:
         fields = {renamed_from.get(field, field) for field in self.cut.streamed_fields}
         return frozenset(field for field in fields if not any(
             term == field or term.startswith(f"{field}.") for term, _ in self.where))
+
+    @property
+    def fingerprint_kinds(self) -> tuple:
+        """The content fingerprints its samples get (transforms/recipe/fingerprints.py):
+        their media members' bytes, and with a cut the media of their examples."""
+        return ("bytes", "content") if self.cut.mode != "none" else ("bytes",)
 
     def load_functions(self) -> tuple:
         """The user's sample and example functions (None where not given)."""
@@ -123,6 +132,8 @@ class Built:
     examples: Iterator
     group: str | None = None
     label: str | None = None
+    fingerprints: tuple = ()          # (kind, digest) of its media members
+    content: ContentHash | None = None  # fed its examples' media as they are built
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,8 +212,9 @@ class _SampleCoercion:
 
 
 def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
-              example_fn, stats: dict) -> Iterator[tuple]:
-    """(order key, serialized, duration) for each example the sample is cut into."""
+              example_fn, stats: dict, content: ContentHash | None) -> Iterator[tuple]:
+    """(order key, serialized, duration) for each example the sample is cut into;
+    `content` is fed each one's media."""
     coerce = _SampleCoercion(recipe.spec)
     for index, example in enumerate(_stage_iter("cut", cut_sample(sample, recipe.cut, stats))):
         values = _stage("features", _feature_values, example, recipe.spec)
@@ -213,6 +225,8 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
             stats["examples_filtered"] = stats.get("examples_filtered", 0) + 1
             continue
         coerced = coerce(values)
+        if content is not None:
+            content.update(coerced)
         serialized = _stage("encode", encoder.encode, coerced)
         if len(serialized) > PROTOBUF_LIMIT:
             raise StageError("encode", ValueError(
@@ -290,8 +304,22 @@ def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
         if cut.mode == "none":
             sample = {**sample, **length.fields()}
     split, group, label = _stage("split", recipe.split_plan.assign, sample, strata)
+    fingerprints, content = (), None
+    if recipe.content_fingerprints:
+        fingerprints = _stage("fingerprint", member_fingerprints, sample,
+                              _media_members(sample, cut))
+        content = ContentHash(cut.media_feature_names)
     return Built(split, _examples(sample, recipe, encoder, example_fn,
-                                  stats if stats is not None else {}), group, label)
+                                  stats if stats is not None else {}, content),
+                 group, label, fingerprints, content)
+
+
+def _media_members(sample: Mapping[str, Any], cut: CutOptions) -> set:
+    """The sample's fields holding media: those the cut decodes, or with no cut
+    the --audio_fields and --video_field it has."""
+    if cut.mode != "none":
+        return media_fields(sample, cut)
+    return {field for field in (*cut.audio_fields, cut.video_field) if field in sample}
 
 
 class Example(NamedTuple):
@@ -313,6 +341,7 @@ class SampleOutcome(NamedTuple):
     filtered: str | None = None
     failure: StageError | None = None
     durations: tuple = ()           # of its examples, seconds (those that have one)
+    fingerprints: tuple = ()        # (kind, digest): transforms/recipe/fingerprints.py
 
 
 def convert_serialized(data: bytes, key: str, recipe: ExampleRecipe,
@@ -367,5 +396,6 @@ def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
                              durations=tuple(durations))
     if not emitted:
         return SampleOutcome(filtered="no_examples")
+    content = built.content.fingerprints() if built.content is not None else ()
     return SampleOutcome(built.split, emitted, built.group, built.label,
-                         durations=tuple(durations))
+                         durations=tuple(durations), fingerprints=built.fingerprints + content)

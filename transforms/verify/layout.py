@@ -67,6 +67,8 @@ def _accounted(info: DatasetInfo, path: str) -> bool:
         return bool(info.document["failures"]["count"])
     if path == info.document.get("ledger"):
         return True
+    if path == manifest.DUPLICATES_FILE:
+        return bool(info.document.get("duplicates", {}).get("file"))
     return bool(info.transform) and path.split("/", 1)[0] in TRANSFORM_DIRS
 
 

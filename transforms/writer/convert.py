@@ -22,8 +22,9 @@ failed segment is ("failed", "segment"))
 (transforms/writer/finalise.py adds them up
 and checks samples read = written + filtered + failed, and the same of
 segments), the distinct
-(group key, split) pairs the leakage check needs, its shards and its dead
-letters. With shards written here, the receipt is also written into the run's
+(group key, split) pairs the leakage check needs, its written samples'
+content fingerprints (transforms/writer/duplicates.py), its shards and its
+dead letters. With shards written here, the receipt is also written into the run's
 folder once they are closed, so a rerun with --resume can skip the unit.
 """
 
@@ -88,6 +89,7 @@ class _Work:
     tallies: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     groups: set = dataclasses.field(default_factory=set)
     failures: list = dataclasses.field(default_factory=list)
+    fingerprints: list = dataclasses.field(default_factory=list)
 
     def receipt(self, unit: int, span: tuple | None, inputs: tuple,
                 versions: tuple) -> UnitReceipt:
@@ -95,7 +97,8 @@ class _Work:
         return UnitReceipt(
             unit, span, inputs, tuple(sorted(self.tallies.items(), key=repr)),
             tuple(sorted(self.groups, key=repr)),
-            tuple(self.shards.close()) if self.shards else (), tuple(self.failures), versions)
+            tuple(self.shards.close()) if self.shards else (), tuple(self.failures), versions,
+            tuple(self.fingerprints))
 
 
 def outcome_tallies(outcome: SampleOutcome, unit: str = SAMPLE) -> dict:
@@ -232,6 +235,8 @@ class _ConvertFn(beam.DoFn):
         work.tallies.update(outcome_tallies(outcome, unit))
         if outcome.examples:
             work.groups.add((outcome.group, outcome.split))
+            work.fingerprints += [(kind, digest, outcome.split, sample.get(KEY),
+                                   sample.get(URL, "")) for kind, digest in outcome.fingerprints]
         work.failures += self._count_outcome(sample, outcome, stats, unit)
 
     def _flush(self, work: "_Work") -> Iterator:

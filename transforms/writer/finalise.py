@@ -68,6 +68,11 @@ from transforms.writer.commit import (
     remove_stale_shards,
     split_entries,
 )
+from transforms.writer.duplicates import (
+    duplicates_lines,
+    duplicates_message,
+    duplicates_summary,
+)
 from transforms.writer.leakage import leakage_message
 from transforms.writer.ledger import LEDGER, ledger_part, ledger_text
 
@@ -203,14 +208,20 @@ class CommitPlan(NamedTuple):
     label_counts: dict | None
     num_failures: int
     group_counts: dict  # split -> groups in it
-    warnings: tuple     # splits that came out empty (allowed) or off their ratio
+    warnings: tuple     # splits that came out empty (allowed) or off their ratio, duplicates
     durations: dict     # split -> its durations entry
     final_files: dict   # each shard's path as its receipt names it -> its path in the dataset
+    duplicates: dict | None = None  # the duplicate check's summary (None: off)
 
 
 def _run_failures(temp_dir: str) -> str:
     """Where a run keeps its dead letters until they are published."""
     return FileSystems.join(temp_dir, "failures.jsonl")
+
+
+def _run_duplicates(temp_dir: str) -> str:
+    """Where a run keeps its list of duplicates until it is published."""
+    return FileSystems.join(temp_dir, manifest.DUPLICATES_FILE)
 
 
 @beam.typehints.with_output_types(CommitPlan)
@@ -221,7 +232,8 @@ class _CheckFn(beam.DoFn):
         self._config = config
         self._temp_dir = temp_dir
 
-    def process(self, _, planned, shards, tallies, failure_parts, leaks, group_counts, spans):
+    def process(self, _, planned, shards, tallies, failure_parts, leaks, group_counts, spans,
+                duplicates):
         config = self._config
         accounting = account(tallies)
         accounted = (accounting["samples_written"] + accounting["samples_filtered"]
@@ -249,12 +261,16 @@ class _CheckFn(beam.DoFn):
         group_counts = dict(group_counts)
         empty, lopsided = split_balance(config.recipe.split_plan,
                                         accounting["examples_per_split"], group_counts)
+        copies, copied = self._duplicates(duplicates)
         try:
             first = json.loads(failure_parts[0].first) if num_failures else None
             check_failure_fraction(failed, inputs, config.max_failure_fraction, first,
                                    _run_failures(self._temp_dir))
             if leaks:
                 raise DatasetFailed(leakage_message(leaks))
+            if copied and config.duplicates == "fail":
+                raise DatasetFailed(f"{copied}; --resume with --duplicates warn publishes "
+                                    "this run's work")
             if empty and not config.allow_empty_splits:
                 raise DatasetFailed(f"{empty[0]}; or pass --allow_empty_splits")
         except DatasetFailed:
@@ -277,8 +293,26 @@ class _CheckFn(beam.DoFn):
             ensure_dir(FileSystems.join(config.output, split))  # before parallel moves into it
         yield CommitPlan(tuple(named), accounting,
                          _label_counts(tallies) if config.recipe.split_plan.label_source else None,
-                         num_failures, group_counts, tuple(empty + lopsided),
-                         _split_durations(tallies), final_files)
+                         num_failures, group_counts,
+                         tuple(empty + lopsided + ([copied] if copied else [])),
+                         _split_durations(tallies), final_files, copies)
+
+    def _duplicates(self, found) -> tuple[dict | None, str]:
+        """The duplicate check's summary (written with its list into the run's
+        folder) and its message when some content is in two splits."""
+        config = self._config
+        if config.duplicates == "off":
+            return None, ""
+        summary, groups = duplicates_summary(found, config.recipe.split_plan.names,
+                                             config.recipe.fingerprint_kinds)
+        if not groups:
+            return summary, ""
+        write_text(_run_duplicates(self._temp_dir), duplicates_lines(groups))
+        if not summary["across_splits"]:
+            return summary, ""
+        where = (manifest.DUPLICATES_FILE if config.duplicates == "warn"
+                 else _run_duplicates(self._temp_dir))
+        return summary, duplicates_message(summary, groups, where)
 
 
 def _move_aside(named: list, output: str, temp_dir: str) -> list:
@@ -414,6 +448,11 @@ class _PublishFn(beam.DoFn):
             move_shards([(_run_failures(self._temp_dir), failures)])
         else:
             delete_if_exists(failures)  # an earlier run's
+        duplicates = FileSystems.join(config.output, manifest.DUPLICATES_FILE)
+        if plan.duplicates and plan.duplicates["groups"]:
+            move_shards([(_run_duplicates(self._temp_dir), duplicates)])
+        else:
+            delete_if_exists(duplicates)  # an earlier run's
         spec, transform = self._publish_transform()
         if config.write_tfrecords:
             splits = split_entries(plan.named)
@@ -425,7 +464,7 @@ class _PublishFn(beam.DoFn):
             accounting=plan.accounting, num_failures=plan.num_failures, source=config.source,
             options=config.options, split_names=names, label_counts=plan.label_counts,
             group_counts=plan.group_counts, warnings=plan.warnings, transform=transform,
-            durations=plan.durations,
+            durations=plan.durations, duplicates=plan.duplicates,
             recipe_fingerprint=config.fingerprint,
             ledger=LEDGER if ledger_parts is not None else None)
         classes = manifest.label_classes(spec, config.recipe.split_plan.label_source,
@@ -488,7 +527,8 @@ class Finalise(beam.PTransform):
                 failure_parts=beam.pvalue.AsList(failure_parts),
                 leaks=beam.pvalue.AsList(inputs["leaks"]),
                 group_counts=beam.pvalue.AsList(inputs["group_counts"]),
-                spans=beam.pvalue.AsList(spans)))
+                spans=beam.pvalue.AsList(spans),
+                duplicates=beam.pvalue.AsList(inputs["duplicates"])))
         moved = (
             plan
             | "MoveBatches" >> beam.FlatMap(_move_batches, config.output)

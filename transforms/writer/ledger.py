@@ -54,6 +54,16 @@ _RECEIPTS = "units"
 _RUN_FILE = "run.json"
 # Recorded flags that decide whether to publish, not what is written.
 _POLICY_FLAGS = ("max_failure_fraction", "allow_empty_splits")
+
+
+def _deciding(options: Mapping[str, Any]) -> dict:
+    """The recorded flags that decide a unit's shards and receipt: all but the
+    publishing policy. --duplicates warn and fail differ in policy only; off
+    leaves the receipts without fingerprints."""
+    deciding = {k: v for k, v in options.items() if k not in _POLICY_FLAGS}
+    if "duplicates" in deciding:
+        deciding["duplicates"] = "off" if deciding["duplicates"] == "off" else "fingerprinted"
+    return deciding
 # Source details that describe the input found, not the recipe (units check inputs).
 _SOURCE_FACTS = ("num_files", "input_bytes")
 # SkipCommitted's output of reused receipts.
@@ -72,6 +82,9 @@ class UnitReceipt(NamedTuple):
     shards: tuple        # ShardRecords of the shards it wrote
     failures: tuple      # its dead letters
     versions: tuple = ()  # (path, version) of the files it read (WorkUnit.versions)
+    # (kind, digest, split, key, url) of each written sample's content
+    # fingerprints (transforms/writer/duplicates.py)
+    fingerprints: tuple = ()
 
     @property
     def failed(self) -> int:
@@ -159,7 +172,7 @@ def recipe_fingerprint(options: Mapping[str, Any], source: Mapping[str, Any],
     flags but the publishing policy, the source but the input's size, and the
     feature spec (`features`, its JSON)."""
     recipe = {
-        "options": {k: v for k, v in options.items() if k not in _POLICY_FLAGS},
+        "options": _deciding(options),
         "source": {k: v for k, v in source.items() if k not in _SOURCE_FACTS},
         "features": features,
     }
@@ -168,9 +181,10 @@ def recipe_fingerprint(options: Mapping[str, Any], source: Mapping[str, Any],
 
 def flag_differences(earlier: Mapping[str, Any], now: Mapping[str, Any]) -> list:
     """'--window_s 1.0 (was 2.0)' for each recorded flag that differs."""
+    earlier_deciding, now_deciding = _deciding(earlier), _deciding(now)
     return [f"--{name} {now.get(name)!r} (was {earlier.get(name)!r})"
-            for name in sorted(set(earlier) | set(now))
-            if earlier.get(name) != now.get(name) and name not in _POLICY_FLAGS]
+            for name in sorted(set(earlier_deciding) | set(now_deciding))
+            if earlier_deciding.get(name) != now_deciding.get(name)]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -50,6 +50,7 @@ from transforms.sources.units import PlanUnits, Source
 from transforms.storage.folders import check_writable
 from transforms.tft.preprocessing import Preprocessing
 from transforms.writer.convert import RECEIPTS, ConvertElements, ConvertOptions, ConvertUnits
+from transforms.writer.duplicates import POLICIES, FindDuplicates
 from transforms.writer.finalise import Finalise
 from transforms.writer.global_shards import WriteShards
 from transforms.writer.leakage import SplitGroups
@@ -95,6 +96,7 @@ class DatasetConfig:
     preprocessing: Preprocessing | None = None
     shuffle: str = "none"
     allow_empty_splits: bool = False
+    duplicates: str = "warn"   # transforms/writer/duplicates.py POLICIES
 
     @property
     def fingerprint(self) -> str:
@@ -107,6 +109,13 @@ class DatasetConfig:
                              f"{', '.join(COMPRESSIONS)}")
         if self.shuffle not in SHUFFLES:
             raise ValueError(f"--shuffle {self.shuffle!r}: expected one of {', '.join(SHUFFLES)}")
+        if self.duplicates not in POLICIES:
+            raise ValueError(f"--duplicates {self.duplicates!r}: expected one of "
+                             f"{', '.join(POLICIES)}")
+        if (self.duplicates != "off") != self.recipe.content_fingerprints:
+            # The recipe takes the fingerprints the check needs, and only then.
+            object.__setattr__(self, "recipe", dataclasses.replace(
+                self.recipe, content_fingerprints=self.duplicates != "off"))
         if self.num_shards and self.shuffle != "global":
             raise ValueError("--num_shards needs --shuffle global: the default writer rolls "
                              "shards at --shard_size_mb where the examples are built")
@@ -274,6 +283,7 @@ class WriteDataset(beam.PTransform):
         groups = (receipts
                   | "GroupSplits" >> beam.FlatMap(lambda r: r.groups)  # (group key, split)
                   | "SplitGroups" >> SplitGroups())
+        duplicates = receipts | "FindDuplicates" >> FindDuplicates()
         return {
             "planned": planned,
             "shards": shards,
@@ -281,6 +291,7 @@ class WriteDataset(beam.PTransform):
             "failures": refused,
             "leaks": groups["leaks"],
             "group_counts": groups["counts"],
+            "duplicates": duplicates,
             "receipts": receipts,
         } | "Finalise" >> Finalise(config, temp_dir, analysis.spec if analysis else None,
                                    keep_ledger)

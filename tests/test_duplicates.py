@@ -1,0 +1,135 @@
+"""The duplicate check: the same content under two keys, found on every run.
+
+Corpora with planted duplicates, made by other tools: sox makes the takes
+(FLAC, and a WAV of one of them) and splices one turn into two recordings,
+`cp` copies a file under another key, GNU tar packs them into two archives.
+Every planted group is found, by the fingerprint kind it should be, and
+nothing else; `fail` publishes nothing; `off` takes no fingerprint.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pipelines import tar_to_tfrecord
+from transforms.format import reader
+
+FLAGS = ["--cut", "audio_windows", "--audio_fields", "flac,wav", "--features",
+         "label=cls:int64", "--splits", "train=0.5,test=0.5", "--allow_empty_splits"]
+
+
+def _run(*command, cwd=None):
+    subprocess.run(command, check=True, cwd=cwd, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """a.tar: k01-k08, distinct takes; b.tar: copy01 (k01.flac copied), wav02 (k02 as
+    a WAV), k09-k12 distinct. Planted: {k01, copy01} by bytes and content,
+    {k02, wav02} by content only. Each sample has a label (.cls) and a split
+    (.split: copy01 test, the rest train), both written by echo."""
+    root = tmp_path_factory.mktemp("dups")
+    files = root / "files"
+    files.mkdir()
+    for i in range(1, 13):
+        _run("sox", "-n", "-r", "16000", "-c", "1", "-b", "16", str(files / f"k{i:02d}.flac"),
+             "synth", f"1.{i}", "sine", str(200 + 37 * i), "pinknoise", "vol", "0.3",
+             cwd=files)
+    _run("cp", "k01.flac", "copy01.flac", cwd=files)
+    _run("sox", "k02.flac", "wav02.wav", cwd=files)
+    for name in [f"k{i:02d}" for i in range(1, 13)] + ["copy01", "wav02"]:
+        _run("sh", "-c", f"echo 1 > {name}.cls; echo "
+             f"{'test' if name == 'copy01' else 'train'} > {name}.split", cwd=files)
+    first = [f"k{i:02d}.{ext}" for i in range(1, 9) for ext in ("flac", "cls", "split")]
+    second = ["copy01.flac", "copy01.cls", "copy01.split",
+              "wav02.wav", "wav02.cls", "wav02.split"] + [
+        f"k{i:02d}.{ext}" for i in range(9, 13) for ext in ("flac", "cls", "split")]
+    _run("tar", "-cf", str(root / "a.tar"), *first, cwd=files)
+    _run("tar", "-cf", str(root / "b.tar"), *second, cwd=files)
+    return root
+
+
+def _job(corpus, output, *flags, pattern="*.tar"):
+    return tar_to_tfrecord.run(["--input", f"{corpus}/{pattern}", "--output", str(output),
+                                *FLAGS, *flags])
+
+
+def _groups(output):
+    with open(output / "duplicates.jsonl") as f:
+        return sorted((sorted(m["key"] for m in g["members"]), g["kinds"])
+                      for g in map(json.loads, f))
+
+
+def test_every_planted_copy_is_found_and_nothing_else(corpus, tmp_path):
+    info = _job(corpus, tmp_path / "out")
+    assert _groups(tmp_path / "out") == [(["copy01", "k01"], ["bytes:flac", "content"]),
+                                         (["k02", "wav02"], ["content"])]
+    found = info["duplicates"]
+    assert found["groups"] == 2 and found["kinds"] == ["bytes", "content"]
+    assert found["file"] == "duplicates.jsonl"
+    # Each group is across splits or within one, as the keys' splits fell.
+    splits = {ex["source_key"].numpy().decode(): split
+              for split in ("train", "test")
+              for ex in reader.load(str(tmp_path / "out"), split, batch_size=None)}
+    across = sum(splits[a] != splits[b] for a, b in (("k01", "copy01"), ("k02", "wav02")))
+    assert sum(found["across_splits"].values()) == across
+    assert sum(found["within_split"].values()) == 2 - across
+    warned = [w for w in info["warnings"] if "more than one split" in w]
+    assert len(warned) == (1 if across else 0)
+
+
+def test_a_clean_corpus_has_none(corpus, tmp_path):
+    info = _job(corpus, tmp_path / "out", pattern="a.tar")
+    assert info["duplicates"]["groups"] == 0 and info["duplicates"]["file"] is None
+    assert not (tmp_path / "out" / "duplicates.jsonl").exists()
+
+
+def test_off_takes_no_fingerprints(corpus, tmp_path):
+    info = _job(corpus, tmp_path / "out", "--duplicates", "off")
+    assert "duplicates" not in info
+    assert not (tmp_path / "out" / "duplicates.jsonl").exists()
+
+
+def test_fail_publishes_nothing_until_resumed_with_warn(corpus, tmp_path):
+    """Each sample's split from its .split member: copy01 in test, the rest in
+    train, so k01's copy is across splits and k02's WAV within train."""
+    output = tmp_path / "out"
+    argv = ["--input", f"{corpus}/*.tar", "--output", str(output), *FLAGS,
+            "--split_column", "split", "--duplicates", "fail"]
+    result = subprocess.run([sys.executable, "-m", "pipelines.tar_to_tfrecord", *argv],
+                            capture_output=True, text=True)
+    assert result.returncode == 3
+    assert result.stderr.startswith("failed: 1 recording appears in more than one split "
+                                    "(train/test 1): first: copy01 (test) = k01 (train)")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not (output / "manifest.json").exists()
+    argv[-1] = "warn"
+    info = tar_to_tfrecord.run([*argv, "--resume"])
+    assert info["duplicates"]["across_splits"] == {"train/test": 1}
+    assert info["duplicates"]["within_split"] == {"train": 1}
+
+
+def test_the_same_turn_in_two_recordings(tmp_path):
+    """sox: two recordings sharing one turn (the same take spliced into both),
+    segments from RTTM: that turn's two segments match by content; turns of
+    one recording do not match each other through their recording's bytes."""
+    files = tmp_path / "files"
+    files.mkdir()
+    for name, synth in (("shared", ["sine", "330"]), ("x", ["sine", "620"]),
+                        ("y", ["pinknoise"])):
+        _run("sox", "-n", "-r", "16000", "-c", "1", "-b", "16", str(files / f"{name}.wav"),
+             "synth", "2", *synth, "vol", "0.4")
+    _run("sox", "x.wav", "shared.wav", "r1.flac", cwd=files)
+    _run("sox", "y.wav", "shared.wav", "r2.flac", cwd=files)
+    for name in ("r1", "r2"):
+        _run("sh", "-c", f"printf 'SPEAKER {name} 1 0.000 2.000 <NA> <NA> a <NA> <NA>\\n"
+             f"SPEAKER {name} 1 2.000 2.000 <NA> <NA> b <NA> <NA>\\n' > {name}.rttm", cwd=files)
+    _run("tar", "-cf", str(tmp_path / "meet.tar"), "r1.flac", "r1.rttm", "r2.flac", "r2.rttm",
+         cwd=files)
+    tar_to_tfrecord.run([
+        "--input", f"{tmp_path}/meet.tar", "--output", str(tmp_path / "out"),
+        "--cut", "segments", "--segments_field", "rttm", "--audio_fields", "flac",
+        "--features", "none", "--allow_empty_splits"])
+    assert _groups(tmp_path / "out") == [(["r1@2000-4000", "r2@2000-4000"], ["content"])]
