@@ -71,6 +71,13 @@ def describe_dataset(output_dir: str, examples: int = 2, failures: int = 3) -> s
                 f"{label} {n}" for label, n in sorted(split["label_counts"].items())))
     acc = doc["accounting"]
     lines.append(f"  accounting: {json.dumps(acc, sort_keys=True)}")
+    duplicates = doc.get("duplicates")
+    if duplicates:  # --duplicates warn or fail (transforms/writer/duplicates.py)
+        across = ", ".join(f"{pair} {n}" for pair, n in duplicates["across_splits"].items())
+        within = ", ".join(f"{split} {n}" for split, n in duplicates["within_split"].items())
+        lines.append(f"  duplicates: {duplicates['groups']} groups of identical content "
+                     f"(across splits: {across or 'none'}; within: {within or 'none'})"
+                     + (f" in {duplicates['file']}" if duplicates["file"] else ""))
     if doc["failures"]["count"]:
         lines.append(f"  failures: {doc['failures']['count']} in {doc['failures']['file']}")
         path = f"{output_dir.rstrip('/')}/{doc['failures']['file']}"

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from pipelines import tar_to_tfrecord
+from pipelines import inspect, tar_to_tfrecord
 from transforms.format import reader
 
 FLAGS = ["--cut", "audio_windows", "--audio_fields", "flac,wav", "--features",
@@ -133,3 +133,13 @@ def test_the_same_turn_in_two_recordings(tmp_path):
         "--cut", "segments", "--segments_field", "rttm", "--audio_fields", "flac",
         "--features", "none", "--allow_empty_splits"])
     assert _groups(tmp_path / "out") == [(["r1@2000-4000", "r2@2000-4000"], ["content"])]
+
+
+def test_inspect_shows_the_counts_and_two_workers_find_the_same(corpus, tmp_path):
+    one = _job(corpus, tmp_path / "one", "--split_column", "split")
+    two = _job(corpus, tmp_path / "two", "--split_column", "split", "--direct_num_workers", "2")
+    assert one["duplicates"] == two["duplicates"]
+    assert _groups(tmp_path / "one") == _groups(tmp_path / "two")
+    text = inspect.describe_dataset(str(tmp_path / "one"), examples=0)
+    assert ("duplicates: 2 groups of identical content (across splits: train/test 1; "
+            "within: train 1) in duplicates.jsonl") in text

@@ -55,6 +55,10 @@ def _summary(ax, view: DatasetView) -> None:
     lines.append(f"samples read {acc['samples_read']}, written {acc['samples_written']}, "
                  f"filtered {acc['samples_filtered']}, failed {acc['samples_failed']} "
                  f"(+{acc['files_failed']} files)")
+    duplicates = doc.get("duplicates")
+    if duplicates and duplicates["groups"]:
+        across = sum(duplicates["across_splits"].values())
+        lines.append(f"duplicates: {duplicates['groups']} groups, {across} across splits")
     segments = acc.get("segments")
     if segments:
         lines.append(f"segments read {segments['read']}, written {segments['written']}, "
