@@ -148,13 +148,15 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
     shard_bytes = target_shard_bytes(options)
     if not 0 <= opts.max_failure_fraction <= 1:
         raise ValueError("--max_failure_fraction must be between 0 and 1")
-    if (opts.resume or opts.retry_failed) and (opts.shuffle == "global" or any(
-            (opts.preprocessing_fn, opts.normalize, opts.vocabulary, opts.bucketize))):
+    whole_input = opts.shuffle == "global" or opts.duplicates == "drop" or any(
+        (opts.preprocessing_fn, opts.normalize, opts.vocabulary, opts.bucketize))
+    if (opts.resume or opts.retry_failed) and whole_input:
         # The global layout writes no shard before every example is shuffled, and a
-        # tf.Transform is fitted on the whole train split before any unit is written.
+        # tf.Transform is fitted (the copies to drop found) on the whole input
+        # before any unit is written.
         raise ValueError(f"--{'retry_failed' if opts.retry_failed else 'resume'} reuses the "
-                         "shards of work units: not with --shuffle global or tf.Transform "
-                         "preprocessing, which have none of their own")
+                         "shards of work units: not with --shuffle global, --duplicates drop "
+                         "or tf.Transform preprocessing, which decide over the whole input")
     workers = options.view_as(DirectOptions).direct_num_workers
     if opts.shuffle == "global" and runs_locally(options) and workers != 1:
         # README, "Writer layouts": Beam 2.77's local runner sends a stage's input

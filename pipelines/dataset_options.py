@@ -52,12 +52,14 @@ class DatasetOptions(FlagTable, PipelineOptions):
         Flag("allow_empty_splits", "splits", switch=True, recorded=True,
              help="Publish the dataset even when a split the --splits ratios ask for came out "
                   "empty (too few groups); by default that fails the job."),
-        Flag("duplicates", "splits", default="warn", choices=("off", "warn", "fail"),
+        Flag("duplicates", "splits", default="warn", choices=("off", "warn", "fail", "drop"),
              recorded=True,
              help="Samples of identical content under other keys (a file copied, a FLAC and a "
                   "WAV of one take): warn (default) lists them in duplicates.jsonl and warns of "
                   "those in two splits; fail fails the job before publishing when any content "
-                  "is in two splits; off takes no fingerprints."),
+                  "is in two splits; drop keeps one of each (in the first split of --splits, "
+                  "then the first read) and filters the rest as 'duplicate', decoding the "
+                  "media twice; off takes no fingerprints."),
         Flag("label_field", "splits", default="", example="cls", recorded=True,
              help="Label field to count: the manifest records examples per split and label (e.g. "
                   "'cls' or 'json.label'); --stratify_by counts its label without it."),

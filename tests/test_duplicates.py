@@ -15,6 +15,7 @@ import pytest
 
 from pipelines import inspect, tar_to_tfrecord
 from transforms.format import reader
+from transforms.writer.duplicates import copies_to_drop
 
 FLAGS = ["--cut", "audio_windows", "--audio_fields", "flac,wav", "--features",
          "label=cls:int64", "--splits", "train=0.5,test=0.5", "--allow_empty_splits"]
@@ -143,3 +144,40 @@ def test_inspect_shows_the_counts_and_two_workers_find_the_same(corpus, tmp_path
     text = inspect.describe_dataset(str(tmp_path / "one"), examples=0)
     assert ("duplicates: 2 groups of identical content (across splits: train/test 1; "
             "within: train 1) in duplicates.jsonl") in text
+
+
+def test_drop_keeps_the_first_split_and_then_the_first_read(corpus, tmp_path):
+    """copy01 (test) goes and k01 (train, the first of --splits) stays; of k02 and
+    wav02, both in train, the one read first (k02, in a.tar) stays."""
+    info = _job(corpus, tmp_path / "out", "--split_column", "split", "--duplicates", "drop",
+                "--direct_num_workers", "2")
+    accounting = info["accounting"]
+    assert accounting["samples_filtered_per_reason"] == {"duplicate": 2}
+    assert accounting["samples_written"] == 12
+    keys = {ex["source_key"].numpy().decode()
+            for split in ("train", "test")
+            for ex in reader.load(str(tmp_path / "out"), split, batch_size=None)}
+    assert keys == {f"k{i:02d}" for i in range(1, 13)}
+    assert _groups(tmp_path / "out") == [(["copy01", "k01"], ["bytes:flac", "content"]),
+                                         (["k02", "wav02"], ["content"])]
+    assert info["warnings"] == ["--duplicates drop: 2 groups of identical content, one sample "
+                                "of each kept, the rest filtered as 'duplicate' (across "
+                                "splits: train/test 1; within: train 1); list in "
+                                "duplicates.jsonl"]
+
+
+def test_copies_to_drop_in_order():
+    members = [("b", "test", "u1", (0, 1)), ("a", "train", "u2", (3, 0)),
+               ("c", "train", "u1", (0, 5))]
+    assert copies_to_drop(members, ["train", "test"]) == [("u1", "b"), ("u2", "a")]
+    assert copies_to_drop(members, ["test", "train"]) == [("u1", "c"), ("u2", "a")]
+
+
+def test_drop_and_resume_do_not_go_together(corpus, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "pipelines.tar_to_tfrecord", "--input", f"{corpus}/*.tar",
+         "--output", str(tmp_path / "out"), *FLAGS, "--duplicates", "drop", "--resume"],
+        capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "not with --shuffle global, --duplicates drop" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -175,7 +175,7 @@ def test_the_readme_maps_every_step_to_its_module(tmp_path):
     table = set(re.findall(r"(?m)^\| `(WriteDataset/\w+)` \| `(\w+)` \| `([\w/.]+)` \|", text))
     built = (_steps(tmp_path, "--features", "cls:int64")
              | _steps(tmp_path, "--features", "cls:int64", "--stratify_by", "cls",
-                      "--shuffle", "global")
+                      "--shuffle", "global", "--duplicates", "drop")
              | _steps(tmp_path, "--features", "gain=json.gain:float", "--normalize",
                       "gain=zscore"))
     assert table == built

@@ -143,6 +143,7 @@ class _ConvertFn(beam.DoFn):
         self._sample_fn, self._example_fn = self._recipe.load_functions()
         self._counters: dict = {}
         self._transformer = None
+        self._dropped_from, self._dropped = None, frozenset()
 
     def teardown(self):
         if self._reader is not None:
@@ -154,8 +155,15 @@ class _ConvertFn(beam.DoFn):
         self._counters[name].inc(n)
 
     # `transform_staged` is a side input for its arrival alone: the transform is staged.
-    def process(self, unit: WorkUnit, strata=None, transform_staged=None):  # noqa: ARG002
+    def process(self, unit: WorkUnit, strata=None, transform_staged=None,  # noqa: ARG002
+                dropped=None):
+        self._drop(dropped)
         yield from self._convert(unit, (unit.index,), None, strata)
+
+    def _drop(self, dropped) -> None:
+        """Keeps the (url, key) pairs to drop as a set, made once per side input."""
+        if dropped is not self._dropped_from:
+            self._dropped_from, self._dropped = dropped, frozenset(map(tuple, dropped or ()))
 
     def _convert(self, unit: WorkUnit, order: tuple, tracker, strata) -> Iterator:
         work = self._start(order)
@@ -223,8 +231,11 @@ class _ConvertFn(beam.DoFn):
 
     def _convert_sample(self, sample: dict, work: "_Work", strata, unit: str) -> Iterator:
         stats: dict = {}
-        examples = convert_sample(sample, self._recipe, self._encoder, self._sample_fn,
-                                  self._example_fn, stats, strata)
+        if (sample.get(URL, ""), sample.get(KEY)) in self._dropped:
+            examples = _outcome_only(SampleOutcome(filtered="duplicate"))
+        else:
+            examples = convert_sample(sample, self._recipe, self._encoder, self._sample_fn,
+                                      self._example_fn, stats, strata)
         yield from self._convert_one(sample, examples, work, stats, unit)
 
     def _convert_one(self, sample: dict, examples, work: "_Work", stats: dict,
@@ -288,7 +299,8 @@ class _ConvertSplittableFn(SplittableUnits, _ConvertFn):
     shards of its own, ordered after the unit's earlier keys."""
 
     def process(self, unit: WorkUnit, tracker=beam.DoFn.RestrictionParam(), strata=None,
-                transform_staged=None):  # noqa: ARG002 - as _ConvertFn.process
+                transform_staged=None, dropped=None):  # noqa: ARG002 - as _ConvertFn.process
+        self._drop(dropped)
         start = tracker.current_restriction().start
         yield from self._convert(unit, (unit.index, start), tracker, strata)
 
@@ -320,6 +332,13 @@ class _ConvertElementsFn(_ConvertFn):
             yield GlobalWindows.windowed_value(example)
         receipt = self._work.receipt(self._bundle, None, (), ())
         yield beam.pvalue.TaggedOutput(RECEIPTS, GlobalWindows.windowed_value(receipt))
+
+
+def _outcome_only(outcome: SampleOutcome):
+    """A sample's examples and outcome, as convert_sample gives them, when it
+    gives no example."""
+    yield from ()
+    return outcome
 
 
 def _as_sample(element) -> dict | bytes | Failed:
@@ -355,18 +374,21 @@ class ConvertUnits(beam.PTransform):
 
     `strata` is the job's Strata (a singleton PCollection) for a stratified
     recipe; `transform_staged` the PCollection that holds an element once a
-    tf.Transform is staged in `options.transform_dir`.
+    tf.Transform is staged in `options.transform_dir`; `dropped` the (url,
+    key) of the samples `--duplicates drop` drops (transforms/writer/duplicates.py).
     """
 
     def __init__(self, reader, recipe: ExampleRecipe, options: ConvertOptions,
                  strata: beam.PCollection | None = None,
-                 transform_staged: beam.PCollection | None = None):
+                 transform_staged: beam.PCollection | None = None,
+                 dropped: beam.PCollection | None = None):
         super().__init__()
         self._reader = reader
         self._recipe = recipe
         self._options = options
         self._strata = strata
         self._staged = transform_staged
+        self._dropped = dropped
 
     def expand(self, units):
         side = {}
@@ -374,6 +396,8 @@ class ConvertUnits(beam.PTransform):
             side["strata"] = beam.pvalue.AsSingleton(self._strata)
         if self._staged is not None:
             side["transform_staged"] = beam.pvalue.AsList(self._staged)
+        if self._dropped is not None:
+            side["dropped"] = beam.pvalue.AsList(self._dropped)
         reader = streaming(self._reader)
         fn = (_ConvertSplittableFn if reader.splittable else _ConvertFn)(
             reader, self._recipe, self._options)

@@ -12,9 +12,14 @@ or more keys go on), and the final step reports them by --duplicates:
   and warns of those across splits;
 - `fail`: a group across splits fails the job before anything is published
   (the list is left beside the run's dead letters);
+- `drop`: keeps one sample of each group, in the split that comes first in
+  --splits (of those, the first in input order), and drops the others,
+  filtered as `duplicate`. Which to drop must be known before anything is
+  written, so `DuplicatesToDrop` fingerprints every sample in a pass of its
+  own first: the media are decoded twice;
 - `off`: no fingerprint is taken.
 
-Copies within one split are counted and listed, never a failure.
+Copies within one split are counted and listed; only `drop` drops them.
 """
 
 from __future__ import annotations
@@ -24,10 +29,16 @@ from typing import Iterable, NamedTuple, Sequence
 
 import apache_beam as beam
 
-__all__ = ["POLICIES", "DuplicateGroup", "FindDuplicates", "duplicates_lines",
-           "duplicates_message", "duplicates_summary"]
+from transforms.format.encoder import ExampleEncoder
+from transforms.format.sample import KEY, URL
+from transforms.recipe.examples import ExampleRecipe, StageError, convert_sample, recipe_samples
+from transforms.sources.units import Failed, WorkUnit
 
-POLICIES = ("off", "warn", "fail")
+__all__ = ["POLICIES", "DuplicateGroup", "DuplicatesToDrop", "FindDuplicates", "copies_to_drop",
+           "dropped_message", "duplicates_lines", "duplicates_message",
+           "duplicates_summary"]
+
+POLICIES = ("off", "warn", "fail", "drop")
 
 
 class DuplicateGroup(NamedTuple):
@@ -113,3 +124,99 @@ def duplicates_message(summary: dict, groups: Sequence[DuplicateGroup], where: s
     first = " = ".join(f"{key} ({split})" for key, split, _ in across[0].members[:3])
     many = f"{len(across)} recordings appear" if len(across) > 1 else "1 recording appears"
     return f"{many} in more than one split ({pairs}): first: {first}; list in {where}"
+
+
+def dropped_message(summary: dict, where: str) -> str:
+    """'2 groups of identical content, one sample of each kept (across splits:
+    train/test 1; within: test 1); list in <where>'."""
+    across = ", ".join(f"{pair} {n}" for pair, n in summary["across_splits"].items())
+    within = ", ".join(f"{split} {n}" for split, n in summary["within_split"].items())
+    return (f"--duplicates drop: {summary['groups']} groups of identical content, one sample "
+            f"of each kept, the rest filtered as 'duplicate' (across splits: {across or 'none'}; "
+            f"within: {within or 'none'}); list in {where}")
+
+
+def copies_to_drop(members: Iterable[tuple], split_order: Sequence[str]) -> list[tuple]:
+    """(url, key) of every copy `drop` drops from one fingerprint's samples,
+    given as (key, split, url, order) with `order` their place in the input:
+    all but the first by (split in --splits order, input order)."""
+    rank = {name: i for i, name in enumerate(split_order)}
+    ranked = sorted(set(members), key=lambda m: (rank.get(m[1], len(rank)), m[3]))
+    kept_key = (ranked[0][2], ranked[0][0])
+    return sorted({(url, key) for key, _, url, _ in ranked[1:]} - {kept_key})
+
+
+class _FingerprintFn(beam.DoFn):
+    """A work unit -> ((kind, digest), (key, split, url, (unit, place))) of each
+    of its samples (or segments) that gives examples, as the converter builds
+    them; dead letters are the converter's to report."""
+
+    def __init__(self, recipe: ExampleRecipe, reader):
+        self._recipe = recipe
+        self._reader = reader
+
+    def setup(self):
+        self._reader.setup(counting=False)  # the converter's read is the job's
+        self._encoder = ExampleEncoder([(f.name, f.kind) for f in self._recipe.spec])
+        self._sample_fn, self._example_fn = self._recipe.load_functions()
+
+    def process(self, unit: WorkUnit, strata=None):
+        place = 0
+        for event in self._reader.read(unit):
+            if isinstance(event, Failed):
+                continue
+            try:
+                samples = list(recipe_samples(event, self._recipe))
+            except StageError:
+                continue
+            for sample in samples:
+                outcome = _outcome(convert_sample(sample, self._recipe, self._encoder,
+                                                  self._sample_fn, self._example_fn,
+                                                  strata=strata))
+                if outcome.examples:
+                    member = (sample[KEY], outcome.split, sample.get(URL, ""), (unit.index, place))
+                    for fingerprint in outcome.fingerprints:
+                        yield fingerprint, member
+                place += 1
+
+    def teardown(self):
+        self._reader.teardown()
+
+
+def _outcome(examples):
+    """Runs a convert_sample generator to its end; its outcome."""
+    while True:
+        try:
+            next(examples)
+        except StopIteration as done:
+            return done.value
+
+
+class DuplicatesToDrop(beam.PTransform):
+    """Work units -> {"groups": what FindDuplicates gives, "dropped": (url, key) of
+    each copy `--duplicates drop` drops}: every sample fingerprinted in a pass
+    before the conversion (with `strata`, the stratified splits' side input)."""
+
+    def __init__(self, recipe: ExampleRecipe, reader, strata=None):
+        super().__init__()
+        self._recipe = recipe
+        self._reader = reader
+        self._strata = strata
+
+    def expand(self, units):
+        side = {} if self._strata is None else {"strata": beam.pvalue.AsSingleton(self._strata)}
+        order = self._recipe.split_plan.names
+        shared = (
+            units
+            | "Fingerprint" >> beam.ParDo(_FingerprintFn(self._recipe, self._reader), **side)
+            | "ByFingerprint" >> beam.GroupByKey()
+            # ((kind, digest), [(key, split, url, order), ...])
+            | "Shared" >> beam.Filter(lambda kv: len({m[0] for m in kv[1]}) > 1))
+        return {
+            "groups": shared | "Kind" >> beam.MapTuple(
+                lambda fingerprint, members: (fingerprint[0],
+                                              sorted({m[:3] for m in members}))),
+            "dropped": (shared
+                        | "Copies" >> beam.FlatMap(lambda kv: copies_to_drop(kv[1], order))
+                        | "Distinct" >> beam.Distinct()),
+        }

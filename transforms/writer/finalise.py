@@ -69,6 +69,7 @@ from transforms.writer.commit import (
     split_entries,
 )
 from transforms.writer.duplicates import (
+    dropped_message,
     duplicates_lines,
     duplicates_message,
     duplicates_summary,
@@ -299,7 +300,8 @@ class _CheckFn(beam.DoFn):
 
     def _duplicates(self, found) -> tuple[dict | None, str]:
         """The duplicate check's summary (written with its list into the run's
-        folder) and its message when some content is in two splits."""
+        folder) and its message: with drop, what it dropped; else when some
+        content is in two splits."""
         config = self._config
         if config.duplicates == "off":
             return None, ""
@@ -308,6 +310,8 @@ class _CheckFn(beam.DoFn):
         if not groups:
             return summary, ""
         write_text(_run_duplicates(self._temp_dir), duplicates_lines(groups))
+        if config.duplicates == "drop":
+            return summary, dropped_message(summary, manifest.DUPLICATES_FILE)
         if not summary["across_splits"]:
             return summary, ""
         where = (manifest.DUPLICATES_FILE if config.duplicates == "warn"

@@ -59,10 +59,10 @@ _POLICY_FLAGS = ("max_failure_fraction", "allow_empty_splits")
 def _deciding(options: Mapping[str, Any]) -> dict:
     """The recorded flags that decide a unit's shards and receipt: all but the
     publishing policy. --duplicates warn and fail differ in policy only; off
-    leaves the receipts without fingerprints."""
+    leaves the receipts without fingerprints, and drop writes less."""
     deciding = {k: v for k, v in options.items() if k not in _POLICY_FLAGS}
-    if "duplicates" in deciding:
-        deciding["duplicates"] = "off" if deciding["duplicates"] == "off" else "fingerprinted"
+    if deciding.get("duplicates") in ("warn", "fail"):
+        deciding["duplicates"] = "fingerprinted"
     return deciding
 # Source details that describe the input found, not the recipe (units check inputs).
 _SOURCE_FACTS = ("num_files", "input_bytes")

@@ -50,7 +50,7 @@ from transforms.sources.units import PlanUnits, Source
 from transforms.storage.folders import check_writable
 from transforms.tft.preprocessing import Preprocessing
 from transforms.writer.convert import RECEIPTS, ConvertElements, ConvertOptions, ConvertUnits
-from transforms.writer.duplicates import POLICIES, FindDuplicates
+from transforms.writer.duplicates import POLICIES, DuplicatesToDrop, FindDuplicates
 from transforms.writer.finalise import Finalise
 from transforms.writer.global_shards import WriteShards
 from transforms.writer.leakage import SplitGroups
@@ -231,22 +231,27 @@ class WriteDataset(beam.PTransform):
             from transforms.tft.stage import AnalyzeTrainSplit
             analysis = units | "Preprocess" >> AnalyzeTrainSplit(
                 config.preprocessing, reader, recipe, self._run.temp_dir, strata)
+        duplicates = (units | "DuplicatesToDrop" >> DuplicatesToDrop(recipe, reader, strata)
+                      if config.duplicates == "drop" else None)
         pending = units | "SkipCommitted" >> SkipCommitted(self._run, reader.splittable)
         converted = pending.units | "Convert" >> ConvertUnits(
             reader, recipe, self._convert_options(analysis), strata,
-            analysis.staged if analysis else None)
+            analysis.staged if analysis else None, duplicates and duplicates["dropped"])
         receipts = ((converted[RECEIPTS], pending[REUSED])
                     | "AllReceipts" >> beam.Flatten())
         splittable = reader.splittable
         planned = units | "PlannedSpans" >> beam.Map(
             lambda u: (u.index, u.inputs if splittable else None))
-        return self._finish(converted, receipts, planned, analysis, keep_ledger=True)
+        return self._finish(converted, receipts, planned, analysis, keep_ledger=True,
+                            duplicates=duplicates and duplicates["groups"])
 
     def _from_elements(self, elements):
         config = self._config
-        if config.recipe.split_plan.stratify_by or config.preprocessing or self._run.reuse:
-            raise ValueError("stratified splits, tf.Transform and --resume read a Source's "
-                             "units again: give WriteDataset a Source, not a PCollection")
+        if (config.recipe.split_plan.stratify_by or config.preprocessing or self._run.reuse
+                or config.duplicates == "drop"):
+            raise ValueError("stratified splits, tf.Transform, --duplicates drop and --resume "
+                             "read a Source's units again: give WriteDataset a Source, not a "
+                             "PCollection")
         if not config.source:
             self._config = dataclasses.replace(config, source={"type": "pcollection"})
         # Before any work, as the jobs' launchers do before they plan a Source's
@@ -259,8 +264,11 @@ class WriteDataset(beam.PTransform):
         planned = receipts | "PlannedBundles" >> beam.Map(lambda r: (r.unit, None))
         return self._finish(converted, receipts, planned, None, keep_ledger=False)
 
-    def _finish(self, converted, receipts, planned, analysis, keep_ledger: bool):
-        """The converted examples' shards, checked, named and published."""
+    def _finish(self, converted, receipts, planned, analysis, keep_ledger: bool,
+                duplicates=None):
+        """The converted examples' shards, checked, named and published;
+        `duplicates` the groups of identical content found before they were
+        written (--duplicates drop), else they are found in the receipts."""
         config, temp_dir = self._config, self._run.temp_dir
         if config.shuffle == "global" and config.write_tfrecords:
             shards = converted.examples | "WriteShards" >> WriteShards(
@@ -283,7 +291,8 @@ class WriteDataset(beam.PTransform):
         groups = (receipts
                   | "GroupSplits" >> beam.FlatMap(lambda r: r.groups)  # (group key, split)
                   | "SplitGroups" >> SplitGroups())
-        duplicates = receipts | "FindDuplicates" >> FindDuplicates()
+        if duplicates is None:
+            duplicates = receipts | "FindDuplicates" >> FindDuplicates()
         return {
             "planned": planned,
             "shards": shards,
