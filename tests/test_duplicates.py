@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from pipelines import inspect, tar_to_tfrecord
+from pipelines import inspect, manifest_to_tfrecord, tar_to_tfrecord
 from transforms.format import reader
 from transforms.writer.duplicates import copies_to_drop
 
@@ -181,3 +181,17 @@ def test_drop_and_resume_do_not_go_together(corpus, tmp_path):
     assert result.returncode == 2
     assert "not with --shuffle global, --duplicates drop" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_listing_naming_one_file_twice(corpus, tmp_path):
+    """A CSV written with printf whose rows name k05.flac under two keys, and
+    k06.flac once: the two rows are one content, found by bytes and content."""
+    files = corpus / "files"
+    _run("sh", "-c", f"printf 'id,audio,label\\nfirst,{files}/k05.flac,1\\n"
+         f"again,{files}/k05.flac,1\\nother,{files}/k06.flac,1\\n' > list.csv", cwd=tmp_path)
+    info = manifest_to_tfrecord.run([
+        "--input", f"{tmp_path}/list.csv", "--output", str(tmp_path / "out"),
+        "--media_columns", "audio", "--key_column", "id", "--cut", "audio_windows",
+        "--audio_fields", "audio", "--features", "label:int64", "--allow_empty_splits"])
+    assert info["duplicates"]["groups"] == 1
+    assert _groups(tmp_path / "out") == [(["again", "first"], ["bytes:audio", "content"])]
