@@ -15,6 +15,7 @@ import pytest
 
 from pipelines import inspect, manifest_to_tfrecord, tar_to_tfrecord
 from transforms.format import reader
+from transforms.verify.dataset import verify_dataset
 from transforms.writer.duplicates import copies_to_drop
 
 FLAGS = ["--cut", "audio_windows", "--audio_fields", "flac,wav", "--features",
@@ -195,3 +196,17 @@ def test_a_listing_naming_one_file_twice(corpus, tmp_path):
         "--audio_fields", "audio", "--features", "label:int64", "--allow_empty_splits"])
     assert info["duplicates"]["groups"] == 1
     assert _groups(tmp_path / "out") == [(["again", "first"], ["bytes:audio", "content"])]
+
+
+def test_verify_checks_the_list_against_the_manifest(corpus, tmp_path):
+    output = tmp_path / "out"
+    _job(corpus, output, "--split_column", "split")
+    assert verify_dataset(str(output))[0] == []
+    lines = (output / "duplicates.jsonl").read_text().splitlines()
+    moved = json.loads(lines[1])
+    moved["members"][0]["split"] = "test"   # a within-train group made one across splits
+    (output / "duplicates.jsonl").write_text("\n".join([lines[0], json.dumps(moved)]) + "\n")
+    (problem,) = verify_dataset(str(output))[0]
+    assert problem.startswith("duplicates.jsonl: its groups count {'train/test': 2} across")
+    (output / "duplicates.jsonl").write_text(lines[0] + "\n")
+    assert "duplicates.jsonl: 1 groups, the manifest says 2" in verify_dataset(str(output))[0]

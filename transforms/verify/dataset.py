@@ -27,7 +27,7 @@ from transforms.format import manifest
 from transforms.format.manifest import DatasetInfo
 from transforms.runner.runtime import make_pipeline, runs_locally, wait_for
 from transforms.storage.folders import read_manifest, remove_tree
-from transforms.verify.layout import layout_problems, manifest_problems
+from transforms.verify.layout import duplicates_problems, layout_problems, manifest_problems
 from transforms.verify.shards import ShardReport, VerifyShards
 
 __all__ = ["verify_dataset"]
@@ -120,6 +120,8 @@ def verify_dataset(root: str, media_samples: int = 64, seed: int = 0,
     failure_lines = (_read(FileSystems.join(root, manifest.FAILURES_FILE)).count(b"\n")
                      if manifest.FAILURES_FILE in found else None)
     problems = layout_problems(info, found, failure_lines)
+    problems += duplicates_problems(info, _read(FileSystems.join(
+        root, manifest.DUPLICATES_FILE)).decode() if manifest.DUPLICATES_FILE in found else None)
     entries = [shard for split in info.splits.values() for shard in split["shards"]
                if shard["file"] in found]
     reports = _check_shards(info, root, entries, media_samples, seed,
