@@ -13,7 +13,13 @@ import sys
 
 import pytest
 
-from pipelines import inspect, manifest_to_tfrecord, tar_to_tfrecord
+from pipelines import (
+    bigtable_to_tfrecord,
+    inspect,
+    manifest_to_tfrecord,
+    tar_to_bigtable,
+    tar_to_tfrecord,
+)
 from transforms.format import reader
 from transforms.verify.dataset import verify_dataset
 from transforms.writer.duplicates import copies_to_drop
@@ -210,3 +216,16 @@ def test_verify_checks_the_list_against_the_manifest(corpus, tmp_path):
     assert problem.startswith("duplicates.jsonl: its groups count {'train/test': 2} across")
     (output / "duplicates.jsonl").write_text(lines[0] + "\n")
     assert "duplicates.jsonl: 1 groups, the manifest says 2" in verify_dataset(str(output))[0]
+
+
+@pytest.mark.slow  # the Bigtable emulator
+def test_copies_in_a_bigtable_table(corpus, bigtable_emulator, tmp_path):
+    """The corpus loaded into the emulator, one row per sample: the same groups."""
+    table = ["--project", "p", "--instance", "i", "--table", "dups"]
+    tar_to_bigtable.run(["--input", f"{corpus}/*.tar", *table, "--create_table",
+                         "--max_failure_fraction", "0"])
+    info = bigtable_to_tfrecord.run([
+        *table, "--columns", "raw:*", "--output", str(tmp_path / "out"), *FLAGS])
+    assert info["duplicates"]["groups"] == 2
+    assert _groups(tmp_path / "out") == [(["copy01", "k01"], ["bytes:flac", "content"]),
+                                         (["k02", "wav02"], ["content"])]
