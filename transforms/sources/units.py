@@ -38,9 +38,11 @@ import apache_beam as beam
 from apache_beam.transforms.core import RestrictionProvider
 
 from transforms.format.dead_letters import FAILURES, FILE, SAMPLE, dead_letter
+from transforms.recipe.examples import ExampleRecipe, StageError, recipe_samples
 
 __all__ = ["STORED_FIELD_BYTES", "WorkUnit", "Failed", "UnitReader", "Source", "PlanUnits",
-           "ReadUnits", "SplittableUnits", "group_by_size", "streaming", "units_in_order"]
+           "ReadUnits", "SplittableUnits", "group_by_size", "recipe_samples_of", "streaming",
+           "units_in_order"]
 
 # A field this large is left stored by a reader that can (a tar member of an
 # uncompressed archive) and streamed by the decoders, so memory does not grow
@@ -113,6 +115,21 @@ def streaming(reader: UnitReader) -> UnitReader:
     can: for a caller that builds examples, whose decoders stream them."""
     leaving_stored = getattr(reader, "leaving_stored", None)
     return leaving_stored(STORED_FIELD_BYTES) if leaving_stored else reader
+
+
+def recipe_samples_of(reader: UnitReader, unit: WorkUnit, recipe: ExampleRecipe) -> Iterator:
+    """The samples of `unit` the recipe converts (a recording's segments one by
+    one, transforms/recipe/examples.py `recipe_samples`), for a pass of its own
+    beside the converter's: what the converter makes a dead letter of (a
+    reader's Failed, a recording whose segments cannot be read) is left out."""
+    for event in reader.read(unit):
+        if isinstance(event, Failed):
+            continue
+        try:
+            samples = recipe_samples(event, recipe)
+        except StageError:
+            continue
+        yield from samples
 
 
 @dataclasses.dataclass(frozen=True)

@@ -58,10 +58,9 @@ from transforms.recipe.examples import (
     Filtered,
     StageError,
     build_examples,
-    recipe_samples,
 )
 from transforms.runner.counters import counter
-from transforms.sources.units import Failed, WorkUnit, streaming
+from transforms.sources.units import WorkUnit, recipe_samples_of, streaming
 from transforms.tft.preprocessing import (
     ANALYZED_SPLIT,
     RAW_METADATA_DIR,
@@ -280,15 +279,8 @@ class _TrainExamplesFn(beam.DoFn):
         self._sample_fn, self._example_fn = self._recipe.load_functions()
 
     def process(self, unit, strata=None):
-        for event in self._reader.read(unit):
-            if isinstance(event, Failed):
-                continue
-            try:
-                samples = recipe_samples(event, self._recipe)
-            except StageError:
-                continue
-            for sample in samples:
-                yield from self._train_examples(sample, strata)
+        for sample in recipe_samples_of(self._reader, unit, self._recipe):
+            yield from self._train_examples(sample, strata)
 
     def _train_examples(self, sample, strata) -> Iterator[bytes]:
         try:

@@ -31,8 +31,8 @@ import apache_beam as beam
 
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.sample import KEY, URL
-from transforms.recipe.examples import ExampleRecipe, StageError, convert_sample, recipe_samples
-from transforms.sources.units import Failed, WorkUnit
+from transforms.recipe.examples import ExampleRecipe, convert_sample
+from transforms.sources.units import WorkUnit, recipe_samples_of, streaming
 
 __all__ = ["POLICIES", "DuplicateGroup", "DuplicatesToDrop", "FindDuplicates", "copies_to_drop",
            "dropped_message", "duplicates_lines", "duplicates_message",
@@ -153,7 +153,8 @@ class _FingerprintFn(beam.DoFn):
 
     def __init__(self, recipe: ExampleRecipe, reader):
         self._recipe = recipe
-        self._reader = reader
+        # Long recordings streamed by the decoders, as the converter reads them.
+        self._reader = streaming(reader)
 
     def setup(self):
         self._reader.setup(counting=False)  # the converter's read is the job's
@@ -161,23 +162,13 @@ class _FingerprintFn(beam.DoFn):
         self._sample_fn, self._example_fn = self._recipe.load_functions()
 
     def process(self, unit: WorkUnit, strata=None):
-        place = 0
-        for event in self._reader.read(unit):
-            if isinstance(event, Failed):
-                continue
-            try:
-                samples = list(recipe_samples(event, self._recipe))
-            except StageError:
-                continue
-            for sample in samples:
-                outcome = _outcome(convert_sample(sample, self._recipe, self._encoder,
-                                                  self._sample_fn, self._example_fn,
-                                                  strata=strata))
-                if outcome.examples:
-                    member = (sample[KEY], outcome.split, sample.get(URL, ""), (unit.index, place))
-                    for fingerprint in outcome.fingerprints:
-                        yield fingerprint, member
-                place += 1
+        for place, sample in enumerate(recipe_samples_of(self._reader, unit, self._recipe)):
+            outcome = _outcome(convert_sample(sample, self._recipe, self._encoder,
+                                              self._sample_fn, self._example_fn, strata=strata))
+            if outcome.examples:
+                member = (sample[KEY], outcome.split, sample.get(URL, ""), (unit.index, place))
+                for fingerprint in outcome.fingerprints:
+                    yield fingerprint, member
 
     def teardown(self):
         self._reader.teardown()

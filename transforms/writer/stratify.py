@@ -34,10 +34,9 @@ from transforms.recipe.examples import (
     Filtered,
     StageError,
     prepare_sample,
-    recipe_samples,
 )
 from transforms.recipe.splits import Strata, group_hash, group_stratum, stratum_cuts
-from transforms.sources.units import Failed, WorkUnit
+from transforms.sources.units import WorkUnit, recipe_samples_of
 
 __all__ = ["StratifySplits"]
 
@@ -72,17 +71,10 @@ class _GroupLabelFn(beam.DoFn):
         self._sample_fn, _ = self._recipe.load_functions()
 
     def process(self, unit):
-        for event in self._reader.read(unit):
-            if isinstance(event, Failed):
-                continue
-            try:
-                samples = recipe_samples(event, self._recipe)  # a recording's segments
-            except StageError:
-                continue  # the converter's dead letter
-            for sample in samples:
-                pair = _group_and_label(sample, self._recipe, self._sample_fn)
-                if pair is not None:
-                    yield pair
+        for sample in recipe_samples_of(self._reader, unit, self._recipe):
+            pair = _group_and_label(sample, self._recipe, self._sample_fn)
+            if pair is not None:
+                yield pair
 
     def teardown(self):
         self._reader.teardown()
