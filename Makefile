@@ -33,10 +33,11 @@ demo: $(VENV)/.installed
 	$(PY) -m pipelines.inspect $(DEMO)/dataset --examples 1 --report $(DEMO)/report.png
 
 # Tests check our decoders against files made by independent encoders
-# (Debian's ffmpeg and sox); install them if the machine lacks them.
+# (Debian's ffmpeg and sox) and speech spoken by espeak-ng; install them if
+# the machine lacks them.
 media-tools:
-	@command -v ffmpeg >/dev/null && command -v sox >/dev/null || \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ffmpeg sox >/dev/null)
+	@command -v ffmpeg >/dev/null && command -v sox >/dev/null && command -v espeak-ng >/dev/null || \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ffmpeg sox espeak-ng >/dev/null)
 
 test: $(VENV)/.installed $(VENV)/.dali media-tools
 	$(PY) -m ruff check .

@@ -1,18 +1,30 @@
-"""What the duplicate check costs: the speech job with --duplicates off and warn.
+"""What the duplicate check costs, and how well it finds near copies.
 
-    python -m benchmarks.duplicates_bench [--speech_mb 512] [--repeats 3]
+    python -m benchmarks.duplicates_bench [--speech_mb 512] [--repeats 3] [--sentences 30]
 
+First, near-duplicate recall and false positives: espeak-ng speaks
+--sentences Harvard sentences in four voices, ffmpeg and sox make a near copy
+of each of every NEAR_COPIES kind (transforms/testing/spoken.py); every take
+and copy gets its `near` signature, and a pair counts as found as the job
+finds it (a shared band key, then similarity at or above --near_duplicates'
+threshold). Recall is over the planted pairs, false positives over all
+pairs of different sentences.
+
+Then the cost:
 16 kHz FLAC speech in tar shards (benchmarks/audio_pipeline_bench.py) cut into
 1 s float32 windows by pipelines.tar_to_tfrecord with one worker, the two
 runs interleaved and repeated (medians), each after a sync with the corpus in
 the page cache. `warn` takes two fingerprints a sample (its FLAC's bytes and
 its windows' samples, xxh3), carries them in the receipts and groups them in
-the final step. Target (issue #28): warn's rate within 5% of off's.
+the final step; `near` adds --near_duplicates (a second decode of the audio,
+at 8 kHz, for the landmarks). Target (issue #28): warn's rate within 5% of
+off's.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
 import statistics
@@ -21,40 +33,82 @@ import tempfile
 
 from benchmarks.audio_pipeline_bench import speech_corpus, write_shards
 from benchmarks.process_tree import measure, warm
+from transforms.recipe.fingerprints import near_bands, near_fingerprints, near_similarity
+from transforms.testing.spoken import NEAR_COPIES, near_copy, sentences, speak
 
 FLAGS = ["--cut", "audio_windows", "--audio_fields", "flac", "--window_s", "1",
          "--features", "label=cls:int64", "--split_by", "__key__:^([^_]+)",
          "--allow_empty_splits", "--direct_num_workers", "1"]
-POLICIES = ("off", "warn")
+NEAR_THRESHOLD = 0.4
+RUNS = {"off": ["--duplicates", "off"], "warn": ["--duplicates", "warn"],
+        "near": ["--duplicates", "warn", "--near_duplicates", str(NEAR_THRESHOLD)]}
+
+
+def _signature(path: str) -> str:
+    with open(path, "rb") as f:
+        ((_, digest),) = near_fingerprints({"audio": f.read()}, ["audio"], None)
+    return digest
+
+
+def _found(digest: str, other: str) -> bool:
+    return (bool(set(near_bands(digest)) & set(near_bands(other)))
+            and near_similarity(digest, other) >= NEAR_THRESHOLD)
+
+
+def near_accuracy(workdir: str, count: int) -> None:
+    """Prints recall per copy kind and the false positives among different takes."""
+    takes, copies = [], {kind: [] for kind in NEAR_COPIES}
+    for i, text in enumerate(sentences(count)):
+        take = os.path.join(workdir, f"take{i}.flac")
+        speak(text, take, voice=i)
+        takes.append(_signature(take))
+        for kind in NEAR_COPIES:
+            copy = os.path.join(workdir, f"copy{i}_{kind}.{kind}")
+            near_copy(take, copy, kind)
+            copies[kind].append(_signature(copy))
+    print(f"near duplicates at similarity >= {NEAR_THRESHOLD}, {count} espeak-ng sentences:")
+    for kind, signatures in copies.items():
+        similarity = [near_similarity(a, b) for a, b in zip(takes, signatures)]
+        found = sum(_found(a, b) for a, b in zip(takes, signatures))
+        print(f"  {NEAR_COPIES[kind].description:>19s}: "
+              f"recall {found}/{count}, similarity min {min(similarity):.2f} "
+              f"median {statistics.median(similarity):.2f}")
+    pairs = list(itertools.combinations(takes, 2))
+    similarity = [near_similarity(a, b) for a, b in pairs]
+    print(f"  different sentences: {sum(_found(a, b) for a, b in pairs)} false positives "
+          f"of {len(pairs)} pairs, similarity max {max(similarity):.2f}")
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--speech_mb", type=float, default=512)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sentences", type=int, default=30)
     args = parser.parse_args(argv)
     workdir = tempfile.mkdtemp(prefix="datagen-duplicates-bench-")
     try:
+        near_accuracy(workdir, args.sentences)
         corpus = os.path.join(workdir, "speech")
         megabytes = write_shards(speech_corpus(args.speech_mb), corpus, shards=8)
-        seconds: dict = {policy: [] for policy in POLICIES}
+        seconds: dict = {run: [] for run in RUNS}
         for _ in range(args.repeats):
-            for policy in POLICIES:
+            for run_name, flags in RUNS.items():
                 output = os.path.join(workdir, "out")
                 shutil.rmtree(output, ignore_errors=True)
                 warm(corpus)
                 run = measure([sys.executable, "-m", "pipelines.tar_to_tfrecord", "--input",
-                               f"{corpus}/*.tar", "--output", output, *FLAGS,
-                               "--duplicates", policy], watch=output)
-                seconds[policy].append(run.seconds)
-        median = {policy: statistics.median(times) for policy, times in seconds.items()}
+                               f"{corpus}/*.tar", "--output", output, *FLAGS, *flags],
+                              watch=output)
+                seconds[run_name].append(run.seconds)
+        median = {name: statistics.median(times) for name, times in seconds.items()}
         print(f"{megabytes:.0f} MB of speech FLAC, 1 worker, median of {args.repeats}")
-        for policy in POLICIES:
-            print(f"--duplicates {policy:4s} {median[policy]:6.1f} s "
-                  f"{megabytes / median[policy]:6.1f} MB/s")
+        for name, flags in RUNS.items():
+            print(f"{' '.join(flags):42s} {median[name]:6.1f} s "
+                  f"{megabytes / median[name]:6.1f} MB/s")
         ratio = median["off"] / median["warn"]
         print(f"warn / off: {ratio:.3f}x the rate "
               f"({'met' if ratio >= 0.95 else 'MISSED'}: >= 0.95x)")
+        print(f"near / off: {median['off'] / median['near']:.3f}x the rate (no target)")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

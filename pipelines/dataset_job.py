@@ -206,6 +206,7 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
         shuffle=opts.shuffle,
         allow_empty_splits=opts.allow_empty_splits,
         duplicates=opts.duplicates,
+        near_duplicates=opts.near_duplicates,
     )
 
 

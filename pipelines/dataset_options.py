@@ -60,6 +60,12 @@ class DatasetOptions(FlagTable, PipelineOptions):
                   "is in two splits; drop keeps one of each (in the first split of --splits, "
                   "then the first read) and filters the rest as 'duplicate', decoding the "
                   "media twice; off takes no fingerprints."),
+        Flag("near_duplicates", "splits", default=0.0, type=float, example="0.4", recorded=True,
+             help="Also find audio alike but not identical (a lossy re-encode, a take cut at "
+                  "another start): pairs whose spectral-peak landmarks are at least this "
+                  "similar (0-1; at 0.4 every MP3, AAC and Opus copy of speech measured is "
+                  "found and no two different sentences) are listed as 'near' and handled as "
+                  "--duplicates says; decodes the audio a second time. 0 (default): off."),
         Flag("label_field", "splits", default="", example="cls", recorded=True,
              help="Label field to count: the manifest records examples per split and label (e.g. "
                   "'cls' or 'json.label'); --stratify_by counts its label without it."),

@@ -75,7 +75,9 @@ def describe_dataset(output_dir: str, examples: int = 2, failures: int = 3) -> s
     if duplicates:  # --duplicates warn or fail (transforms/writer/duplicates.py)
         across = ", ".join(f"{pair} {n}" for pair, n in duplicates["across_splits"].items())
         within = ", ".join(f"{split} {n}" for split, n in duplicates["within_split"].items())
-        lines.append(f"  duplicates: {duplicates['groups']} groups of identical content "
+        near = (f" ({duplicates['near']} of them near pairs)" if duplicates.get("near")
+                else "")
+        lines.append(f"  duplicates: {duplicates['groups']} groups of identical content{near} "
                      f"(across splits: {across or 'none'}; within: {within or 'none'})"
                      + (f" in {duplicates['file']}" if duplicates["file"] else ""))
     if doc["failures"]["count"]:

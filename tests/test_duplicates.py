@@ -4,13 +4,16 @@ Corpora with planted duplicates, made by other tools: sox makes the takes
 (FLAC, and a WAV of one of them) and splices one turn into two recordings,
 `cp` copies a file under another key, GNU tar packs them into two archives.
 Every planted group is found, by the fingerprint kind it should be, and
-nothing else; `fail` publishes nothing; `off` takes no fingerprint.
+nothing else; `fail` publishes nothing; `off` takes no fingerprint. For near
+duplicates espeak-ng speaks the takes and ffmpeg and sox make the copies
+(transforms/testing/spoken.py); ffmpeg remuxes a clip from MP4 into MKV.
 """
 
 import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from pipelines import (
@@ -21,7 +24,10 @@ from pipelines import (
     tar_to_tfrecord,
 )
 from transforms.format import reader
+from transforms.recipe import fingerprints
+from transforms.testing.spoken import NEAR_COPIES, near_copy, sentences, speak
 from transforms.verify.dataset import verify_dataset
+from transforms.writer import duplicates
 from transforms.writer.duplicates import copies_to_drop
 
 FLAGS = ["--cut", "audio_windows", "--audio_fields", "flac,wav", "--features",
@@ -212,10 +218,29 @@ def test_verify_checks_the_list_against_the_manifest(corpus, tmp_path):
     moved = json.loads(lines[1])
     moved["members"][0]["split"] = "test"   # a within-train group made one across splits
     (output / "duplicates.jsonl").write_text("\n".join([lines[0], json.dumps(moved)]) + "\n")
-    (problem,) = verify_dataset(str(output))[0]
-    assert problem.startswith("duplicates.jsonl: its groups count {'train/test': 2} across")
+    problems = verify_dataset(str(output))[0]
+    assert problems[0].startswith("duplicates.jsonl: its groups count {'train/test': 2} across")
+    assert problems[1:] == [f"duplicates.jsonl: line 2: {moved['members'][0]['key']} has no "
+                            "examples in test"]
     (output / "duplicates.jsonl").write_text(lines[0] + "\n")
     assert "duplicates.jsonl: 1 groups, the manifest says 2" in verify_dataset(str(output))[0]
+
+
+def test_verify_checks_the_list_against_the_shards(corpus, tmp_path):
+    """A listed key with no examples in its split is found in the shards'
+    records; after drop, a group with both copies written is."""
+    output = tmp_path / "out"
+    _job(corpus, output, "--split_column", "split")
+    text = (output / "duplicates.jsonl").read_text()
+    (output / "duplicates.jsonl").write_text(text.replace('"copy01"', '"k03"'))
+    assert verify_dataset(str(output))[0] == [
+        "duplicates.jsonl: line 1: k03 has no examples in test"]
+    _job(corpus, tmp_path / "dropped", "--split_column", "split", "--duplicates", "drop")
+    assert verify_dataset(str(tmp_path / "dropped"))[0] == []
+    listed = tmp_path / "dropped" / "duplicates.jsonl"
+    listed.write_text(listed.read_text().replace('"wav02"', '"k03"'))
+    assert verify_dataset(str(tmp_path / "dropped"))[0] == [
+        "duplicates.jsonl: line 2: 2 of its samples have examples; --duplicates drop keeps one"]
 
 
 @pytest.mark.slow  # the Bigtable emulator
@@ -229,3 +254,115 @@ def test_copies_in_a_bigtable_table(corpus, bigtable_emulator, tmp_path):
     assert info["duplicates"]["groups"] == 2
     assert _groups(tmp_path / "out") == [(["copy01", "k01"], ["bytes:flac", "content"]),
                                          (["k02", "wav02"], ["content"])]
+
+
+SPEECH_FLAGS = ["--cut", "audio_windows", "--audio_fields", ",".join(["flac", *NEAR_COPIES]),
+                "--features", "none", "--splits", "train=0.5,test=0.5", "--allow_empty_splits",
+                "--near_duplicates", "0.4"]
+
+
+@pytest.fixture(scope="module")
+def speech(tmp_path_factory):
+    """takes.tar: eight Harvard sentences spoken by espeak-ng (t0-t7, FLAC);
+    copies.tar: a near copy of each of t0-t3, one of each NEAR_COPIES kind
+    (MP3, AAC, Opus, a FLAC cut 0.3 s later), under other keys."""
+    root = tmp_path_factory.mktemp("speech")
+    files = root / "files"
+    files.mkdir()
+    for i, text in enumerate(sentences(8)):
+        speak(text, str(files / f"t{i}.flac"), voice=i)
+    copies = [f"near{i}.{kind}" for i, kind in enumerate(NEAR_COPIES)]
+    for i, name in enumerate(copies):
+        near_copy(str(files / f"t{i}.flac"), str(files / name), name.split(".")[1])
+    _run("tar", "-cf", str(root / "takes.tar"), *[f"t{i}.flac" for i in range(8)], cwd=files)
+    _run("tar", "-cf", str(root / "copies.tar"), *copies, cwd=files)
+    return root
+
+
+def _near(output):
+    with open(output / "duplicates.jsonl") as f:
+        return sorted((sorted(m["key"] for m in g["members"]), g["kinds"], g["similarity"])
+                      for g in map(json.loads, f))
+
+
+def test_near_copies_are_found_and_nothing_else(speech, tmp_path):
+    info = tar_to_tfrecord.run(["--input", f"{speech}/*.tar", "--output",
+                                str(tmp_path / "out"), *SPEECH_FLAGS])
+    found = _near(tmp_path / "out")
+    assert [(keys, kinds) for keys, kinds, _ in found] == [
+        ([f"near{i}", f"t{i}"], ["near"]) for i in range(4)]
+    assert all(0.4 <= similarity <= 1 for _, _, similarity in found)
+    assert info["duplicates"]["near"] == 4 and "near" in info["duplicates"]["kinds"]
+    clean = tar_to_tfrecord.run(["--input", f"{speech}/takes.tar", "--output",
+                                 str(tmp_path / "clean"), *SPEECH_FLAGS])
+    assert clean["duplicates"]["groups"] == 0
+
+
+def test_drop_on_a_near_match_only_when_asked(speech, tmp_path):
+    info = tar_to_tfrecord.run(["--input", f"{speech}/*.tar", "--output",
+                                str(tmp_path / "out"), *SPEECH_FLAGS, "--duplicates", "drop",
+                                "--direct_num_workers", "2"])
+    accounting = info["accounting"]
+    assert accounting["samples_filtered_per_reason"] == {"duplicate": 4}
+    assert accounting["samples_written"] == 8
+    keys = {ex["source_key"].numpy().decode()
+            for split in ("train", "test")
+            for ex in reader.load(str(tmp_path / "out"), split, batch_size=None)}
+    assert len(keys) == 8 and all(len(keys & {f"t{i}", f"near{i}"}) == 1 for i in range(4))
+
+
+def test_near_duplicates_need_a_policy(speech, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "pipelines.tar_to_tfrecord", "--input", f"{speech}/*.tar",
+         "--output", str(tmp_path / "out"), *SPEECH_FLAGS, "--duplicates", "off"],
+        capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: --near_duplicates needs --duplicates warn, fail or drop: it says what to do "
+        "with them"]
+
+
+def test_landmarks_do_not_depend_on_how_the_audio_is_streamed():
+    """Blocks of any size give the signature one block gives: frames and peak
+    pairs cross block edges."""
+    rng = np.random.default_rng(0)
+    t = np.arange(8000 * 6) / 8000
+    audio = (np.sin(2 * np.pi * (300 + 200 * np.sin(t)) * t)
+             + 0.1 * rng.standard_normal(len(t))).astype(np.float32)
+    whole, pieces = fingerprints._Landmarks(), fingerprints._Landmarks()
+    whole.update(audio)
+    for start in range(0, len(audio), 3001):
+        pieces.update(audio[start:start + 3001])
+    assert whole.landmarks > 100
+    np.testing.assert_array_equal(whole.signature, pieces.signature)
+
+
+def test_a_band_most_samples_share_brings_no_candidates():
+    """Pairs of different keys only, and none from a band more samples share
+    than the cap (a common sound: copies share other bands too)."""
+    members = [("a", "train"), ("a", "test"), ("b", "train")]
+    assert sorted(duplicates._candidates(members)) == [
+        (("a", "test"), ("b", "train")), (("a", "train"), ("b", "train"))]
+    crowd = [(f"k{i}", "train") for i in range(duplicates._BAND_CAP + 1)]
+    assert list(duplicates._candidates(crowd)) == []
+    assert len(list(duplicates._candidates(crowd[:-1]))) == 256 * 255 // 2
+
+
+def test_one_clip_in_mp4_and_mkv(tmp_path):
+    """ffmpeg encodes a clip (H.264 with B-frames, AAC) and remuxes it into MKV
+    (`-c copy`): the MKV's frames start 64 ms later on its timeline, so the
+    sampled frames differ, but its coded streams are the MP4's."""
+    ffmpeg = ["ffmpeg", "-loglevel", "error"]
+    _run(*ffmpeg, "-f", "lavfi", "-i", "testsrc=size=160x120:rate=25", "-f", "lavfi", "-i",
+         "sine=frequency=440:sample_rate=16000", "-t", "2", "-c:v", "libx264", "-pix_fmt",
+         "yuv420p", "-c:a", "aac", "clip.mp4", cwd=tmp_path)
+    _run(*ffmpeg, "-i", "clip.mp4", "-c", "copy", "clip.mkv", cwd=tmp_path)
+    _run("sh", "-c", f"printf 'id,video\\na,{tmp_path}/clip.mp4\\nb,{tmp_path}/clip.mkv\\n' "
+         "> list.csv", cwd=tmp_path)
+    info = manifest_to_tfrecord.run([
+        "--input", f"{tmp_path}/list.csv", "--output", str(tmp_path / "out"),
+        "--media_columns", "video", "--key_column", "id", "--cut", "frames",
+        "--video_field", "video", "--audio_fields", "video", "--fps", "2",
+        "--frame_size", "64x64", "--features", "none", "--allow_empty_splits"])
+    assert info["duplicates"]["kinds"] == ["bytes", "streams", "content"]
+    assert _groups(tmp_path / "out") == [(["a", "b"], ["streams:video"])]

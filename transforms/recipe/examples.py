@@ -32,7 +32,13 @@ from transforms.media.cutting import CutOptions, cut_sample, media_fields
 from transforms.media.decoded import NoSamples
 from transforms.media.length import MediaLength, probe_length
 from transforms.recipe import sample_ops
-from transforms.recipe.fingerprints import ContentHash, member_fingerprints
+from transforms.recipe.fingerprints import (
+    NEAR,
+    ContentHash,
+    member_fingerprints,
+    near_fingerprints,
+    stream_fingerprints,
+)
 from transforms.recipe.segments import SegmentOptions, segment_samples
 from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan, Strata
 
@@ -81,6 +87,8 @@ class ExampleRecipe:
     segments: SegmentOptions = SegmentOptions()
     # Each outcome carries its sample's content fingerprints (--duplicates).
     content_fingerprints: bool = False
+    # ... and the `near` signature of its audio (--near_duplicates).
+    near_fingerprints: bool = False
 
     def __post_init__(self):
         self.segments.check(self.cut.mode)
@@ -100,8 +108,12 @@ class ExampleRecipe:
     @property
     def fingerprint_kinds(self) -> tuple:
         """The content fingerprints its samples get (transforms/recipe/fingerprints.py):
-        their media members' bytes, and with a cut the media of their examples."""
-        return ("bytes", "content") if self.cut.mode != "none" else ("bytes",)
+        their media members' bytes, their video's coded streams, with a cut
+        the media of their examples, and when asked the landmarks of their
+        audio."""
+        kinds = ("bytes",) + (("streams",) if self.cut.video_field else ()) + (
+            ("content",) if self.cut.mode != "none" else ())
+        return kinds + (NEAR,) if self.near_fingerprints else kinds
 
     def load_functions(self) -> tuple:
         """The user's sample and example functions (None where not given)."""
@@ -306,9 +318,13 @@ def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
     split, group, label = _stage("split", recipe.split_plan.assign, sample, strata)
     fingerprints, content = (), None
     if recipe.content_fingerprints:
-        fingerprints = _stage("fingerprint", member_fingerprints, sample,
-                              _media_members(sample, cut))
+        fingerprints = (_stage("fingerprint", member_fingerprints, sample,
+                               _media_members(sample, cut))
+                        + stream_fingerprints(sample, cut.video_field))
         content = ContentHash(cut.media_feature_names)
+    if recipe.near_fingerprints:
+        fingerprints += _stage("fingerprint", near_fingerprints, sample, cut.audio_fields,
+                               cut.video_field)
     return Built(split, _examples(sample, recipe, encoder, example_fn,
                                   stats if stats is not None else {}, content),
                  group, label, fingerprints, content)

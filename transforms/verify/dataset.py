@@ -10,7 +10,9 @@ every shard once in a Beam job, one shard per work item
 (transforms/verify/shards.py): framing and CRCs of every record, the gzip
 stream, the file's CRC32C against the one the writer recorded, counts and
 bytes, the record index, every record against the spec, and the media of a
-seeded sample of records decoded. `pipelines.verify` is its command line.
+seeded sample of records decoded; and the duplicate check's list against the
+manifest and the shards (transforms/verify/duplicates.py). `pipelines.verify`
+is its command line.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from transforms.format import manifest
 from transforms.format.manifest import DatasetInfo
 from transforms.runner.runtime import make_pipeline, runs_locally, wait_for
 from transforms.storage.folders import read_manifest, remove_tree
-from transforms.verify.layout import duplicates_problems, layout_problems, manifest_problems
+from transforms.verify.duplicates import duplicates_problems, sought_keys, written_problems
+from transforms.verify.layout import layout_problems, manifest_problems
 from transforms.verify.shards import ShardReport, VerifyShards
 
 __all__ = ["verify_dataset"]
@@ -59,7 +62,7 @@ def _write_reports(reports: list, path: str) -> None:
 
 
 def _check_shards(info: DatasetInfo, root: str, entries: list, media_samples: int, seed: int,
-                  options: PipelineOptions) -> list:
+                  options: PipelineOptions, sought: frozenset) -> list:
     """Every shard's ShardReport, from a Beam job."""
     total = sum(e["num_examples"] for e in entries)
     fraction = min(1.0, media_samples / total) if total else 0.0
@@ -69,7 +72,7 @@ def _check_shards(info: DatasetInfo, root: str, entries: list, media_samples: in
         pipeline = make_pipeline(options)
         _ = (pipeline
              | "Shards" >> beam.Create(entries)
-             | "Verify" >> VerifyShards(root, info.spec, info.compression, fraction, seed)
+             | "Verify" >> VerifyShards(root, info.spec, info.compression, fraction, seed, sought)
              | "Gather" >> beam.combiners.ToList()
              | "WriteReports" >> beam.Map(_write_reports, path))
         if not wait_for(pipeline.run(), options):
@@ -120,13 +123,17 @@ def verify_dataset(root: str, media_samples: int = 64, seed: int = 0,
     failure_lines = (_read(FileSystems.join(root, manifest.FAILURES_FILE)).count(b"\n")
                      if manifest.FAILURES_FILE in found else None)
     problems = layout_problems(info, found, failure_lines)
-    problems += duplicates_problems(info, _read(FileSystems.join(
-        root, manifest.DUPLICATES_FILE)).decode() if manifest.DUPLICATES_FILE in found else None)
+    duplicates = (_read(FileSystems.join(root, manifest.DUPLICATES_FILE)).decode()
+                  if manifest.DUPLICATES_FILE in found else None)
+    problems += duplicates_problems(info, duplicates)
     entries = [shard for split in info.splits.values() for shard in split["shards"]
                if shard["file"] in found]
     reports = _check_shards(info, root, entries, media_samples, seed,
-                            options or PipelineOptions([])) if entries else []
+                            options or PipelineOptions([]),
+                            sought_keys(info, duplicates)) if entries else []
     problems += [p for r in sorted(reports) for p in r.problems]
+    problems += written_problems(info, duplicates, {(r.file.split("/", 1)[0], key)
+                                                    for r in reports for key in r.found})
     examples = sum(r.num_records for r in reports)
     summary = (f"verified {root}: {examples} examples in {len(reports)} shards of "
                f"{len(info.splits)} splits ({sum(r.num_bytes for r in reports) / 1e6:.1f} MB): "

@@ -12,14 +12,13 @@ lines are not the manifest's count.
 
 from __future__ import annotations
 
-import json
 from typing import Any, Iterable, Mapping
 
 from transforms.format import manifest, tfds_metadata
 from transforms.format.manifest import TEMP_PREFIX, DatasetInfo
 from transforms.tft.preprocessing import TRANSFORM_DIRS
 
-__all__ = ["duplicates_problems", "layout_problems", "manifest_problems"]
+__all__ = ["layout_problems", "manifest_problems"]
 
 _METADATA = {manifest.MANIFEST, manifest.SCHEMA, tfds_metadata.TFDS_INFO,
              tfds_metadata.TFDS_FEATURES}
@@ -71,42 +70,6 @@ def _accounted(info: DatasetInfo, path: str) -> bool:
     if path == manifest.DUPLICATES_FILE:
         return bool(info.document.get("duplicates", {}).get("file"))
     return bool(info.transform) and path.split("/", 1)[0] in TRANSFORM_DIRS
-
-
-def duplicates_problems(info: DatasetInfo, text: str | None) -> list:
-    """What is wrong with duplicates.jsonl (`text`, None: no such file) against
-    the manifest's duplicates section: its groups, their splits, the counts."""
-    section = info.document.get("duplicates")
-    if not section or not section.get("file"):
-        return []
-    where = manifest.DUPLICATES_FILE
-    if text is None:
-        return []  # listed as missing by the layout check
-    try:
-        groups = [json.loads(line) for line in text.splitlines()]
-    except ValueError as e:
-        return [f"{where}: not JSON lines: {e}"]
-    problems = []
-    if len(groups) != section["groups"]:
-        problems.append(f"{where}: {len(groups)} groups, the manifest says {section['groups']}")
-    across: dict = {}
-    within: dict = {}
-    names = list(info.splits)
-    for number, group in enumerate(groups, 1):
-        splits = sorted({m["split"] for m in group["members"]}, key=names.index)
-        if any(s not in names for s in splits) or len({m["key"] for m in group["members"]}) < 2:
-            problems.append(f"{where}: line {number} is not two samples of known splits")
-            continue
-        if len(splits) == 1:
-            within[splits[0]] = within.get(splits[0], 0) + 1
-        for i, first in enumerate(splits):
-            for second in splits[i + 1:]:
-                across[f"{first}/{second}"] = across.get(f"{first}/{second}", 0) + 1
-    if (across, within) != (section["across_splits"], section["within_split"]):
-        problems.append(f"{where}: its groups count {across} across splits and {within} "
-                        f"within, the manifest {section['across_splits']} and "
-                        f"{section['within_split']}")
-    return problems
 
 
 def layout_problems(info: DatasetInfo, found: Iterable[str],

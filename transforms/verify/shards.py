@@ -11,6 +11,9 @@ and checks that:
   make, and its CRC32C the manifest's;
 - every record is a tf.train.Example of the manifest's spec, and the media of a
   seeded sample of them decode (transforms/verify/examples.py).
+
+It also notes which of the `sought` recordings (the duplicate check's list)
+its records come from, by their `source_key`.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import google_crc32c
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.format.example_check import example_problems, parse_example
+from transforms.format.example_check import example_problems, parse_example, stored_values
 from transforms.format.record_index import index_text
 from transforms.format.spec import FeatureSpec
 from transforms.verify.examples import media_problems
@@ -32,6 +35,9 @@ from transforms.verify.records import RecordStream
 __all__ = ["ShardReport", "VerifyShards", "check_shard", "chosen_for_decoding"]
 
 _READ_CHUNK = 8 << 20
+# The feature naming the sample (the recording, for a segment) an example is
+# cut from (transforms/media/cutting.py).
+SOURCE_KEY = "source_key"
 # Problems listed per shard: a shard broken throughout says so in a few lines.
 _PROBLEMS_SHOWN = 10
 
@@ -44,6 +50,7 @@ class ShardReport(NamedTuple):
     num_bytes: int       # their bytes
     num_decoded: int     # records whose media were decoded
     problems: tuple      # each "file: what is wrong"
+    found: tuple = ()    # the `sought` source keys its records hold
 
 
 def chosen_for_decoding(seed: int, file: str, number: int, fraction: float) -> bool:
@@ -64,12 +71,13 @@ def _read(path: str) -> bytes:
 
 def check_shard(root: str, entry: Mapping[str, Any], spec: FeatureSpec, compression: str,
                 decode: Callable[[int], bool], read_chunks: Callable = _chunks,
-                read_file: Callable = _read) -> ShardReport:
+                read_file: Callable = _read, sought: frozenset = frozenset()) -> ShardReport:
     """Verifies the shard of manifest `entry` under `root`; `decode(number)` says
-    whether to decode a record's media. `read_chunks(path)` yields a file's
-    bytes, `read_file(path)` returns them (Beam's filesystems by default)."""
+    whether to decode a record's media; the report says which `sought` source
+    keys it holds. `read_chunks(path)` yields a file's bytes, `read_file(path)`
+    returns them (Beam's filesystems by default)."""
     name = entry["file"]
-    problems, decoded, num_bytes = [], 0, 0
+    problems, decoded, num_bytes, found_keys = [], 0, 0, set()
     stream = RecordStream(read_chunks(f"{root}/{name}"), compression)
     for record in stream:
         num_bytes += len(record.data)
@@ -80,6 +88,9 @@ def check_shard(root: str, entry: Mapping[str, Any], spec: FeatureSpec, compress
             problems.append(f"{where}: {e}")
             continue
         found = example_problems(example, spec)
+        if sought and not found:
+            found_keys.update(key.decode() for key in stored_values(example, SOURCE_KEY, "bytes")
+                              if key.decode() in sought)
         if not found and decode(record.number):
             count, found = media_problems(example, spec)
             decoded += count > 0
@@ -98,7 +109,8 @@ def check_shard(root: str, entry: Mapping[str, Any], spec: FeatureSpec, compress
     shown = [f"{name}: {p}" for p in problems[:_PROBLEMS_SHOWN]]
     if len(problems) > _PROBLEMS_SHOWN:
         shown.append(f"{name}: … and {len(problems) - _PROBLEMS_SHOWN} more problems")
-    return ShardReport(name, num_records, num_bytes, decoded, tuple(shown))
+    return ShardReport(name, num_records, num_bytes, decoded, tuple(shown),
+                       tuple(sorted(found_keys)))
 
 
 def _index_problems(root: str, index: Mapping[str, str], sizes: list,
@@ -117,8 +129,9 @@ def _index_problems(root: str, index: Mapping[str, str], sizes: list,
 
 class _CheckShardFn(beam.DoFn):
     def __init__(self, root: str, spec: FeatureSpec, compression: str, decode_fraction: float,
-                 seed: int):
+                 seed: int, sought: frozenset):
         self._root = root
+        self._sought = sought
         self._spec = spec
         self._compression = compression
         self._fraction = decode_fraction
@@ -128,7 +141,8 @@ class _CheckShardFn(beam.DoFn):
         def decode(number: int) -> bool:
             return chosen_for_decoding(self._seed, entry["file"], number, self._fraction)
 
-        report = check_shard(self._root, entry, self._spec, self._compression, decode)
+        report = check_shard(self._root, entry, self._spec, self._compression, decode,
+                             sought=self._sought)
         beam.metrics.Metrics.counter("datagen", "records_verified").inc(report.num_records)
         yield report
 
@@ -136,12 +150,13 @@ class _CheckShardFn(beam.DoFn):
 class VerifyShards(beam.PTransform):
     """Manifest shard entries -> a ShardReport each (see `check_shard`), the
     shards spread over the workers. Each record's media are decoded with
-    probability `decode_fraction`, chosen by `seed`."""
+    probability `decode_fraction`, chosen by `seed`; the `sought` source keys
+    found are reported."""
 
     def __init__(self, root: str, spec: FeatureSpec, compression: str,
-                 decode_fraction: float, seed: int = 0):
+                 decode_fraction: float, seed: int = 0, sought: frozenset = frozenset()):
         super().__init__()
-        self._fn = _CheckShardFn(root, spec, compression, decode_fraction, seed)
+        self._fn = _CheckShardFn(root, spec, compression, decode_fraction, seed, sought)
 
     def expand(self, entries):
         return (entries

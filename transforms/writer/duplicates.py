@@ -20,21 +20,30 @@ or more keys go on), and the final step reports them by --duplicates:
 - `off`: no fingerprint is taken.
 
 Copies within one split are counted and listed; only `drop` drops them.
+
+With --near_duplicates S, samples whose audio is alike but not identical (a
+lossy re-encode, another start) are found too: their `near` signatures
+(transforms/recipe/fingerprints.py) meet under locality-sensitive band keys,
+each pair of estimated similarity S or more is a group of its own (kind
+`near`, with its similarity), and the policy above applies to them as to
+identical content.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Iterable, NamedTuple, Sequence
+from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import apache_beam as beam
 
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.sample import KEY, URL
 from transforms.recipe.examples import ExampleRecipe, convert_sample
+from transforms.recipe.fingerprints import NEAR, near_bands, near_similarity
 from transforms.sources.units import WorkUnit, recipe_samples_of, streaming
 
-__all__ = ["POLICIES", "DuplicateGroup", "DuplicatesToDrop", "FindDuplicates", "copies_to_drop",
+__all__ = ["POLICIES", "DuplicateGroup", "DuplicatesToDrop", "FindDuplicates", "SharedContent",
+           "copies_to_drop",
            "dropped_message", "duplicates_lines", "duplicates_message",
            "duplicates_summary"]
 
@@ -42,30 +51,138 @@ POLICIES = ("off", "warn", "fail", "drop")
 
 
 class DuplicateGroup(NamedTuple):
-    """Samples of one content: the fingerprint kinds that matched, and each
-    member's (key, split, url), sorted."""
+    """Samples of one content: the fingerprint kinds that matched, each
+    member's (key, split, url), sorted, and for a `near` pair its estimated
+    similarity (1.0 for identical content)."""
 
     kinds: tuple
     members: tuple
+    similarity: float = 1.0
 
     @property
     def splits(self) -> tuple:
         return tuple(sorted({split for _, split, _ in self.members}))
 
 
-def _merged(fingerprint_groups: Iterable[tuple]) -> list[DuplicateGroup]:
-    """(kind, [(key, split, url), ...]) per fingerprint -> one group per set of
-    samples, its kinds merged (a copied file matches by bytes and by content)."""
+def _merged(found: Iterable[tuple]) -> list[DuplicateGroup]:
+    """(kind, [(key, split, url), ...], similarity) of each shared fingerprint
+    and near pair -> one group per set of identical samples, its kinds merged
+    (a copied file matches by bytes and by content), and one per near pair
+    not within such a set."""
     by_members: dict = {}
-    for kind, members in fingerprint_groups:
-        by_members.setdefault(tuple(sorted(set(members))), set()).add(kind)
-    return sorted(DuplicateGroup(tuple(sorted(kinds)), members)
-                  for members, kinds in by_members.items())
+    near = []
+    for kind, members, similarity in found:
+        members = tuple(sorted(set(members)))
+        if kind == NEAR:
+            near.append(DuplicateGroup((NEAR,), members, round(similarity, 3)))
+        else:
+            by_members.setdefault(members, set()).add(kind)
+    identical = [DuplicateGroup(tuple(sorted(kinds)), members)
+                 for members, kinds in by_members.items()]
+    keys_of = [{key for key, _, _ in group.members} for group in identical]
+    near = [group for group in near
+            if not any({key for key, _, _ in group.members} <= keys for keys in keys_of)]
+    return sorted(identical + near)
+
+
+# A band key more samples share than this is a common sound, not a copy: its
+# pairs are not candidates (a copy shares other bands with its original).
+_BAND_CAP = 256
+
+
+def _candidates(members: Sequence[tuple]) -> Iterator[tuple]:
+    """(member, member) of each pair of samples of different keys that share a
+    band key; none from a band more than _BAND_CAP share."""
+    distinct = sorted(set(members))
+    if len(distinct) > _BAND_CAP:
+        beam.metrics.Metrics.counter("datagen", "near_bands_skipped").inc()
+        return
+    for i, first in enumerate(distinct):
+        for second in distinct[i + 1:]:
+            if first[0] != second[0]:
+                yield first, second
+
+
+def _scored(second: tuple, joined: dict, threshold: float) -> Iterator[tuple]:
+    """(`near`, [first, second], similarity) of each candidate pair of `second`
+    alike to `threshold` or more; `joined` holds its digest and the (first,
+    first's digest) of its pairs."""
+    for digest in joined["digest"]:
+        for first, other in joined["firsts"]:
+            similarity = near_similarity(other, digest)
+            if similarity >= threshold:
+                yield NEAR, [first, second], similarity
+
+
+class _NearPairs(beam.PTransform):
+    """(member, near digest) of each sample -> (`near`, [member, member],
+    similarity) of each pair alike to `threshold` or more. The pairs that
+    share a band key are the candidates; each is joined with its two digests
+    by member, so no digest is shuffled more than twice per pair."""
+
+    def __init__(self, threshold: float):
+        super().__init__()
+        self._threshold = threshold
+
+    def expand(self, digests):
+        threshold = self._threshold
+        candidates = (
+            digests
+            | "Bands" >> beam.FlatMapTuple(lambda member, digest: (
+                (band, member) for band in near_bands(digest)))
+            | "ByBand" >> beam.GroupByKey()
+            | "Candidates" >> beam.FlatMap(lambda band_members: _candidates(band_members[1]))
+            | "DistinctPairs" >> beam.Distinct())
+        firsts = (
+            {"pairs": candidates, "digest": digests}
+            | "JoinFirst" >> beam.CoGroupByKey()
+            | "FirstDigest" >> beam.FlatMapTuple(lambda first, joined: (
+                (second, (first, digest))
+                for digest in joined["digest"] for second in joined["pairs"])))
+        return ({"firsts": firsts, "digest": digests}
+                | "JoinSecond" >> beam.CoGroupByKey()
+                | "Score" >> beam.FlatMapTuple(
+                    lambda second, joined: _scored(second, joined, threshold)))
+
+
+class SharedContent(beam.PTransform):
+    """((kind, digest), member) of each sample's fingerprints, a member being a
+    tuple whose first item is the sample's key -> (kind, [member, ...],
+    similarity) of each digest two or more keys share (similarity 1.0) and,
+    with a `near_threshold`, of each near pair (kind `near`). Only
+    fingerprint-sized records are shuffled."""
+
+    def __init__(self, near_threshold: float = 0.0):
+        super().__init__()
+        self._threshold = near_threshold
+
+    def expand(self, fingerprints):
+        identical = (
+            fingerprints
+            | "Exact" >> beam.Filter(lambda kv: kv[0][0] != NEAR)
+            | "ByFingerprint" >> beam.GroupByKey()
+            # ((kind, digest), [member, ...])
+            | "Shared" >> beam.Filter(lambda kv: len({m[0] for m in kv[1]}) > 1)
+            | "Kind" >> beam.MapTuple(lambda fingerprint, members: (fingerprint[0],
+                                                                    sorted(members), 1.0)))
+        if not self._threshold:
+            return identical
+        near = (
+            fingerprints
+            | "Near" >> beam.Filter(lambda kv: kv[0][0] == NEAR)
+            | "ByMember" >> beam.MapTuple(lambda fingerprint, member: (member, fingerprint[1]))
+            | "NearPairs" >> _NearPairs(self._threshold))
+        return (identical, near) | "Both" >> beam.Flatten()
 
 
 class FindDuplicates(beam.PTransform):
-    """Unit receipts -> (kind, [(key, split, url), ...]) of every fingerprint
-    two or more samples share."""
+    """Unit receipts -> (kind, [(key, split, url), ...], similarity) of every
+    fingerprint two or more samples share, and of every near pair alike to
+    `near_threshold` or more (see SharedContent)."""
+
+    def __init__(self, near_threshold: float = 0.0):
+        super().__init__()
+        self._threshold = near_threshold
 
     def expand(self, receipts):
         return (
@@ -73,11 +190,7 @@ class FindDuplicates(beam.PTransform):
             | "Fingerprints" >> beam.FlatMap(
                 lambda r: (((kind, digest), (key, split, url))
                            for kind, digest, split, key, url in r.fingerprints))
-            | "ByFingerprint" >> beam.GroupByKey()
-            # ((kind, digest), [(key, split, url), ...])
-            | "Shared" >> beam.Filter(lambda kv: len({key for key, _, _ in kv[1]}) > 1)
-            | "Kind" >> beam.MapTuple(lambda fingerprint, members: (fingerprint[0],
-                                                                    sorted(members))))
+            | "SharedContent" >> SharedContent(self._threshold))
 
 
 def _pair(splits: Sequence[str], order: Sequence[str]) -> str:
@@ -86,11 +199,12 @@ def _pair(splits: Sequence[str], order: Sequence[str]) -> str:
     return f"{first}/{second}"
 
 
-def duplicates_summary(fingerprint_groups: Iterable[tuple], split_order: Sequence[str],
+def duplicates_summary(found: Iterable[tuple], split_order: Sequence[str],
                        kinds: Sequence[str]) -> tuple[dict, list[DuplicateGroup]]:
-    """({"kinds", "groups", "across_splits": {"train/test": n}, "within_split":
-    {"train": n}}, the merged groups) from FindDuplicates' output."""
-    groups = _merged(fingerprint_groups)
+    """({"kinds", "groups", "near": pairs, "across_splits": {"train/test": n},
+    "within_split": {"train": n}}, the merged groups) from FindDuplicates'
+    output; `near` only when `kinds` has it."""
+    groups = _merged(found)
     across: dict = {}
     within: dict = {}
     for group in groups:
@@ -102,36 +216,48 @@ def duplicates_summary(fingerprint_groups: Iterable[tuple], split_order: Sequenc
                     across[pair] = across.get(pair, 0) + 1
         else:
             within[splits[0]] = within.get(splits[0], 0) + 1
-    return ({"kinds": list(kinds), "groups": len(groups),
-             "across_splits": dict(sorted(across.items())),
-             "within_split": dict(sorted(within.items()))}, groups)
+    summary = {"kinds": list(kinds), "groups": len(groups),
+               "across_splits": dict(sorted(across.items())),
+               "within_split": dict(sorted(within.items()))}
+    if NEAR in kinds:
+        summary["near"] = sum(group.kinds == (NEAR,) for group in groups)
+    return summary, groups
 
 
 def duplicates_lines(groups: Iterable[DuplicateGroup]) -> str:
-    """duplicates.jsonl: a line per group of identical content."""
+    """duplicates.jsonl: a line per group of identical content, or near pair
+    (with its `similarity`)."""
     return "".join(json.dumps({
         "kinds": list(group.kinds), "splits": list(group.splits),
         "members": [{"key": key, "split": split, "url": url}
-                    for key, split, url in group.members]}, sort_keys=True) + "\n"
+                    for key, split, url in group.members],
+        **({"similarity": group.similarity} if group.kinds == (NEAR,) else {})},
+        sort_keys=True) + "\n"
         for group in groups)
 
 
 def duplicates_message(summary: dict, groups: Sequence[DuplicateGroup], where: str) -> str:
     """'3 recordings appear in more than one split (train/test 2, ...): first: a
-    (train) = b (test); list in <where>'."""
+    (train) = b (test); list in <where>', with how many of them are near."""
     across = [group for group in groups if len(group.splits) > 1]
     pairs = ", ".join(f"{pair} {n}" for pair, n in summary["across_splits"].items())
     first = " = ".join(f"{key} ({split})" for key, split, _ in across[0].members[:3])
+    if across[0].kinds == (NEAR,):
+        first += f" (near, similarity {across[0].similarity})"
     many = f"{len(across)} recordings appear" if len(across) > 1 else "1 recording appears"
-    return f"{many} in more than one split ({pairs}): first: {first}; list in {where}"
+    near = sum(group.kinds == (NEAR,) for group in across)
+    alike = f"; {near} of them near, not identical" if near else ""
+    return f"{many} in more than one split ({pairs}{alike}): first: {first}; list in {where}"
 
 
 def dropped_message(summary: dict, where: str) -> str:
     """'2 groups of identical content, one sample of each kept (across splits:
-    train/test 1; within: test 1); list in <where>'."""
+    train/test 1; within: test 1); list in <where>'. A sample near two others
+    that are not alike may go with both."""
     across = ", ".join(f"{pair} {n}" for pair, n in summary["across_splits"].items())
     within = ", ".join(f"{split} {n}" for split, n in summary["within_split"].items())
-    return (f"--duplicates drop: {summary['groups']} groups of identical content, one sample "
+    near = f" ({summary['near']} of them near pairs)" if summary.get("near") else ""
+    return (f"--duplicates drop: {summary['groups']} groups of identical content{near}, one sample "
             f"of each kept, the rest filtered as 'duplicate' (across splits: {across or 'none'}; "
             f"within: {within or 'none'}); list in {where}")
 
@@ -188,11 +314,12 @@ class DuplicatesToDrop(beam.PTransform):
     each copy `--duplicates drop` drops}: every sample fingerprinted in a pass
     before the conversion (with `strata`, the stratified splits' side input)."""
 
-    def __init__(self, recipe: ExampleRecipe, reader, strata=None):
+    def __init__(self, recipe: ExampleRecipe, reader, strata=None, near_threshold: float = 0.0):
         super().__init__()
         self._recipe = recipe
         self._reader = reader
         self._strata = strata
+        self._threshold = near_threshold
 
     def expand(self, units):
         side = {} if self._strata is None else {"strata": beam.pvalue.AsSingleton(self._strata)}
@@ -200,14 +327,13 @@ class DuplicatesToDrop(beam.PTransform):
         shared = (
             units
             | "Fingerprint" >> beam.ParDo(_FingerprintFn(self._recipe, self._reader), **side)
-            | "ByFingerprint" >> beam.GroupByKey()
-            # ((kind, digest), [(key, split, url, order), ...])
-            | "Shared" >> beam.Filter(lambda kv: len({m[0] for m in kv[1]}) > 1))
+            # (kind, [(key, split, url, order), ...], similarity)
+            | "SharedContent" >> SharedContent(self._threshold))
         return {
-            "groups": shared | "Kind" >> beam.MapTuple(
-                lambda fingerprint, members: (fingerprint[0],
-                                              sorted({m[:3] for m in members}))),
+            "groups": shared | "Members" >> beam.MapTuple(
+                lambda kind, members, similarity: (kind, sorted({m[:3] for m in members}),
+                                                   similarity)),
             "dropped": (shared
-                        | "Copies" >> beam.FlatMap(lambda kv: copies_to_drop(kv[1], order))
+                        | "Copies" >> beam.FlatMap(lambda group: copies_to_drop(group[1], order))
                         | "Distinct" >> beam.Distinct()),
         }

@@ -97,6 +97,7 @@ class DatasetConfig:
     shuffle: str = "none"
     allow_empty_splits: bool = False
     duplicates: str = "warn"   # transforms/writer/duplicates.py POLICIES
+    near_duplicates: float = 0.0  # the similarity of a near pair; 0: none looked for
 
     @property
     def fingerprint(self) -> str:
@@ -112,10 +113,17 @@ class DatasetConfig:
         if self.duplicates not in POLICIES:
             raise ValueError(f"--duplicates {self.duplicates!r}: expected one of "
                              f"{', '.join(POLICIES)}")
-        if (self.duplicates != "off") != self.recipe.content_fingerprints:
+        if not 0 <= self.near_duplicates <= 1:
+            raise ValueError(f"--near_duplicates {self.near_duplicates}: a similarity from 0 "
+                             "(off) to 1")
+        if self.near_duplicates and self.duplicates == "off":
+            raise ValueError("--near_duplicates needs --duplicates warn, fail or drop: it "
+                             "says what to do with them")
+        fingerprints = {"content_fingerprints": self.duplicates != "off",
+                        "near_fingerprints": bool(self.near_duplicates)}
+        if any(getattr(self.recipe, name) != value for name, value in fingerprints.items()):
             # The recipe takes the fingerprints the check needs, and only then.
-            object.__setattr__(self, "recipe", dataclasses.replace(
-                self.recipe, content_fingerprints=self.duplicates != "off"))
+            object.__setattr__(self, "recipe", dataclasses.replace(self.recipe, **fingerprints))
         if self.num_shards and self.shuffle != "global":
             raise ValueError("--num_shards needs --shuffle global: the default writer rolls "
                              "shards at --shard_size_mb where the examples are built")
@@ -231,7 +239,8 @@ class WriteDataset(beam.PTransform):
             from transforms.tft.stage import AnalyzeTrainSplit
             analysis = units | "Preprocess" >> AnalyzeTrainSplit(
                 config.preprocessing, reader, recipe, self._run.temp_dir, strata)
-        duplicates = (units | "DuplicatesToDrop" >> DuplicatesToDrop(recipe, reader, strata)
+        duplicates = (units | "DuplicatesToDrop" >> DuplicatesToDrop(
+            recipe, reader, strata, config.near_duplicates)
                       if config.duplicates == "drop" else None)
         pending = units | "SkipCommitted" >> SkipCommitted(self._run, reader.splittable)
         converted = pending.units | "Convert" >> ConvertUnits(
@@ -292,7 +301,7 @@ class WriteDataset(beam.PTransform):
                   | "GroupSplits" >> beam.FlatMap(lambda r: r.groups)  # (group key, split)
                   | "SplitGroups" >> SplitGroups())
         if duplicates is None:
-            duplicates = receipts | "FindDuplicates" >> FindDuplicates()
+            duplicates = receipts | "FindDuplicates" >> FindDuplicates(config.near_duplicates)
         return {
             "planned": planned,
             "shards": shards,

@@ -1,0 +1,80 @@
+"""Real speech and its near copies, made by other tools: espeak-ng speaks
+distinct sentences in a few voices, sox stores them as 16 kHz FLAC, and
+ffmpeg and sox make the copies a corpus gathers by accident (a lossy
+re-encode, a take cut at another start). The near-duplicate tests and
+benchmark (tests/test_duplicates.py, benchmarks/duplicates_bench.py) measure
+against these; the CLIs are Debian's (`make media-tools` installs them).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import NamedTuple
+
+__all__ = ["NEAR_COPIES", "NearCopy", "near_copy", "sentences", "speak"]
+
+# The first Harvard sentences (IEEE 1969): phonetically balanced, no two alike.
+_HARVARD = (
+    "The birch canoe slid on the smooth planks.", "Glue the sheet to the dark blue background.",
+    "It's easy to tell the depth of a well.", "These days a chicken leg is a rare dish.",
+    "Rice is often served in round bowls.", "The juice of lemons makes fine punch.",
+    "The box was thrown beside the parked truck.", "The hogs were fed chopped corn and garbage.",
+    "Four hours of steady work faced us.", "Large size in stockings is hard to sell.",
+    "The boy was there when the sun rose.", "A rod is used to catch pink salmon.",
+    "The source of the huge river is the clear spring.", "Kick the ball straight and follow "
+    "through.", "Help the woman get back to her feet.", "A pot of tea helps to pass the evening.",
+    "Smoky fires lack flame and heat.", "The soft cushion broke the man's fall.",
+    "The salt breeze came across from the sea.", "The girl at the booth sold fifty bonds.",
+    "The small pup gnawed a hole in the sock.", "The fish twisted and turned on the bent hook.",
+    "Press the pants and sew a button on the vest.", "The swan dive was far short of perfect.",
+    "The beauty of the view stunned the young boy.", "Two blue fish swam in the tank.",
+    "Her purse was full of useless trash.", "The colt reared and threw the tall rider.",
+    "It snowed, rained, and hailed the same morning.", "Read verse out loud for pleasure.",
+)
+_VOICES = (("en-us", 45, 160), ("en", 60, 150), ("en-us+f3", 50, 170), ("en+m3", 35, 140))
+
+class NearCopy(NamedTuple):
+    """How one kind of near copy is made: `command` a template of `{source}`
+    and `{target}`."""
+
+    description: str
+    command: tuple
+
+
+# By the extension of the copy made.
+NEAR_COPIES = {
+    "mp3": NearCopy("MP3 at 64 kb/s", ("ffmpeg", "-loglevel", "error", "-i", "{source}",
+                                       "-b:a", "64k", "{target}")),
+    "m4a": NearCopy("AAC at 96 kb/s", ("ffmpeg", "-loglevel", "error", "-i", "{source}",
+                                       "-c:a", "aac", "-b:a", "96k", "{target}")),
+    "opus": NearCopy("Opus at 24 kb/s", ("ffmpeg", "-loglevel", "error", "-i", "{source}",
+                                         "-c:a", "libopus", "-b:a", "24k", "{target}")),
+    # Lossless, but no sample is where it was.
+    "flac": NearCopy("cut 0.3 s later", ("sox", "{source}", "{target}", "trim", "0.3")),
+}
+
+
+def sentences(count: int) -> list[str]:
+    """The first `count` (up to 30) Harvard sentences."""
+    if count > len(_HARVARD):
+        raise ValueError(f"{count} sentences asked; there are {len(_HARVARD)}")
+    return list(_HARVARD[:count])
+
+
+def speak(text: str, target: str, voice: int = 0) -> None:
+    """`text` spoken by espeak-ng in one of its voices, as 16 kHz mono FLAC at `target`."""
+    name, pitch, speed = _VOICES[voice % len(_VOICES)]
+    wav = target + ".wav"
+    subprocess.run(["espeak-ng", "-v", name, "-p", str(pitch), "-s", str(speed), "-w", wav,
+                    text], check=True, capture_output=True)
+    subprocess.run(["sox", wav, "-r", "16000", "-c", "1", "-b", "16", target], check=True,
+                   capture_output=True)
+    os.remove(wav)
+
+
+def near_copy(source: str, target: str, kind: str) -> None:
+    """A near copy of the FLAC at `source`, made as NEAR_COPIES[kind] says."""
+    command = [part.format(source=source, target=target)
+               for part in NEAR_COPIES[kind].command]
+    subprocess.run(command, check=True, capture_output=True)
