@@ -69,7 +69,7 @@ bench: $(VENV)/.installed
 clean:
 	rm -rf $(DEMO) benchmarks/out .pytest_cache .hypothesis
 
-# --- Dataflow flex templates (README: "Flex templates") ---------------------
+# --- Dataflow flex templates (docs/dataflow.md: "Flex templates") ---------------------
 # Needs the Google Cloud CLI (and Docker for template-image-local). One image,
 # tagged once per pipeline, is both the launcher and the workers' SDK container.
 PROJECT    ?=

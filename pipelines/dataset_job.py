@@ -159,7 +159,7 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
                          "or tf.Transform preprocessing, which decide over the whole input")
     workers = options.view_as(DirectOptions).direct_num_workers
     if opts.shuffle == "global" and runs_locally(options) and workers != 1:
-        # README, "Writer layouts": Beam 2.77's local runner sends a stage's input
+        # docs/writing.md, "--shuffle global": Beam 2.77's local runner sends a stage's input
         # to its workers through a stream a background thread flushes every
         # second without a lock, dropping whatever is written meanwhile.
         raise ValueError(

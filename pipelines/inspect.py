@@ -13,8 +13,6 @@ stage; as a PNG, or an HTML page holding the summary and the PNG.
 from __future__ import annotations
 
 import argparse
-import base64
-import html
 import json
 import sys
 
@@ -46,6 +44,7 @@ def describe_dataset(output_dir: str, examples: int = 2, failures: int = 3) -> s
     import tensorflow as tf
 
     from transforms.format import reader
+    from transforms.format.durations import describe_durations
 
     info = reader.load_info(output_dir)
     doc = info.document
@@ -66,6 +65,9 @@ def describe_dataset(output_dir: str, examples: int = 2, failures: int = 3) -> s
     for name, split in info.splits.items():
         lines.append(f"    {name:<8} {split['num_examples']:>9} examples "
                      f"{split['num_bytes'] / 1e6:>10.2f} MB in {len(split['shards'])} shards")
+        durations = describe_durations(split.get("durations", {}))
+        if durations:
+            lines.append(f"             durations: {durations}")
         if "label_counts" in split:  # --label_field or --stratify_by
             lines.append("             labels: " + ", ".join(
                 f"{label} {n}" for label, n in sorted(split["label_counts"].items())))
@@ -107,15 +109,12 @@ def write_report(output_dir: str, path: str, text: str, max_examples: int) -> No
 
     from transforms.report.figure import draw
     from transforms.report.gather import gather
+    from transforms.report.page import html_page
 
-    png = draw(gather(output_dir, max_examples=max_examples))
-    if path.endswith((".html", ".htm")):
-        image = base64.b64encode(png).decode("ascii")
-        data = (f"<!doctype html><meta charset=utf-8><title>{html.escape(output_dir)}</title>"
-                f"<pre>{html.escape(text)}</pre><img alt='dataset report' "
-                f"src='data:image/png;base64,{image}'>\n").encode("utf-8")
-    else:
-        data = png
+    view = gather(output_dir, max_examples=max_examples)
+    png = draw(view)
+    data = (html_page(view, text, png).encode("utf-8") if path.endswith((".html", ".htm"))
+            else png)
     with tf.io.gfile.GFile(path, "wb") as f:
         f.write(data)
 

@@ -4,7 +4,7 @@ The corpus (pipelines.sample_corpus --kind av: 4 tar shards of 8 samples of
 1.5 s H.264 clips with FLAC or AAC voices, 24 speakers, one broken sample)
 is cut into single frames with their audio window. The dry run reads the
 first shard whole and builds its samples; its projection is compared with a
-real run of the same command. The stated error (README, "Plan before
+real run of the same command. The stated error (docs/command_line.md, "Plan before
 spending"): total examples and bytes within 15% when the dry run reads a
 quarter of such a corpus.
 """

@@ -29,7 +29,7 @@ BELOW = {
     "testing": {"format", "media", "testing"},
     "runner": {"runner"},
     "storage": {"format", "storage"},
-    "report": {"format", "report"},
+    "report": {"format", "media", "report"},  # media: it decodes whole recordings
     "sources": {"format", "recipe", "runner", "sources", "storage"},
     "tft": {"format", "media", "recipe", "runner", "sources", "tft"},
     "writer": {"format", "media", "recipe", "runner", "sources", "storage", "tft", "writer"},

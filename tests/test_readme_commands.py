@@ -1,7 +1,8 @@
-"""Every command and marked Python program README.md shows, run as written on the
-demo corpus.
+"""Every command and marked Python program the README and the docs pages show,
+run as written on the demo corpus; and every relative link between them.
 
-The README's code blocks holding `python -m pipelines.X` commands run in order,
+The pages' code blocks holding `python -m pipelines.X` commands run in order
+(the README first, then the docs pages in the order of its table of them),
 in one scratch folder holding what `make demo` makes first (`demo/corpus`,
 written with the Makefile's own sample_corpus flags), with the Bigtable
 emulator at hand. Each must exit 0 without a traceback. A block marked
@@ -26,17 +27,37 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _MARK = "<!-- readme-test: flags only"
 
 
+def _pages() -> list:
+    """README.md, then the docs pages in the order its table lists them, then
+    any page it does not list (test_every_docs_page_is_in_the_readme fails)."""
+    readme = open(os.path.join(REPO, "README.md")).read()
+    listed = re.findall(r"(?m)^\| \[[^]]+\]\((docs/[\w.-]+\.md)\)", readme)
+    others = sorted(f"docs/{name}" for name in os.listdir(os.path.join(REPO, "docs"))
+                    if name.endswith(".md") and f"docs/{name}" not in listed)
+    return ["README.md", *listed, *others]
+
+
+def _text(page: str) -> str:
+    with open(os.path.join(REPO, page)) as f:
+        return f.read()
+
+
+def _all_text() -> str:
+    return "\n".join(_text(page) for page in _pages())
+
+
 def _blocks() -> list:
-    """(flags only?, [command argv, ...]) per README code block with commands."""
-    text = open(os.path.join(REPO, "README.md")).read()
+    """(flags only?, [command argv, ...]) per code block with commands, in page order."""
     found = []
-    for match in re.finditer(r"(?m)^```[a-z]*\n(.*?)^```", text, re.S):
-        before = text[:match.start()].rstrip().rsplit("\n", 1)[-1]
-        lines = match.group(1).replace("\\\n", " ").splitlines()
-        commands = [shlex.split(line, comments=True) for line in lines
-                    if line.startswith("python -m pipelines.")]
-        if commands:
-            found.append((before.startswith(_MARK), commands))
+    for page in _pages():
+        text = _text(page)
+        for match in re.finditer(r"(?m)^```[a-z]*\n(.*?)^```", text, re.S):
+            before = text[:match.start()].rstrip().rsplit("\n", 1)[-1]
+            lines = match.group(1).replace("\\\n", " ").splitlines()
+            commands = [shlex.split(line, comments=True) for line in lines
+                        if line.startswith("python -m pipelines.")]
+            if commands:
+                found.append((before.startswith(_MARK), commands))
     return found
 
 
@@ -60,7 +81,7 @@ def _demo_corpus_argv() -> list:
     return shlex.split(line.replace("$(DEMO)", "demo"))
 
 
-def test_the_readme_has_runnable_and_flags_only_blocks():
+def test_the_pages_have_runnable_and_flags_only_blocks():
     blocks = _blocks()
     assert sum(1 for flags_only, _ in blocks if not flags_only) >= 4
     assert sum(1 for flags_only, _ in blocks if flags_only) >= 2
@@ -76,7 +97,7 @@ def scratch(tmp_path_factory):
     return folder
 
 
-def test_every_readme_command_runs_as_written(scratch, bigtable_emulator):
+def test_every_command_runs_as_written(scratch, bigtable_emulator):
     env = {**os.environ, "PYTHONPATH": REPO}
     ran = 0
     for flags_only, commands in _blocks():
@@ -99,13 +120,13 @@ def test_every_readme_command_runs_as_written(scratch, bigtable_emulator):
 
 
 def _python_blocks() -> list:
-    """The README's Python blocks marked `<!-- readme-test: python -->`: programs
+    """The pages' Python blocks marked `<!-- readme-test: python -->`: programs
     that run as written in the scratch folder."""
-    text = open(os.path.join(REPO, "README.md")).read()
+    text = _all_text()
     return re.findall(r"(?m)^<!-- readme-test: python -->\n```python\n(.*?)^```", text, re.S)
 
 
-def test_every_readme_python_program_runs_as_written(scratch):
+def test_every_python_program_runs_as_written(scratch):
     blocks = _python_blocks()
     assert len(blocks) >= 3
     for i, code in enumerate(blocks):
@@ -117,10 +138,10 @@ def test_every_readme_python_program_runs_as_written(scratch):
             f"{code}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
 
 
-def test_the_readme_names_every_flag_and_no_other():
-    """Its flag tables name only flags a job takes, and every flag a job takes is
-    named somewhere in it (--help has the details)."""
-    text = open(os.path.join(REPO, "README.md")).read()
+def test_the_docs_name_every_flag_and_no_other():
+    """The pages' flag tables name only flags a job takes, and every flag a job
+    takes is named somewhere in them (--help has the details)."""
+    text = _all_text()
     taken = {flag.name for template in template_metadata.TEMPLATES.values()
              for flag in template.flags}
     in_tables = {name for row in re.findall(r"(?m)^\| `--.*", text)
@@ -170,8 +191,8 @@ def _steps(output, *flags: str) -> set:
     return steps
 
 
-def test_the_readme_maps_every_step_to_its_module(tmp_path):
-    text = open(os.path.join(REPO, "README.md")).read()
+def test_the_docs_map_every_step_to_its_module(tmp_path):
+    text = _text("docs/layout.md")
     table = set(re.findall(r"(?m)^\| `(WriteDataset/\w+)` \| `(\w+)` \| `([\w/.]+)` \|", text))
     built = (_steps(tmp_path, "--features", "cls:int64")
              | _steps(tmp_path, "--features", "cls:int64", "--stratify_by", "cls",
@@ -179,3 +200,54 @@ def test_the_readme_maps_every_step_to_its_module(tmp_path):
              | _steps(tmp_path, "--features", "gain=json.gain:float", "--normalize",
                       "gain=zscore"))
     assert table == built
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation but - and _ dropped,
+    spaces made hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(text: str) -> set:
+    anchors, seen = set(), {}
+    body = re.sub(r"(?ms)^```.*?^```", "", text)  # a # in a code block is no heading
+    for heading in re.findall(r"(?m)^#{1,6} (.+)$", body):
+        slug = _slug(heading)
+        anchors.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+        seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+def test_every_relative_link_and_anchor_resolves():
+    broken = []
+    for page in _pages():
+        text = re.sub(r"(?ms)^```.*?^```", "", _text(page))
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue  # https:, mailto:
+            path, _, anchor = target.partition("#")
+            resolved = (os.path.normpath(os.path.join(REPO, os.path.dirname(page), path))
+                        if path else os.path.join(REPO, page))
+            if not os.path.exists(resolved):
+                broken.append(f"{page}: {target}: no such file")
+            elif anchor and resolved.endswith(".md") and anchor not in _anchors(
+                    open(resolved).read()):
+                broken.append(f"{page}: {target}: no such heading")
+    assert broken == []
+
+
+def test_every_docs_page_is_in_the_readme():
+    readme = _text("README.md")
+    pages = {f"docs/{name}" for name in os.listdir(os.path.join(REPO, "docs"))
+             if name.endswith(".md")}
+    assert pages == set(re.findall(r"(?m)^\| \[[^]]+\]\((docs/[\w.-]+\.md)\)", readme))
+    assert len(readme.splitlines()) <= 250
+
+
+def test_the_slugs_are_githubs():
+    assert _slug("Writing: where examples become shards") == (
+        "writing-where-examples-become-shards")
+    assert _slug("Plan before spending: `--dry_run_samples`") == (
+        "plan-before-spending---dry_run_samples")
+    assert _anchors("# A\n```\n# not a heading\n```\n## A\n") == {"a", "a-1"}

@@ -4,13 +4,16 @@ Two datasets from tar_to_tfrecord on an audio-visual corpus
 (pipelines.sample_corpus --kind av: 16:9 H.264 clips with FLAC or AAC voices,
 one sample broken): single frames padded into a square (so letterboxed) with
 their audio windows, in three splits of which one gets no speaker; and int16
-audio windows only. What the report gathers is checked against the dataset
-read back; the pictures are opened and looked at as far as a test can.
+audio windows only. A third of whole recordings (no cut) of several
+lengths, made by sox and packed by GNU tar. What the report gathers is
+checked against the dataset read back; which panels are drawn for each
+kind; the pictures are opened and looked at as far as a test can.
 """
 
 import base64
 import io
 import re
+import subprocess
 
 import numpy as np
 import pytest
@@ -18,7 +21,7 @@ from PIL import Image
 
 from pipelines import inspect, tar_to_tfrecord
 from transforms.format import reader
-from transforms.report.figure import letterboxed, log_mel
+from transforms.report.figure import letterboxed, log_mel, panels
 from transforms.report.gather import gather
 from transforms.testing.corpus import write_corpus
 
@@ -53,6 +56,68 @@ def audio(corpus, tmp_path_factory):
         "--cut", "audio_windows", "--window_s", "0.25", "--audio_dtype", "int16",
         "--split_by", "__key__", "--splits", "train=0.5,test=0.5", "--compression", "gzip"])
     return str(output), info
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    """Eight FLAC recordings of 1 to 8 s (sox), a label each (echo), in one tar
+    (GNU tar), written whole: a bytes feature of the FLAC and its duration."""
+    root = tmp_path_factory.mktemp("whole")
+    names = []
+    for i in range(1, 9):
+        subprocess.run(["sox", "-n", "-r", "16000", "-c", "1", f"r{i}.flac", "synth", str(i),
+                        "sine", str(200 + 40 * i), "vol", "0.5"], cwd=root, check=True)
+        subprocess.run(["sh", "-c", f"echo {i % 3} > r{i}.cls"], cwd=root, check=True)
+        names += [f"r{i}.flac", f"r{i}.cls"]
+    subprocess.run(["tar", "-cf", "whole.tar", *names], cwd=root, check=True)
+    output = root / "dataset"
+    tar_to_tfrecord.run([
+        "--input", f"{root}/whole.tar", "--output", str(output), "--audio_fields", "flac",
+        "--features", "audio=flac:bytes,label=cls:int64,key=__key__:string",
+        "--label_field", "cls", "--split_by", "__key__", "--splits", "train=0.5,test=0.5",
+        "--allow_empty_splits"])
+    return str(output)
+
+
+def test_panels_for_each_cut_kind(frames, audio, whole):
+    """Only panels with data: no start times without a cut, no sizes without
+    record indexes (gzip), no contact sheet without frames."""
+    assert panels(gather(frames[0], frames=4, audio_windows=2)) == [
+        ("summary", ["summary", "counts", "failures"]), ("labels", ["labels"]),
+        ("histograms", ["durations", "start_times", "sizes"]),
+        ("frames", ["contact sheet"]), ("audio", ["audio windows"])]
+    assert panels(gather(audio[0], audio_windows=2)) == [
+        ("summary", ["summary", "counts", "failures"]), ("labels", ["labels"]),
+        ("histograms", ["durations", "start_times"]), ("audio", ["audio windows"])]
+    assert panels(gather(whole, audio_windows=3)) == [
+        ("summary", ["summary", "counts", "failures"]), ("labels", ["labels"]),
+        ("histograms", ["durations", "sizes"]), ("audio", ["recordings"])]
+
+
+def test_whole_recordings_are_drawn_with_their_durations(whole, tmp_path):
+    view = gather(whole, audio_windows=4)
+    recordings = {clip.source: clip for clip in view.audio}
+    assert len(recordings) == 4 and all(clip.whole for clip in view.audio)
+    for key, clip in recordings.items():   # each recording decoded whole, at 16 kHz
+        assert len(clip.samples) == 16000 * int(key[1:]) and clip.sample_rate == 16000
+    info = reader.load_info(whole)
+    boundaries = [b for split in info.splits.values()
+                  for b in split["durations"]["bucket_boundaries_s"]]
+    assert boundaries  # eight lengths: the manifest suggests buckets
+    text = inspect.describe_dataset(whole, examples=0)
+    for split in info.splits.values():
+        durations = split["durations"]
+        buckets = ", ".join(f"{b:g}" for b in durations["bucket_boundaries_s"])
+        assert (f"durations: {durations['total_s'] / 60:.1f} min"
+                + (f"; buckets at {buckets} s\n" if buckets else "\n")) in text
+    path = tmp_path / "report.html"
+    inspect.run([whole, "--examples", "0", "--report", str(path)])
+    page = path.read_text()
+    # Each recording in the picture again, under its key.
+    captions = re.findall(r"<figure id='audio-\d'><img [^>]+><figcaption>(.*?)</figcaption>",
+                          page)
+    assert len(captions) == 4
+    assert {re.search(r"<br>(r\d)", c).group(1) for c in captions} == set(recordings)
 
 
 def test_what_the_report_gathers_is_the_dataset(frames):

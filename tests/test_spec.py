@@ -139,7 +139,7 @@ def test_typed_field_errors_name_the_feature(feature, value, message):
 
 
 # -- JSON values against every declared dtype ------------------------------------------
-# The rules (README, "Features"): a null is never a value; a bool is a bool
+# The rules (docs/features.md): a null is never a value; a bool is a bool
 # (text true/false for bytes and string); an object is JSON text for bytes and
 # string, and no number; nested lists flatten only into a fixed shape; numbers
 # must fit the stored kind.

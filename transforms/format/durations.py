@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Mapping
 
-__all__ = ["BUCKETS", "bin_range", "duration_bin", "split_durations"]
+__all__ = ["BUCKETS", "bin_range", "describe_durations", "duration_bin", "split_durations"]
 
 _GROWTH = 1.05      # each bin is 5% wider than the one below
 _SHORTEST = 1e-3    # seconds; shorter durations share its bin
@@ -52,3 +52,16 @@ def split_durations(bins: Mapping[int, int], total_ms: int, buckets: int = BUCKE
                       for b, n in sorted(bins.items())],
         "bucket_boundaries_s": _boundaries(bins, buckets),
     }
+
+
+def describe_durations(entry: Mapping) -> str:
+    """A split's manifest entry in words: '1.6 min; buckets at 0.5, 1 s' ('' when
+    its examples have no duration)."""
+    total = entry.get("total_s", 0.0)
+    if not total:
+        return ""
+    text = f"{total / 3600:.1f} h" if total >= 360 else f"{total / 60:.1f} min"
+    boundaries = entry.get("bucket_boundaries_s", [])
+    if boundaries:
+        text += "; buckets at " + ", ".join(f"{b:g}" for b in boundaries) + " s"
+    return text

@@ -1,12 +1,14 @@
 """A DatasetView drawn as one PNG (matplotlib, headless).
 
-From the top: what the dataset is and its accounting; examples per split
+From the top: what the dataset is, its accounting, and per split its
+examples, hours of audio, bytes and bucket boundaries; examples per split
 (an empty split in red) and dead letters by stage; label balance, each
-split's share of every label; histograms per split of example durations,
-start times (a negative start is an audio window padded before the media
-began) and example sizes; a contact sheet of frames with their labels, keys
-and times; and audio windows as waveforms over their log-mel spectrograms.
-Rows without data (no frames, no audio, no labels) are left out.
+split's share of every label; histograms per split of example durations
+(the bucket boundaries marked), start times (a negative start is an audio
+window padded before the media began) and example sizes; a contact sheet of
+frames with their labels, keys and times; and audio, windows or whole
+recordings, as waveforms over their log-mel spectrograms. A panel is drawn
+only when it has data (`panels` says which).
 """
 
 from __future__ import annotations
@@ -18,21 +20,25 @@ import matplotlib
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from transforms.report.gather import DatasetView
+from transforms.format.durations import describe_durations
+from transforms.report.gather import AudioClip, DatasetView
 
-__all__ = ["draw", "letterboxed", "log_mel"]
+__all__ = ["clip_png", "draw", "letterboxed", "log_mel", "panels"]
 
 _COLUMNS = 8          # contact sheet
 _SPLIT_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2")
 _MEL_BINS = 64
 _MAX_LABELS = 64      # label balance shows the most frequent
+_SUMMARY_WIDTH = 110  # characters
+# A long recording is drawn from this many points, and this many spectrogram frames.
+_WAVE_POINTS, _MEL_FRAMES = 4000, 1500
 
 
-def log_mel(samples: np.ndarray, sample_rate: int) -> np.ndarray:
-    """[frames, 64] log-mel energies: 25 ms windows every 10 ms (tf.signal)."""
+def log_mel(samples: np.ndarray, sample_rate: int, step_s: float = 0.010) -> np.ndarray:
+    """[frames, 64] log-mel energies: 25 ms windows every `step_s` (tf.signal)."""
     import tensorflow as tf
 
-    frame, step = int(0.025 * sample_rate), int(0.010 * sample_rate)
+    frame, step = int(0.025 * sample_rate), max(1, int(step_s * sample_rate))
     fft = 1 << (frame - 1).bit_length()
     spectrum = tf.abs(tf.signal.stft(tf.constant(samples, tf.float32), frame, step, fft))
     mel = tf.signal.linear_to_mel_weight_matrix(_MEL_BINS, fft // 2 + 1, sample_rate,
@@ -63,9 +69,24 @@ def _summary(ax, view: DatasetView) -> None:
     if segments:
         lines.append(f"segments read {segments['read']}, written {segments['written']}, "
                      f"filtered {segments['filtered']}, failed {segments['failed']}")
+    lines += _split_lines(view)
     lines += [f"warning: {w}" for w in doc.get("warnings", [])][:2]
     ax.axis("off")
+    # Long lines (warnings) are cut: the text must leave the other panels their width.
+    lines = [line if len(line) <= _SUMMARY_WIDTH else line[:_SUMMARY_WIDTH - 1] + "…"
+             for line in lines]
     ax.text(0, 1, "\n".join(lines), va="top", family="monospace", fontsize=8)
+
+
+def _split_lines(view: DatasetView) -> list:
+    """A line per split: examples, MB, the duration of its media and its
+    bucket boundaries."""
+    lines = []
+    for split in view.splits:
+        durations = describe_durations(split.durations_entry)
+        lines.append(f"{split.name}: {split.num_examples} examples, "
+                     f"{split.num_bytes / 1e6:.1f} MB" + (f", {durations}" if durations else ""))
+    return lines
 
 
 def _counts(ax, view: DatasetView) -> None:
@@ -131,19 +152,44 @@ def letterboxed(image: np.ndarray) -> bool:
 def _histogram(ax, view: DatasetView, field: str, title: str, scale: float = 1.0,
                warning: str = "", weights: str | None = None) -> None:
     """Each split's `field` values, counted `weights` times each when given."""
-    drawn = False
     for i, split in enumerate(view.splits):
         values = getattr(split, field)
         counts = getattr(split, weights) if weights else np.ones(len(values))
         if len(values):
             ax.hist(np.asarray(values, np.float64) * scale, bins=30, weights=counts, alpha=0.6,
                     color=_colour(i), label=f"{split.name} ({int(counts.sum())})")
-            drawn = True
     ax.set_title(title + warning, fontsize=10, color="red" if warning else "black")
-    if drawn:
-        ax.legend(fontsize=7)
-    else:
-        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    ax.legend(fontsize=7)
+
+
+def _boundaries(split) -> list:
+    return split.durations_entry.get("bucket_boundaries_s", [])
+
+
+def _durations(ax, view: DatasetView) -> None:
+    """The duration histogram, each split's bucket boundaries dashed in its colour."""
+    marked = any(_boundaries(split) for split in view.splits)
+    _histogram(ax, view, "durations", "example duration, s (every example)"
+               + ("; dashed: bucket boundaries" if marked else ""), weights="duration_counts")
+    for i, split in enumerate(view.splits):
+        for boundary in _boundaries(split):
+            ax.axvline(boundary, color=_colour(i), linestyle="--", linewidth=1)
+
+
+_HISTOGRAMS = {"durations": "durations", "start_times": "start_times", "sizes": "sizes"}
+
+
+def panels(view: DatasetView) -> list:
+    """(row, [panel, ...]) of what `draw` draws, from the top: only the panels
+    that have data."""
+    has = {field: any(len(getattr(s, field)) for s in view.splits) for field in _HISTOGRAMS}
+    histograms = [name for name, field in _HISTOGRAMS.items() if has[field]]
+    audio = "recordings" if any(clip.whole for clip in view.audio) else "audio windows"
+    return [("summary", ["summary", "counts", "failures"]),
+            *([("labels", ["labels"])] if any(s.label_counts for s in view.splits) else []),
+            *([("histograms", histograms)] if histograms else []),
+            *([("frames", ["contact sheet"])] if view.thumbnails else []),
+            *([("audio", [audio])] if view.audio else [])]
 
 
 def _contact_sheet(figure, grid, view: DatasetView) -> None:
@@ -159,20 +205,60 @@ def _contact_sheet(figure, grid, view: DatasetView) -> None:
         ax.set_title(f"{thumb.split}: {thumb.caption}", fontsize=6)
 
 
+def _waveform(ax, samples: np.ndarray, rate: int) -> None:
+    """The samples, or for a long recording its envelope: min and max of each
+    of _WAVE_POINTS stretches."""
+    if len(samples) <= 2 * _WAVE_POINTS:
+        ax.plot(np.arange(len(samples)) / rate, samples, lw=0.5)
+        return
+    stretch = len(samples) // _WAVE_POINTS
+    rows = samples[:stretch * _WAVE_POINTS].reshape(_WAVE_POINTS, stretch)
+    times = (np.arange(_WAVE_POINTS) + 0.5) * stretch / rate
+    ax.fill_between(times, rows.min(axis=1), rows.max(axis=1), lw=0)
+
+
 def _audio(figure, grid, view: DatasetView) -> None:
     for i, clip in enumerate(view.audio):
-        wave = figure.add_subplot(grid[0, i])
-        wave.plot(np.arange(len(clip.samples)) / clip.sample_rate, clip.samples, lw=0.5)
-        if np.abs(clip.samples).max() <= 1:
-            wave.set_ylim(-1.05, 1.05)
-        wave.set_title(f"{clip.split}: {clip.caption}".replace("\n", ", "), fontsize=6)
-        wave.tick_params(labelsize=6)
-        mel = figure.add_subplot(grid[1, i])
-        mel.imshow(log_mel(clip.samples, clip.sample_rate).T, origin="lower", aspect="auto",
-                   extent=(0, len(clip.samples) / clip.sample_rate, 0, _MEL_BINS))
-        mel.set_xlabel("s", fontsize=6)
-        mel.set_ylabel("log-mel bin", fontsize=6)
-        mel.tick_params(labelsize=6)
+        _clip(figure, grid[0, i], grid[1, i], clip)
+
+
+def _clip(figure, top, bottom, clip: AudioClip) -> None:
+    """A clip's waveform in `top` over its log-mel spectrogram in `bottom`."""
+    seconds = len(clip.samples) / clip.sample_rate
+    wave = figure.add_subplot(top)
+    _waveform(wave, clip.samples, clip.sample_rate)
+    if len(clip.samples) and np.abs(clip.samples).max() <= 1:
+        wave.set_ylim(-1.05, 1.05)
+    wave.set_title(f"{clip.split}: {clip.caption}".replace("\n", ", "), fontsize=6)
+    wave.tick_params(labelsize=6)
+    mel = figure.add_subplot(bottom)
+    step = max(0.010, seconds / _MEL_FRAMES)  # a long recording in fewer frames
+    mel.imshow(log_mel(clip.samples, clip.sample_rate, step).T, origin="lower",
+               aspect="auto", extent=(0, seconds, 0, _MEL_BINS))
+    mel.set_xlabel("s", fontsize=6)
+    mel.set_ylabel("log-mel bin", fontsize=6)
+    mel.tick_params(labelsize=6)
+
+
+def _png(figure, dpi: int) -> bytes:
+    from matplotlib import pyplot
+
+    out = io.BytesIO()
+    figure.savefig(out, format="png", dpi=dpi)
+    pyplot.close(figure)
+    return out.getvalue()
+
+
+def clip_png(clip: AudioClip, dpi: int = 100) -> bytes:
+    """One clip's waveform over its spectrogram, as a small PNG (the HTML
+    report shows each beside its key)."""
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    figure = pyplot.figure(figsize=(3.2, 2.4), dpi=dpi, layout="constrained")
+    grid = figure.add_gridspec(2, 1)
+    _clip(figure, grid[0, 0], grid[1, 0], clip)
+    return _png(figure, dpi)
 
 
 def draw(view: DatasetView, dpi: int = 100) -> bytes:
@@ -180,16 +266,16 @@ def draw(view: DatasetView, dpi: int = 100) -> bytes:
     matplotlib.use("Agg")  # no display: drawn into a PNG
     from matplotlib import pyplot
 
-    has_labels = any(s.label_counts for s in view.splits)
+    layout = panels(view)
     sheet_rows = -(-len(view.thumbnails) // _COLUMNS)
-    rows = [("summary", 2.6), *([("labels", 2.6)] if has_labels else []), ("histograms", 2.6),
-            *([("frames", 1.9 * sheet_rows)] if sheet_rows else []),
-            *([("audio", 3.6)] if view.audio else [])]
-    figure = pyplot.figure(figsize=(16, sum(h for _, h in rows) + 0.6), dpi=dpi,
+    heights = {"summary": 2.6 + 0.12 * len(view.splits), "labels": 2.6, "histograms": 2.6,
+               "frames": 1.9 * sheet_rows, "audio": 3.6}
+    rows = [(row, names, heights[row]) for row, names in layout]
+    figure = pyplot.figure(figsize=(16, sum(h for _, _, h in rows) + 0.6), dpi=dpi,
                            layout="constrained")
     figure.suptitle(f"beam-datagen dataset {view.root}", fontsize=13)
-    parts = figure.subfigures(len(rows), 1, height_ratios=[h for _, h in rows])
-    for (row, _), part in zip(rows, np.atleast_1d(parts)):
+    parts = figure.subfigures(len(rows), 1, height_ratios=[h for _, _, h in rows])
+    for (row, names, _), part in zip(rows, np.atleast_1d(parts)):
         if row == "summary":
             axes = part.subplots(1, 3, width_ratios=[2.2, 1, 1.4])
             _summary(axes[0], view)
@@ -198,12 +284,15 @@ def draw(view: DatasetView, dpi: int = 100) -> bytes:
         elif row == "labels":
             _labels(part.subplots(), view)
         elif row == "histograms":
-            axes = part.subplots(1, 3)
-            _histogram(axes[0], view, "durations", "example duration, s (every example)",
-                       weights="duration_counts")
-            _histogram(axes[1], view, "start_times", "start time in its source, s",
-                       warning=_negative_starts(view))
-            _histogram(axes[2], view, "sizes", "example size, KB (every example)", 1 / 1000)
+            axes = np.atleast_1d(part.subplots(1, len(names)))
+            for ax, name in zip(axes, names):
+                if name == "durations":
+                    _durations(ax, view)
+                elif name == "start_times":
+                    _histogram(ax, view, "start_times", "start time in its source, s",
+                               warning=_negative_starts(view))
+                else:
+                    _histogram(ax, view, "sizes", "example size, KB (every example)", 1 / 1000)
         elif row == "frames":
             boxed = sum(letterboxed(t.image) for t in view.thumbnails)
             part.suptitle("contact sheet: split, label, key, time" + (
@@ -211,9 +300,6 @@ def draw(view: DatasetView, dpi: int = 100) -> bytes:
                 fontsize=10, color="red" if boxed else "black")
             _contact_sheet(part, part.add_gridspec(sheet_rows, _COLUMNS), view)
         else:
-            part.suptitle("audio windows: waveform over log-mel spectrogram", fontsize=10)
+            part.suptitle(f"{names[0]}: waveform over log-mel spectrogram", fontsize=10)
             _audio(part, part.add_gridspec(2, len(view.audio)), view)
-    out = io.BytesIO()
-    figure.savefig(out, format="png", dpi=dpi)
-    pyplot.close(figure)
-    return out.getvalue()
+    return _png(figure, dpi)

@@ -4,9 +4,12 @@ Beam-free (TensorFlow, through the reader). Per split: the manifest's example
 and label counts; each example's size from the record indexes (all of them,
 without reading a record; a gzip dataset has none); every example's
 duration, as the manifest's histogram counts it; and, from up to
-`max_examples` examples read, their start times. A few examples picked at
-random (through the indexes when there are some) give the frames of the
-contact sheet and the audio windows; the dead letters are counted by stage.
+`max_examples` examples read, their start times; the manifest's hours,
+bytes and bucket boundaries. A few examples picked at random (through the
+indexes when there are some) give the frames of the contact sheet and the
+audio: the windows a cut made, or, for whole samples (no --cut), their
+recordings decoded from the stored bytes (the first _WHOLE_AUDIO_S seconds);
+the dead letters are counted by stage.
 """
 
 from __future__ import annotations
@@ -21,18 +24,28 @@ import tensorflow as tf
 from transforms.format import manifest, reader
 from transforms.format.manifest import DatasetInfo
 from transforms.format.record_index import FRAME_OVERHEAD, RecordTable
+from transforms.format.sample import KEY
 from transforms.format.spec import FeatureSpec
 from transforms.format.tf_paths import tf_readable
+from transforms.media.audio import AudioOptions, stream_audio
+from transforms.media.decoded import MediaError
 
 __all__ = ["AudioClip", "DatasetView", "SplitView", "Thumbnail", "gather"]
 
 # Examples read per batch for the histograms.
 _BATCH = 256
+# A whole recording is shown up to this long, at _WHOLE_AUDIO's rate.
+_WHOLE_AUDIO_S = 600.0
+_WHOLE_AUDIO = AudioOptions(sample_rate=16000)
 
 
 class SplitView(NamedTuple):
+    """What the report shows of one split."""
+
     name: str
     num_examples: int
+    num_bytes: int         # of its shards' records
+    durations_entry: dict  # the manifest's: total_s, histogram, bucket_boundaries_s
     label_counts: dict     # label -> examples (the manifest's), {} without labels
     sizes: np.ndarray      # bytes of every example, from the indexes ([] for gzip)
     durations: np.ndarray        # the manifest's duration bins, their middles, s
@@ -47,6 +60,7 @@ class Thumbnail(NamedTuple):
     split: str
     image: np.ndarray  # uint8 [h, w, c]
     caption: str
+    source: str        # the example's source key and times, or '' ("where it came from")
 
 
 class AudioClip(NamedTuple):
@@ -54,6 +68,8 @@ class AudioClip(NamedTuple):
     samples: np.ndarray  # float32 in [-1, 1] for int16 audio
     sample_rate: int
     caption: str
+    source: str
+    whole: bool = False  # a whole sample's recording (else a cut's window)
 
 
 class DatasetView(NamedTuple):
@@ -66,12 +82,20 @@ class DatasetView(NamedTuple):
     filtered: dict       # reason -> samples
 
 
-def _media_features(spec: FeatureSpec) -> tuple:
-    """(image feature, audio feature), either None."""
+def _media_features(info: DatasetInfo) -> tuple:
+    """(image feature, audio feature, whole-audio feature), each None when
+    absent: the whole-audio one is a stored recording (a bytes feature from
+    an --audio_fields member) of a dataset of whole samples."""
+    spec, options = info.spec, info.document.get("options", {})
     image = next((f for f in spec if f.dtype == "jpeg" or (
         f.dtype == "uint8" and len(f.shape) in (3, 4) and f.shape[-1] in (1, 3))), None)
     audio = next((f for f in spec if f.sample_rate), None)
-    return image, audio
+    fields = str(options.get("audio_fields") or "").split(",")
+    whole = None
+    if options.get("cut", "none") == "none":
+        whole = next((f for f in spec if f.dtype == "bytes" and not f.shape
+                      and f.source in fields), None)
+    return image, audio, whole
 
 
 def _label_name(info: DatasetInfo) -> str | None:
@@ -81,11 +105,14 @@ def _label_name(info: DatasetInfo) -> str | None:
                 "label" if "label" in info.spec.names else None)
 
 
-def _key_name(spec: FeatureSpec) -> str | None:
+def _key_name(spec: FeatureSpec, media: tuple) -> str | None:
+    """The feature naming an example's source: `source_key`, a feature of the
+    sample key, else the first short text one (not a stored recording)."""
     if "source_key" in spec.names:
         return "source_key"
-    return next((f.name for f in spec if f.kind == "bytes" and not f.shape
-                 and f.dtype in ("bytes", "string")), None)
+    texts = [f for f in spec if f.kind == "bytes" and not f.shape
+             and f.dtype in ("bytes", "string") and f not in media]
+    return next((f.name for f in texts if f.source == KEY), texts[0].name if texts else None)
 
 
 def _sizes(root: str, info: DatasetInfo, split: str) -> np.ndarray:
@@ -130,6 +157,29 @@ def _caption(example: dict, label: str | None, key: str | None) -> str:
     return "\n".join(parts)
 
 
+def _source(example: dict, key: str | None) -> str:
+    """The example's source key, and its times in it when it has them."""
+    if not key:
+        return ""
+    times = (f" {float(example['start_time']):.3f}-{float(example['end_time']):.3f} s"
+             if "start_time" in example else "")
+    return _text(example[key]) + times
+
+
+def _whole_audio(data: bytes, name: str) -> tuple[np.ndarray, bool]:
+    """A stored recording's first _WHOLE_AUDIO_S seconds, mono at 16 kHz, and
+    whether it is longer."""
+    blocks, length, longer = [], 0, False
+    for block in stream_audio(data, _WHOLE_AUDIO, name=name):
+        blocks.append(block.samples)
+        length += len(block.samples)
+        if length >= _WHOLE_AUDIO_S * _WHOLE_AUDIO.sample_rate:
+            longer = True
+            break
+    samples = np.concatenate(blocks) if blocks else np.zeros(0, np.float32)
+    return samples[:int(_WHOLE_AUDIO_S * _WHOLE_AUDIO.sample_rate)], longer
+
+
 def _picked(root: str, info: DatasetInfo, split: str, count: int, seed: int) -> list:
     """`count` examples of the split, chosen at random with `seed`."""
     if not count or not info.num_examples(split):
@@ -145,27 +195,43 @@ def gather(root: str, *, max_examples: int = 5000, frames: int = 24, audio_windo
     """The DatasetView of the dataset at `root` (module docstring)."""
     root = root.rstrip("/")
     info = reader.load_info(root)
-    image, audio = _media_features(info.spec)
-    label, key = _label_name(info), _key_name(info.spec)
+    image, audio, whole = _media_features(info)
+    label, key = _label_name(info), _key_name(info.spec, (image, audio, whole))
     splits, thumbnails, clips = [], [], []
-    filled = sum(1 for split in info.splits.values() if split["num_examples"])
-    per_split = -(-frames // max(1, filled))  # frames from every split that has examples
+    # Examples from every split that has some, a split short of its share
+    # leaving the rest to those after it.
+    left = sum(1 for split in info.splits.values() if split["num_examples"])
+    wanted_total = frames if image else (audio_windows if audio or whole else 0)
     for name, split in info.splits.items():
         starts = _start_times(root, info, name, max_examples)
-        splits.append(SplitView(name, split["num_examples"], dict(split.get("label_counts", {})),
+        splits.append(SplitView(name, split["num_examples"], split.get("num_bytes", 0),
+                                dict(split.get("durations", {})),
+                                dict(split.get("label_counts", {})),
                                 _sizes(root, info, name), *_durations(split), starts, len(starts)))
-        wanted = per_split if image else (audio_windows if audio else 0)
+        wanted = 0
+        if split["num_examples"]:
+            picked = len(thumbnails) if image else len(clips)
+            wanted = min(split["num_examples"], -(-(wanted_total - picked) // left))
+            left -= 1
         for example in _picked(root, info, name, wanted, seed):
-            caption = _caption(example, label, key)
+            caption, source = _caption(example, label, key), _source(example, key)
             if image:
                 pixels = example[image.name].numpy()
                 thumbnails.append(Thumbnail(name, pixels[0] if pixels.ndim == 4 else pixels,
-                                            caption))
+                                            caption, source))
             if audio and len(clips) < audio_windows:
                 samples = example[audio.name].numpy()
                 if samples.dtype == np.int16:
                     samples = samples.astype(np.float32) / 32768
-                clips.append(AudioClip(name, samples, audio.sample_rate, caption))
+                clips.append(AudioClip(name, samples, audio.sample_rate, caption, source))
+            elif whole and len(clips) < audio_windows:
+                try:
+                    samples, longer = _whole_audio(example[whole.name].numpy(), whole.name)
+                except MediaError:
+                    continue  # written as bytes, checked by no one: not ours to fail on
+                clips.append(AudioClip(name, samples, _WHOLE_AUDIO.sample_rate,
+                                       caption + (f"\nfirst {_WHOLE_AUDIO_S:.0f} s"
+                                                  if longer else ""), source, whole=True))
     return DatasetView(root, info, tuple(splits), tuple(thumbnails[:frames]), tuple(clips),
                        _dead_letters(root, info), info.document["accounting"].get(
                            "samples_filtered_per_reason", {}))

@@ -47,10 +47,10 @@ def _av_members(index: int, speaker: int, seconds: float, bad: bool) -> list:
     audio = synthetic_media.voice(synthetic_media.speaker_pitch(speaker), seconds, seed=index)
     colour = synthetic_media.speaker_colour(speaker)
     if index % 2:
-        video = synthetic_media.video_bytes(colour, seconds, audio=audio)
+        video = synthetic_media.video_bytes(colour, seconds, audio=audio, start=index)
         members = [("mp4", video)]
     else:
-        video = synthetic_media.video_bytes(colour, seconds)
+        video = synthetic_media.video_bytes(colour, seconds, start=index)
         members = [("flac", synthetic_media.flac_bytes(audio, 16_000)), ("mp4", video)]
     if bad:
         members = [(ext, data[: len(data) // 3] if ext == "mp4" else data) for ext, data in members]

@@ -61,8 +61,11 @@ def _frame(colour: np.ndarray, index: int, size: tuple) -> np.ndarray:
 
 
 def video_bytes(colour: np.ndarray, seconds: float, fps: int = 10, size: tuple = (120, 160),
-                audio: np.ndarray | None = None, audio_rate: int = 16_000) -> bytes:
-    """An MP4: H.264 frames of `colour` with a moving square, and AAC audio if given."""
+                audio: np.ndarray | None = None, audio_rate: int = 16_000,
+                start: int = 0) -> bytes:
+    """An MP4: H.264 frames of `colour` with a moving square, which sets out
+    `start` steps along its way (videos of one colour differ by it), and AAC
+    audio if given."""
     buf = io.BytesIO()
     with av.open(buf, mode="w", format="mp4") as container:
         video = container.add_stream("libx264", rate=fps)
@@ -74,7 +77,7 @@ def video_bytes(colour: np.ndarray, seconds: float, fps: int = 10, size: tuple =
             sound = container.add_stream("aac", rate=audio_rate)
             sound.layout = "mono"
         for i in range(round(seconds * fps)):
-            frame = av.VideoFrame.from_ndarray(_frame(colour, i, size), format="rgb24")
+            frame = av.VideoFrame.from_ndarray(_frame(colour, start + i, size), format="rgb24")
             frame.pts, frame.time_base = i, Fraction(1, fps)
             container.mux(video.encode(frame))
         container.mux(video.encode())
