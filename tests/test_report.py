@@ -23,7 +23,7 @@ from pipelines import inspect, tar_to_tfrecord
 from transforms.format import reader
 from transforms.report.figure import letterboxed, log_mel, panels
 from transforms.report.gather import gather
-from transforms.testing.corpus import write_corpus
+from transforms.testing.corpus import write_corpus, write_meetings
 
 COMMON = ["--video_field", "mp4", "--audio_fields", "flac", "--decode_threads", "1",
           "--features", "label=cls:int64,speaker=json.speaker:string", "--label_field", "cls",
@@ -79,9 +79,34 @@ def whole(tmp_path_factory):
     return str(output)
 
 
-def test_panels_for_each_cut_kind(frames, audio, whole):
+@pytest.fixture(scope="module")
+def clips(corpus, tmp_path_factory):
+    output = tmp_path_factory.mktemp("clips")
+    tar_to_tfrecord.run([
+        "--input", f"{corpus}/*.tar", "--output", str(output), *COMMON, "--cut", "clips",
+        "--fps", "4", "--clip_frames", "2", "--frame_size", "48x48",
+        "--splits", "train=0.5,test=0.5", "--allow_empty_splits"])
+    return str(output)
+
+
+@pytest.fixture(scope="module")
+def segments(tmp_path_factory):
+    """Two 10 s recordings of speaker turns (RTTM), an example per turn."""
+    root = tmp_path_factory.mktemp("meetings")
+    write_meetings(str(root), recordings=2, speakers=4, seconds=10.0)
+    output = root / "dataset"
+    tar_to_tfrecord.run([
+        "--input", f"{root}/meetings.tar", "--output", str(output), "--cut", "segments",
+        "--segments_field", "rttm", "--audio_fields", "flac", "--features", "none",
+        "--split_by", "segment.speaker", "--splits", "train=0.5,test=0.5",
+        "--allow_empty_splits"])
+    return str(output)
+
+
+def test_panels_for_each_cut_kind(frames, audio, whole, clips, segments):
     """Only panels with data: no start times without a cut, no sizes without
-    record indexes (gzip), no contact sheet without frames."""
+    record indexes (gzip), no contact sheet without frames, no label balance
+    without labels."""
     assert panels(gather(frames[0], frames=4, audio_windows=2)) == [
         ("summary", ["summary", "counts", "failures"]), ("labels", ["labels"]),
         ("histograms", ["durations", "start_times", "sizes"]),
@@ -92,6 +117,13 @@ def test_panels_for_each_cut_kind(frames, audio, whole):
     assert panels(gather(whole, audio_windows=3)) == [
         ("summary", ["summary", "counts", "failures"]), ("labels", ["labels"]),
         ("histograms", ["durations", "sizes"]), ("audio", ["recordings"])]
+    assert panels(gather(clips, frames=4, audio_windows=2)) == [
+        ("summary", ["summary", "counts", "failures"]), ("labels", ["labels"]),
+        ("histograms", ["durations", "start_times", "sizes"]),
+        ("frames", ["contact sheet"]), ("audio", ["audio windows"])]
+    assert panels(gather(segments, audio_windows=2)) == [
+        ("summary", ["summary", "counts", "failures"]),
+        ("histograms", ["durations", "start_times", "sizes"]), ("audio", ["segments"])]
 
 
 def test_whole_recordings_are_drawn_with_their_durations(whole, tmp_path):

@@ -184,7 +184,9 @@ def panels(view: DatasetView) -> list:
     that have data."""
     has = {field: any(len(getattr(s, field)) for s in view.splits) for field in _HISTOGRAMS}
     histograms = [name for name, field in _HISTOGRAMS.items() if has[field]]
-    audio = "recordings" if any(clip.whole for clip in view.audio) else "audio windows"
+    cut = view.info.document.get("options", {}).get("cut")
+    audio = ("recordings" if any(clip.whole for clip in view.audio)
+             else "segments" if cut == "segments" else "audio windows")
     return [("summary", ["summary", "counts", "failures"]),
             *([("labels", ["labels"])] if any(s.label_counts for s in view.splits) else []),
             *([("histograms", histograms)] if histograms else []),
