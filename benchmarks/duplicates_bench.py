@@ -33,7 +33,7 @@ import tempfile
 
 from benchmarks.audio_pipeline_bench import speech_corpus, write_shards
 from benchmarks.process_tree import measure, warm
-from transforms.recipe.fingerprints import near_bands, near_fingerprints, near_similarity
+from transforms.recipe.near_duplicates import near_bands, near_fingerprints, near_similarity
 from transforms.testing.spoken import NEAR_COPIES, near_copy, sentences, speak
 
 FLAGS = ["--cut", "audio_windows", "--audio_fields", "flac", "--window_s", "1",

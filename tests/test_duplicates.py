@@ -24,10 +24,10 @@ from pipelines import (
     tar_to_tfrecord,
 )
 from transforms.format import reader
-from transforms.recipe import fingerprints
+from transforms.recipe import near_duplicates
 from transforms.testing.spoken import NEAR_COPIES, near_copy, sentences, speak
 from transforms.verify.dataset import verify_dataset
-from transforms.writer import duplicates
+from transforms.writer import near_pairs
 from transforms.writer.duplicates import copies_to_drop
 
 FLAGS = ["--cut", "audio_windows", "--audio_fields", "flac,wav", "--features",
@@ -329,7 +329,7 @@ def test_landmarks_do_not_depend_on_how_the_audio_is_streamed():
     t = np.arange(8000 * 6) / 8000
     audio = (np.sin(2 * np.pi * (300 + 200 * np.sin(t)) * t)
              + 0.1 * rng.standard_normal(len(t))).astype(np.float32)
-    whole, pieces = fingerprints._Landmarks(), fingerprints._Landmarks()
+    whole, pieces = near_duplicates._Landmarks(), near_duplicates._Landmarks()
     whole.update(audio)
     for start in range(0, len(audio), 3001):
         pieces.update(audio[start:start + 3001])
@@ -341,11 +341,11 @@ def test_a_band_most_samples_share_brings_no_candidates():
     """Pairs of different keys only, and none from a band more samples share
     than the cap (a common sound: copies share other bands too)."""
     members = [("a", "train"), ("a", "test"), ("b", "train")]
-    assert sorted(duplicates._candidates(members)) == [
+    assert sorted(near_pairs._candidates(members)) == [
         (("a", "test"), ("b", "train")), (("a", "train"), ("b", "train"))]
-    crowd = [(f"k{i}", "train") for i in range(duplicates._BAND_CAP + 1)]
-    assert list(duplicates._candidates(crowd)) == []
-    assert len(list(duplicates._candidates(crowd[:-1]))) == 256 * 255 // 2
+    crowd = [(f"k{i}", "train") for i in range(near_pairs._BAND_CAP + 1)]
+    assert list(near_pairs._candidates(crowd)) == []
+    assert len(list(near_pairs._candidates(crowd[:-1]))) == 256 * 255 // 2
 
 
 def test_one_clip_in_mp4_and_mkv(tmp_path):

@@ -32,13 +32,8 @@ from transforms.media.cutting import CutOptions, cut_sample, media_fields
 from transforms.media.decoded import NoSamples
 from transforms.media.length import MediaLength, probe_length
 from transforms.recipe import sample_ops
-from transforms.recipe.fingerprints import (
-    NEAR,
-    ContentHash,
-    member_fingerprints,
-    near_fingerprints,
-    stream_fingerprints,
-)
+from transforms.recipe.fingerprints import ContentHash, member_fingerprints, stream_fingerprints
+from transforms.recipe.near_duplicates import NEAR, near_fingerprints
 from transforms.recipe.segments import SegmentOptions, segment_samples
 from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan, Strata
 
@@ -107,10 +102,10 @@ class ExampleRecipe:
 
     @property
     def fingerprint_kinds(self) -> tuple:
-        """The content fingerprints its samples get (transforms/recipe/fingerprints.py):
-        their media members' bytes, their video's coded streams, with a cut
-        the media of their examples, and when asked the landmarks of their
-        audio."""
+        """The content fingerprints its samples get: their media members' bytes,
+        their video's coded streams, with a cut the media of their examples
+        (transforms/recipe/fingerprints.py), and when asked the landmarks of
+        their audio (near_duplicates.py)."""
         kinds = ("bytes",) + (("streams",) if self.cut.video_field else ()) + (
             ("content",) if self.cut.mode != "none" else ())
         return kinds + (NEAR,) if self.near_fingerprints else kinds

@@ -17,15 +17,8 @@ A segment of a recording (transforms/recipe/segments.py) gets only `content`:
 its recording's bytes and streams are every segment's, and would make them
 all one.
 
-A third kind, `near` (asked for with --near_duplicates), finds the same audio
-re-encoded lossy or cut at another start, which no exact digest can: a
-MinHash signature of the sample's spectral-peak landmarks (pairs of strong
-spectrogram peaks: their two frequencies and the time between them, as
-audio-identification systems take them; Wang 2003). Re-encoding moves few
-peaks and an offset moves none relative to each other, so two copies share
-most landmarks; `near_similarity` estimates the Jaccard similarity of two
-samples' landmark sets from their signatures, and `near_bands` gives the
-locality-sensitive keys that bring likely pairs together.
+Samples alike but not identical (a lossy re-encode, another start) are
+transforms/recipe/near_duplicates.py's.
 """
 
 from __future__ import annotations
@@ -37,11 +30,9 @@ import numpy as np
 import xxhash
 
 from transforms.format.sample import SPAN, StoredBytes
-from transforms.media.audio import AudioOptions, stream_audio
-from transforms.media.decoded import MediaError, media_file
+from transforms.media.decoded import media_file
 
-__all__ = ["NEAR", "ContentHash", "member_fingerprints", "near_bands", "near_fingerprints",
-           "near_similarity", "stream_fingerprints"]
+__all__ = ["ContentHash", "member_fingerprints", "stream_fingerprints"]
 
 _READ = 1 << 24
 
@@ -115,140 +106,3 @@ class ContentHash:
     def fingerprints(self) -> tuple:
         """(("content", digest),) once media were fed, else ()."""
         return (("content", self._digest.hexdigest()),) if self._fed else ()
-
-
-NEAR = "near"
-
-# The landmarks' audio: 8 kHz mono, 64 ms frames every 16 ms; peaks between
-# 62 Hz and 3.1 kHz (where speech and most sound events hold their energy,
-# and what lossy codecs keep), the 3 strongest of a frame that stand 1.0
-# (log magnitude) above its mean; each paired with the next 14 peaks within
-# 40 frames (0.64 s), frequencies in steps of two bins (31 Hz) so a peak that
-# moves a bin when a copy starts between two frames still pairs the same.
-# Tuned on espeak-ng speech re-encoded by ffmpeg and cut by sox
-# (benchmarks/duplicates_bench.py measures recall and false positives).
-_NEAR_AUDIO = AudioOptions(sample_rate=8000)
-_FRAME, _HOP = 512, 128
-_LOW_BIN, _HIGH_BIN = 4, 200
-_PEAKS_PER_FRAME, _PEAK_RISE = 3, 1.0
-_FAN_OUT, _MAX_DT = 14, 40
-_BIN_STEP = 2
-# The signature: one-permutation MinHash (Li, Owen and Zhang 2012). Each
-# landmark is hashed once into [0, 2^31 - 1), its low 7 bits choosing one of
-# 128 bins, and a bin keeps its smallest hash: a bin of two samples holds the
-# same minimum with probability their landmark sets' Jaccard similarity
-# (estimated from 128 bins to about +-0.04). Its first 126 bins, cut into 42
-# bands of 3, are the keys: two samples of similarity s share a band with
-# probability 1 - (1 - s^3)^42 (0.94 at 0.4, 0.996 at 0.5; 0.04 at 0.1).
-_BINS, _BAND_ROWS = 128, 3
-_PRIME = (1 << 31) - 1
-_MULTIPLIER, _OFFSET = 1_103_515_245, 12_345
-_EMPTY = np.uint32(_PRIME)
-# Fewer landmarks than this (silence, a click) estimate nothing: no signature.
-_MIN_LANDMARKS = 100
-
-
-class _Landmarks:
-    """Streams audio blocks into the MinHash of their landmarks: memory stays a
-    frame and a few peaks however long the recording."""
-
-    def __init__(self):
-        self._pending = np.empty(0, np.float32)
-        self._frame = 0                                  # index of the next frame
-        self._recent = np.empty((0, 2), np.int64)        # (frame, bin) of the last peaks
-        self._window = np.hanning(_FRAME).astype(np.float32)
-        self.signature = np.full(_BINS, _EMPTY, np.uint32)
-        self.landmarks = 0
-
-    def update(self, samples: np.ndarray) -> None:
-        pending = np.concatenate([self._pending, samples])
-        count = 1 + (len(pending) - _FRAME) // _HOP if len(pending) >= _FRAME else 0
-        if not count:
-            self._pending = pending
-            return
-        frames = np.lib.stride_tricks.sliding_window_view(pending, _FRAME)[::_HOP][:count]
-        self._pending = pending[count * _HOP:]
-        spectrum = np.log1p(np.abs(np.fft.rfft(frames * self._window, axis=1)))
-        spectrum = spectrum[:, _LOW_BIN:_HIGH_BIN]
-        strongest = np.argpartition(spectrum, -_PEAKS_PER_FRAME, axis=1)[:, -_PEAKS_PER_FRAME:]
-        rows = np.arange(count)[:, None]
-        rises = spectrum[rows, strongest] > spectrum.mean(axis=1, keepdims=True) + _PEAK_RISE
-        frame_of, bin_of = (rows + self._frame)[rises.nonzero()[0]], strongest[rises]
-        order = np.lexsort((bin_of, frame_of[:, 0]))
-        peaks = np.stack([frame_of[order, 0], bin_of[order]], axis=1).astype(np.int64)
-        self._frame += count
-        self._pair(np.concatenate([self._recent, peaks]))
-
-    def _pair(self, peaks: np.ndarray) -> None:
-        # The last _FAN_OUT peaks pair again with those still to come: a pair
-        # seen twice changes no minimum.
-        self._recent = peaks[-_FAN_OUT:]
-        hashes = []
-        for step in range(1, _FAN_OUT + 1):
-            first, second = peaks[:-step], peaks[step:]
-            dt = second[:, 0] - first[:, 0]
-            keep = (dt >= 1) & (dt <= _MAX_DT)
-            hashes.append(((first[keep, 1] // _BIN_STEP) << 14)
-                          | ((second[keep, 1] // _BIN_STEP) << 6) | dt[keep])
-        landmarks = np.concatenate(hashes).astype(np.uint64)
-        if not len(landmarks):
-            return
-        self.landmarks += len(landmarks)
-        hashed = (landmarks * _MULTIPLIER + _OFFSET) % _PRIME
-        bins = (hashed % _BINS).astype(np.intp)
-        # Sorted by hash, a bin's first occurrence holds its minimum.
-        order = np.argsort(hashed, kind="stable")
-        first_bins, first = np.unique(bins[order], return_index=True)
-        np.minimum.at(self.signature, first_bins, hashed[order][first].astype(np.uint32))
-
-
-def _member_signature(value: Any, name: str, span) -> bytes | None:
-    landmarks = _Landmarks()
-    for block in stream_audio(value, _NEAR_AUDIO, name=name, span=span):
-        landmarks.update(block.samples)
-    if landmarks.landmarks < _MIN_LANDMARKS:
-        return None
-    return landmarks.signature.astype("<u4").tobytes()
-
-
-def near_fingerprints(sample: Mapping[str, Any], audio_fields: Iterable[str],
-                      video_field: str | None) -> tuple:
-    """((`near`, signature hex),) of the sample's audio: its first audio field
-    present, else its video's audio track; () when it has no audio or too
-    little of it to tell (silence). Raises MediaError for an audio field that
-    does not decode (a video's audio track is taken if it has one: its frames
-    are the cut's to report)."""
-    span = sample.get(SPAN)
-    bounds = (span.start, span.end) if span is not None else None
-    field = next((f for f in audio_fields if f in sample), None)
-    if field is not None:
-        signature = _member_signature(sample[field], field, bounds)
-    elif video_field and video_field in sample:
-        try:
-            signature = _member_signature(sample[video_field], video_field, bounds)
-        except MediaError:
-            return ()
-    else:
-        return ()
-    return ((NEAR, signature.hex()),) if signature is not None else ()
-
-
-def _signature(digest: str) -> np.ndarray:
-    return np.frombuffer(bytes.fromhex(digest), "<u4")
-
-
-def near_similarity(digest: str, other: str) -> float:
-    """The estimated Jaccard similarity of two samples' landmark sets, from 0
-    (nothing shared) to 1, from their `near` digests: the share of the bins
-    either fills that both fill with the same minimum."""
-    first, second = _signature(digest), _signature(other)
-    filled = (first != _EMPTY) | (second != _EMPTY)
-    return float(np.sum((first == second) & filled) / max(1, np.sum(filled)))
-
-
-def near_bands(digest: str) -> tuple:
-    """The locality-sensitive keys of a `near` digest: two samples that share
-    one are worth comparing."""
-    width = _BAND_ROWS * 8   # hex digits of a band
-    return tuple(f"{i}:{digest[i * width:(i + 1) * width]}"
-                 for i in range(len(digest) // width))

@@ -22,25 +22,26 @@ or more keys go on), and the final step reports them by --duplicates:
 Copies within one split are counted and listed; only `drop` drops them.
 
 With --near_duplicates S, samples whose audio is alike but not identical (a
-lossy re-encode, another start) are found too: their `near` signatures
-(transforms/recipe/fingerprints.py) meet under locality-sensitive band keys,
-each pair of estimated similarity S or more is a group of its own (kind
-`near`, with its similarity), and the policy above applies to them as to
-identical content.
+lossy re-encode, another start) are found too: each pair whose `near`
+signatures (transforms/recipe/near_duplicates.py) are S or more alike
+(transforms/writer/near_pairs.py) is a group of its own (kind `near`, with
+its similarity), and the policy above applies to them as to identical
+content.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Iterable, Iterator, NamedTuple, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 import apache_beam as beam
 
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.sample import KEY, URL
 from transforms.recipe.examples import ExampleRecipe, convert_sample
-from transforms.recipe.fingerprints import NEAR, near_bands, near_similarity
+from transforms.recipe.near_duplicates import NEAR
 from transforms.sources.units import WorkUnit, recipe_samples_of, streaming
+from transforms.writer.near_pairs import NearPairs
 
 __all__ = ["POLICIES", "DuplicateGroup", "DuplicatesToDrop", "FindDuplicates", "SharedContent",
            "copies_to_drop",
@@ -85,66 +86,6 @@ def _merged(found: Iterable[tuple]) -> list[DuplicateGroup]:
     return sorted(identical + near)
 
 
-# A band key more samples share than this is a common sound, not a copy: its
-# pairs are not candidates (a copy shares other bands with its original).
-_BAND_CAP = 256
-
-
-def _candidates(members: Sequence[tuple]) -> Iterator[tuple]:
-    """(member, member) of each pair of samples of different keys that share a
-    band key; none from a band more than _BAND_CAP share."""
-    distinct = sorted(set(members))
-    if len(distinct) > _BAND_CAP:
-        beam.metrics.Metrics.counter("datagen", "near_bands_skipped").inc()
-        return
-    for i, first in enumerate(distinct):
-        for second in distinct[i + 1:]:
-            if first[0] != second[0]:
-                yield first, second
-
-
-def _scored(second: tuple, joined: dict, threshold: float) -> Iterator[tuple]:
-    """(`near`, [first, second], similarity) of each candidate pair of `second`
-    alike to `threshold` or more; `joined` holds its digest and the (first,
-    first's digest) of its pairs."""
-    for digest in joined["digest"]:
-        for first, other in joined["firsts"]:
-            similarity = near_similarity(other, digest)
-            if similarity >= threshold:
-                yield NEAR, [first, second], similarity
-
-
-class _NearPairs(beam.PTransform):
-    """(member, near digest) of each sample -> (`near`, [member, member],
-    similarity) of each pair alike to `threshold` or more. The pairs that
-    share a band key are the candidates; each is joined with its two digests
-    by member, so no digest is shuffled more than twice per pair."""
-
-    def __init__(self, threshold: float):
-        super().__init__()
-        self._threshold = threshold
-
-    def expand(self, digests):
-        threshold = self._threshold
-        candidates = (
-            digests
-            | "Bands" >> beam.FlatMapTuple(lambda member, digest: (
-                (band, member) for band in near_bands(digest)))
-            | "ByBand" >> beam.GroupByKey()
-            | "Candidates" >> beam.FlatMap(lambda band_members: _candidates(band_members[1]))
-            | "DistinctPairs" >> beam.Distinct())
-        firsts = (
-            {"pairs": candidates, "digest": digests}
-            | "JoinFirst" >> beam.CoGroupByKey()
-            | "FirstDigest" >> beam.FlatMapTuple(lambda first, joined: (
-                (second, (first, digest))
-                for digest in joined["digest"] for second in joined["pairs"])))
-        return ({"firsts": firsts, "digest": digests}
-                | "JoinSecond" >> beam.CoGroupByKey()
-                | "Score" >> beam.FlatMapTuple(
-                    lambda second, joined: _scored(second, joined, threshold)))
-
-
 class SharedContent(beam.PTransform):
     """((kind, digest), member) of each sample's fingerprints, a member being a
     tuple whose first item is the sample's key -> (kind, [member, ...],
@@ -171,7 +112,7 @@ class SharedContent(beam.PTransform):
             fingerprints
             | "Near" >> beam.Filter(lambda kv: kv[0][0] == NEAR)
             | "ByMember" >> beam.MapTuple(lambda fingerprint, member: (member, fingerprint[1]))
-            | "NearPairs" >> _NearPairs(self._threshold))
+            | "NearPairs" >> NearPairs(self._threshold))
         return (identical, near) | "Both" >> beam.Flatten()
 
 
