@@ -311,6 +311,20 @@ def test_drop_on_a_near_match_only_when_asked(speech, tmp_path):
     assert len(keys) == 8 and all(len(keys & {f"t{i}", f"near{i}"}) == 1 for i in range(4))
 
 
+def test_a_resume_with_another_similarity_reuses_every_unit(speech, tmp_path, capsys):
+    """The receipts keep the near fingerprints: a resume that changes only the
+    similarity converts nothing and sorts the pairs again (here: all but the
+    least alike)."""
+    argv = ["--input", f"{speech}/*.tar", "--output", str(tmp_path / "out"), *SPEECH_FLAGS]
+    tar_to_tfrecord.run(argv)
+    pairs = sorted(_near(tmp_path / "out"), key=lambda pair: pair[2])
+    capsys.readouterr()
+    argv[argv.index("--near_duplicates") + 1] = str(pairs[0][2] + 0.001)
+    info = tar_to_tfrecord.run([*argv, "--resume"])
+    assert "resume: 1 work units reused, 0 converted" in capsys.readouterr().out
+    assert info["duplicates"]["near"] == 3 and _near(tmp_path / "out") == sorted(pairs[1:])
+
+
 def test_near_duplicates_need_a_policy(speech, tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "pipelines.tar_to_tfrecord", "--input", f"{speech}/*.tar",

@@ -59,11 +59,17 @@ _POLICY_FLAGS = ("max_failure_fraction", "allow_empty_splits")
 def _deciding(options: Mapping[str, Any]) -> dict:
     """The recorded flags that decide a unit's shards and receipt: all but the
     publishing policy. --duplicates warn and fail differ in policy only; off
-    leaves the receipts without fingerprints, and drop writes less."""
+    leaves the receipts without fingerprints, and drop writes less. With warn
+    or fail, --near_duplicates' similarity only sorts what the receipts hold:
+    whether they hold near fingerprints is what counts."""
     deciding = {k: v for k, v in options.items() if k not in _POLICY_FLAGS}
     if deciding.get("duplicates") in ("warn", "fail"):
         deciding["duplicates"] = "fingerprinted"
+        if deciding.get("near_duplicates"):
+            deciding["near_duplicates"] = "fingerprinted"
     return deciding
+
+
 # Source details that describe the input found, not the recipe (units check inputs).
 _SOURCE_FACTS = ("num_files", "input_bytes")
 # SkipCommitted's output of reused receipts.
