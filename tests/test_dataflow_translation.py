@@ -66,7 +66,7 @@ def _jobs(inputs) -> dict:
         "manifest_to_tfrecord": (manifest_to_tfrecord, [
             "--input", inputs["csv"], "--media_columns", "audio", "--output", f"{out}/csv",
             "--audio_fields", "audio", *cut, "--features", "label:int64",
-            "--split_by", "speaker", "--stratify_by", "label"]),
+            "--split_by", "speaker", "--stratify_by", "label", "--near_duplicates", "0.4"]),
         "bigtable_to_tfrecord": (bigtable_to_tfrecord, [
             "--instance", "i", "--table", "raw", "--columns", "raw:*", "--output", f"{out}/bt",
             "--cut", "frames", "--video_field", "mp4", "--frame_size", "64x64",
@@ -101,6 +101,8 @@ def test_each_job_has_its_steps(translations):
         steps = {"WriteDataset/Units", "WriteDataset/Convert", "WriteDataset/Finalise"}
         assert steps <= names, name
         assert "WriteDataset/WriteShards" not in names, name  # written where built
+    near = translations["manifest_to_tfrecord"].transform_names()
+    assert "WriteDataset/FindDuplicates/SharedContent/NearPairs" in near
     sink_names = translations["bigtable_to_tfrecord"].transform_names()
     assert "WriteDataset/WriteExamplesSink" in sink_names
     load_names = translations["tar_to_bigtable"].transform_names()
