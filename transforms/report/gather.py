@@ -226,7 +226,7 @@ def gather(root: str, *, max_examples: int = 5000, frames: int = 24, audio_windo
                 clips.append(AudioClip(name, samples, audio.sample_rate, caption, source))
             elif whole and len(clips) < audio_windows:
                 try:
-                    samples, longer = _whole_audio(example[whole.name].numpy(), whole.name)
+                    samples, longer = _whole_audio(example[whole.name].numpy(), whole.source)
                 except MediaError:
                     continue  # written as bytes, checked by no one: not ours to fail on
                 clips.append(AudioClip(name, samples, _WHOLE_AUDIO.sample_rate,
