@@ -41,14 +41,28 @@ from transforms.format.sample import KEY, URL
 from transforms.recipe.examples import ExampleRecipe, convert_sample
 from transforms.recipe.near_duplicates import NEAR
 from transforms.sources.units import WorkUnit, recipe_samples_of, streaming
-from transforms.writer.near_pairs import NearPairs
+from transforms.writer.near_pairs import NearPair, NearPairs
 
-__all__ = ["POLICIES", "DuplicateGroup", "DuplicatesToDrop", "FindDuplicates", "SharedContent",
+__all__ = ["POLICIES", "DuplicateGroup", "DuplicatesToDrop", "FindDuplicates", "Shared",
+           "SharedContent",
            "copies_to_drop",
            "dropped_message", "duplicates_lines", "duplicates_message",
            "duplicates_summary"]
 
 POLICIES = ("off", "warn", "fail", "drop")
+
+
+class Shared(NamedTuple):
+    """Samples sharing one fingerprint (similarity 1.0), or a near pair: its
+    kind, and the members (tuples, each sample's key first)."""
+
+    kind: str
+    members: list
+    similarity: float = 1.0
+
+    @staticmethod
+    def near(pair: NearPair) -> "Shared":
+        return Shared(NEAR, [pair.first, pair.second], pair.similarity)
 
 
 class DuplicateGroup(NamedTuple):
@@ -65,9 +79,9 @@ class DuplicateGroup(NamedTuple):
         return tuple(sorted({split for _, split, _ in self.members}))
 
 
-def _merged(found: Iterable[tuple]) -> list[DuplicateGroup]:
-    """(kind, [(key, split, url), ...], similarity) of each shared fingerprint
-    and near pair -> one group per set of identical samples, its kinds merged
+def _merged(found: Iterable[Shared]) -> list[DuplicateGroup]:
+    """Each shared fingerprint and near pair, members (key, split, url) -> one
+    group per set of identical samples, its kinds merged
     (a copied file matches by bytes and by content), and one per near pair
     not within such a set."""
     by_members: dict = {}
@@ -88,9 +102,8 @@ def _merged(found: Iterable[tuple]) -> list[DuplicateGroup]:
 
 class SharedContent(beam.PTransform):
     """((kind, digest), member) of each sample's fingerprints, a member being a
-    tuple whose first item is the sample's key -> (kind, [member, ...],
-    similarity) of each digest two or more keys share (similarity 1.0) and,
-    with a `near_threshold`, of each near pair (kind `near`). Only
+    tuple whose first item is the sample's key -> a Shared of each digest two
+    or more keys share and, with a `near_threshold`, of each near pair. Only
     fingerprint-sized records are shuffled."""
 
     def __init__(self, near_threshold: float = 0.0):
@@ -104,20 +117,21 @@ class SharedContent(beam.PTransform):
             | "ByFingerprint" >> beam.GroupByKey()
             # ((kind, digest), [member, ...])
             | "Shared" >> beam.Filter(lambda kv: len({m[0] for m in kv[1]}) > 1)
-            | "Kind" >> beam.MapTuple(lambda fingerprint, members: (fingerprint[0],
-                                                                    sorted(members), 1.0)))
+            | "Kind" >> beam.MapTuple(lambda fingerprint, members: Shared(fingerprint[0],
+                                                                          sorted(members))))
         if not self._threshold:
             return identical
         near = (
             fingerprints
             | "Near" >> beam.Filter(lambda kv: kv[0][0] == NEAR)
             | "ByMember" >> beam.MapTuple(lambda fingerprint, member: (member, fingerprint[1]))
-            | "NearPairs" >> NearPairs(self._threshold))
+            | "NearPairs" >> NearPairs(self._threshold)
+            | "NearKind" >> beam.Map(Shared.near))
         return (identical, near) | "Both" >> beam.Flatten()
 
 
 class FindDuplicates(beam.PTransform):
-    """Unit receipts -> (kind, [(key, split, url), ...], similarity) of every
+    """Unit receipts -> a Shared, members (key, split, url), of every
     fingerprint two or more samples share, and of every near pair alike to
     `near_threshold` or more (see SharedContent)."""
 
@@ -268,13 +282,13 @@ class DuplicatesToDrop(beam.PTransform):
         shared = (
             units
             | "Fingerprint" >> beam.ParDo(_FingerprintFn(self._recipe, self._reader), **side)
-            # (kind, [(key, split, url, order), ...], similarity)
+            # Shared, members (key, split, url, order)
             | "SharedContent" >> SharedContent(self._threshold))
         return {
-            "groups": shared | "Members" >> beam.MapTuple(
-                lambda kind, members, similarity: (kind, sorted({m[:3] for m in members}),
-                                                   similarity)),
+            "groups": shared | "Members" >> beam.Map(
+                lambda group: group._replace(members=sorted({m[:3] for m in group.members}))),
             "dropped": (shared
-                        | "Copies" >> beam.FlatMap(lambda group: copies_to_drop(group[1], order))
+                        | "Copies" >> beam.FlatMap(lambda group: copies_to_drop(group.members,
+                                                                               order))
                         | "Distinct" >> beam.Distinct()),
         }

@@ -9,13 +9,22 @@ signatures (1 KB) are shuffled, never the landmarks.
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 import apache_beam as beam
 
-from transforms.recipe.near_duplicates import NEAR, near_bands, near_similarity
+from transforms.recipe.near_duplicates import near_bands, near_similarity
 
-__all__ = ["NearPairs"]
+__all__ = ["NearPair", "NearPairs"]
+
+
+class NearPair(NamedTuple):
+    """Two samples whose audio is alike, as members (tuples, the key first),
+    and their estimated similarity."""
+
+    first: tuple
+    second: tuple
+    similarity: float
 
 # A band key more samples share than this is a common sound, not a copy: its
 # pairs are not candidates (a copy shares other bands with its original).
@@ -35,20 +44,20 @@ def _candidates(members: Sequence[tuple]) -> Iterator[tuple]:
                 yield first, second
 
 
-def _scored(second: tuple, joined: dict, threshold: float) -> Iterator[tuple]:
-    """(`near`, [first, second], similarity) of each candidate pair of `second`
-    alike to `threshold` or more; `joined` holds its digest and the (first,
-    first's digest) of its pairs."""
+def _scored(second: tuple, joined: dict, threshold: float) -> Iterator[NearPair]:
+    """The NearPair of each candidate pair of `second` alike to `threshold` or
+    more; `joined` holds its digest and the (first, first's digest) of its
+    pairs."""
     for digest in joined["digest"]:
         for first, other in joined["firsts"]:
             similarity = near_similarity(other, digest)
             if similarity >= threshold:
-                yield NEAR, [first, second], similarity
+                yield NearPair(first, second, similarity)
 
 
 class NearPairs(beam.PTransform):
-    """(member, near digest) of each sample -> (`near`, [member, member],
-    similarity) of each pair alike to `threshold` or more. The pairs that
+    """(member, near digest) of each sample -> the NearPair of each pair alike
+    to `threshold` or more. The pairs that
     share a band key are the candidates; each is joined with its two digests
     by member, so no digest is shuffled more than twice per pair."""
 
