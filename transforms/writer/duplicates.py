@@ -44,10 +44,8 @@ from transforms.sources.units import WorkUnit, recipe_samples_of, streaming
 from transforms.writer.near_pairs import NearPair, NearPairs
 
 __all__ = ["POLICIES", "DuplicateGroup", "DuplicatesToDrop", "FindDuplicates", "Shared",
-           "SharedContent",
-           "copies_to_drop",
-           "dropped_message", "duplicates_lines", "duplicates_message",
-           "duplicates_summary"]
+           "SharedContent", "copies_to_drop", "dropped_message", "duplicates_lines",
+           "duplicates_message", "duplicates_summary"]
 
 POLICIES = ("off", "warn", "fail", "drop")
 
