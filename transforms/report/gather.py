@@ -190,6 +190,26 @@ def _picked(root: str, info: DatasetInfo, split: str, count: int, seed: int) -> 
     return list(ds.take(count))
 
 
+def _clip(example: dict, audio, whole, shown: AudioClip) -> AudioClip | None:
+    """`shown` with the example's audio: its `audio` window, or its `whole`
+    recording decoded; None without either (or a recording that does not
+    decode: written as bytes, checked by no one, not the report's to fail on)."""
+    if audio is not None:
+        samples = example[audio.name].numpy()
+        if samples.dtype == np.int16:
+            samples = samples.astype(np.float32) / 32768
+        return shown._replace(samples=samples, sample_rate=audio.sample_rate)
+    if whole is None:
+        return None
+    try:
+        samples, longer = _whole_audio(example[whole.name].numpy(), whole.source)
+    except MediaError:
+        return None
+    caption = shown.caption + (f"\nfirst {_WHOLE_AUDIO_S:.0f} s" if longer else "")
+    return shown._replace(samples=samples, sample_rate=_WHOLE_AUDIO.sample_rate,
+                          caption=caption, whole=True)
+
+
 def gather(root: str, *, max_examples: int = 5000, frames: int = 24, audio_windows: int = 4,
            seed: int = 0) -> DatasetView:
     """The DatasetView of the dataset at `root` (module docstring)."""
@@ -219,19 +239,9 @@ def gather(root: str, *, max_examples: int = 5000, frames: int = 24, audio_windo
                 pixels = example[image.name].numpy()
                 thumbnails.append(Thumbnail(name, pixels[0] if pixels.ndim == 4 else pixels,
                                             caption, source))
-            if audio and len(clips) < audio_windows:
-                samples = example[audio.name].numpy()
-                if samples.dtype == np.int16:
-                    samples = samples.astype(np.float32) / 32768
-                clips.append(AudioClip(name, samples, audio.sample_rate, caption, source))
-            elif whole and len(clips) < audio_windows:
-                try:
-                    samples, longer = _whole_audio(example[whole.name].numpy(), whole.source)
-                except MediaError:
-                    continue  # written as bytes, checked by no one: not ours to fail on
-                clips.append(AudioClip(name, samples, _WHOLE_AUDIO.sample_rate,
-                                       caption + (f"\nfirst {_WHOLE_AUDIO_S:.0f} s"
-                                                  if longer else ""), source, whole=True))
+            if len(clips) < audio_windows:
+                clip = _clip(example, audio, whole, AudioClip(name, None, 0, caption, source))
+                clips += [clip] if clip is not None else []
     return DatasetView(root, info, tuple(splits), tuple(thumbnails[:frames]), tuple(clips),
                        _dead_letters(root, info), info.document["accounting"].get(
                            "samples_filtered_per_reason", {}))
