@@ -300,11 +300,13 @@ def test_dali_reads_audio_windows_bit_for_bit(datasets):
         np.testing.assert_array_equal(audio, ours[(bytes(key), round(float(start), 4))]["audio"])
 
 
+@pytest.mark.slow  # DALI's tfrecord2idx, in a subprocess per shard
 @pytest.mark.parametrize("cut", sorted(CUTS))
 def test_every_shard_has_the_index_dali_would_make(datasets, cut, tmp_path):
     _check_indexes(*datasets[cut], tmp_path)
 
 
+@pytest.mark.slow  # DALI's tfrecord2idx, in a subprocess per shard
 def test_indexes_match_their_shards_after_a_rerun(corpus, tmp_path):
     output = tmp_path / "rerun"
     _write(corpus, output, "audio", "--shard_size_mb", "0.02")
