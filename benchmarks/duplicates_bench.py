@@ -10,15 +10,15 @@ finds it (a shared band key, then similarity at or above --near_duplicates'
 threshold). Recall is over the planted pairs, false positives over all
 pairs of different sentences.
 
-Then the cost:
-16 kHz FLAC speech in tar shards (benchmarks/audio_pipeline_bench.py) cut into
-1 s float32 windows by pipelines.tar_to_tfrecord with one worker, the two
-runs interleaved and repeated (medians), each after a sync with the corpus in
-the page cache. `warn` takes two fingerprints a sample (its FLAC's bytes and
-its windows' samples, xxh3), carries them in the receipts and groups them in
-the final step; `near` adds --near_duplicates (a second decode of the audio,
-at 8 kHz, for the landmarks). Target (issue #28): warn's rate within 5% of
-off's.
+Then the cost: 16 kHz FLAC speech in tar shards
+(benchmarks/audio_pipeline_bench.py) cut into 1 s float32 windows by
+pipelines.tar_to_tfrecord with one worker, the runs interleaved and repeated
+(medians, benchmarks/process_tree.py `interleaved`), each after a sync with
+the corpus in the page cache; peak RSS is the whole process tree's. `warn`
+takes two fingerprints a sample (its FLAC's bytes and its windows' samples,
+xxh3), carries them in the receipts and groups them in the final step; `near`
+adds --near_duplicates (a second decode of the audio, at 8 kHz, for the
+landmarks). Target (issue #28): warn's rate within 5% of off's.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import sys
 import tempfile
 
 from benchmarks.audio_pipeline_bench import speech_corpus, write_shards
-from benchmarks.process_tree import measure, warm
+from benchmarks.process_tree import interleaved
 from transforms.recipe.near_duplicates import near_bands, near_fingerprints, near_similarity
 from transforms.testing.spoken import NEAR_COPIES, near_copy, sentences, speak
 
@@ -90,21 +90,18 @@ def main(argv=None) -> None:
         near_accuracy(workdir, args.sentences)
         corpus = os.path.join(workdir, "speech")
         megabytes = write_shards(speech_corpus(args.speech_mb), corpus, shards=8)
-        seconds: dict = {run: [] for run in RUNS}
-        for _ in range(args.repeats):
-            for run_name, flags in RUNS.items():
-                output = os.path.join(workdir, "out")
-                shutil.rmtree(output, ignore_errors=True)
-                warm(corpus)
-                run = measure([sys.executable, "-m", "pipelines.tar_to_tfrecord", "--input",
-                               f"{corpus}/*.tar", "--output", output, *FLAGS, *flags],
-                              watch=output)
-                seconds[run_name].append(run.seconds)
-        median = {name: statistics.median(times) for name, times in seconds.items()}
+        runs = interleaved(
+            {name: [sys.executable, "-m", "pipelines.tar_to_tfrecord", "--input",
+                    f"{corpus}/*.tar", "--output", os.path.join(workdir, "out"), *FLAGS, *flags]
+             for name, flags in RUNS.items()},
+            corpus, os.path.join(workdir, "out"), args.repeats)
+        median = {name: statistics.median(r.seconds for r in measured)
+                  for name, measured in runs.items()}
         print(f"{megabytes:.0f} MB of speech FLAC, 1 worker, median of {args.repeats}")
         for name, flags in RUNS.items():
+            peak = statistics.median(r.peak_rss for r in runs[name]) / 2**20
             print(f"{' '.join(flags):42s} {median[name]:6.1f} s "
-                  f"{megabytes / median[name]:6.1f} MB/s")
+                  f"{megabytes / median[name]:6.1f} MB/s, peak RSS {peak:5.0f} MiB")
         ratio = median["off"] / median["warn"]
         print(f"warn / off: {ratio:.3f}x the rate "
               f"({'met' if ratio >= 0.95 else 'MISSED'}: >= 0.95x)")

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import subprocess
 import threading
 import time
-from typing import NamedTuple, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
-__all__ = ["Measured", "measure", "tree_rss", "warm"]
+__all__ = ["Measured", "interleaved", "measure", "tree_rss", "warm"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -116,3 +117,17 @@ def measure(command: Sequence[str], env: dict | None = None, cwd: str | None = N
     if process.returncode:
         raise subprocess.CalledProcessError(process.returncode, command, text)
     return Measured(seconds, peak[0], text, first[0], _cpu_of_children() - cpu)
+
+
+def interleaved(commands: Mapping[str, Sequence[str]], corpus: str, output: str,
+                repeats: int) -> dict:
+    """name -> [Measured, ...]: every command run `repeats` times, the commands
+    taking turns (so the machine's drift falls on all alike), each from an
+    empty `output` after `warm(corpus)`, its output folder watched."""
+    runs: dict = {name: [] for name in commands}
+    for _ in range(repeats):
+        for name, command in commands.items():
+            shutil.rmtree(output, ignore_errors=True)
+            warm(corpus)
+            runs[name].append(measure(command, watch=output))
+    return runs

@@ -27,7 +27,7 @@ import statistics
 import sys
 import tempfile
 
-from benchmarks.process_tree import measure, warm
+from benchmarks.process_tree import interleaved
 from transforms.testing.corpus import write_meetings
 
 FLAGS = ["--cut", "audio_windows", "--audio_fields", "flac", "--window_s", "1",
@@ -47,21 +47,18 @@ def main(argv=None) -> None:
         write_meetings(corpus, args.recordings, speakers=24, seconds=args.minutes * 60)
         tar = os.path.join(corpus, "meetings.tar")
         megabytes = os.path.getsize(tar) / 1e6
-        seconds: dict = {name: [] for name in RUNS}
-        examples: dict = {}
-        for _ in range(args.repeats):
-            for name, flags in RUNS.items():
-                output = os.path.join(workdir, "out")
-                shutil.rmtree(output, ignore_errors=True)
-                warm(corpus)
-                run = measure([sys.executable, "-m", "pipelines.tar_to_tfrecord", "--input", tar,
-                               "--output", output, *FLAGS, *flags], watch=output)
-                seconds[name].append(run.seconds)
-                examples[name] = next(line for line in run.output.splitlines()
-                                      if line.startswith("datagen:"))
+        output = os.path.join(workdir, "out")
+        runs = interleaved(
+            {name: [sys.executable, "-m", "pipelines.tar_to_tfrecord", "--input", tar,
+                    "--output", output, *FLAGS, *flags] for name, flags in RUNS.items()},
+            corpus, output, args.repeats)
+        examples = {name: next(line for line in measured[-1].output.splitlines()
+                               if line.startswith("datagen:"))
+                    for name, measured in runs.items()}
         print(f"{args.recordings} recordings of {args.minutes:g} min, {megabytes:.0f} MB of "
               f"FLAC, 1 worker, median of {args.repeats}")
-        median = {name: statistics.median(times) for name, times in seconds.items()}
+        median = {name: statistics.median(r.seconds for r in measured)
+                  for name, measured in runs.items()}
         for name in RUNS:
             print(f"{name:9s} {median[name]:6.1f} s {megabytes / median[name]:6.1f} MB/s  "
                   f"{examples[name]}")

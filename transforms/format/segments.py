@@ -36,7 +36,8 @@ import json
 import math
 from typing import Any, Iterator, Mapping, NamedTuple
 
-__all__ = ["Box", "BoxTrack", "Segment", "Span", "parse_segments", "segment_of"]
+__all__ = ["Box", "BoxTrack", "Segment", "Span", "parse_segments", "recording_of",
+           "segment_key", "segment_of"]
 
 _STARTS = ("start", "offset")
 _ENDS = ("end", "duration")
@@ -96,6 +97,16 @@ class Segment:
     fields: tuple = ()
     index: int = 0
     boxes: BoxTrack | None = None
+
+
+def segment_key(recording: str, segment: Segment) -> str:
+    """A segment's sample key: `<recording key>@<start>-<end>`, milliseconds."""
+    return f"{recording}@{segment.start * 1000:.0f}-{segment.end * 1000:.0f}"
+
+
+def recording_of(key: str) -> str:
+    """The recording key of a segment's sample key (`segment_key`)."""
+    return key.rpartition("@")[0]
 
 
 def _number(value: Any, what: str) -> float:

@@ -32,7 +32,7 @@ import dataclasses
 from typing import Any, Iterator, Mapping
 
 from transforms.format.sample import KEY, SPAN, StoredBytes, field_value
-from transforms.format.segments import Segment, Span, parse_segments, segment_of
+from transforms.format.segments import Segment, Span, parse_segments, segment_key, segment_of
 from transforms.media.decoded import SPAN_SLACK_S
 
 __all__ = ["SEGMENT_PREFIX", "SegmentOptions", "overlapping", "segment_samples"]
@@ -104,7 +104,7 @@ def segment_samples(sample: Mapping[str, Any], options: SegmentOptions) -> Itera
     for segment in _segments(sample, options):
         yield {
             **base,
-            KEY: f"{recording}@{segment.start * 1000:.0f}-{segment.end * 1000:.0f}",
+            KEY: segment_key(recording, segment),
             SPAN: Span(segment.start, segment.end, recording, segment.boxes),
             f"{SEGMENT_PREFIX}start": segment.start,
             f"{SEGMENT_PREFIX}end": segment.end,

@@ -16,6 +16,7 @@ from typing import Iterable
 
 from transforms.format import manifest
 from transforms.format.manifest import DatasetInfo
+from transforms.format.segments import recording_of
 from transforms.verify.shards import SOURCE_KEY
 
 __all__ = ["duplicates_problems", "sought_keys", "written_problems"]
@@ -62,9 +63,8 @@ def duplicates_problems(info: DatasetInfo, text: str | None) -> list:
 
 
 def _recording(info: DatasetInfo, key: str) -> str:
-    """The source key of a sample's examples: a segment's (`<recording>@<ms>-<ms>`,
-    transforms/recipe/segments.py) is its recording's."""
-    return key.rpartition("@")[0] if _segments(info) else key
+    """The source key of a sample's examples: a segment's is its recording's."""
+    return recording_of(key) if _segments(info) else key
 
 
 def _segments(info: DatasetInfo) -> bool:
