@@ -147,6 +147,15 @@ def test_the_same_turn_in_two_recordings(tmp_path):
         "--cut", "segments", "--segments_field", "rttm", "--audio_fields", "flac",
         "--features", "none", "--allow_empty_splits"])
     assert _groups(tmp_path / "out") == [(["r1@2000-4000", "r2@2000-4000"], ["content"])]
+    assert verify_dataset(str(tmp_path / "out"))[0] == []
+    # Windows cut inside each turn: the same turn, and verify finds its
+    # windows under their recordings' keys.
+    tar_to_tfrecord.run([
+        "--input", f"{tmp_path}/meet.tar", "--output", str(tmp_path / "windows"),
+        "--cut", "audio_windows", "--segments_field", "rttm", "--audio_fields", "flac",
+        "--features", "none", "--allow_empty_splits"])
+    assert _groups(tmp_path / "windows") == [(["r1@2000-4000", "r2@2000-4000"], ["content"])]
+    assert verify_dataset(str(tmp_path / "windows"))[0] == []
 
 
 def test_inspect_shows_the_counts_and_two_workers_find_the_same(corpus, tmp_path):

@@ -68,7 +68,9 @@ def _recording(info: DatasetInfo, key: str) -> str:
 
 
 def _segments(info: DatasetInfo) -> bool:
-    return info.document.get("options", {}).get("cut") == "segments"
+    """Whether its samples are segments of recordings (any cut inside them)."""
+    options = info.document.get("options", {})
+    return bool(options.get("segments_field") or options.get("segment_columns"))
 
 
 def sought_keys(info: DatasetInfo, text: str | None) -> frozenset:

@@ -39,7 +39,7 @@ def media_problems(example, spec: FeatureSpec) -> tuple:
                     _check_image(image, f.shape[-3:])
                     decoded += 1
             elif f.sample_rate:
-                decoded += _check_audio_span(f, times)
+                decoded += _check_audio_span(f, values, times)
             elif f.dtype == "bytes":
                 decoded += sum(_check_encoded(v) for v in values)
         except ValueError as e:
@@ -62,13 +62,14 @@ def _check_image(data: bytes, shape: tuple | None = None) -> None:
                          f"{'x'.join(map(str, shape))}")
 
 
-def _check_audio_span(f, times: dict) -> int:
-    """A cut's audio against its start and end times: 1 if checked, 0 if the
-    example has no times to check it against."""
+def _check_audio_span(f, values, times: dict) -> int:
+    """A cut's audio (its stored `values`) against its start and end times: 1
+    if checked, 0 if the example has no times to check it against."""
     if len(times) < 2 or not times["end_time"] or times["end_time"][0] <= times["start_time"][0]:
         return 0
     start, end = times["start_time"][0], times["end_time"][0]
-    samples = f.shape[0]
+    # A segment's audio is as long as the segment (float32[*]): count what is stored.
+    samples = f.shape[0] if f.shape[0] is not None else len(values)
     spanned = (end - start) * f.sample_rate
     # The times are float32: allow a sample, and their rounding at this magnitude.
     slack = 1 + 2 * f.sample_rate * float(np.spacing(np.float32(max(abs(start), abs(end)))))
