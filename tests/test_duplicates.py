@@ -334,6 +334,19 @@ def test_a_resume_with_another_similarity_reuses_every_unit(speech, tmp_path, ca
     assert info["duplicates"]["near"] == 3 and _near(tmp_path / "out") == sorted(pairs[1:])
 
 
+def test_a_take_that_does_not_decode_is_the_dead_letter_it_always_was(speech, tmp_path):
+    """A truncated FLAC (head -c) beside the takes: one dead letter naming its
+    key, member and stage, as without --near_duplicates."""
+    _run("sh", "-c", f"head -c 3000 {speech}/files/t0.flac > cut.flac && echo 1 > cut.cls "
+         "&& tar -cf cut.tar cut.flac cut.cls", cwd=tmp_path)
+    info = tar_to_tfrecord.run(["--input", f"{speech}/takes.tar,{tmp_path}/cut.tar",
+                                "--output", str(tmp_path / "out"), *SPEECH_FLAGS,
+                                "--max_failure_fraction", "0.5"])
+    assert info["accounting"]["samples_failed"] == 1
+    (letter,) = map(json.loads, (tmp_path / "out" / "failures" / "failures.jsonl").open())
+    assert (letter["key"], letter["member"], letter["stage"]) == ("cut", "flac", "decode_audio")
+
+
 def test_near_duplicates_need_a_policy(speech, tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "pipelines.tar_to_tfrecord", "--input", f"{speech}/*.tar",

@@ -20,7 +20,7 @@ import numpy as np
 
 from transforms.format.sample import SPAN
 from transforms.media.audio import AudioOptions, stream_audio
-from transforms.media.decoded import MediaError
+from transforms.media.decoded import MediaError, staged
 
 __all__ = ["NEAR", "near_bands", "near_fingerprints", "near_similarity"]
 
@@ -129,7 +129,9 @@ def near_fingerprints(sample: Mapping[str, Any], audio_fields: Iterable[str],
     bounds = (span.start, span.end) if span is not None else None
     field = next((f for f in audio_fields if f in sample), None)
     if field is not None:
-        signature = _member_signature(sample[field], field, bounds)
+        # Tagged as the cut tags it: a member that does not decode is the same
+        # dead letter with or without --near_duplicates.
+        signature = staged("decode_audio", field, _member_signature, sample[field], field, bounds)
     elif video_field and video_field in sample:
         try:
             signature = _member_signature(sample[video_field], video_field, bounds)
