@@ -47,6 +47,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.flag_types import GROUPS_ATTRIBUTE, Flag, flag_group
 from pipelines.template_metadata import TEMPLATES
+from transforms.format.arguments import ArgumentError
 from transforms.format.dead_letters import DatasetFailed
 from transforms.runner import progress
 from transforms.runner.beam_internals import BeamArgumentParser, declare_flags
@@ -202,6 +203,23 @@ _HINTS = {
     "GoogleAuthError": "run `gcloud auth application-default login`, or for the emulators set "
                        "BIGTABLE_EMULATOR_HOST / STORAGE_EMULATOR_HOST",
 }
+
+
+def flag_names(flags: Sequence[Flag]) -> Callable[[str], str]:
+    """A Python parameter's name -> the option of the flag that sets it (the flag
+    table's `parameter`, else the flag of the same name)."""
+    options = {name: flag.option for flag in flags for name in (flag.name, flag.parameter)}
+    return lambda parameter: options.get(parameter, parameter)
+
+
+@contextlib.contextmanager
+def in_flag_terms(flags: Sequence[Flag]) -> Iterator[None]:
+    """An ArgumentError raised in the block (a public constructor's, naming its
+    Python parameter) raised again as a FlagError naming the flag instead."""
+    try:
+        yield
+    except ArgumentError as e:
+        raise FlagError(e.said(flag_names(flags))) from e
 
 
 def _one_line(error: BaseException) -> str:

@@ -22,12 +22,13 @@ from typing import Iterable
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
+from pipelines.cli import in_flag_terms
 from pipelines.dataset_options import DatasetOptions
 from transforms.format.infer import infer_spec
 from transforms.format.spec import FeatureSpec, parse_features
 from transforms.format.text import comma_list
 from transforms.media.audio import AudioOptions
-from transforms.media.cutting import CutOptions, media_features, media_fields
+from transforms.media.cutting import CutOptions, media_fields, with_cut_features
 from transforms.media.frames import FrameOptions
 from transforms.media.windows import WindowOptions
 from transforms.recipe import sample_ops
@@ -133,6 +134,7 @@ def target_shard_bytes(options: PipelineOptions) -> int:
     return int(opts.shard_size_mb * (1 << 20))
 
 
+@in_flag_terms(DatasetOptions.FLAGS)
 def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
     """Validates the shared flags and turns them into a DatasetConfig for the input
     `read`, one of the project's readers: its `describe()` is the manifest's
@@ -140,7 +142,7 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
     --features auto infers from.
 
     Every flag error is raised here, before any pipeline work, as ValueError
-    naming the flag.
+    naming the flag (a public constructor's ArgumentError in flag terms).
     """
     opts = options.view_as(DatasetOptions)
     if not opts.output:
@@ -219,12 +221,11 @@ def feature_spec(options: PipelineOptions, samples: Iterable) -> FeatureSpec:
     """
     opts = options.view_as(DatasetOptions)
     cut = cut_options(options)
-    added = media_features(cut)
     text = opts.features.strip()
     if text == "none":
-        return FeatureSpec(added)
+        return FeatureSpec(with_cut_features((), cut))
     if text != "auto":
-        return FeatureSpec(added + parse_features(text).features)
+        return FeatureSpec(with_cut_features(parse_features(text).features, cut))
     segments = segment_options(options)
     if segments.enabled:  # infer from the segments, whose fields the examples get
         samples = (segment for sample in samples
@@ -238,7 +239,7 @@ def feature_spec(options: PipelineOptions, samples: Iterable) -> FeatureSpec:
             "--features auto: the input has no readable sample to infer from; "
             "give --features explicitly"
         )
-    spec = FeatureSpec(added + infer_spec(first).features)
+    spec = FeatureSpec(with_cut_features(infer_spec(first).features, cut))
     _LOG.info(
         "features: %s",
         ",".join(f"{f.name}:{f.dtype}" + ("[*]" if f.is_variable else "") for f in spec),
@@ -246,6 +247,7 @@ def feature_spec(options: PipelineOptions, samples: Iterable) -> FeatureSpec:
     return spec
 
 
+@in_flag_terms(DatasetOptions.FLAGS)
 def run_dataset_job(
     options: PipelineOptions,
     config: DatasetConfig,
@@ -274,7 +276,8 @@ def run_dataset_job(
     local = runs_locally(options)
     interval = progress.INTERVAL_S if local else None
     pipeline = make_pipeline(options, interval)
-    _ = pipeline | "WriteDataset" >> WriteDataset(config, source, examples_sink, run)
+    _ = pipeline | "WriteDataset" >> WriteDataset(config, source, examples_sink=examples_sink,
+                                                  run=run)
     with (
         progress.reporting(interval, config.source.get("input_bytes"))
         if interval

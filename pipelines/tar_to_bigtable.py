@@ -52,7 +52,6 @@ from pipelines import cli
 from pipelines.dataset_options import DatasetOptions
 from pipelines.job_options import BigtableLoadOptions, bigtable_table, input_patterns
 from transforms.format.dead_letters import (
-    FAILURES,
     FILE,
     SAMPLE,
     check_failure_fraction,
@@ -155,7 +154,7 @@ def run(argv=None) -> PipelineResult:
     pipeline = dg.make_pipeline(options)
     samples = pipeline | "ReadTar" >> read
     refused = samples.samples | "WriteBigtable" >> write
-    failures = (samples[FAILURES], refused) | "AllFailures" >> beam.Flatten()
+    failures = (samples.failures, refused) | "AllFailures" >> beam.Flatten()
     _ = (samples.samples
          | "CountSamples" >> beam.combiners.Count.Globally()
          | "Report" >> beam.ParDo(

@@ -28,7 +28,7 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.util import assert_that, equal_to
 from google.cloud.bigtable.data import BigtableDataClient, RowMutationEntry, SetCell
 
-from transforms.format.dead_letters import FAILURES, SAMPLE
+from transforms.format.dead_letters import SAMPLE
 from transforms.format.sample import KEY, URL
 from transforms.format.stable_hash import stable_hash64
 from transforms.sources.bigtable.key_ranges import ByteKeyRange, ByteKeyRangeTracker
@@ -132,7 +132,7 @@ def test_rows_written_by_cbt_read_once(pipeline, bigtable_emulator, tmp_path):
     read = pipeline | ReadBigtableSamples(_config("cbt_rows", "raw:wav=wav,meta:label=cls",
                                                   max_ranges=4))
     assert_that(read.samples, equal_to(expected), label="Samples")
-    assert_that(read[FAILURES], equal_to([]), label="Failures")
+    assert_that(read.failures, equal_to([]), label="Failures")
     result = pipeline.run()
     result.wait_until_finish()
     assert _counter(result, "samples_read") == 12
@@ -142,7 +142,7 @@ def test_bulk_every_row_once_with_counters(pipeline, bulk):
     read = pipeline | ReadBigtableSamples(_config(bulk, max_ranges=8))
     assert_that(read.samples | beam.Map(_digest),
                 equal_to([_expected_digest(k) for k in BULK_KEYS]), label="Samples")
-    assert_that(read[FAILURES], equal_to([]), label="Failures")
+    assert_that(read.failures, equal_to([]), label="Failures")
     result = pipeline.run()
     result.wait_until_finish()
 
@@ -225,7 +225,7 @@ def test_versions_missing_columns_and_binary_keys(pipeline, odd_rows):
     assert_that(read.samples | beam.Map(lambda s: (s[KEY], s["wav"], s["cls"])),
                 equal_to([("versions", b"new", b"1"), ("bin\\xff\x00key", b"w", b"3")]),
                 label="Samples")
-    assert_that(read[FAILURES] | beam.Map(lambda f: (f["unit"], f["stage"], f["key"],
+    assert_that(read.failures | beam.Map(lambda f: (f["unit"], f["stage"], f["key"],
                                                       f["member"], f["message"])),
                 equal_to([(SAMPLE, "read_bigtable", "no-wav", "raw:wav",
                            "row 'no-wav' has no cell in required column raw:wav (field 'wav')"),
@@ -251,7 +251,7 @@ def test_optional_column_and_family_wildcard(pipeline, odd_rows):
             ("versions", {"wav": b"new", "cls": b"1"}),
             ("no-wav", {"cls": b"2"}),  # wav is optional here
             ("bin\\xff\x00key", {"wav": b"w", "cls": b"3"})]]), label="Samples")
-    assert_that(read[FAILURES] | beam.Map(lambda f: (f["key"], f["member"])),
+    assert_that(read.failures | beam.Map(lambda f: (f["key"], f["member"])),
                 equal_to([("nothing-mapped", "meta:*")]), label="Failures")
     pipeline.run().wait_until_finish()
 

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from pipelines import cli
+from pipelines.dataset_options import DatasetOptions
 from transforms.media.audio import AudioOptions
 from transforms.media.cutting import CutOptions, cut_sample, media_features
 from transforms.media.decoded import MediaError
@@ -99,18 +101,28 @@ def test_errors_carry_the_innermost_stage_and_member():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    (dict(mode="shuffle"), "--cut 'shuffle'"),
-    (dict(mode="frames", video_field="mp4"), "needs --frame_size"),
-    (dict(mode="frames", frames=FrameOptions(size=(8, 8))), "needs --video_field"),
-    (dict(mode="audio_windows"), "needs --audio_fields or --video_field"),
+    (dict(mode="shuffle"), "^mode 'shuffle': expected one of"),
+    (dict(mode="frames", video_field="mp4"), "^mode 'frames' needs frames.size"),
+    (dict(mode="frames", frames=FrameOptions(size=(8, 8))), "^mode 'frames' needs video_field"),
+    (dict(mode="audio_windows"), "needs audio_fields or video_field"),
     (dict(mode="audio_windows", audio_fields=("flac",), audio=AudioOptions(sample_rate=None)),
-     "needs --sample_rate"),
+     "needs audio.sample_rate"),
     (dict(mode="clips", video_field="mp4", frames=FrameOptions(fps=None, num_frames=3,
-                                                                 size=(8, 8))), "samples at --fps"),
+                                                                 size=(8, 8))),
+     "samples at frames.fps"),
+    (dict(mode="audio_windows", audio_fields="flac"),
+     r"^audio_fields must be a tuple of field names, got 'flac'; for one field: \('flac',\)"),
 ])
-def test_options_are_validated_before_any_work(kwargs, message):
+def test_options_are_validated_before_any_work_in_python_terms(kwargs, message):
     with pytest.raises(ValueError, match=message):
         CutOptions(**kwargs)
+
+
+def test_the_command_line_says_the_flags_of_the_same_errors():
+    with pytest.raises(ValueError) as error:
+        CutOptions(mode="frames", video_field="mp4")
+    assert error.value.said(cli.flag_names(DatasetOptions.FLAGS)) == (
+        "--cut 'frames' needs --frame_size (examples have a fixed shape)")
 
 
 def test_clip_features_declare_their_shapes():

@@ -13,7 +13,6 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.format.dead_letters import FAILURES
 from transforms.sources.input_files import StorageReadError
 from transforms.sources.listing import (
     ReadListingSamples,
@@ -228,7 +227,7 @@ def test_every_row_read_once_across_range_boundaries(tmp_path, pipeline):
                   for i in range(ROWS) if f"media/{i:03d}" not in missing]),
         label="samples")
     manifest = str(tmp_path / "list.csv")
-    assert_that(read[FAILURES] | "Letters" >> beam.Map(
+    assert_that(read.failures | "Letters" >> beam.Map(
         lambda r: (r["stage"], r["unit"], r["url"], r["key"], r["member"], r["column"])),
         equal_to([("read_media", "sample", manifest, key, str(tmp_path / f"{key}.bin"), "path")
                   for key in missing]), label="failures")
@@ -263,7 +262,7 @@ def test_jsonl_gz_manifest_with_bad_lines(tmp_path, pipeline):
     read = pipeline | ReadListingSamples(files, ["file"])
     assert_that(read.samples, equal_to([{"__key__": "a", "__url__": files[0], "file": b"RIFF",
                                          "label": 1, "tags": ["x"]}]), label="samples")
-    assert_that(read[FAILURES] | beam.Map(lambda r: (r["stage"], r["message"].split(":")[0])),
+    assert_that(read.failures | beam.Map(lambda r: (r["stage"], r["message"].split(":")[0])),
                 equal_to([("read_manifest", "line is not JSON (Expecting value"),
                           ("read_manifest", "media column 'file' holds no path"),
                           ("read_manifest", "media column 'file' holds no path")]),
@@ -282,7 +281,7 @@ def test_a_jsonl_files_byte_order_mark_does_not_cost_its_first_row(tmp_path, pip
     assert list(iter_samples(files, layout)) == [expected]
     read = pipeline | ReadListingSamples(files, ["file"])
     assert_that(read.samples, equal_to([expected]), label="samples")
-    assert_that(read[FAILURES], equal_to([]), label="failures")
+    assert_that(read.failures, equal_to([]), label="failures")
     pipeline.run()
 
 

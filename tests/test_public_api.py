@@ -19,7 +19,6 @@ import tensorflow as tf
 from apache_beam.testing.util import assert_that, equal_to
 
 import transforms as dg
-from transforms.format.dead_letters import FAILURES
 from transforms.testing.corpus import write_corpus
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -235,8 +234,8 @@ def test_build_examples_gives_the_recipes_examples_and_dead_letters():
     with dg.make_pipeline() as p:
         built = p | beam.Create([{"__key__": "a", "label": b"3\n"}, {"__key__": "b", "label": b"x"}]
                                 ) | dg.BuildExamples(recipe)
-        serialized = built["examples"] | beam.Map(lambda e: (e.split, e.serialized))
-        letters = built[FAILURES] | beam.Map(lambda r: (r["key"], r["member"]))
+        serialized = built.examples | beam.Map(lambda e: (e.split, e.serialized))
+        letters = built.failures | beam.Map(lambda r: (r["key"], r["member"]))
         three = tf.train.Example(features=tf.train.Features(feature={
             "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[3]))}))
         assert_that(serialized, equal_to([("train", three.SerializeToString())]),
@@ -333,7 +332,7 @@ def test_runinference_embeddings_are_added_to_each_window_before_writing(tmp_pat
 def test_an_output_that_cannot_be_written_fails_before_any_work(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_bytes(b"not a folder")
-    with pytest.raises(ValueError, match=r"^WriteDataset output '.*a_file/out' is not writable"):
+    with pytest.raises(ValueError, match=r"^output '.*a_file/out' is not writable"):
         with dg.make_pipeline() as p:
             _ = p | beam.Create([{"label": 1}]) | dg.WriteDataset(
                 str(blocker / "out"), features="label:int64")

@@ -346,7 +346,7 @@ def test_a_long_recording_is_decoded_once_for_all_its_segments(tmp_path):
         read = p | ReadTarSamples(str(tmp_path / "long.tar"))
         built = read.samples | BuildExamples(_recipe("audio_windows",
                                                      SegmentOptions(field="rttm")))
-        assert_that(built["examples"] | beam.combiners.Count.Globally(), equal_to([60]))
+        assert_that(built.examples | beam.combiners.Count.Globally(), equal_to([60]))
     result = p.result
     assert _counter(result, "segments_written") == 30
     assert abs(_counter(result, "audio_ms_decoded") - 60_000) <= 30
@@ -357,7 +357,7 @@ def test_rows_naming_one_file_read_it_once(corpus):
         read = p | ReadListingSamples(str(corpus / "list.jsonl"), ["audio_filepath"], "id")
         built = read.samples | BuildExamples(_recipe(
             "segments", SegmentOptions(columns=("offset", "duration")), "audio_filepath"))
-        assert_that(built["examples"] | beam.combiners.Count.Globally(), equal_to([5]))
+        assert_that(built.examples | beam.combiners.Count.Globally(), equal_to([5]))
     result = p.result
     assert _counter(result, "manifest_rows_read") == 5
     assert _counter(result, "media_files_read") == 1

@@ -29,7 +29,7 @@ import webdataset
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.util import assert_that, equal_to
 
-from transforms.format.dead_letters import FAILURES, FILE, SAMPLE
+from transforms.format.dead_letters import FILE, SAMPLE
 from transforms.format.sample import KEY, URL, data_fields
 from transforms.sources.file_match import match_files
 from transforms.sources.input_files import StorageReadError
@@ -476,7 +476,7 @@ def test_read_tar_samples_skips_and_counts(pipeline, tmp_path):
                     lambda s: (os.path.basename(s[URL]), s[KEY], sorted(data_fields(s)))),
                 equal_to([(shard, key, sorted(fields)) for shard in ("s0.tar", "s1.tar.gz")
                           for key, fields in EXPECTED.items()]), label="Samples")
-    assert_that(read[FAILURES], equal_to([]), label="Failures")
+    assert_that(read.failures, equal_to([]), label="Failures")
     result = pipeline.run()
     result.wait_until_finish()
 
@@ -506,7 +506,7 @@ def test_failures_through_pipeline(pipeline, tmp_path):
     assert_that(read.samples | beam.Map(lambda s: (os.path.basename(s[URL]), s[KEY])),
                 equal_to([("good.tar", "a"), ("good.tar", "b"), ("good.tar", "c"),
                           ("cut.tar", "a"), ("dup.tar", "b")]), label="Samples")
-    assert_that(read[FAILURES] | beam.Map(lambda f: (f["unit"], os.path.basename(f["url"]),
+    assert_that(read.failures | beam.Map(lambda f: (f["unit"], os.path.basename(f["url"]),
                                                      f["key"], f["member"])),
                 equal_to([(SAMPLE, "cut.tar", "b", "b.flac"),
                           (SAMPLE, "dup.tar", "a", "a.cls"),

@@ -119,7 +119,7 @@ def test_global_layout_balances_shards_and_reruns_identically(corpus, tmp_path):
     (["--shuffle", "global", "--direct_num_workers", "2"],
      r"--shuffle global cannot run with --direct_num_workers 2: .*use the default "
      r"--shuffle none, or --direct_num_workers 1"),
-    (["--num_shards", "4"], "--num_shards needs --shuffle global"),
+    (["--num_shards", "4"], "--num_shards needs --shuffle 'global'"),
     (["--shuffle", "random"], "invalid choice: .random."),
 ])
 def test_layout_flag_errors_before_any_work(corpus, tmp_path, flags, message):

@@ -1,8 +1,8 @@
 """Samples to encoded examples, written nowhere: the recipe as a Beam step.
 
     built = samples | "BuildExamples" >> BuildExamples(recipe)
-    built["examples"]   # Examples: (split, order key, serialized tf.train.Example)
-    built[FAILURES]     # dead letters of the elements that gave none
+    built.examples      # Examples: (split, order key, serialized tf.train.Example)
+    built.failures      # dead letters of the elements that gave none
 
 It is the writer's own converter (transforms/writer/convert.py) with its
 shards turned off, so an example built here is byte for byte the one
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 
-from transforms.format.dead_letters import FAILURES
+from transforms.format.outputs import ExampleResult
 from transforms.recipe.examples import ExampleRecipe
 from transforms.writer.convert import RECEIPTS, ConvertElements, ConvertOptions
 
@@ -23,7 +23,7 @@ __all__ = ["BuildExamples"]
 class BuildExamples(beam.PTransform):
     """Samples (or feature dicts, or serialized tf.train.Examples) -> their encoded
     examples by `recipe`, for a pipeline that writes them itself; under
-    FAILURES the dead letters of the elements that gave none.
+    `failures` the dead letters of the elements that gave none.
 
     >>> import apache_beam as beam, transforms as dg
     >>> from apache_beam.testing.util import assert_that, equal_to
@@ -31,8 +31,8 @@ class BuildExamples(beam.PTransform):
     >>> with dg.make_pipeline() as p:
     ...     built = (p | beam.Create([{"__key__": "a", "label": "3"}, {"__key__": "b"}])
     ...                | dg.BuildExamples(recipe))
-    ...     _ = assert_that(built["examples"] | beam.Map(lambda e: e.split), equal_to(["train"]))
-    ...     _ = assert_that(built["failures"] | beam.Map(lambda d: d["key"]), equal_to(["b"]),
+    ...     _ = assert_that(built.examples | beam.Map(lambda e: e.split), equal_to(["train"]))
+    ...     _ = assert_that(built.failures | beam.Map(lambda d: d["key"]), equal_to(["b"]),
     ...                     label="dead letters")
     """
 
@@ -43,6 +43,5 @@ class BuildExamples(beam.PTransform):
     def expand(self, samples):
         converted = samples | "Convert" >> ConvertElements(
             self._recipe, ConvertOptions(temp_dir="", write_shards=False, emit_examples=True))
-        return {"examples": converted.examples,
-                FAILURES: converted[RECEIPTS] | "DeadLetters" >> beam.FlatMap(
-                    lambda r: r.failures)}
+        failures = converted[RECEIPTS] | "DeadLetters" >> beam.FlatMap(lambda r: r.failures)
+        return ExampleResult(converted.examples, failures)

@@ -3,7 +3,7 @@ cutting and writing (an embedding model run with Beam's RunInference, a filter).
 
     cut = samples | "Cut" >> CutSamples(CutOptions(mode="audio_windows", audio_fields=("flac",)))
     cut.examples     # dicts: the sample's fields, `audio`, `source_key`, `start_time`, ...
-    cut[FAILURES]    # dead letters of samples whose media did not decode or cut
+    cut.failures     # dead letters of samples whose media did not decode or cut
 
 The cut is transforms/media/cutting.py's `cut_sample`, the one WriteDataset
 runs; each example is keyed `<sample key>#<n>`, so WriteDataset orders and
@@ -17,40 +17,46 @@ from typing import Any, Dict
 
 import apache_beam as beam
 
-from transforms.format.dead_letters import FAILURES, dead_letter
-from transforms.format.sample import KEY, URL
+from transforms.format.dead_letters import FAILURES, StorageReadError, dead_letter
+from transforms.format.outputs import ExampleResult
+from transforms.format.sample import KEY, URL, as_sample
 from transforms.media.cutting import CutOptions, cut_sample
-from transforms.media.decoded import MediaError
 
 __all__ = ["CutSamples"]
 
 
-@beam.typehints.with_input_types(Dict[str, Any])
+@beam.typehints.with_input_types(Any)  # what is no Sample is a dead letter
 @beam.typehints.with_output_types(Dict[str, Any])
 class _CutFn(beam.DoFn):
     def __init__(self, cut: CutOptions):
         self._cut = cut
 
-    def process(self, sample):
+    def process(self, element):
+        try:
+            sample = as_sample(element)
+        except TypeError as e:
+            yield beam.pvalue.TaggedOutput(FAILURES, dead_letter("read_element", e, url=""))
+            return
         key, emitted = sample[KEY], 0
         try:
             for example in cut_sample(sample, self._cut):
                 yield {**example, KEY: f"{key}#{emitted}"}
                 emitted += 1
-        except MediaError as e:
+        except StorageReadError:
+            raise
+        except Exception as e:  # noqa: BLE001 - every failure of the data becomes a dead letter
             yield beam.pvalue.TaggedOutput(FAILURES, dead_letter(
-                e.stage, e, url=sample.get(URL, ""), key=key, member=e.member,
-                examples_written=emitted))
+                getattr(e, "stage", "cut"), e, url=sample.get(URL, ""), key=key,
+                member=getattr(e, "member", None), examples_written=emitted))
 
 
 class CutSamples(beam.PTransform):
     """Samples -> the example dicts `cut` makes of them (audio windows, frames with
-    their audio, clips), and under FAILURES the dead letters of samples whose
+    their audio, clips), and under `failures` the dead letters of samples whose
     media did not decode or cut (after the examples cut before the break).
 
     >>> import apache_beam as beam, transforms as dg
     >>> from apache_beam.testing.util import assert_that, equal_to
-    >>> from transforms.format.dead_letters import FAILURES
     >>> from transforms.testing.synthetic_media import flac_bytes, voice
     >>> samples = [{"__key__": "ok", "flac": flac_bytes(voice(220, 3.0), 16000)},
     ...            {"__key__": "bad", "flac": b"not audio"}]
@@ -59,7 +65,7 @@ class CutSamples(beam.PTransform):
     ...     cut = p | beam.Create(samples) | dg.CutSamples(windows)
     ...     _ = assert_that(cut.examples | beam.Map(lambda e: e["__key__"]),
     ...                     equal_to(["ok#0", "ok#1", "ok#2"]))
-    ...     _ = assert_that(cut[FAILURES] | beam.Map(lambda d: d["key"]), equal_to(["bad"]),
+    ...     _ = assert_that(cut.failures | beam.Map(lambda d: d["key"]), equal_to(["bad"]),
     ...                     label="dead letters")
     """
 
@@ -68,5 +74,6 @@ class CutSamples(beam.PTransform):
         self._cut = cut
 
     def expand(self, samples):
-        return samples | "CutSamples" >> beam.ParDo(_CutFn(self._cut)).with_outputs(
+        cut = samples | "CutSamples" >> beam.ParDo(_CutFn(self._cut)).with_outputs(
             FAILURES, main="examples")
+        return ExampleResult(cut.examples, cut[FAILURES])

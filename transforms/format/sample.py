@@ -27,7 +27,9 @@ from typing import IO, Any, Collection, Mapping
 
 import numpy as np
 
-__all__ = ["KEY", "SPAN", "URL", "StoredBytes", "content_key", "data_fields", "escape",
+from transforms.format.text import preview
+
+__all__ = ["KEY", "SPAN", "URL", "StoredBytes", "as_sample", "content_key", "data_fields", "escape",
            "escape_name", "field_text", "field_value", "is_text", "keyed", "read_stored",
            "FieldReader"]
 
@@ -130,13 +132,31 @@ def field_value(value: Any) -> Any:
     return value
 
 
+def as_sample(element: Any) -> dict:
+    """A PCollection's element as a Sample (`keyed`); TypeError saying what it is
+    otherwise, with a preview of it."""
+    if not isinstance(element, Mapping):
+        raise TypeError(f"a {type(element).__name__} is not a Sample (a dict of field name to "
+                        f"value): {preview(element)}")
+    return keyed(element)
+
+
 def keyed(element: Mapping[str, Any]) -> dict:
-    """A dict as a Sample: itself when it has a `__key__`, else a copy keyed by
-    its `content_key`, so a dict built by any Beam step can be split, ordered
-    and named in a dead letter."""
-    if KEY in element:
-        return dict(element)
-    return {KEY: content_key(element), **element}
+    """A dict as a Sample: itself when it has a text `__key__`, else a copy
+    keyed by its `content_key`, so a dict built by any Beam step can be split,
+    ordered and named in a dead letter. TypeError, with a preview of the
+    element, for a field name that is not text (pandas' integer columns) or a
+    key that is neither text nor absent."""
+    names = [name for name in element if not isinstance(name, str)]
+    if names:
+        raise TypeError(f"field names must be text, got {names[0]!r} in "
+                        f"{preview(dict(element))}")
+    if KEY not in element:
+        return {KEY: content_key(element), **element}
+    if not isinstance(element[KEY], str):
+        raise TypeError(f"__key__ must be text, got {preview(element[KEY])} in "
+                        f"{preview(dict(element))}")
+    return dict(element)
 
 
 def content_key(value: Mapping[str, Any] | bytes) -> str:
@@ -166,9 +186,11 @@ def data_fields(sample: Mapping[str, Any]) -> list:
 
 
 class FieldReader:
-    """Reads fields and JSON projections (`json.speaker`) from one sample.
+    """Reads fields and projections (`json.speaker`, `audio.bytes`) from one sample.
 
-    A projection `field.path.to.value` parses `field` as JSON once per sample.
+    A projection `field.path.to.value` reads into `field`: a dict (a Parquet
+    struct: Hugging Face's audio column is {"bytes", "path"}) as it is, JSON
+    text parsed once per sample.
     A name that is itself a field (`data.flac`-style extensions) wins over a
     projection.
     """
@@ -184,7 +206,7 @@ class FieldReader:
         for field, path in self._projections(source):
             obj = self._json(field)
             for i, part in enumerate(path):
-                if not isinstance(obj, dict) or part not in obj:
+                if not isinstance(obj, Mapping) or part not in obj:
                     raise KeyError(
                         f"{source!r}: JSON field {field!r} has no "
                         f"{'.'.join(path[:i + 1])!r}")
@@ -204,6 +226,9 @@ class FieldReader:
     def _json(self, field: str):
         if field not in self._parsed:
             raw = self._sample[field]
+            if isinstance(raw, Mapping):  # a Parquet struct, an Arrow row, JSON read by Beam
+                self._parsed[field] = raw
+                return raw
             try:
                 self._parsed[field] = json.loads(raw)
             except (ValueError, TypeError) as e:

@@ -147,6 +147,7 @@ class Feature:
         """
         if self.kind != "bytes" or self.dtype in PACKED:
             value = npy_array(value, self.name)
+        self._check_array_shape(value)
         if self.dtype in PACKED:
             return [_pack(value, self)]
         if self.dtype == "bool":
@@ -168,6 +169,40 @@ class Feature:
                 f"feature {self.name!r} (from {self.source!r}) has {n} values, "
                 f"shape {list(self.shape)} needs {expected}")
         return values
+
+    def _check_array_shape(self, value) -> None:
+        """ValueError when `value` is an array (or a list of lists) of another
+        shape than the declared one: a (2, 2) array is no float32[4], a stereo
+        (8000, 2) clip no float32[16000]. A scalar may be a one-value array;
+        a flat list is checked by its length alone."""
+        shape = _array_shape(value)
+        if shape is None:
+            return
+        declared = self.shape if self.dtype in PACKED else self.stored_shape
+        if not declared:
+            fits = shape == (1,)
+        elif self.is_variable:
+            fits = len(shape) == len(declared) and shape[1:] == declared[1:]
+        else:
+            fits = shape == declared
+        if not fits:
+            wanted = ("[" + ",".join("*" if d is None else str(d) for d in declared) + "]"
+                      if declared else "a scalar")
+            raise ValueError(f"feature {self.name!r} (from {self.source!r}) is an array of "
+                             f"shape {list(shape)}; the spec declares {wanted}")
+
+
+def _array_shape(value) -> tuple | None:
+    """The shape of an array value: an ndarray's, or a list of lists' (None for
+    a scalar, a 0-d array among them, text, or a flat list)."""
+    if isinstance(value, np.ndarray):
+        return value.shape or None
+    if (isinstance(value, (list, tuple)) and value
+            and isinstance(value[0], (list, tuple, np.ndarray))):
+        array = np.asarray(value, dtype=object)
+        # A ragged list is an array of lists: the number parser says what is wrong.
+        return None if isinstance(array.flat[0], (list, tuple, np.ndarray)) else array.shape
+    return None
 
 
 @dataclasses.dataclass(frozen=True)

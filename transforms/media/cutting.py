@@ -38,10 +38,11 @@ the end once they are done.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from transforms.format.arguments import ArgumentError, check_choice, check_names
 from transforms.format.sample import KEY, SPAN
 from transforms.format.segments import BoxTrack
 from transforms.format.spec import Feature
@@ -57,7 +58,8 @@ from transforms.media.length import length_features
 from transforms.media.video import iter_frames
 from transforms.media.windows import AudioTimeline, OutsideAudio, WindowOptions, audio_windows
 
-__all__ = ["CutOptions", "MODES", "cut_sample", "media_features", "media_fields"]
+__all__ = ["CutOptions", "MODES", "cut_sample", "media_features", "media_fields",
+           "with_cut_features"]
 
 MODES = ("none", "audio_windows", "frames", "clips", "segments")
 _MEDIA_FEATURES = ("audio", "frame", "frames")
@@ -96,40 +98,42 @@ class CutOptions:
     max_duration_s: float = 0.0
 
     def __post_init__(self):
-        if self.mode not in MODES:
-            raise ValueError(f"--cut {self.mode!r}: expected one of {', '.join(MODES)}")
+        check_choice("mode", self.mode, MODES)
+        object.__setattr__(self, "audio_fields", check_names("audio_fields", self.audio_fields))
         if self.min_duration_s < 0 or self.max_duration_s < 0 or (
                 self.max_duration_s and self.min_duration_s > self.max_duration_s):
-            raise ValueError(f"--min_duration_s {self.min_duration_s} and --max_duration_s "
-                             f"{self.max_duration_s}: bounds >= 0, the minimum not above the "
-                             "maximum (0: no bound)")
+            raise ArgumentError("min_duration_s", f"{self.min_duration_s} and {{max_duration_s}} "
+                                f"{self.max_duration_s}: bounds >= 0, the minimum not above "
+                                "the maximum (0: no bound)")
         if (self.min_duration_s or self.max_duration_s) and not (
                 self.audio_fields or self.video_field):
-            raise ValueError("--min_duration_s/--max_duration_s measure the media of "
-                             "--audio_fields or --video_field: name one")
+            raise ArgumentError("min_duration_s", "and {max_duration_s} measure the media of "
+                                "{audio_fields} or {video_field}: name one")
         if self.crop_to_boxes and not self._uses_frames:
-            raise ValueError("--boxes_from segment crops frames: --cut frames or clips, or "
-                             "segments with --video_field")
+            raise ArgumentError("crop_to_boxes", "crops frames: {mode} frames or clips, or "
+                                "segments with {video_field}")
         if self.mode == "none":
             return
+        mode = f"{self.mode!r}"
         if self.audio.sample_rate is None and self._uses_audio:
-            raise ValueError(f"--cut {self.mode} needs --sample_rate (examples have a fixed "
-                             "length)")
+            raise ArgumentError("mode", f"{mode} needs {{audio.sample_rate}} (examples have a "
+                                "fixed length)")
         if self.mode in ("audio_windows", "segments") and not (
                 self.audio_fields or self.video_field):
-            raise ValueError(f"--cut {self.mode} needs --audio_fields or --video_field")
+            raise ArgumentError("mode", f"{mode} needs {{audio_fields}} or {{video_field}}")
         if self.mode in ("frames", "clips") and not self.video_field:
-            raise ValueError(f"--cut {self.mode} needs --video_field")
+            raise ArgumentError("mode", f"{mode} needs {{video_field}}")
         if self._uses_frames and self.frames.size is None:
-            raise ValueError(f"--cut {self.mode} needs --frame_size (examples have a "
-                             "fixed shape)")
+            raise ArgumentError("mode", f"{mode} needs {{frames.size}} (examples have a fixed "
+                                "shape)")
         if self.mode == "segments" and self.video_field and self.frames.image_format != "jpeg":
-            raise ValueError("--cut segments keeps a segment's frames, as many as it has, as "
-                             "JPEGs: --frame_format jpeg")
+            raise ArgumentError("mode", f"{mode} keeps a segment's frames, as many as it has, as "
+                                "JPEGs: {frames.image_format} jpeg")
         if self.mode == "clips" and (not self.frames.fps or self.frames.num_frames
                                      or self.frames.timestamps or self.clip_frames < 1):
-            raise ValueError("--cut clips samples at --fps (not --num_frames or --timestamps) "
-                             "and needs --clip_frames >= 1")
+            raise ArgumentError("mode", f"{mode} samples at {{frames.fps}} (not "
+                                "{frames.num_frames} or {frames.timestamps}) and needs "
+                                "{clip_frames} >= 1")
 
     @property
     def features(self) -> tuple:
@@ -199,6 +203,22 @@ def media_features(options: CutOptions) -> tuple:
     features += [Feature("source_key", "bytes"), Feature("start_time", "float"),
                  Feature("end_time", "float")]
     return tuple(features)
+
+
+def with_cut_features(features: Sequence[Feature], options: CutOptions) -> tuple:
+    """The cut's features (`media_features`, with their sample rates and
+    shapes) and then `features`, so a spec need not restate them. A feature
+    of `features` named as one of the cut's must declare its dtype and shape:
+    the cut's declaration stands for it; ArgumentError otherwise."""
+    cut_features = media_features(options)
+    by_name = {f.name: f for f in cut_features}
+    for feature in features:
+        made = by_name.get(feature.name)
+        if made is not None and (feature.dtype, feature.shape) != (made.dtype, made.shape):
+            raise ArgumentError("features", f"declare {feature.name!r} as {feature.dtype}"
+                                f"{list(feature.shape)}, but the cut makes it {made.dtype}"
+                                f"{list(made.shape)}: leave it out, the cut declares it")
+    return cut_features + tuple(f for f in features if f.name not in by_name)
 
 
 def media_fields(sample: Mapping[str, Any], options: CutOptions) -> set:

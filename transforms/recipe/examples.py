@@ -22,13 +22,14 @@ import dataclasses
 import functools
 from typing import Any, Callable, Generator, Iterator, Mapping, NamedTuple
 
+from transforms.format.arguments import ArgumentTypeError
 from transforms.format.dead_letters import StorageReadError
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.example_check import example_problems, parse_example, stored_values
 from transforms.format.sample import KEY, SPAN, FieldReader, read_stored
 from transforms.format.spec import FeatureSpec
 from transforms.format.stable_hash import stable_hash64
-from transforms.media.cutting import CutOptions, cut_sample, media_fields
+from transforms.media.cutting import CutOptions, cut_sample, media_fields, with_cut_features
 from transforms.media.decoded import NoSamples
 from transforms.media.length import MediaLength, probe_length
 from transforms.recipe import sample_ops
@@ -50,7 +51,9 @@ __all__ = ["PROTOBUF_LIMIT", "Example", "ExampleRecipe", "SampleOutcome", "Stage
 class ExampleRecipe:
     """Everything that turns one sample into examples; pickles as plain configuration.
 
-    The spec says which features an example has; the split plan where it goes
+    The spec says which features an example has, after those the cut makes
+    (audio windows with their sample rate, a whole sample's duration: added
+    here, so the spec need name only labels and metadata); the split plan where it goes
     (by default DEFAULT_SPLITS by `__key__`); the sample operations (select,
     where, rename, drop empty, functions of the user's) what of a sample is
     kept; the cut how its media become examples; `segments` where a
@@ -67,7 +70,7 @@ class ExampleRecipe:
     >>> split = recipe.split_plan.split_of("s1")    # every example of speaker s1 goes there
     >>> with dg.make_pipeline() as p:               # the French one is filtered out
     ...     built = p | beam.Create(samples) | dg.BuildExamples(recipe)
-    ...     _ = assert_that(built["examples"] | beam.Map(lambda e: e.split), equal_to([split] * 2))
+    ...     _ = assert_that(built.examples | beam.Map(lambda e: e.split), equal_to([split] * 2))
     """
 
     spec: FeatureSpec
@@ -86,6 +89,14 @@ class ExampleRecipe:
     near_fingerprints: bool = False
 
     def __post_init__(self):
+        if not isinstance(self.spec, FeatureSpec):
+            raise ArgumentTypeError("spec", f"must be a FeatureSpec (FeatureSpec.parse('...')), "
+                                            f"got {type(self.spec).__name__}")
+        # The cut's own features lead the spec, as the command line's: a spec of
+        # labels and metadata is complete with them.
+        features = with_cut_features(self.spec.features, self.cut)
+        if features != self.spec.features:
+            object.__setattr__(self, "spec", FeatureSpec(features))
         self.segments.check(self.cut.mode)
 
     @functools.cached_property

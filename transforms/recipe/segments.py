@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterator, Mapping
 
+from transforms.format.arguments import ArgumentError
 from transforms.format.sample import KEY, SPAN, StoredBytes, field_value
 from transforms.format.segments import Segment, Span, parse_segments, segment_key, segment_of
 from transforms.media.decoded import SPAN_SLACK_S
@@ -52,19 +53,19 @@ class SegmentOptions:
 
     def __post_init__(self):
         if self.field and self.columns:
-            raise ValueError("--segments_field and --segment_columns: one or the other")
+            raise ArgumentError("segments_field", "and {segment_columns}: one or the other")
         if self.columns and (len(self.columns) != 2 or not all(self.columns)):
-            raise ValueError(f"--segment_columns {','.join(self.columns)!r}: two columns, "
+            raise ArgumentError("segment_columns", f"{','.join(self.columns)!r}: two columns, "
                              "START,END or OFFSET,DURATION")
 
     def check(self, cut_mode: str) -> None:
         """ValueError unless these segments and the cut `cut_mode` go together."""
         if self.enabled and cut_mode == "none":
-            raise ValueError("--segments_field/--segment_columns cut inside segments: name the "
-                             "cut (--cut segments, audio_windows, frames or clips)")
+            raise ArgumentError("segments_field", "and {segment_columns} cut inside segments: "
+                                "name the cut ({cut} segments, audio_windows, frames or clips)")
         if cut_mode == "segments" and not self.enabled:
-            raise ValueError("--cut segments needs the segments: --segments_field (a member "
-                             "or cell of RTTM, JSON or CSV) or --segment_columns (a listing's)")
+            raise ArgumentError("cut", "segments needs the segments: {segments_field} (a member "
+                             "or cell of RTTM, JSON or CSV) or {segment_columns} (a listing's)")
 
     @property
     def enabled(self) -> bool:

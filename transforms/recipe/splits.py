@@ -31,6 +31,7 @@ import math
 import re
 from typing import Any, Iterable, Mapping
 
+from transforms.format.arguments import ArgumentError
 from transforms.format.sample import FieldReader, field_text
 from transforms.format.spec import Feature, FeatureSpec
 from transforms.format.stable_hash import stable_hash64
@@ -71,16 +72,15 @@ def parse_splits(text: str) -> tuple:
         except ValueError:
             value = math.nan
         if not sep or not re.fullmatch(r"[A-Za-z0-9_-]+", name) or not value > 0:
-            raise ValueError(
-                f"--splits term {term!r} is not name=ratio with a positive ratio, "
-                f"e.g. 'train=0.8,eval=0.1,test=0.1'")
+            raise ArgumentError("splits", f"term {term!r} is not name=ratio with a positive "
+                                          "ratio, e.g. 'train=0.8,eval=0.1,test=0.1'")
         splits.append((name, value))
     names = [n for n, _ in splits]
     if len(set(names)) != len(names):
-        raise ValueError(f"--splits {text!r} names a split twice")
+        raise ArgumentError("splits", f"{text!r} names a split twice")
     total = sum(r for _, r in splits)
     if not math.isclose(total, 1.0, abs_tol=1e-6):
-        raise ValueError(f"--splits {text!r}: ratios sum to {total:g}, not 1")
+        raise ArgumentError("splits", f"{text!r}: ratios sum to {total:g}, not 1")
     return tuple(splits)
 
 
@@ -91,15 +91,15 @@ def parse_split_by(text: str) -> tuple:
     """
     field, sep, pattern = text.partition(":")
     if not field:
-        raise ValueError(f"--split_by {text!r} names no field")
+        raise ArgumentError("split_by", f"{text!r} names no field")
     if not sep:
         return field, None
     try:
         regex = re.compile(pattern)
     except re.error as e:
-        raise ValueError(f"--split_by {text!r}: bad regex: {e}") from None
+        raise ArgumentError("split_by", f"{text!r}: bad regex: {e}") from None
     if regex.groups < 1:
-        raise ValueError(f"--split_by {text!r}: the regex needs a capture group, "
+        raise ArgumentError("split_by", f"{text!r}: the regex needs a capture group, "
                          f"e.g. '__key__:^([^_]+)'")
     return field, pattern
 
@@ -185,16 +185,16 @@ class SplitPlan:
 
     def __post_init__(self):
         if self.column and self.stratify_by:
-            raise ValueError("--split_column and --stratify_by exclude each other: the split "
+            raise ArgumentError("split_column", "and {stratify_by} exclude each other: the split "
                              "field already fixes every split")
         if self.stratify_by and self.label_field and self.stratify_by != self.label_field:
-            raise ValueError(f"--label_field {self.label_field!r} and --stratify_by "
-                             f"{self.stratify_by!r} name different labels; --stratify_by "
+            raise ArgumentError("label_field", f"{self.label_field!r} and {{stratify_by}} "
+                             f"{self.stratify_by!r} name different labels; {{stratify_by}} "
                              f"alone counts its label")
         lowered = [n.lower() for n in self.names]
         if self.column and len(set(lowered)) != len(lowered):
-            raise ValueError(f"--split_column matches split names case-insensitively, but "
-                             f"--splits names {', '.join(self.names)}")
+            raise ArgumentError("split_column", f"matches split names case-insensitively, but "
+                             f"{{splits}} names {', '.join(self.names)}")
 
     @classmethod
     def from_flags(cls, splits: str, split_by: str, split_column: str = "",

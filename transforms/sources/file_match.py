@@ -35,7 +35,9 @@ def matched_files(patterns: str | Sequence[str]) -> list[FileMetadata]:
     for pattern in as_patterns(patterns):
         # One call per pattern: FileSystems.match picks the filesystem of the
         # first pattern for all of them, which breaks mixed local/gs:// lists.
-        result = FileSystems.match([pattern])[0]
+        # Beam's local glob finds nothing for a bare name ("c*.tar"): it needs a folder.
+        local_bare = "://" not in pattern and "/" not in pattern
+        result = FileSystems.match(["./" + pattern if local_bare else pattern])[0]
         if not result.metadata_list:
             raise ValueError(f"no files match --input {pattern!r}")
         for m in result.metadata_list:

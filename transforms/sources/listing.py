@@ -1,7 +1,6 @@
 """CSV and JSONL listings to Samples: rows naming media files, read in parallel.
 
     import transforms as dg
-    from transforms.format.dead_letters import FAILURES
 
     # Reads each listing's first line now: a missing column fails here.
     read_listing = dg.ReadListingSamples("gs://bucket/lists/train-*.csv", ["audio"])
@@ -10,7 +9,7 @@
         samples = read.samples        # {"__key__": "clips/spk01_0001",
                                       #  "__url__": "gs://bucket/lists/train-0.csv",
                                       #  "audio": b"fLaC...", "label": b"3", "speaker": b"spk01"}
-        failures = read[FAILURES]     # dead letters (transforms/format/dead_letters.py)
+        failures = read.failures      # dead letters (transforms/format/dead_letters.py)
 
 A listing is a CSV or JSONL file naming one sample per row; how a row becomes
 a Sample is transforms/sources/listing_rows.py's.
@@ -342,7 +341,7 @@ class ReadListingSamples(beam.PTransform):
 
         read = p | "ReadListing" >> ReadListingSamples("lists/*.csv", ["audio"])
         read.samples      # PCollection of Sample dicts
-        read[FAILURES]    # dead letters (stages "read_manifest", "read_media")
+        read.failures     # dead letters (stages "read_manifest", "read_media")
 
     Made, it reads the first line of each listing (`inspect_listings`):
     ValueError before any work when one names no `media_columns` or

@@ -1,14 +1,13 @@
 """Tar shards to Samples: streamed, WebDataset-compatible, nothing lost.
 
     import apache_beam as beam
-    from transforms.format.dead_letters import FAILURES
     from transforms.sources.tar import ReadTarSamples
 
     with beam.Pipeline() as p:
         read = p | "ReadTar" >> ReadTarSamples(["gs://bucket/shards/train-*.tar",
                                                 "/data/extra/*.tar.gz"])
         samples = read.samples        # {"__key__", "__url__", "flac": b"...", ...}
-        failures = read[FAILURES]     # dead letters (transforms/format/dead_letters.py)
+        failures = read.failures      # dead letters (transforms/format/dead_letters.py)
 
 Three layers, each usable on its own:
 
@@ -126,7 +125,7 @@ class ReadTarSamples(beam.PTransform):
 
         read = p | "ReadTar" >> ReadTarSamples("gs://bucket/shards/*.tar")
         read.samples      # PCollection of Sample dicts
-        read[FAILURES]    # PCollection of dead letters (stage "read_tar")
+        read.failures     # PCollection of dead letters (stage "read_tar")
 
         p | WriteDataset(config, ReadTarSamples(patterns, target_bytes).source)
 

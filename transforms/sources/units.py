@@ -23,7 +23,7 @@ is read: it then reads the tracker's current restriction, claiming each key.
 
     source = Source(functools.partial(plan_tar_units, patterns, target_bytes), TarReader())
     read = pipeline | "ReadSamples" >> ReadUnits(source)
-    read.samples, read[FAILURES]
+    read.samples, read.failures
 
 A planning function must give the same units for the same input: their
 indexes name the shards.
@@ -38,6 +38,7 @@ import apache_beam as beam
 from apache_beam.transforms.core import RestrictionProvider
 
 from transforms.format.dead_letters import FAILURES, FILE, SAMPLE, dead_letter
+from transforms.format.outputs import SampleResult
 from transforms.recipe.examples import ExampleRecipe, StageError, recipe_samples
 
 __all__ = ["STORED_FIELD_BYTES", "WorkUnit", "Failed", "UnitReader", "Source", "PlanUnits",
@@ -274,7 +275,7 @@ class ReadUnits(beam.PTransform):
 
         read = pipeline | "ReadSamples" >> ReadUnits(source)
         read.samples      # PCollection of Sample dicts, in no particular order
-        read[FAILURES]    # dead letters
+        read.failures     # dead letters
 
     The units are planned when the job starts and spread over workers (largest
     first); each is read whole by one, or split further by the runner when the
@@ -288,6 +289,7 @@ class ReadUnits(beam.PTransform):
     def expand(self, pbegin):
         reader = self._source.reader
         fn = _ReadSplittableUnitFn(reader) if reader.splittable else _ReadUnitFn(reader)
-        return (pbegin
+        read = (pbegin
                 | "Units" >> PlanUnits(self._source)
                 | "ReadUnits" >> beam.ParDo(fn).with_outputs(FAILURES, main="samples"))
+        return SampleResult(read.samples, read[FAILURES])

@@ -1,7 +1,8 @@
 """A written dataset read back and checked against its manifest: `verify_dataset`.
 
     from transforms.verify.dataset import verify_dataset
-    problems, summary = verify("gs://bucket/datasets/v1")   # [] and one line when all is well
+    result = verify_dataset("gs://bucket/datasets/v1")
+    result.ok, result.problems, result.summary   # True, [], one line when all is well
 
 It checks the manifest itself (it parses and holds what a writer records;
 transforms/verify/layout.py), the files against it (none missing, none
@@ -18,14 +19,17 @@ is its command line.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import uuid
+from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 
 from transforms.format import manifest
+from transforms.format.arguments import check_path
 from transforms.format.manifest import DatasetInfo
 from transforms.runner.runtime import make_pipeline, runs_locally, wait_for
 from transforms.storage.folders import read_manifest, remove_tree
@@ -33,7 +37,20 @@ from transforms.verify.duplicates import duplicates_problems, sought_keys, writt
 from transforms.verify.layout import layout_problems, manifest_problems
 from transforms.verify.shards import ShardReport, VerifyShards
 
-__all__ = ["verify_dataset"]
+__all__ = ["Verification", "verify_dataset"]
+
+
+class Verification(NamedTuple):
+    """What `verify_dataset` found: its problems, each a line naming the file it
+    is about (none when all is well), and the summary of what it checked."""
+
+    problems: list
+    summary: str
+
+    @property
+    def ok(self) -> bool:
+        """Whether the dataset is whole: no problem found."""
+        return not self.problems
 
 
 def _read(path: str) -> bytes:
@@ -82,11 +99,11 @@ def _check_shards(info: DatasetInfo, root: str, entries: list, media_samples: in
         remove_tree(folder)
 
 
-def verify_dataset(root: str, media_samples: int = 64, seed: int = 0,
-           options: PipelineOptions | None = None) -> tuple:
-    """(problems, summary line) for the dataset at `root` (local or gs://):
-    the problems each a line naming the file it is about, none when all is
-    well. About `media_samples` records, chosen by `seed`, have their media
+def verify_dataset(root: str | os.PathLike, media_samples: int = 64, seed: int = 0,
+                   options: PipelineOptions | None = None) -> Verification:
+    """The Verification of the dataset at `root` (local or gs://): its
+    problems, each a line naming the file it is about, none when all is
+    well, and its summary line. About `media_samples` records, chosen by `seed`, have their media
     decoded; `options` run the shards' check (locally by default, or on
     Dataflow with --temp_location for its reports).
 
@@ -94,31 +111,32 @@ def verify_dataset(root: str, media_samples: int = 64, seed: int = 0,
     >>> with dg.make_pipeline() as p:
     ...     _ = (p | beam.Create([{"label": i} for i in range(20)])
     ...            | dg.WriteDataset("labels", features="label:int64", splits="train=1"))
-    >>> problems, summary = dg.verify_dataset("labels")
-    >>> problems
-    []
+    >>> result = dg.verify_dataset("labels")
+    >>> result.ok, result.problems
+    (True, [])
     >>> shard = next(f for f in os.listdir("labels/train") if f.endswith(".tfrecord"))
     >>> with open(f"labels/train/{shard}", "r+b") as f:   # one byte flipped
     ...     _ = f.seek(20); byte = f.read(1); _ = f.seek(20); _ = f.write(bytes([byte[0] ^ 1]))
-    >>> print(dg.verify_dataset("labels")[0][0])
+    >>> print(dg.verify_dataset("labels").problems[0])
     train/...: ...
     """
-    root = root.rstrip("/")
+    root = check_path("root", root)
     try:
         document = read_manifest(root)
     except (OSError, IOError):
-        return [f"{manifest.MANIFEST}: missing: not a finished beam-datagen dataset"], ""
+        return Verification([f"{manifest.MANIFEST}: missing: not a finished beam-datagen "
+                             "dataset"], "")
     except ValueError as e:  # json's, or not UTF-8
-        return [f"{manifest.MANIFEST}: not valid JSON: {e}"], ""
+        return Verification([f"{manifest.MANIFEST}: not valid JSON: {e}"], "")
     problems = manifest_problems(document)
     if problems:
-        return problems, ""
+        return Verification(problems, "")
     try:
         info = DatasetInfo(document)
     except (KeyError, TypeError, ValueError) as e:  # a feature spec that does not parse
         reason = (f"has no {e.args[0]!r}" if isinstance(e, KeyError)
                   else str(e).removeprefix(f"{manifest.MANIFEST}: "))
-        return [f"{manifest.MANIFEST}: {reason}"], ""
+        return Verification([f"{manifest.MANIFEST}: {reason}"], "")
     found = _relative_files(root)
     failure_lines = (_read(FileSystems.join(root, manifest.FAILURES_FILE)).count(b"\n")
                      if manifest.FAILURES_FILE in found else None)
@@ -141,4 +159,4 @@ def verify_dataset(root: str, media_samples: int = 64, seed: int = 0,
                f"{'the record indexes, ' if any('index' in e for e in entries) else ''}"
                f"counts and spec match the manifest; "
                f"the media of {sum(r.num_decoded for r in reports)} sampled records decode")
-    return problems, summary
+    return Verification(problems, summary)

@@ -26,6 +26,12 @@ segments), the distinct
 content fingerprints (transforms/writer/duplicates.py), its shards and its
 dead letters. With shards written here, the receipt is also written into the run's
 folder once they are closed, so a rerun with --resume can skip the unit.
+
+A PCollection's elements may be examples a cut already made (CutSamples'
+dicts, `ConvertOptions.elements_are_examples`): each is then tallied as a
+cut example (cut_examples_read, _written, _filtered, _failed) and its
+SourceOutcome, under SOURCES, says what became of the sample it was cut from
+(`source_key`), so the final step counts samples, not windows.
 """
 
 from __future__ import annotations
@@ -33,12 +39,12 @@ from __future__ import annotations
 import collections
 import dataclasses
 import random
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, NamedTuple
 
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from transforms.format.dead_letters import SAMPLE, SEGMENT, dead_letter
+from transforms.format.dead_letters import EXAMPLE, SAMPLE, SEGMENT, dead_letter
 from transforms.format.durations import duration_bin
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.sample import KEY, SPAN, URL, content_key, keyed
@@ -59,10 +65,16 @@ from transforms.sources.units import Failed, SplittableUnits, WorkUnit, streamin
 from transforms.writer.ledger import UnitReceipt, write_receipt
 from transforms.writer.rolling_shards import RollingShards
 
-__all__ = ["ConvertElements", "ConvertOptions", "ConvertUnits", "RECEIPTS",
-           "outcome_tallies"]
+__all__ = ["ConvertElements", "ConvertOptions", "ConvertUnits", "KEYS", "RECEIPTS", "SOURCES",
+           "SOURCE_KEY", "SampleOutcomes", "SourceOutcome", "outcome_tallies"]
 
 RECEIPTS = "receipts"
+SOURCES = "sources"
+# A PCollection's elements' (url, key), each once: a key given twice is refused.
+KEYS = "keys"
+
+# The sample a cut example came from: the field CutSamples gives every example.
+SOURCE_KEY = "source_key"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +91,19 @@ class ConvertOptions:
     transform_dir: str | None = None
     transformed_spec: FeatureSpec | None = None
     passed_through: frozenset = frozenset()   # raw features the transform outputs unchanged
+    # A PCollection's elements are examples a cut made, not samples (module docstring).
+    elements_are_examples: bool = False
+
+
+class SourceOutcome(NamedTuple):
+    """What became of the sample (url, key) a cut example came from, as far as
+    that example says: `state` written (in `detail`, the split), filtered
+    (`detail` the reason) or failed."""
+
+    url: str
+    key: str
+    state: str
+    detail: str = ""
 
 
 @dataclasses.dataclass
@@ -101,10 +126,15 @@ class _Work:
             tuple(self.fingerprints))
 
 
+# The tallies of what is converted as a sample but is not one: a recording's
+# segment, or an example a cut already made.
+_TALLY_PREFIX = {SEGMENT: "segments_", EXAMPLE: "cut_examples_"}
+
+
 def outcome_tallies(outcome: SampleOutcome, unit: str = SAMPLE) -> dict:
-    """A sample's (or with `unit` SEGMENT, a segment's) {(what, detail): n}
-    tallies (its read is counted by the caller), its examples' durations
-    among them."""
+    """A sample's (or with `unit` SEGMENT, a segment's; EXAMPLE, a cut
+    example's) {(what, detail): n} tallies (its read is counted by the
+    caller), its examples' durations among them."""
     tallies = collections.Counter()
     if outcome.examples:
         tallies[("examples", outcome.split)] = outcome.examples
@@ -113,9 +143,10 @@ def outcome_tallies(outcome: SampleOutcome, unit: str = SAMPLE) -> dict:
     for seconds in outcome.durations:  # transforms/format/durations.py
         tallies[("duration", (outcome.split, duration_bin(seconds)))] += 1
         tallies[("duration_ms", outcome.split)] += round(seconds * 1000)
-    prefix = "segments_" if unit == SEGMENT else ""
+    prefix = _TALLY_PREFIX.get(unit, "")
     if outcome.failure is not None:
-        tallies[("failed", unit)] = 1
+        # A cut example's failure fails its sample too: counted once, as the sample's.
+        tallies[("cut_examples_failed", "") if unit == EXAMPLE else ("failed", unit)] = 1
     elif outcome.filtered is not None:
         tallies[(prefix + "filtered", outcome.filtered)] = 1
     else:
@@ -168,7 +199,9 @@ class _ConvertFn(beam.DoFn):
     def _convert(self, unit: WorkUnit, order: tuple, tracker, strata) -> Iterator:
         work = self._start(order)
         for event in self._reader.read(unit, tracker):
-            yield from self._take(event, work, strata)
+            # A Source of the user's is held to what a PCollection's elements are.
+            yield from self._take(event if isinstance(event, Failed) else _as_sample(event),
+                                  work, strata)
         yield from self._flush(work)
         restriction = tracker.current_restriction() if tracker else None
         receipt = work.receipt(unit.index, (restriction.start, restriction.end)
@@ -199,13 +232,14 @@ class _ConvertFn(beam.DoFn):
                 work.tallies[("read", "")] += 1
             work.failures.append(record)
             return
-        work.tallies[("read", "")] += 1
+        unit = EXAMPLE if self._options.elements_are_examples else SAMPLE
+        work.tallies[("cut_examples_read" if unit == EXAMPLE else "read", "")] += 1
         if isinstance(event, bytes):
             key = content_key(event)
             examples = convert_serialized(event, key, self._recipe, strata)
-            yield from self._convert_one({KEY: key}, examples, work, {}, SAMPLE)
+            yield from self._convert_one({KEY: key}, examples, work, {}, unit)
         elif not self._recipe.segments.enabled:
-            yield from self._convert_sample(event, work, strata, SAMPLE)
+            yield from self._convert_sample(event, work, strata, unit)
         else:
             yield from self._convert_segments(event, work, strata)
 
@@ -240,9 +274,12 @@ class _ConvertFn(beam.DoFn):
 
     def _convert_one(self, sample: dict, examples, work: "_Work", stats: dict,
                      unit: str) -> Iterator:
-        """A sample's (or segment's) examples written; its tallies, groups and
-        dead letter kept in `work`."""
+        """A sample's (segment's, cut example's) examples written; its tallies,
+        groups and dead letter kept in `work`; a cut example's SourceOutcome
+        output."""
         outcome = yield from self._deliver(examples, work.shards)
+        if unit == EXAMPLE:
+            yield beam.pvalue.TaggedOutput(SOURCES, _source_outcome(sample, outcome))
         work.tallies.update(outcome_tallies(outcome, unit))
         if outcome.examples:
             work.groups.add((outcome.group, outcome.split))
@@ -278,7 +315,7 @@ class _ConvertFn(beam.DoFn):
         self._count("examples_written", outcome.examples)
         for name, n in stats.items():
             self._count(name, n)
-        counted = "segments" if unit == SEGMENT else "samples"
+        counted = {SEGMENT: "segments", EXAMPLE: "cut_examples"}.get(unit, "samples")
         if outcome.failure is not None:
             self._count(f"{counted}_failed")
             error = outcome.failure
@@ -323,7 +360,10 @@ class _ConvertElementsFn(_ConvertFn):
         if self._work is None:
             self._bundle = random.getrandbits(62)
             self._work = self._start((self._bundle,))
-        yield from self._take(_as_sample(element), self._work, None)
+        sample = _as_sample(element)
+        if isinstance(sample, dict):
+            yield beam.pvalue.TaggedOutput(KEYS, (sample.get(URL, ""), sample[KEY]))
+        yield from self._take(sample, self._work, None)
 
     def finish_bundle(self):
         if self._work is None:
@@ -334,6 +374,18 @@ class _ConvertElementsFn(_ConvertFn):
         yield beam.pvalue.TaggedOutput(RECEIPTS, GlobalWindows.windowed_value(receipt))
 
 
+def _source_outcome(example: Mapping[str, Any], outcome: SampleOutcome) -> SourceOutcome:
+    """The SourceOutcome a cut example gives its sample (itself, when it names none)."""
+    source = example.get(SOURCE_KEY, example.get(KEY))
+    key = source.decode("utf-8", "replace") if isinstance(source, bytes) else str(source)
+    url = example.get(URL, "")
+    if outcome.failure is not None:
+        return SourceOutcome(url, key, "failed")
+    if outcome.filtered is not None:
+        return SourceOutcome(url, key, "filtered", outcome.filtered)
+    return SourceOutcome(url, key, "written", outcome.split)
+
+
 def _outcome_only(outcome: SampleOutcome):
     """A sample's examples and outcome, as convert_sample gives them, when it
     gives no example."""
@@ -342,15 +394,18 @@ def _outcome_only(outcome: SampleOutcome):
 
 
 def _as_sample(element) -> dict | bytes | Failed:
-    """An element of a PCollection as a Sample (`keyed`) or a serialized example's
-    bytes, or the dead letter of one that is neither."""
-    if isinstance(element, Mapping):
-        return keyed(element)
+    """An element of a PCollection as a Sample (`keyed`) or a serialized
+    example's bytes, or the dead letter of one that is neither."""
     if isinstance(element, (bytes, bytearray, memoryview)):
         return bytes(element)
-    error = TypeError(f"a {type(element).__name__} is neither a Sample (a dict of field name "
-                      f"to value) nor a serialized tf.train.Example: {preview(element)}")
-    return Failed.of("read_element", error, url="")
+    if not isinstance(element, Mapping):
+        return Failed.of("read_element", TypeError(
+            f"a {type(element).__name__} is neither a Sample (a dict of field name to value) "
+            f"nor a serialized tf.train.Example: {preview(element)}"), url="")
+    try:
+        return keyed(element)
+    except TypeError as e:
+        return Failed.of("read_element", e, url="")
 
 
 class ConvertElements(beam.PTransform):
@@ -365,7 +420,33 @@ class ConvertElements(beam.PTransform):
 
     def expand(self, elements):
         return elements | "ConvertBundles" >> beam.ParDo(
-            _ConvertElementsFn(self._recipe, self._options)).with_outputs(RECEIPTS, main="examples")
+            _ConvertElementsFn(self._recipe, self._options)).with_outputs(
+                RECEIPTS, SOURCES, KEYS, main="examples")
+
+
+# What a sample is, by the worst its cut examples say: a failed one fails it.
+_STATE_RANK = {"failed": 0, "written": 1, "filtered": 2}
+
+
+def _sample_tallies(outcome: SourceOutcome) -> list:
+    """The tallies of one sample, read, from its worst SourceOutcome."""
+    what = {"failed": ("failed", SAMPLE), "written": ("written", outcome.detail),
+            "filtered": ("filtered", outcome.detail)}[outcome.state]
+    return [(("read", ""), 1), (what, 1)]
+
+
+class SampleOutcomes(beam.PTransform):
+    """SourceOutcomes of cut examples (and of samples that failed before them)
+    -> the tallies of their samples, each counted once: read, and written,
+    filtered or failed. Only (url, key, state) records are shuffled."""
+
+    def expand(self, outcomes):
+        return (outcomes
+                | "BySample" >> beam.Map(lambda o: ((o.url, o.key), o))
+                | "Worst" >> beam.CombinePerKey(
+                    lambda found: min(found, key=lambda o: (_STATE_RANK[o.state], o.detail)))
+                # ((url, key), its worst SourceOutcome)
+                | "SampleTallies" >> beam.FlatMap(lambda kv: _sample_tallies(kv[1])))
 
 
 class ConvertUnits(beam.PTransform):

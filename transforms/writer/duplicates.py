@@ -100,8 +100,8 @@ def _merged(found: Iterable[Shared]) -> list[DuplicateGroup]:
 
 class SharedContent(beam.PTransform):
     """((kind, digest), member) of each sample's fingerprints, a member being a
-    tuple whose first item is the sample's key -> a Shared of each digest two
-    or more keys share and, with a `near_threshold`, of each near pair. Only
+    tuple (key, split, url, ...) -> a Shared of each digest two or more samples
+    (keys, or one key in two urls) share and, with a `near_threshold`, of each near pair. Only
     fingerprint-sized records are shuffled."""
 
     def __init__(self, near_threshold: float = 0.0):
@@ -114,7 +114,8 @@ class SharedContent(beam.PTransform):
             | "Exact" >> beam.Filter(lambda kv: kv[0][0] != NEAR)
             | "ByFingerprint" >> beam.GroupByKey()
             # ((kind, digest), [member, ...])
-            | "Shared" >> beam.Filter(lambda kv: len({m[0] for m in kv[1]}) > 1)
+            # Two samples share it, told apart by key and url: one key may come from two tars.
+            | "Shared" >> beam.Filter(lambda kv: len({(m[0], m[2]) for m in kv[1]}) > 1)
             | "Kind" >> beam.MapTuple(lambda fingerprint, members: Shared(fingerprint[0],
                                                                           sorted(members))))
         if not self._threshold:

@@ -92,7 +92,8 @@ def account(tallies: Mapping[tuple, int]) -> dict:
     `what` is read, written, examples, filtered or failed; `detail` the split,
     the filter reason or the dead letter's unit. A recording cut into
     segments is written when it gave its segments (`segmented`), and the
-    segments have an accounting of their own, `segments`, when there are any.
+    segments have an accounting of their own, `segments`, when there are any;
+    so do examples a cut made before the writer, `cut_examples`.
     """
     def total(what):
         return sum(n for (w, _), n in tallies.items() if w == what)
@@ -111,6 +112,14 @@ def account(tallies: Mapping[tuple, int]) -> dict:
         "examples_per_split": by_detail("examples"),
         "samples_filtered_per_reason": by_detail("filtered"),
     }
+    if total("cut_examples_read"):  # the elements were examples a cut made
+        accounting["cut_examples"] = {
+            "read": total("cut_examples_read"),
+            "written": total("cut_examples_written"),
+            "filtered": total("cut_examples_filtered"),
+            "failed": total("cut_examples_failed"),
+            "filtered_per_reason": by_detail("cut_examples_filtered"),
+        }
     if total("segmented"):
         accounting["segments"] = {
             "recordings": total("segmented"),
@@ -215,6 +224,22 @@ class CommitPlan(NamedTuple):
     duplicates: dict | None = None  # the duplicate check's summary (None: off)
 
 
+def _repeated_keys_message(repeated: list) -> str:
+    """Why a dataset with keys given more than once is not published."""
+    (url, key), times = sorted(repeated)[0]
+    where = f" of {url}" if url else ""
+    return (f"{len(repeated)} key(s) given more than once, e.g. {key!r}{where} {times} times: "
+            "each sample needs its own __key__ (examples are named, ordered and split by it); "
+            "give your elements distinct keys, or drop the copies")
+
+
+def _what_came(accounting: Mapping[str, Any]) -> str:
+    """'12 samples read: 0 written, 12 filtered, 0 failed'."""
+    return (f"{accounting['samples_read']} samples read: {accounting['samples_written']} "
+            f"written, {accounting['samples_filtered']} filtered, "
+            f"{accounting['samples_failed']} failed")
+
+
 def _run_failures(temp_dir: str) -> str:
     """Where a run keeps its dead letters until they are published."""
     return FileSystems.join(temp_dir, "failures.jsonl")
@@ -234,15 +259,15 @@ class _CheckFn(beam.DoFn):
         self._temp_dir = temp_dir
 
     def process(self, _, planned, shards, tallies, failure_parts, leaks, group_counts, spans,
-                duplicates):
+                duplicates, repeated_keys):
         config = self._config
         accounting = account(tallies)
         accounted = (accounting["samples_written"] + accounting["samples_filtered"]
                      + accounting["samples_failed"])
-        segments = accounting.get("segments")
-        if accounting["samples_read"] != accounted or segments and (
-                segments["read"] != segments["written"] + segments["filtered"]
-                + segments["failed"]):
+        parts = [accounting[name] for name in ("segments", "cut_examples") if name in accounting]
+        if accounting["samples_read"] != accounted or any(
+                part["read"] != part["written"] + part["filtered"] + part["failed"]
+                for part in parts):
             raise AssertionError(f"accounting mismatch: {accounting}")
         problems = unit_coverage_errors(dict(planned), spans)
         if problems:
@@ -269,6 +294,12 @@ class _CheckFn(beam.DoFn):
                                    _run_failures(self._temp_dir))
             if leaks:
                 raise DatasetFailed(leakage_message(leaks))
+            if repeated_keys:
+                raise DatasetFailed(_repeated_keys_message(repeated_keys))
+            if not sum(accounting["examples_per_split"].values()) and (
+                    not config.allow_empty_splits):
+                raise DatasetFailed(f"no example was written ({_what_came(accounting)}); or "
+                                    "pass --allow_empty_splits")
             if copied and config.duplicates == "fail":
                 raise DatasetFailed(f"{copied}; --resume with --duplicates warn publishes "
                                     "this run's work")
@@ -279,7 +310,7 @@ class _CheckFn(beam.DoFn):
             # its temporary folder, and so does its work when only a policy flag
             # failed it (--max_failure_fraction, --allow_empty_splits): a rerun
             # with --resume publishes it. A leak would fail every rerun.
-            if leaks:
+            if leaks or repeated_keys:
                 remove_tree(self._temp_dir)
             raise
 
@@ -485,17 +516,23 @@ class _PublishFn(beam.DoFn):
                     json.dumps(info, indent=2, sort_keys=False) + "\n")
         # This run's temporary folder, and any a killed run left behind.
         remove_trees_named(config.output, manifest.TEMP_PREFIX)
+        # A Python caller sees what the command line prints: the summary, then
+        # each warning, through logging.
         _LOG.info(summary_line(info))
+        for warning in info["warnings"]:
+            _LOG.warning(warning)
         yield info
 
 
 class Finalise(beam.PTransform):
-    """{"planned", "shards", "tallies", "failures", "leaks", "group_counts", "receipts"}
-    -> the manifest dict, once the dataset is published (see the module docstring).
+    """{"planned", "shards", "tallies", "failures", "leaks", "group_counts", "receipts",
+    "duplicates", "repeated_keys"} -> the manifest dict, once the dataset is
+    published (see the module docstring).
 
     `planned` are the work units as (index, span or None) pairs, `shards`
     ShardRecords, `tallies` the singleton dict of summed tallies, `failures`
-    the dead letters no receipt holds (a sink's refusals), `leaks` (group,
+    the dead letters no receipt holds (a sink's refusals, the steps' before the
+    writer), `repeated_keys` ((url, key), n) of keys given more than once, `leaks` (group,
     splits) pairs, `group_counts` (split, groups) pairs, `receipts` the units'
     UnitReceipts (transforms/writer/ledger.py), checked against `planned`,
     their dead letters written out and kept in the ledger: `keep_ledger` false
@@ -532,7 +569,8 @@ class Finalise(beam.PTransform):
                 leaks=beam.pvalue.AsList(inputs["leaks"]),
                 group_counts=beam.pvalue.AsList(inputs["group_counts"]),
                 spans=beam.pvalue.AsList(spans),
-                duplicates=beam.pvalue.AsList(inputs["duplicates"])))
+                duplicates=beam.pvalue.AsList(inputs["duplicates"]),
+                repeated_keys=beam.pvalue.AsList(inputs["repeated_keys"])))
         moved = (
             plan
             | "MoveBatches" >> beam.FlatMap(_move_batches, config.output)

@@ -38,18 +38,41 @@ ledger and, last, the manifest (its presence means the dataset is complete).
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import os
+import weakref
 from typing import Any, Mapping
 
 import apache_beam as beam
 
+from transforms.format.arguments import (
+    ArgumentError,
+    ArgumentTypeError,
+    check_choice,
+    check_fraction,
+    check_path,
+)
+from transforms.format.dead_letters import SAMPLE
+from transforms.format.outputs import ExampleResult, SampleResult
 from transforms.format.sample import KEY
-from transforms.format.spec import FeatureSpec, parse_features
+from transforms.format.spec import Feature, FeatureSpec, parse_features
+from transforms.media.cutting import CutOptions, with_cut_features
 from transforms.recipe.examples import ExampleRecipe
 from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan
 from transforms.sources.units import PlanUnits, Source
 from transforms.storage.folders import check_writable
 from transforms.tft.preprocessing import Preprocessing
-from transforms.writer.convert import RECEIPTS, ConvertElements, ConvertOptions, ConvertUnits
+from transforms.writer.convert import (
+    KEYS,
+    RECEIPTS,
+    SOURCE_KEY,
+    SOURCES,
+    ConvertElements,
+    ConvertOptions,
+    ConvertUnits,
+    SampleOutcomes,
+    SourceOutcome,
+)
 from transforms.writer.duplicates import POLICIES, DuplicatesToDrop, FindDuplicates
 from transforms.writer.finalise import Finalise
 from transforms.writer.global_shards import WriteShards
@@ -81,7 +104,7 @@ class DatasetConfig:
     ('none', 16)
     >>> dg.DatasetConfig("out", recipe, num_shards=8)
     Traceback (most recent call last):
-    ValueError: --num_shards needs --shuffle global: ...
+    transforms.format.arguments.ArgumentError: num_shards needs shuffle 'global': ...
     """
 
     output: str
@@ -105,51 +128,162 @@ class DatasetConfig:
         return recipe_fingerprint(self.options, self.source, self.recipe.spec.to_json())
 
     def __post_init__(self):
-        if self.compression not in COMPRESSIONS:
-            raise ValueError(f"--compression {self.compression!r}: expected one of "
-                             f"{', '.join(COMPRESSIONS)}")
-        if self.shuffle not in SHUFFLES:
-            raise ValueError(f"--shuffle {self.shuffle!r}: expected one of {', '.join(SHUFFLES)}")
-        if self.duplicates not in POLICIES:
-            raise ValueError(f"--duplicates {self.duplicates!r}: expected one of "
-                             f"{', '.join(POLICIES)}")
-        if not 0 <= self.near_duplicates <= 1:
-            raise ValueError(f"--near_duplicates {self.near_duplicates}: a similarity from 0 "
-                             "(off) to 1")
+        object.__setattr__(self, "output", check_path("output", self.output))
+        if not isinstance(self.recipe, ExampleRecipe):
+            raise ArgumentTypeError("recipe", f"must be an ExampleRecipe, got "
+                                              f"{type(self.recipe).__name__}")
+        check_choice("compression", self.compression, COMPRESSIONS)
+        check_choice("shuffle", self.shuffle, SHUFFLES)
+        check_choice("duplicates", self.duplicates, POLICIES)
+        object.__setattr__(self, "max_failure_fraction",
+                           check_fraction("max_failure_fraction", self.max_failure_fraction))
+        if (isinstance(self.target_shard_bytes, bool)
+                or not isinstance(self.target_shard_bytes, int) or self.target_shard_bytes <= 0):
+            raise ArgumentError("target_shard_bytes", f"must be a positive int (bytes), got "
+                                                      f"{self.target_shard_bytes!r}")
+        if not isinstance(self.num_shards, int) or self.num_shards < 0:
+            raise ArgumentError("num_shards", f"must be an int >= 0, got {self.num_shards!r}")
+        check_fraction("near_duplicates", self.near_duplicates)
         if self.near_duplicates and self.duplicates == "off":
-            raise ValueError("--near_duplicates needs --duplicates warn, fail or drop: it "
-                             "says what to do with them")
+            raise ArgumentError("near_duplicates", "needs {duplicates} warn, fail or drop: it "
+                                "says what to do with them")
         fingerprints = {"content_fingerprints": self.duplicates != "off",
                         "near_fingerprints": bool(self.near_duplicates)}
         if any(getattr(self.recipe, name) != value for name, value in fingerprints.items()):
             # The recipe takes the fingerprints the check needs, and only then.
             object.__setattr__(self, "recipe", dataclasses.replace(self.recipe, **fingerprints))
         if self.num_shards and self.shuffle != "global":
-            raise ValueError("--num_shards needs --shuffle global: the default writer rolls "
-                             "shards at --shard_size_mb where the examples are built")
+            raise ArgumentError("num_shards", "needs {shuffle} 'global': the default writer "
+                                "rolls shards at {target_shard_bytes} where the examples are "
+                                "built")
 
 
-def simple_config(output: str, features: FeatureSpec | str, split_by: str = KEY,
-                  splits: str = DEFAULT_SPLITS, **settings) -> DatasetConfig:
-    """A DatasetConfig from the few things most datasets need: the feature spec
-    (a FeatureSpec or the --features grammar), the group key (--split_by) and
-    the split ratios; `settings` are DatasetConfig's other fields."""
-    spec = features if isinstance(features, FeatureSpec) else parse_features(features)
-    plan = SplitPlan.from_flags(splits, split_by, spec=spec)
-    return DatasetConfig(output=output, recipe=ExampleRecipe(spec=spec, split_plan=plan),
-                         **settings)
+def _feature_spec(features: Any) -> FeatureSpec:
+    """`features` as a FeatureSpec: one, the --features grammar, or a list of
+    its terms or of Features."""
+    if isinstance(features, FeatureSpec):
+        return features
+    if isinstance(features, str):
+        return parse_features(features)
+    if isinstance(features, (list, tuple)) and features and all(
+            isinstance(f, (str, Feature)) for f in features):
+        return FeatureSpec(tuple(f if isinstance(f, Feature) else parse_features(f).features[0]
+                                 for f in features))
+    raise ArgumentTypeError("features", "must be a FeatureSpec, a spec such as "
+                                        "'emb:float32[192],label:int64', or a list of its terms; "
+                                        f"got {features!r}")
+
+
+def _splits_text(splits: Any) -> str:
+    """`splits` as the ratios' text: 'train=0.8,test=0.2' or {'train': 0.8, 'test': 0.2}."""
+    if isinstance(splits, Mapping):
+        return ",".join(f"{name}={ratio}" for name, ratio in splits.items())
+    if not isinstance(splits, str):
+        raise ArgumentTypeError("splits", "must be 'train=0.8,test=0.2' or {'train': 0.8, "
+                                          f"'test': 0.2}}, got {splits!r}")
+    return splits
+
+
+def _field(parameter: str, value: Any, optional: bool = True) -> str:
+    if not isinstance(value, str) or not (value or optional):
+        raise ArgumentTypeError(parameter, f"must be a field name (str), got {value!r}")
+    return value
+
+
+def simple_config(output: str | os.PathLike, features: Any = None, *, split_by: str = KEY,
+                  splits: str | Mapping[str, float] = DEFAULT_SPLITS, split_column: str = "",
+                  stratify_by: str = "", label_field: str = "", cut: CutOptions | None = None,
+                  cut_by: CutOptions | None = None, compression: str = "none",
+                  shard_size_bytes: int = 128 << 20, max_failure_fraction: float = 0.01,
+                  allow_empty_splits: bool = False, duplicates: str = "warn") -> DatasetConfig:
+    """A DatasetConfig from WriteDataset's keywords (see its Args); ArgumentError
+    (a ValueError, or a TypeError for a wrong type) naming the parameter."""
+    if features is None:
+        raise ArgumentTypeError("features", "is required: the feature spec, e.g. "
+                                            "'emb:float32[192],label:int64'")
+    for name, value in (("cut", cut), ("cut_by", cut_by)):
+        if value is not None and not isinstance(value, CutOptions):
+            raise ArgumentTypeError(name, f"must be a CutOptions, got {value!r}")
+    if cut is not None and cut_by is not None:
+        raise ArgumentError("cut", "and {cut_by} exclude each other: cut samples here, or "
+                                   "write examples a cut made")
+    spec = _feature_spec(features)
+    if cut_by is not None:
+        spec = FeatureSpec(with_cut_features(spec.features, cut_by))
+        # A cut example's group is its recording's, unless told otherwise.
+        split_by = SOURCE_KEY if split_by == KEY else split_by
+    recipe_spec = FeatureSpec(with_cut_features(spec.features, cut)) if cut else spec
+    plan = SplitPlan.from_flags(_splits_text(splits), _field("split_by", split_by, False),
+                                _field("split_column", split_column),
+                                _field("stratify_by", stratify_by),
+                                _field("label_field", label_field), spec=recipe_spec)
+    return DatasetConfig(output=output,
+                         recipe=ExampleRecipe(spec=spec, split_plan=plan, cut=cut or CutOptions()),
+                         compression=compression, target_shard_bytes=shard_size_bytes,
+                         max_failure_fraction=max_failure_fraction,
+                         allow_empty_splits=allow_empty_splits, duplicates=duplicates)
+
+
+def _failure_collections(failures: Any) -> list:
+    """`failures` (None, a PCollection of dead letters, a result with
+    `.failures`, or a list of them) as a list of PCollections."""
+    if failures is None:
+        return []
+    items = failures if isinstance(failures, list) else [failures]
+    collections = [getattr(item, "failures", item) for item in items]
+    if not all(isinstance(c, beam.PCollection) for c in collections):
+        raise ArgumentTypeError("failures", "must be a PCollection of dead letters, a result "
+                                            f"with .failures, or a list of them; got {failures!r}")
+    return collections
+
+
+def _upstream_tallies(record: Mapping[str, Any], cut_examples: bool) -> list:
+    """The tallies of a dead letter of a step before the writer: a failed sample
+    is a sample read (with `cut_examples`, SampleOutcomes counts it), a file that
+    yielded none is not."""
+    unit = record.get("unit", SAMPLE)
+    if unit != SAMPLE:
+        return [(("failed", unit), 1)]
+    return [] if cut_examples else [(("read", ""), 1), (("failed", SAMPLE), 1)]
+
+
+def _failed_source(record: Mapping[str, Any]) -> list:
+    """A sample's dead letter as its SourceOutcome, beside its cut examples'."""
+    if record.get("unit", SAMPLE) != SAMPLE:
+        return []
+    return [SourceOutcome(record.get("url") or "", str(record.get("key")), "failed")]
+
+
+def _given_keywords(keywords: Mapping[str, Any]) -> list:
+    """The names of the dataset keywords given other than their defaults."""
+    defaults = {name: parameter.default
+                for name, parameter in inspect.signature(simple_config).parameters.items()}
+    return [name for name, value in keywords.items()
+            if value is not defaults[name] and value != defaults[name]]
+
+
+# Outputs written by this pipeline's WriteDatasets: a second into one is refused.
+_OUTPUTS_OF: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _claim_output(pipeline, output: str) -> None:
+    claimed = _OUTPUTS_OF.setdefault(pipeline, set())
+    where = output if "://" in output else os.path.abspath(output)
+    if where in claimed:
+        raise ArgumentError("output", f"{output!r} is written by another WriteDataset of this "
+                                      "pipeline: one dataset a folder")
+    claimed.add(where)
 
 
 class WriteDataset(beam.PTransform):
     """Samples in, a finished dataset out; its output is the manifest dict.
 
-    Two ways in, the same dataset out (see the module docstring for the layout):
+    Three ways in, the same guarantees (see the module docstring for the layout):
 
-        pipeline | WriteDataset(config, source)    # a Source's work units, e.g.
-                                                    # ReadTarSamples(patterns, size).source
-        samples | WriteDataset(config)              # any PCollection of dicts or examples
+        pipeline | WriteDataset(config, source)       # a Source's work units
+        read | WriteDataset("out/", features=...)     # a reader's SampleResult
         samples | WriteDataset("out/", features="emb:float32[192],label:int64",
-                               split_by="speaker")
+                               split_by="speaker", failures=read.failures)
 
     From a `Source` (transforms/sources/units.py: the project's tar, listing
     and Bigtable readers, or your own), each unit is converted whole, so the
@@ -159,24 +293,51 @@ class WriteDataset(beam.PTransform):
     or serialized tf.train.Examples (checked against the spec and written as
     they are); each bundle rolls its own shards, named at commit in an order
     that may differ between runs. Either way it builds examples with the
-    config's recipe, writes sharded TFRecords per split under `config.output`,
-    dead letters (an element that is no dict, a value that does not fit the
-    spec, a missing field) to `failures/failures.jsonl`, then `schema.pbtxt`,
-    TFDS's files and, last, `manifest.json`. Fails the job when the share of
-    failed inputs exceeds `config.max_failure_fraction` or a group key is in
-    two splits.
+    recipe, writes sharded TFRecords per split under `output`, dead letters
+    (an element that is no dict, a value that does not fit the spec, a missing
+    field, the `failures` of the steps before) to `failures/failures.jsonl`,
+    then `schema.pbtxt`, TFDS's files and, last, `manifest.json`, and logs its
+    summary and warnings. It fails the job, publishing nothing, when the share
+    of failed inputs exceeds `max_failure_fraction`, a group key is in two
+    splits, a key is given twice, or no example was written (unless
+    `allow_empty_splits`).
 
-    `config` is a DatasetConfig, or the output folder, with `simple_config`'s
-    keyword arguments. `examples_sink`, a PTransform over the Examples (split,
-    order key, serialized) returning its dead letters, writes them somewhere
-    else too (a Bigtable examples table), in the same pass; with
-    `config.write_tfrecords` false, only there. The manifest is written after
-    the sink has finished. With `config.preprocessing`, tf.Transform analyzes
-    the train split and the shards and sink get the transformed examples. `run`
-    is where the run writes until it publishes (a fresh temporary folder by
-    default), and the earlier work it reuses (transforms/writer/ledger.py).
-    Stratified splits, tf.Transform and reused work need a Source: they read
-    its units twice, or plan them again.
+    Args:
+      output: the dataset's folder (str or os.PathLike, local or gs://), or a
+        whole DatasetConfig (then none of the dataset keywords below).
+      source: a Source to read at the pipeline's root, instead of a PCollection.
+      features: the feature spec: 'emb:float32[192],label=json.cls:int64', a
+        list of such terms, or a FeatureSpec (transforms/format/spec.py). A
+        cut's own features (audio with its sample rate, times) come first by
+        themselves.
+      split_by: the group key (FIELD[:REGEX]) every example of one group
+        shares a split by; default `__key__`, with `cut_by` `source_key`.
+      splits: the split ratios, 'train=0.8,test=0.2' or {'train': 0.8, ...}.
+      split_column: take each sample's split from this field instead.
+      stratify_by: a label field: each label's groups are split by the ratios.
+      label_field: a label field to count per split in the manifest.
+      cut: CutOptions to cut the samples with here (audio windows, frames...).
+      cut_by: the CutOptions CutSamples cut the elements with, when they are
+        its examples: its features are declared, examples counted as
+        examples and samples by their `source_key`.
+      compression: 'none' (TFDS and DALI read it) or 'gzip'.
+      shard_size_bytes: the shards' target size.
+      max_failure_fraction: the share of inputs that may fail, 0 to 1.
+      allow_empty_splits: publish even when a split (or all) came out empty.
+      duplicates: identical content under two keys: 'warn', 'fail', 'drop'
+        (a Source only) or 'off'.
+      failures: the dead letters of the steps before (a PCollection, a list of
+        them, or results with `.failures`): written and counted with the
+        dataset's own. A SampleResult or ExampleResult piped in brings its own.
+      examples_sink: a PTransform over the Examples (split, order key,
+        serialized) returning its dead letters, writing them somewhere else
+        too (a Bigtable examples table), in the same pass.
+      run: where the run writes until it publishes (a fresh temporary folder
+        by default) and the earlier work it reuses (transforms/writer/ledger.py).
+
+    Stratified splits, tf.Transform (`DatasetConfig.preprocessing`),
+    `duplicates='drop'` and reused work need a Source: they read its units
+    twice, or plan them again.
 
     >>> import apache_beam as beam, json, numpy as np, transforms as dg
     >>> rows = [{"emb": np.full(4, i, np.float32), "label": i % 3, "speaker": f"s{i % 20}"}
@@ -190,17 +351,39 @@ class WriteDataset(beam.PTransform):
     >>> accounting = json.load(open("embeddings/manifest.json"))["accounting"]
     >>> accounting["samples_written"], accounting["samples_failed"]
     (40, 1)
-    >>> dg.verify_dataset("embeddings")[0]   # no problems
-    []
+    >>> dg.verify_dataset("embeddings").ok
+    True
     """
 
-    def __init__(self, config: DatasetConfig | str, source: Source | None = None,
-                 examples_sink: beam.PTransform | None = None, run: RunFolder | None = None,
-                 **simple):
+    def __init__(self, output: DatasetConfig | str | os.PathLike, source: Source | None = None,
+                 *, features: Any = None, split_by: str = KEY,
+                 splits: str | Mapping[str, float] = DEFAULT_SPLITS, split_column: str = "",
+                 stratify_by: str = "", label_field: str = "", cut: CutOptions | None = None,
+                 cut_by: CutOptions | None = None, compression: str = "none",
+                 shard_size_bytes: int = 128 << 20, max_failure_fraction: float = 0.01,
+                 allow_empty_splits: bool = False, duplicates: str = "warn",
+                 failures: Any = None, examples_sink: beam.PTransform | None = None,
+                 run: RunFolder | None = None):
         super().__init__()
-        self._config = (config if isinstance(config, DatasetConfig)
-                        else simple_config(config, **simple))
+        keywords = dict(features=features, split_by=split_by, splits=splits,
+                        split_column=split_column, stratify_by=stratify_by,
+                        label_field=label_field, cut=cut, cut_by=cut_by,
+                        compression=compression, shard_size_bytes=shard_size_bytes,
+                        max_failure_fraction=max_failure_fraction,
+                        allow_empty_splits=allow_empty_splits, duplicates=duplicates)
+        if isinstance(output, DatasetConfig):
+            given = _given_keywords(keywords)
+            if given:
+                raise ArgumentError(given[0], "is the DatasetConfig's to say: give {output} a "
+                                              "DatasetConfig, or the folder and keywords")
+            self._config = output
+        else:
+            self._config = simple_config(output, **keywords)
+        if source is not None and not isinstance(source, Source):
+            raise ArgumentTypeError("source", f"must be a Source, got {source!r}")
         self._source = source
+        self._cut_by = cut_by
+        self._failures = _failure_collections(failures)
         self._examples_sink = examples_sink
         self._run = run or RunFolder.fresh(self._config.output)
 
@@ -216,18 +399,23 @@ class WriteDataset(beam.PTransform):
             transformed_spec=analysis.spec if analysis else None,
             passed_through=analysis.passed_through if analysis else frozenset())
 
-    def expand(self, root_or_elements):
-        if isinstance(root_or_elements, beam.pvalue.PBegin):
+    def expand(self, input_or_root):
+        upstream = list(self._failures)
+        if isinstance(input_or_root, (SampleResult, ExampleResult)):
+            upstream.append(input_or_root.failures)
+            input_or_root = input_or_root[0]
+        _claim_output(input_or_root.pipeline, self._config.output)
+        if isinstance(input_or_root, beam.pvalue.PBegin):
             if self._source is None:
-                raise ValueError("WriteDataset at the pipeline's root reads a Source: "
-                                 "WriteDataset(config, source)")
-            return self._from_source(root_or_elements)
+                raise ArgumentError("source", "is needed at the pipeline's root: "
+                                              "WriteDataset(output, source)")
+            return self._from_source(input_or_root, upstream)
         if self._source is not None:
-            raise ValueError("WriteDataset over a PCollection takes no Source: its elements "
-                             "are the samples")
-        return self._from_elements(root_or_elements)
+            raise ArgumentError("source", "is not taken over a PCollection: its elements are "
+                                          "the samples")
+        return self._from_elements(input_or_root, upstream)
 
-    def _from_source(self, pbegin):
+    def _from_source(self, pbegin, upstream: list):
         config, reader = self._config, self._source.reader
         recipe = config.recipe
         units = pbegin | "Units" >> PlanUnits(self._source)
@@ -251,33 +439,46 @@ class WriteDataset(beam.PTransform):
         splittable = reader.splittable
         planned = units | "PlannedSpans" >> beam.Map(
             lambda u: (u.index, u.inputs if splittable else None))
-        return self._finish(converted, receipts, planned, analysis, keep_ledger=True,
+        return self._finish(converted, receipts, planned, analysis, upstream, keep_ledger=True,
                             duplicates=duplicates and duplicates["groups"])
 
-    def _from_elements(self, elements):
+    def _from_elements(self, elements, upstream: list):
         config = self._config
-        if (config.recipe.split_plan.stratify_by or config.preprocessing or self._run.reuse
-                or config.duplicates == "drop"):
-            raise ValueError("stratified splits, tf.Transform, --duplicates drop and --resume "
-                             "read a Source's units again: give WriteDataset a Source, not a "
-                             "PCollection")
+        needs_source = {"stratify_by": config.recipe.split_plan.stratify_by,
+                        "preprocessing": config.preprocessing, "run": self._run.reuse,
+                        "duplicates": config.duplicates == "drop"}
+        for parameter, asked in needs_source.items():
+            if asked:
+                raise ArgumentError(parameter, "(stratified splits, tf.Transform, duplicates "
+                                               "'drop', reused work) reads a Source's units "
+                                               "again: give WriteDataset a Source, not a "
+                                               "PCollection")
         if not config.source:
             self._config = dataclasses.replace(config, source={"type": "pcollection"})
         # Before any work, as the jobs' launchers do before they plan a Source's
         # units: a PCollection comes from a pipeline of the user's, no launcher.
-        check_writable(config.output, "WriteDataset output")
-        converted = elements | "Convert" >> ConvertElements(config.recipe,
-                                                            self._convert_options(None))
+        check_writable(config.output, "output")
+        options = dataclasses.replace(self._convert_options(None),
+                                      elements_are_examples=self._cut_by is not None)
+        converted = elements | "Convert" >> ConvertElements(config.recipe, options)
         receipts = converted[RECEIPTS]
         # A bundle is its own plan: reported once, as it was converted.
         planned = receipts | "PlannedBundles" >> beam.Map(lambda r: (r.unit, None))
-        return self._finish(converted, receipts, planned, None, keep_ledger=False)
+        repeated = (converted[KEYS]
+                    | "CountKeys" >> beam.combiners.Count.PerElement()
+                    | "RepeatedKeys" >> beam.Filter(lambda key_count: key_count[1] > 1))
+        sources = converted[SOURCES] if self._cut_by is not None else None
+        return self._finish(converted, receipts, planned, None, upstream, keep_ledger=False,
+                            repeated_keys=repeated, sources=sources)
 
-    def _finish(self, converted, receipts, planned, analysis, keep_ledger: bool,
-                duplicates=None):
+    def _finish(self, converted, receipts, planned, analysis, upstream: list,
+                keep_ledger: bool, duplicates=None, repeated_keys=None, sources=None):
         """The converted examples' shards, checked, named and published;
-        `duplicates` the groups of identical content found before they were
-        written (--duplicates drop), else they are found in the receipts."""
+        `upstream` the dead letters of the steps before; `duplicates` the
+        groups of identical content found before they were written
+        (--duplicates drop), else they are found in the receipts;
+        `repeated_keys` the ((url, key), n) given more than once; `sources`
+        the SourceOutcomes of cut examples, whose samples are counted."""
         config, temp_dir = self._config, self._run.temp_dir
         if config.shuffle == "global" and config.write_tfrecords:
             shards = converted.examples | "WriteShards" >> WriteShards(
@@ -285,13 +486,26 @@ class WriteDataset(beam.PTransform):
         else:
             shards = receipts | "UnitShards" >> beam.FlatMap(lambda r: r.shards)
         tally_parts = [receipts | "UnitTallies" >> beam.FlatMap(lambda r: r.tallies)]
-        # The receipts hold the converter's dead letters; a sink's are new.
+        # The receipts hold the converter's dead letters; a sink's and the steps'
+        # before are new.
+        failure_parts = list(upstream)
+        if upstream:
+            before = (upstream | "FailuresBefore" >> beam.Flatten())
+            tally_parts.append(before | "TallyBefore" >> beam.FlatMap(
+                _upstream_tallies, sources is not None))
+            if sources is not None:
+                sources = ((sources, before | "FailedSources" >> beam.FlatMap(_failed_source))
+                           | "AllSources" >> beam.Flatten())
+        if sources is not None:
+            tally_parts.append(sources | "SampleOfSources" >> SampleOutcomes())
         if self._examples_sink is not None:
             refused = converted.examples | "WriteExamplesSink" >> self._examples_sink
             tally_parts.append(refused | "TallyRefused" >> beam.Map(
                 lambda r: (("failed", r["unit"]), 1)))
-        else:
-            refused = receipts.pipeline | "NothingRefused" >> beam.Create([])
+            failure_parts.append(refused)
+        if not failure_parts:
+            failure_parts.append(receipts.pipeline | "NothingRefused" >> beam.Create([]))
+        refused = failure_parts | "NotInReceipts" >> beam.Flatten()
         tallies = (
             tally_parts
             | "AllTallies" >> beam.Flatten()
@@ -311,5 +525,8 @@ class WriteDataset(beam.PTransform):
             "group_counts": groups["counts"],
             "duplicates": duplicates,
             "receipts": receipts,
+            "repeated_keys": (repeated_keys if repeated_keys is not None
+                              else receipts.pipeline | "NoKeysRepeated" >> beam.Create([])),
         } | "Finalise" >> Finalise(config, temp_dir, analysis.spec if analysis else None,
                                    keep_ledger)
+

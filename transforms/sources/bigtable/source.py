@@ -1,7 +1,6 @@
 """Cloud Bigtable rows to Samples: key ranges read in parallel, nothing lost.
 
     import transforms as dg
-    from transforms.format.dead_letters import FAILURES
 
     read_table = dg.ReadBigtableSamples("my-project/media/clips",
                                         columns="raw:wav=wav,meta:label=cls", prefix="spk1/")
@@ -10,7 +9,7 @@
         read = p | "ReadBigtable" >> read_table
         samples = read.samples        # {"__key__": "spk1/0001", "__url__": "bigtable://...",
                                       #  "wav": b"...", "cls": b"3"}
-        failures = read[FAILURES]     # dead letters (transforms/format/dead_letters.py)
+        failures = read.failures      # dead letters (transforms/format/dead_letters.py)
 
 Beam's own Python `ReadFromBigtable` is a cross-language transform needing a
 Java expansion service; this one reads natively. The rooms of bigtable/:
@@ -229,7 +228,7 @@ class ReadBigtableSamples(beam.PTransform):
         read = p | "ReadBigtable" >> ReadBigtableSamples(
             "my-project/media/clips", columns="raw:wav=wav,meta:label=cls", prefix="spk1/")
         read.samples      # PCollection of Sample dicts
-        read[FAILURES]    # PCollection of dead letters (stage "read_bigtable")
+        read.failures     # PCollection of dead letters (stage "read_bigtable")
 
     `table` is `project/instance/table` (or `bigtable://...`; `app_profile`
     routes its reads), a BigtableTable, or a whole BigtableReadConfig;

@@ -1,0 +1,249 @@
+"""The jobs' promises kept through the Python API (issue #36): dead letters of the
+steps before the writer counted, shapes checked, repeated keys refused, empty
+input refused, arguments refused in Python's terms, nested rows read.
+
+Corpora: speech-like FLAC made with soundfile, packed by GNU tar and cut short
+with `head -c` (a truncated shard); a Parquet file in Hugging Face `datasets`'
+audio layout ({"bytes", "path"} structs) written by pyarrow.
+"""
+
+import json
+import logging
+import os
+import pathlib
+import subprocess
+
+import apache_beam as beam
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import transforms as dg
+from transforms.format.dead_letters import DatasetFailed
+from transforms.testing.synthetic_media import flac_bytes, voice
+
+
+def _manifest(output) -> dict:
+    return json.loads((pathlib.Path(output) / "manifest.json").read_text())
+
+
+def _dead_letters(output) -> list:
+    path = pathlib.Path(output) / "failures" / "failures.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.fixture(scope="module")
+def speech_tars(tmp_path_factory):
+    """Two GNU tar shards of 3 s utterances (a .flac and a .cls each), 4 a shard;
+    the second cut in half by `head -c`: its third and fourth samples are lost."""
+    root = tmp_path_factory.mktemp("speech")
+    for shard in range(2):
+        folder = root / f"shard{shard}"
+        folder.mkdir()
+        names = []
+        for i in range(4):
+            key = f"spk{shard}_{i}"
+            (folder / f"{key}.flac").write_bytes(flac_bytes(voice(180 + 20 * i, 3.0), 16000))
+            subprocess.run(f"printf '{i % 2}' > {key}.cls", shell=True, cwd=folder, check=True)
+            names += [f"{key}.flac", f"{key}.cls"]
+        subprocess.run(["tar", "--format=gnu", "-cf", str(root / f"shard{shard}.tar"), *names],
+                       cwd=folder, check=True)
+    whole = root / "shard1.tar"
+    size = whole.stat().st_size
+    subprocess.run(f"head -c {size // 2} {whole} > {root / 'cut.tar'} && mv {root / 'cut.tar'} "
+                   f"{whole}", shell=True, check=True)
+    return root
+
+
+WINDOWS = dg.CutOptions(mode="audio_windows", audio_fields=("flac",))
+
+
+class _Loudness(beam.DoFn):
+    """A step of the user's between cutting and writing."""
+
+    def process(self, window):
+        yield {**window, "rms": float(np.sqrt(np.mean(window["audio"] ** 2)))}
+
+
+def test_read_cut_a_step_write_counts_every_failure_and_every_sample(speech_tars, tmp_path):
+    output = tmp_path / "windows"
+    with dg.make_pipeline() as p:
+        read = p | dg.ReadTarSamples(str(speech_tars / "*.tar"))
+        cut = read.samples | dg.CutSamples(WINDOWS)
+        (cut.examples
+         | beam.ParDo(_Loudness())
+         | dg.WriteDataset(output, features="label=cls:int64,rms:float", cut_by=WINDOWS,
+                           splits={"train": 1.0}, failures=[read, cut],
+                           max_failure_fraction=0.5))
+    info = _manifest(output)
+    accounting = info["accounting"]
+    letters = _dead_letters(output)
+    # 4 + 2 samples whole, the shard's third cut mid-member: a dead letter naming it.
+    assert [(r["stage"], r["key"], r["member"]) for r in letters] == [
+        ("read_tar", "spk1_2", "spk1_2.flac")]
+    assert (accounting["samples_read"], accounting["samples_written"],
+            accounting["samples_failed"]) == (7, 6, 1)
+    assert accounting["cut_examples"]["read"] == accounting["cut_examples"]["written"] == 18
+    assert sum(accounting["examples_per_split"].values()) == 18
+    audio = next(f for f in info["features"] if f["name"] == "audio")
+    assert (audio["shape"], audio["sample_rate"]) == ([16000], 16000)
+    # A recording's windows share its split: the default group is its source_key.
+    windows = [ex for split in info["splits"]
+               for ex in dg.load(str(output), split, batch_size=None).as_numpy_iterator()]
+    assert len(windows) == 18 and all(ex["audio"].shape == (16000,) for ex in windows)
+    assert dg.verify_dataset(output).ok
+
+
+def test_a_result_piped_in_brings_its_failures(speech_tars, tmp_path):
+    output = tmp_path / "whole"
+    with dg.make_pipeline() as p:
+        _ = (p | dg.ReadTarSamples(str(speech_tars / "*.tar"))
+             | dg.WriteDataset(output, features="flac:bytes,label=cls:int64",
+                               max_failure_fraction=0.5, splits="train=1"))
+    accounting = _manifest(output)["accounting"]
+    assert (accounting["samples_read"], accounting["samples_failed"]) == (7, 1)
+
+
+def test_the_same_sample_in_two_tars_is_a_duplicate_group(speech_tars, tmp_path):
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "a.tar").write_bytes((speech_tars / "shard0.tar").read_bytes())
+    (copy / "b.tar").write_bytes((speech_tars / "shard0.tar").read_bytes())
+    with dg.make_pipeline() as p:
+        _ = (p | dg.ReadTarSamples(str(copy / "*.tar"))
+             | dg.WriteDataset(tmp_path / "out", features="flac:bytes", splits="train=1",
+                               cut=dg.CutOptions(audio_fields=("flac",))))
+    duplicates = _manifest(tmp_path / "out")["duplicates"]
+    assert duplicates["groups"] == 4
+    listed = [json.loads(line) for line in
+              (tmp_path / "out" / "duplicates.jsonl").read_text().splitlines()]
+    assert sorted({os.path.basename(m["url"]) for group in listed for m in group["members"]}) == [
+        "a.tar", "b.tar"]
+
+
+def test_a_key_given_twice_fails_before_publishing(tmp_path):
+    rows = [{"__key__": "a", "x": 1}, {"__key__": "a", "x": 2}, {"__key__": "b", "x": 3}]
+    with pytest.raises(DatasetFailed, match=r"given more than once, e\.g\. 'a' 2 times"):
+        with dg.make_pipeline() as p:
+            _ = p | beam.Create(rows) | dg.WriteDataset(tmp_path / "out", features="x:int64")
+    assert not (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_arrays_of_another_shape_are_dead_letters(tmp_path):
+    rows = [{"v": np.zeros(4, np.float32), "s": f"s{i}"} for i in range(20)] + [
+        {"v": np.zeros((2, 2), np.float32), "s": "square"}]
+    clips = [{"audio": np.zeros(16000, np.float32)}, {"audio": np.zeros((8000, 2), np.float32)}]
+    with dg.make_pipeline() as p:
+        _ = p | "Rows" >> beam.Create(rows) | "WriteRows" >> dg.WriteDataset(
+            tmp_path / "rows", features="v:float32[4]", split_by="s",
+            max_failure_fraction=0.1, splits="train=1")
+        _ = p | "Clips" >> beam.Create(clips) | "WriteClips" >> dg.WriteDataset(
+            tmp_path / "clips", features="audio:float32[16000]", max_failure_fraction=0.5,
+            splits="train=1")
+    for name, shape in (("rows", "[2, 2]"), ("clips", "[8000, 2]")):
+        (letter,) = _dead_letters(tmp_path / name)
+        assert letter["stage"] == "encode" and f"shape {shape}" in letter["message"]
+        assert _manifest(tmp_path / name)["accounting"]["samples_failed"] == 1
+
+
+def test_an_empty_input_fails_unless_empty_splits_are_allowed(tmp_path):
+    with pytest.raises(DatasetFailed, match="no example was written"):
+        with dg.make_pipeline() as p:
+            _ = p | beam.Create([]) | dg.WriteDataset(tmp_path / "empty", features="x:int64")
+    assert not (tmp_path / "empty" / "manifest.json").exists()
+    with dg.make_pipeline() as p:
+        _ = p | beam.Create([]) | dg.WriteDataset(tmp_path / "allowed", features="x:int64",
+                                                  allow_empty_splits=True)
+    assert _manifest(tmp_path / "allowed")["accounting"]["samples_read"] == 0
+
+
+def test_elements_that_are_no_samples_are_dead_letters(tmp_path):
+    rows = [{"x": i} for i in range(30)] + [{0: "pandas column"}, {"__key__": 7, "x": 1}]
+    windows = dg.CutOptions(mode="audio_windows", audio_fields=("flac",))
+    with dg.make_pipeline() as p:
+        cut = p | beam.Create([{"flac": b"not audio"}, {"flac": None}, {1: 2}]) | dg.CutSamples(
+            windows)
+        _ = p | "Rows" >> beam.Create(rows) | dg.WriteDataset(
+            tmp_path / "rows", features="x:int64", max_failure_fraction=0.2, failures=cut)
+    letters = _dead_letters(tmp_path / "rows")
+    messages = sorted((r["stage"], r["message"][:30]) for r in letters)
+    assert [stage for stage, _ in messages] == [
+        "cut", "decode_audio", "read_element", "read_element", "read_element"]
+    assert any("field names must be text, got 0" in r["message"] for r in letters)
+    accounting = _manifest(tmp_path / "rows")["accounting"]
+    assert (accounting["samples_read"], accounting["samples_failed"]) == (35, 5)
+
+
+def test_two_writes_into_one_folder_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="written by another WriteDataset of this pipeline"):
+        with dg.make_pipeline() as p:
+            rows = p | beam.Create([{"x": 1}])
+            _ = rows | "One" >> dg.WriteDataset(tmp_path / "out", features="x:int64")
+            _ = rows | "Two" >> dg.WriteDataset(str(tmp_path / "out"), features="x:int64")
+
+
+@pytest.mark.parametrize("keywords, error, message", [
+    (dict(max_failure_fraction="0.1"), TypeError,
+     r"^max_failure_fraction must be a float in \[0, 1\], got '0.1'"),
+    (dict(split_by=None), TypeError, "^split_by must be a field name"),
+    (dict(features={"x": "int64"}), TypeError, "^features must be a FeatureSpec"),
+    (dict(splits="train=0.5"), ValueError, "^splits 'train=0.5': ratios sum to 0.5, not 1"),
+    (dict(compression="zip"), ValueError, "^compression 'zip': expected one of"),
+])
+def test_bad_arguments_are_refused_in_python_terms(keywords, error, message):
+    with pytest.raises(error, match=message):
+        dg.WriteDataset("out", **{"features": "x:int64", **keywords})
+
+
+def test_paths_lists_and_dicts_are_taken(tmp_path):
+    with dg.make_pipeline() as p:
+        _ = p | beam.Create([{"x": i, "y": 2.0 * i} for i in range(40)]) | dg.WriteDataset(
+            tmp_path / "out", features=["x:int64", "y:float"], splits={"train": 0.5, "test": 0.5})
+    info = _manifest(tmp_path / "out")
+    assert [f["name"] for f in info["features"]] == ["x", "y"]
+    assert sorted(info["splits"]) == ["test", "train"]
+
+
+def test_the_recipe_adds_the_cuts_own_features():
+    spec = dg.FeatureSpec.parse("label=cls:int64")
+    windows = dg.ExampleRecipe(spec=spec, cut=WINDOWS).spec
+    assert [(f.name, f.sample_rate) for f in windows][:2] == [("audio", 16000),
+                                                               ("source_key", None)]
+    whole = dg.ExampleRecipe(spec=spec, cut=dg.CutOptions(audio_fields=("flac",))).spec
+    assert [f.name for f in whole] == ["duration_s", "num_samples", "label"]
+    with pytest.raises(ValueError, match="the cut makes it float"):
+        dg.ExampleRecipe(spec=dg.FeatureSpec.parse("audio:float32[8000]"), cut=WINDOWS)
+
+
+def test_warnings_reach_a_python_caller_through_logging(tmp_path, caplog):
+    rows = [{"x": i, "g": "one" if i < 38 else "two"} for i in range(40)]
+    with caplog.at_level(logging.WARNING, logger="transforms"):
+        with dg.make_pipeline() as p:
+            _ = p | beam.Create(rows) | dg.WriteDataset(
+                tmp_path / "out", features="x:int64", split_by="g",
+                splits="train=0.5,test=0.5", allow_empty_splits=True)
+    warnings = _manifest(tmp_path / "out")["warnings"]
+    assert warnings and [r.getMessage() for r in caplog.records
+                         if r.levelno == logging.WARNING] == warnings
+
+
+def test_hugging_face_audio_rows_read_with_the_projection_syntax(tmp_path):
+    table = pa.table({
+        "audio": [{"bytes": flac_bytes(voice(200 + i, 1.0), 16000), "path": f"u{i}.flac"}
+                  for i in range(12)],
+        "speaker": [f"spk{i}" for i in range(12)],
+    })
+    pq.write_table(table, tmp_path / "train.parquet")
+    with dg.make_pipeline() as p:
+        _ = (p | beam.io.ReadFromParquet(str(tmp_path / "train.parquet"))
+             | beam.Map(lambda row: {"__key__": row["audio"]["path"], **row})
+             | dg.WriteDataset(tmp_path / "out", features="audio=audio.bytes:bytes,speaker:string",
+                               split_by="speaker", splits="train=0.5,test=0.5"))
+    info = _manifest(tmp_path / "out")
+    assert info["accounting"]["samples_written"] == 12
+    examples = [ex for split in info["splits"]
+                for ex in dg.load(str(tmp_path / "out"), split, batch_size=None)
+                .as_numpy_iterator()]
+    assert sorted(ex["audio"][:4] for ex in examples) == [b"fLaC"] * 12
+    assert os.path.exists(tmp_path / "out" / "dataset_info.json")

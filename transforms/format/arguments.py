@@ -1,0 +1,80 @@
+"""Arguments checked before any work, in the caller's terms.
+
+A public constructor refuses a bad argument with an ArgumentError naming its
+Python parameter; the command line says the flag that sets the parameter
+instead (pipelines/cli.py, through the flag table), so one check serves both:
+
+    ArgumentError("max_failure_fraction", "must be a float in [0, 1], got '0.1'")
+    # Python:       max_failure_fraction must be a float in [0, 1], got '0.1'
+    # command line: error: --max_failure_fraction must be a float in [0, 1], got '0.1'
+
+A problem may name other parameters as `{name}` (`{frames.size}`): each is
+said the same way. A wrong type is an ArgumentTypeError, a TypeError too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any, Callable, Sequence
+
+__all__ = ["ArgumentError", "ArgumentTypeError", "check_choice", "check_fraction",
+           "check_names", "check_path"]
+
+
+_REFERENCE = re.compile(r"\{([A-Za-z_][\w.]*)\}")
+
+
+class ArgumentError(ValueError):
+    """A bad argument: `parameter` is its name, `problem` what is wrong with it."""
+
+    def __init__(self, parameter: str, problem: str):
+        self.parameter = parameter
+        self.problem = problem
+        super().__init__(self.said(str))
+
+    def said(self, name_of: Callable[[str], str]) -> str:
+        """The message with every parameter called `name_of(parameter)` (a flag)."""
+        problem = _REFERENCE.sub(lambda m: name_of(m[1]), self.problem)
+        return f"{name_of(self.parameter)} {problem}"
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument of the wrong type."""
+
+
+def check_fraction(parameter: str, value: Any) -> float:
+    """`value` as a float in [0, 1]; ArgumentError otherwise (text is refused)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ArgumentTypeError(parameter, f"must be a float in [0, 1], got {value!r}")
+    if not 0 <= value <= 1:
+        raise ArgumentError(parameter, f"must be a float in [0, 1], got {value!r}")
+    return float(value)
+
+
+def check_names(parameter: str, value: Any) -> tuple:
+    """A tuple or list of field names as a tuple; a str is refused, since it
+    would be read as its letters ("flac" as 'f', 'l', 'a', 'c')."""
+    if isinstance(value, str) or not isinstance(value, (tuple, list)) or not all(
+            isinstance(name, str) and name for name in value):
+        hint = f"; for one field: ({value!r},)" if isinstance(value, str) else ""
+        raise ArgumentTypeError(parameter, f"must be a tuple of field names, got "
+                                           f"{value!r}{hint}")
+    return tuple(value)
+
+
+def check_path(parameter: str, value: Any) -> str:
+    """A str or os.PathLike path as a str, without a trailing slash."""
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value.strip():
+        raise ArgumentTypeError(parameter, f"must be a path (str or os.PathLike), got "
+                                           f"{value!r}")
+    return value.rstrip("/") or "/"
+
+
+def check_choice(parameter: str, value: Any, choices: Sequence[str]) -> str:
+    """`value` when it is one of `choices`; ArgumentError naming them otherwise."""
+    if value not in choices:
+        raise ArgumentError(parameter, f"{value!r}: expected one of {', '.join(choices)}")
+    return value
