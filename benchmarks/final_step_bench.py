@@ -31,25 +31,18 @@ import shutil
 import sys
 import tempfile
 
+import transforms as dg
 from benchmarks.process_tree import measure
 
 __all__ = ["SyntheticReader", "main"]
 
 
-class SyntheticReader:
+class SyntheticReader(dg.UnitReader):
     """A UnitReader (transforms/sources/units.py) of made-up samples: unit u gives
     `per_unit` samples keyed u-0, u-1, ..., with a label."""
 
-    splittable = False
-
     def __init__(self, per_unit: int):
         self._per_unit = per_unit
-
-    def setup(self, counting: bool = True) -> None:
-        pass
-
-    def teardown(self) -> None:
-        pass
 
     # UnitReader.read: a synthetic unit is never split.
     def read(self, unit, tracker=None):  # noqa: ARG002
@@ -58,8 +51,7 @@ class SyntheticReader:
 
 
 def _plan(units: int) -> list:
-    from transforms.sources.units import WorkUnit
-    return [WorkUnit(i, (i,), 1) for i in range(units)]
+    return [dg.WorkUnit(i, (i,), 1) for i in range(units)]
 
 
 def _child(output: str, units: int, per_unit: int) -> None:
@@ -67,8 +59,6 @@ def _child(output: str, units: int, per_unit: int) -> None:
     import functools
 
     from apache_beam.options.pipeline_options import PipelineOptions
-
-    import transforms as dg
 
     source = dg.Source(functools.partial(_plan, units), SyntheticReader(per_unit))
     with dg.make_pipeline(PipelineOptions(["--direct_num_workers", "1"])) as p:

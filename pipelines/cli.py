@@ -207,8 +207,8 @@ _HINTS = {
 
 def flag_names(flags: Sequence[Flag]) -> Callable[[str], str]:
     """A Python parameter's name -> the option of the flag that sets it (the flag
-    table's `parameter`, else the flag of the same name)."""
-    options = {name: flag.option for flag in flags for name in (flag.name, flag.parameter)}
+    table's `parameters`, else the flag of the same name)."""
+    options = {name: flag.option for flag in flags for name in (flag.name, *flag.parameters)}
     return lambda parameter: options.get(parameter, parameter)
 
 

@@ -101,18 +101,20 @@ class DatasetOptions(FlagTable, PipelineOptions):
              help="Built-in tf.Transform quantile buckets from the train split, e.g. 'age=4' "
                   "(int64 bucket 0..3)."),
         Flag("cut", "cutting", default="none", choices=tuple(MODES), recorded=True,
-             parameter="mode",
+             parameters=("mode", "cut.mode"),
              help="How samples become examples: none (one example per sample), audio_windows, "
                   "frames (a frame with the audio window centred on it), clips, segments (one "
                   "example per segment: its audio, as long as the segment). With "
                   "--segments_field or --segment_columns, every cut works inside each segment."),
         Flag("segments_field", "cutting", default="", example="rttm", recorded=True,
+             parameters=("segments.field",),
              help="The field holding each recording's time-aligned segments: RTTM, JSON (a list "
                   "of objects with start/offset and end/duration) or CSV with a header, e.g. a "
                   "tar member KEY.rttm or a Bigtable cell. Each segment is a sample of its own, "
                   "with segment.start, segment.end, segment.index and its fields as segment.NAME "
                   "(segment.speaker) for --features, --split_by and --where."),
         Flag("segment_columns", "cutting", default="", example="offset,duration",
+             parameters=("segments.columns",),
              regex="^[^,]+,[^,]+$", recorded=True,
              help="A listing's two columns giving each row's segment of its media file: START,END "
                   "in seconds, or START,DURATION when the second's name holds 'dur' (NeMo's "
@@ -138,7 +140,7 @@ class DatasetOptions(FlagTable, PipelineOptions):
              label="Frame rate of image sequences", recorded="cut",
              help="Frame rate of image-sequence samples."),
         Flag("sample_rate", "cutting", type=int, default=16000, recorded="cut",
-             parameter="audio.sample_rate",
+             parameters=("audio.sample_rate",),
              help="Resample audio to this rate (0 keeps the source rate)."),
         Flag("channel", "cutting", default="mono", example="0", regex="^(mono|[0-9]+)$",
              recorded="cut",
@@ -164,24 +166,24 @@ class DatasetOptions(FlagTable, PipelineOptions):
              label="Minimum window RMS (dBFS)", recorded="cut",
              help="Drop (and count) audio windows quieter than this RMS in dBFS."),
         Flag("fps", "cutting", type=float, default=1.0, label="Frames per second", recorded="cut",
-             parameter="frames.fps",
+             parameters=("frames.fps",),
              help="Sample video frames at this rate."),
         Flag("num_frames", "cutting", type=int, default=0, example="8", label="Frames per video",
-             parameter="frames.num_frames",
+             parameters=("frames.num_frames",),
              recorded="cut",
              help="Instead of --fps, this many frames spread over the video."),
         Flag("timestamps", "cutting", default="", example="0.5,1.5,2.5",
-             parameter="frames.timestamps",
+             parameters=("frames.timestamps",),
              regex="^[0-9.]+(,[0-9.]+)*$", recorded="cut",
              help="Instead of --fps, frames at these times (seconds, comma separated)."),
         Flag("frame_size", "cutting", default="", example="224x224", regex="^[0-9]+x[0-9]+$",
-             parameter="frames.size",
+             parameters=("frames.size",),
              label="Frame size (HxW)", recorded="cut",
              help="Frame size HxW, e.g. 224x224 (required for frames and clips)."),
         Flag("resize", "cutting", default="pad", choices=("pad", "crop"), recorded="cut",
              help="Keep the aspect ratio by letterboxing (pad) or centre-cropping."),
         Flag("frame_format", "cutting", default="jpeg", choices=("jpeg", "raw"), recorded="cut",
-             parameter="frames.image_format",
+             parameters=("frames.image_format",),
              help="Frames as JPEG bytes or raw uint8 pixels."),
         Flag("jpeg_quality", "cutting", type=int, default=90, label="JPEG quality", recorded="cut"),
         Flag("decode_threads", "cutting", type=int, default=0, example="1", recorded="cut",
@@ -196,7 +198,7 @@ class DatasetOptions(FlagTable, PipelineOptions):
         Flag("clip_frames", "cutting", type=int, default=8, recorded="cut",
              help="Frames per clip (--cut clips), sampled at --fps."),
         Flag("boxes_from", "cutting", default="", choices=("", "segment"), recorded="cut",
-             parameter="crop_to_boxes",
+             parameters=("crop_to_boxes",),
              help="'segment': crop each frame to the box of its segment's track nearest its "
                   "time (a JSON segment's 'boxes', e.g. a face track), before --frame_size "
                   "resizes it."),
@@ -213,7 +215,7 @@ class DatasetOptions(FlagTable, PipelineOptions):
              recorded=True,
              help="With --shuffle global, shards per split; 0 sizes them by --shard_size_mb."),
         Flag("shard_size_mb", "output", type=float, default=128, label="Target shard size (MiB)",
-             recorded=True, parameter="target_shard_bytes",
+             recorded=True, parameters=("target_shard_bytes",),
              help="Target shard size in MiB of serialized examples (default 128); also the input a "
                   "work unit gathers (a tar file, or consecutive smaller ones)."),
         Flag("compression", "output", default="none", choices=tuple(COMPRESSIONS), recorded=True,

@@ -102,8 +102,8 @@ class Flag:
     regex: str | None = None
     label: str | None = None
     recorded: bool | str = False
-    # The Python parameter it sets, where named otherwise (an ArgumentError names it).
-    parameter: str | None = None
+    # The Python parameters it sets, where named otherwise (an ArgumentError names them).
+    parameters: tuple = ()
 
     @property
     def option(self) -> str:

@@ -10,14 +10,12 @@ reader yields them as they are and counts `samples_read` like a real source.
 import functools
 
 from transforms.runner.counters import counter
-from transforms.sources.units import Source, WorkUnit
+from transforms.sources.units import Source, UnitReader, WorkUnit
 
 __all__ = ["MemoryReader", "memory_source"]
 
 
-class MemoryReader:
-    splittable = False
-
+class MemoryReader(UnitReader):
     def setup(self, counting=True):
         self._samples = counter("samples_read", counting)
 
@@ -25,9 +23,6 @@ class MemoryReader:
         for sample in unit.inputs:
             self._samples.inc()
             yield sample
-
-    def teardown(self):
-        pass
 
 
 def _planned(units):

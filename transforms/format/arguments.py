@@ -26,7 +26,15 @@ _REFERENCE = re.compile(r"\{([A-Za-z_][\w.]*)\}")
 
 
 class ArgumentError(ValueError):
-    """A bad argument: `parameter` is its name, `problem` what is wrong with it."""
+    """A bad argument: `parameter` is its name, `problem` what is wrong with it.
+
+    >>> import transforms as dg
+    >>> try:
+    ...     dg.WriteDataset("out", features="x:int64", max_failure_fraction=2)
+    ... except dg.ArgumentError as e:
+    ...     print(e.parameter, "|", e)
+    max_failure_fraction | max_failure_fraction must be a float in [0, 1], got 2
+    """
 
     def __init__(self, parameter: str, problem: str):
         self.parameter = parameter

@@ -20,7 +20,17 @@ __all__ = ["ExampleResult", "SampleResult"]
 
 class SampleResult(NamedTuple):
     """A reader's output: its Samples, and the dead letters of what did not
-    become one (transforms/format/dead_letters.py)."""
+    become one (transforms/format/dead_letters.py).
+
+    >>> import apache_beam as beam, transforms as dg
+    >>> from apache_beam.testing.util import assert_that, equal_to
+    >>> from transforms.testing.corpus import write_corpus
+    >>> _ = write_corpus("corpus", shards=1, samples_per_shard=3)
+    >>> with dg.make_pipeline() as p:
+    ...     read = p | dg.ReadTarSamples("corpus/*.tar")
+    ...     _ = assert_that(read.samples | beam.combiners.Count.Globally(), equal_to([3]))
+    ...     _ = assert_that(read.failures, equal_to([]), label="no dead letters")
+    """
 
     samples: Any    # PCollection of Sample dicts
     failures: Any   # PCollection of dead letters
@@ -28,7 +38,16 @@ class SampleResult(NamedTuple):
 
 class ExampleResult(NamedTuple):
     """Examples made of samples (CutSamples' dicts, BuildExamples' encoded
-    Examples), and the dead letters of the samples that failed."""
+    Examples), and the dead letters of the samples that failed.
+
+    >>> import apache_beam as beam, transforms as dg
+    >>> recipe = dg.ExampleRecipe(spec=dg.FeatureSpec.parse("label:int64"))
+    >>> with dg.make_pipeline() as p:
+    ...     built = p | beam.Create([{"label": 1}, {"label": "one"}]) | dg.BuildExamples(recipe)
+    ...     # its examples and its failures, for a step of yours or WriteDataset(failures=)
+    ...     _ = built.failures | beam.Map(lambda letter: print(letter["stage"]))
+    encode
+    """
 
     examples: Any   # PCollection of example dicts or Examples
     failures: Any   # PCollection of dead letters

@@ -74,7 +74,16 @@ def _read_text(path: str) -> bytes | None:
 
 
 def load_info(output_dir: str) -> DatasetInfo:
-    """The dataset's manifest, read through tf.io.gfile (local, gs://, ...).
+    """The dataset's manifest, read through tf.io.gfile (local, gs://, ...): its
+    spec and splits, and what the run counted and warned of (DatasetInfo).
+
+    >>> import apache_beam as beam, transforms as dg
+    >>> with dg.make_pipeline() as p:
+    ...     _ = p | beam.Create([{"x": i} for i in range(10)]) | dg.WriteDataset(
+    ...         "numbers", features="x:int64", splits="train=1")
+    >>> info = dg.load_info("numbers")
+    >>> info.num_examples("train"), info.accounting["samples_failed"], info.warnings
+    (10, 0, [])
 
     A dataset written before the manifest was `manifest.json` has it in
     `dataset_info.json`, the name TFDS's own description now takes.

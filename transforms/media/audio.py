@@ -116,7 +116,15 @@ class AudioOptions:
 
 
 def decode_audio(data: bytes | StoredBytes, options: AudioOptions, *, name: str = "") -> Audio:
-    """The whole member as one `Audio`; raises MediaError for bad bytes."""
+    """The whole member as one `Audio` (transforms/media/decoded.py), as the cut
+    decodes it; raises MediaError for bad bytes.
+
+    >>> import transforms as dg
+    >>> from transforms.testing.synthetic_media import flac_bytes, voice
+    >>> audio = dg.decode_audio(flac_bytes(voice(220, 2.0, 44100), 44100), dg.AudioOptions())
+    >>> audio.sample_rate, audio.samples.shape, audio.source_rate   # resampled to 16 kHz
+    (16000, (32000,), 44100)
+    """
     with _open(data, name) as source:
         _check_channel(source, options.channel, name)
         parts = [_select(block, options.channel)

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterator, Mapping
 
-from transforms.format.arguments import ArgumentError
+from transforms.format.arguments import ArgumentError, check_names
 from transforms.format.sample import KEY, SPAN, StoredBytes, field_value
 from transforms.format.segments import Segment, Span, parse_segments, segment_key, segment_of
 from transforms.media.decoded import SPAN_SLACK_S
@@ -44,28 +44,45 @@ SEGMENT_PREFIX = "segment."
 
 @dataclasses.dataclass(frozen=True)
 class SegmentOptions:
-    """Where a recording's segments are: in the field `field`, or given by its
-    two fields `columns` (start, then end; a duration when the second's name
-    says `dur`, as `duration` and `dur_s` do)."""
+    """Where a recording's segments are: in the field `field` (RTTM, JSON or CSV
+    text), or given by its two fields `columns` (start, then end; a duration
+    when the second's name says `dur`, as `duration` and `dur_s` do, as in a
+    NeMo manifest's offset and duration). Each segment is then a sample of its
+    own (transforms/recipe/segments.py).
+
+    >>> import transforms as dg
+    >>> recipe = dg.ExampleRecipe(
+    ...     spec=dg.FeatureSpec.parse("text:string"),
+    ...     cut=dg.CutOptions(mode="segments", audio_fields=("wav",)),
+    ...     segments=dg.SegmentOptions(columns=("offset", "duration")))
+    >>> [f.name for f in recipe.spec]   # a whole segment's audio, its times, its text
+    ['audio', 'source_key', 'start_time', 'end_time', 'text']
+    >>> dg.SegmentOptions(columns="offset,duration")
+    Traceback (most recent call last):
+    transforms.format.arguments.ArgumentTypeError: segments.columns must be a tuple of ...
+    """
 
     field: str = ""
     columns: tuple = ()
 
     def __post_init__(self):
         if self.field and self.columns:
-            raise ArgumentError("segments_field", "and {segment_columns}: one or the other")
+            raise ArgumentError("segments.field", "and {segments.columns}: one or the other")
+        object.__setattr__(self, "columns", check_names("segments.columns", self.columns))
         if self.columns and (len(self.columns) != 2 or not all(self.columns)):
-            raise ArgumentError("segment_columns", f"{','.join(self.columns)!r}: two columns, "
-                             "START,END or OFFSET,DURATION")
+            raise ArgumentError("segments.columns", f"{','.join(self.columns)!r}: two columns, "
+                                "START,END or OFFSET,DURATION")
 
     def check(self, cut_mode: str) -> None:
         """ValueError unless these segments and the cut `cut_mode` go together."""
         if self.enabled and cut_mode == "none":
-            raise ArgumentError("segments_field", "and {segment_columns} cut inside segments: "
-                                "name the cut ({cut} segments, audio_windows, frames or clips)")
+            raise ArgumentError("segments.field", "and {segments.columns} cut inside segments: "
+                                "name the cut ({cut.mode} segments, audio_windows, frames or "
+                                "clips)")
         if cut_mode == "segments" and not self.enabled:
-            raise ArgumentError("cut", "segments needs the segments: {segments_field} (a member "
-                             "or cell of RTTM, JSON or CSV) or {segment_columns} (a listing's)")
+            raise ArgumentError("cut.mode", "'segments' needs the segments: {segments.field} (a "
+                                "member or cell of RTTM, JSON or CSV) or {segments.columns} (a "
+                                "listing's)")
 
     @property
     def enabled(self) -> bool:

@@ -77,7 +77,7 @@ from transforms.sources.listing_rows import (
     row_to_sample,
 )
 from transforms.sources.stored import StoredMember, stored_or_read
-from transforms.sources.units import Failed, ReadUnits, Source, WorkUnit
+from transforms.sources.units import Failed, ReadUnits, Source, UnitReader, WorkUnit
 
 __all__ = ["ListingReader", "ReadListingSamples", "inspect_listings", "iter_samples",
            "missing_fields", "plan_listing_units", "read_media"]
@@ -274,11 +274,9 @@ def plan_listing_units(patterns: str | Sequence[str], layout: ListingLayout,
                  for i, (inputs, size) in enumerate(spans))
 
 
-class ListingReader:
+class ListingReader(UnitReader):
     """Reads listing units (transforms/sources/units.py): each row of the unit's byte
     range into a Sample, its media read, or a dead letter."""
-
-    splittable = False
 
     def __init__(self, layout: ListingLayout, stored_from: int = 0):
         self._layout = layout
@@ -331,9 +329,6 @@ class ListingReader:
                              column=e.column)
         except ValueError as e:
             return Failed.of(_ROW_STAGE, e, url=url)
-
-    def teardown(self) -> None:
-        pass
 
 
 class ReadListingSamples(beam.PTransform):

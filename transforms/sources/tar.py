@@ -41,12 +41,19 @@ from transforms.runner.counters import counter
 from transforms.sources.file_match import as_patterns, file_version, match_files, matched_files
 from transforms.sources.input_files import open_input
 from transforms.sources.tar_stream import Skipped, file_failed, iter_tar
-from transforms.sources.units import Failed, ReadUnits, Source, WorkUnit, group_by_size
+from transforms.sources.units import (
+    Failed,
+    ReadUnits,
+    Source,
+    UnitReader,
+    WorkUnit,
+    group_by_size,
+)
 
 __all__ = ["ReadTarSamples", "TarReader", "plan_tar_units"]
 
 
-class TarReader:
+class TarReader(UnitReader):
     """Reads tar units (transforms/sources/units.py): each file of the unit streamed by
     `iter_tar` into Samples and dead letters.
 
@@ -55,8 +62,6 @@ class TarReader:
     compression. `stored_from` > 0 leaves members of at least that many bytes
     in uncompressed archives stored (`leaving_stored`).
     """
-
-    splittable = False
 
     def __init__(self, stored_from: int = 0):
         self._stored_from = stored_from
@@ -104,9 +109,6 @@ class TarReader:
             fileobj.close()
             self._members.inc(stats["members"])
             self._bytes.inc(stats["bytes"])
-
-    def teardown(self) -> None:
-        pass
 
 
 def plan_tar_units(patterns: str | Sequence[str], target_bytes: int) -> tuple:

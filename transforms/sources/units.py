@@ -32,11 +32,12 @@ indexes name the shards.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, Iterator, NamedTuple, Protocol, Sequence
+from typing import Any, Callable, Dict, Iterator, NamedTuple, Sequence
 
 import apache_beam as beam
 from apache_beam.transforms.core import RestrictionProvider
 
+from transforms.format.arguments import ArgumentTypeError
 from transforms.format.dead_letters import FAILURES, FILE, SAMPLE, dead_letter
 from transforms.format.outputs import SampleResult
 from transforms.recipe.examples import ExampleRecipe, StageError, recipe_samples
@@ -90,25 +91,39 @@ class Failed(NamedTuple):
                                unit=FILE if file else SAMPLE, **extra))
 
 
-class UnitReader(Protocol):
-    """Reads units into Samples; configuration only until setup() makes its clients.
+class UnitReader:
+    """Reads units into Samples: subclass it and write `read`. Configuration
+    only until setup() makes its clients, so it pickles to workers.
 
-    A reader may also have `leaving_stored(min_bytes)`: a copy of itself that
-    gives fields of at least `min_bytes` as StoredBytes (transforms/format/sample.py)
-    rather than bytes (`streaming`).
+    >>> import transforms as dg
+    >>> class Numbers(dg.UnitReader):          # a unit's inputs are numbers here
+    ...     def read(self, unit, tracker=None):
+    ...         for n in unit.inputs:
+    ...             yield {"__key__": f"n{n}", "n": n}
+    >>> [s["__key__"] for s in Numbers().read(dg.WorkUnit(0, (1, 2), 2))]
+    ['n1', 'n2']
+
+    The defaults: a unit is read whole (`splittable` False), setup() and
+    teardown() do nothing. A splittable reader (Bigtable's key ranges) also
+    gives restrictions (`SplittableUnits`). A reader may also have
+    `leaving_stored(min_bytes)`: a copy of itself that gives fields of at least
+    `min_bytes` as StoredBytes (transforms/format/sample.py) rather than bytes
+    (`streaming`).
     """
 
-    splittable: bool
+    splittable = False
 
     def setup(self, counting: bool = True) -> None:
         """Makes clients and counters; `counting` false for a light pass whose
         reads are not the job's (transforms/runner/counters.py)."""
 
     def read(self, unit: WorkUnit, tracker=None) -> Iterator[dict | Failed]:
-        """The unit's Samples and dead letters; a splittable reader given the
-        tracker of a restriction reads that restriction only."""
+        """The unit's Samples and dead letters (`Failed`); a splittable reader
+        given the tracker of a restriction reads that restriction only."""
+        raise NotImplementedError(f"{type(self).__name__} must define read(unit, tracker=None)")
 
-    def teardown(self) -> None: ...
+    def teardown(self) -> None:
+        """Closes what setup() opened."""
 
 
 def streaming(reader: UnitReader) -> UnitReader:
@@ -150,10 +165,7 @@ class Source:
     >>> def plan():
     ...     lines = open("texts.jsonl").read().splitlines()
     ...     return [dg.WorkUnit(i, tuple(lines[2 * i:2 * i + 2]), 2) for i in range(4)]
-    >>> class LineReader:                  # the UnitReader protocol
-    ...     splittable = False
-    ...     def setup(self, counting=True): pass
-    ...     def teardown(self): pass
+    >>> class LineReader(dg.UnitReader):   # a unit -> its Samples and dead letters
     ...     def read(self, unit, tracker=None):
     ...         for line in unit.inputs:
     ...             try:
@@ -171,11 +183,23 @@ class Source:
     """
 
     plan: Callable[[], Sequence[WorkUnit]]
-    reader: Any  # a UnitReader
+    reader: UnitReader
+
+    def __post_init__(self):
+        if not callable(self.plan):
+            raise ArgumentTypeError("plan", f"must be a function giving the WorkUnits, got "
+                                            f"{self.plan!r}")
+        if not callable(getattr(self.reader, "read", None)):
+            raise ArgumentTypeError("reader", f"must be a UnitReader (with read(unit)), got "
+                                              f"{self.reader!r}")
 
 
 def group_by_size(sizes: Sequence[tuple[Any, int]], target: int) -> list[tuple]:
     """(item, bytes) pairs, in order -> groups of consecutive items for units.
+
+    >>> import transforms as dg
+    >>> dg.group_by_size([("a", 5), ("b", 5), ("big", 40), ("c", 3)], target=10)
+    [('a', 'b'), ('big',), ('c',)]
 
     An item of at least `target` bytes is a group of its own; smaller ones are
     gathered until their group reaches `target` (the last group may stay

@@ -58,7 +58,17 @@ def _bucket_count(feature: str, text: str) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class Preprocessing:
-    """The preprocessing asked for: a user's function, or built-ins (never both)."""
+    """The preprocessing asked for: a user's function (`fn`, 'module:function', a
+    tf.Transform preprocessing_fn), or built-ins (never both), fitted on the
+    train split and applied to every split (DatasetConfig.preprocessing, over
+    a Source).
+
+    >>> import transforms as dg
+    >>> pre = dg.Preprocessing(normalize=(("gain", "zscore"),), vocabulary=("speaker",))
+    >>> pre.builtins
+    (('--normalize', 'gain', 'zscore'), ('--vocabulary', 'speaker', 'vocabulary'))
+    >>> pre.check(dg.FeatureSpec.parse("gain:float,speaker:string"), ["train", "test"])
+    """
 
     fn: str | None = None       # module:function
     normalize: tuple = ()       # ((feature, method), ...)

@@ -42,7 +42,13 @@ __all__ = ["Verification", "verify_dataset"]
 
 class Verification(NamedTuple):
     """What `verify_dataset` found: its problems, each a line naming the file it
-    is about (none when all is well), and the summary of what it checked."""
+    is about (none when all is well), and the summary of what it checked.
+
+    >>> import transforms as dg
+    >>> result = dg.verify_dataset("no/such/dataset")
+    >>> result.ok, result.problems
+    (False, ['manifest.json: missing: not a finished beam-datagen dataset'])
+    """
 
     problems: list
     summary: str

@@ -51,6 +51,7 @@ from transforms.format.dead_letters import (
     failure_line,
 )
 from transforms.format.durations import split_durations
+from transforms.format.manifest import summary_line
 from transforms.format.spec import FeatureSpec
 from transforms.recipe.splits import split_balance
 from transforms.storage.folders import (
@@ -77,7 +78,7 @@ from transforms.writer.duplicates import (
 from transforms.writer.leakage import leakage_message
 from transforms.writer.ledger import LEDGER, ledger_part, ledger_text
 
-__all__ = ["Finalise", "account", "summary_line", "unit_coverage_errors"]
+__all__ = ["Finalise", "account", "unit_coverage_errors"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -163,23 +164,6 @@ def _split_durations(tallies: Mapping[tuple, int]) -> dict:
             bins.setdefault(detail[0], {})[detail[1]] = n
     return {split: split_durations(counts, tallies.get(("duration_ms", split), 0))
             for split, counts in sorted(bins.items())}
-
-
-def summary_line(info: Mapping[str, Any]) -> str:
-    """'datagen: 120 samples read -> 118 written (train 94, eval 12, test 12), ...'."""
-    a = info["accounting"]
-    per_split = ", ".join(f"{name} {s['num_examples']}" for name, s in info["splits"].items())
-    examples = sum(s["num_examples"] for s in info["splits"].values())
-    line = f"datagen: {a['samples_read']} samples read, "
-    segments = a.get("segments")
-    if segments:
-        line += (f"{segments['read']} segments ({segments['written']} written, "
-                 f"{segments['filtered']} filtered, {segments['failed']} failed), ")
-    line += (f"{examples} examples written ({per_split}), {a['samples_filtered']} filtered, "
-             f"{a['samples_failed']} samples + {a['files_failed']} files failed")
-    if info["failures"]["file"]:
-        line += f" (see {info['failures']['file']})"
-    return line
 
 
 def unit_coverage_errors(planned: Mapping[int, tuple | None],

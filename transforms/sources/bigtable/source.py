@@ -70,7 +70,7 @@ from transforms.sources.bigtable.read_config import (
 )
 from transforms.sources.bigtable.rows import RowReader, read_range
 from transforms.sources.bigtable.table import BigtableTable
-from transforms.sources.units import Failed, ReadUnits, Source, WorkUnit
+from transforms.sources.units import Failed, ReadUnits, Source, UnitReader, WorkUnit
 
 __all__ = ["BigtableReader", "ReadBigtableSamples", "open_table", "plan_key_ranges",
            "read_samples"]
@@ -166,7 +166,7 @@ def plan_key_ranges(config: BigtableReadConfig) -> tuple:
                  for i, (range_start, range_end) in enumerate(ranges))
 
 
-class BigtableReader:
+class BigtableReader(UnitReader):
     """Reads key-range units (transforms/sources/units.py) into Samples and dead letters;
     splittable: with a restriction's tracker it reads that restriction, claiming
     every row key, so a runner may split a range while it is read.
