@@ -205,10 +205,15 @@ _HINTS = {
 }
 
 
+def flag_options(flags: Sequence[Flag]) -> dict:
+    """{Python parameter: the option of the flag that sets it} (the flag table's
+    `parameters`, and each flag's own name)."""
+    return {name: flag.option for flag in flags for name in (flag.name, *flag.parameters)}
+
+
 def flag_names(flags: Sequence[Flag]) -> Callable[[str], str]:
-    """A Python parameter's name -> the option of the flag that sets it (the flag
-    table's `parameters`, else the flag of the same name)."""
-    options = {name: flag.option for flag in flags for name in (flag.name, *flag.parameters)}
+    """A Python parameter's name -> the option of the flag that sets it."""
+    options = flag_options(flags)
     return lambda parameter: options.get(parameter, parameter)
 
 

@@ -22,7 +22,7 @@ from typing import Iterable
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
-from pipelines.cli import in_flag_terms
+from pipelines.cli import flag_options, in_flag_terms
 from pipelines.dataset_options import DatasetOptions
 from transforms.format.infer import infer_spec
 from transforms.format.spec import FeatureSpec, parse_features
@@ -209,6 +209,7 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
         allow_empty_splits=opts.allow_empty_splits,
         duplicates=opts.duplicates,
         near_duplicates=opts.near_duplicates,
+        terms=flag_options(DatasetOptions.FLAGS),
     )
 
 

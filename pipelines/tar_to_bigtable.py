@@ -39,6 +39,7 @@ Dataflow project).
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any, Dict, Iterable, List, Mapping
 
@@ -51,6 +52,7 @@ import transforms as dg
 from pipelines import cli
 from pipelines.dataset_options import DatasetOptions
 from pipelines.job_options import BigtableLoadOptions, bigtable_table, input_patterns
+from transforms.format.arguments import said
 from transforms.format.dead_letters import (
     FILE,
     SAMPLE,
@@ -128,7 +130,8 @@ class _ReportFn(beam.DoFn):
         check_failure_fraction(summary["samples_failed"] + summary["files_failed"],
                                summary["samples_read"] + summary["files_failed"],
                                self._max_failure_fraction, failures[0] if failures else None,
-                               self._failures_output or "the log")
+                               self._failures_output or "the log", functools.partial(
+                                   said, name_of=cli.flag_names(DatasetOptions.FLAGS)))
 
 
 def run(argv=None) -> PipelineResult:

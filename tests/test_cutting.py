@@ -102,8 +102,8 @@ def test_errors_carry_the_innermost_stage_and_member():
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(mode="shuffle"), "^mode 'shuffle': expected one of"),
-    (dict(mode="frames", video_field="mp4"), "^mode 'frames' needs frames.size"),
-    (dict(mode="frames", frames=FrameOptions(size=(8, 8))), "^mode 'frames' needs video_field"),
+    (dict(mode="frames", video_field="mp4"), "^mode frames needs frames.size"),
+    (dict(mode="frames", frames=FrameOptions(size=(8, 8))), "^mode frames needs video_field"),
     (dict(mode="audio_windows"), "needs audio_fields or video_field"),
     (dict(mode="audio_windows", audio_fields=("flac",), audio=AudioOptions(sample_rate=None)),
      "needs audio.sample_rate"),
@@ -122,7 +122,7 @@ def test_the_command_line_says_the_flags_of_the_same_errors():
     with pytest.raises(ValueError) as error:
         CutOptions(mode="frames", video_field="mp4")
     assert error.value.said(cli.flag_names(DatasetOptions.FLAGS)) == (
-        "--cut 'frames' needs --frame_size (examples have a fixed shape)")
+        "--cut frames needs --frame_size (examples have a fixed shape)")
 
 
 def test_clip_features_declare_their_shapes():

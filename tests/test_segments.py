@@ -25,6 +25,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from pipelines import bigtable_to_tfrecord, manifest_to_tfrecord, tar_to_bigtable, tar_to_tfrecord
 from transforms import BuildExamples, CutOptions, ExampleRecipe, FeatureSpec, make_pipeline
 from transforms.format import reader
+from transforms.format.dead_letters import DatasetFailed
 from transforms.format.segments import Box, parse_segments
 from transforms.media.cutting import cut_sample
 from transforms.media.decoded import MediaError
@@ -243,6 +244,38 @@ def test_nemo_style_listing_rows_are_segments_of_one_file(corpus, tmp_path):
         starts.append(round(example.features.feature["start_time"].float_list.value[0], 3))
     assert sorted(starts) == sorted(round(start + k, 3) for _, start, duration in M01_TURNS[:5]
                                     for k in range(int(np.ceil(duration))))
+
+
+def test_a_nemo_row_whose_segment_is_bad_is_a_failed_sample(corpus, tmp_path):
+    """Rows of no length (dave) and past the recording's end (erin) are dead
+    letters, and their rows failed samples: the row is the sample."""
+    rows = [json.dumps({"audio_filepath": str(corpus / "files" / "m01.flac"), "offset": start,
+                        "duration": duration, "speaker": speaker, "id": f"m01-{i}"})
+            for i, (speaker, start, duration) in enumerate(M01_TURNS)]
+    _run("sh", "-c", "".join(f"echo '{row}' >> all.jsonl; " for row in rows), cwd=tmp_path)
+    info = manifest_to_tfrecord.run([
+        "--input", f"{tmp_path}/all.jsonl", "--output", str(tmp_path / "out"),
+        "--media_columns", "audio_filepath", "--audio_fields", "audio_filepath",
+        "--key_column", "id", "--segment_columns", "offset,duration", "--cut", "segments",
+        "--features", "speaker:bytes", "--split_by", "speaker", "--allow_empty_splits",
+        "--max_failure_fraction", "0.3"])
+    accounting = info["accounting"]
+    assert (accounting["samples_read"], accounting["samples_written"],
+            accounting["samples_failed"]) == (7, 5, 2)
+    segments = accounting["segments"]
+    assert (segments["read"], segments["written"], segments["failed"],
+            segments["recordings_failed"]) == (7, 5, 2, 2)
+    with open(tmp_path / "out" / "failures" / "failures.jsonl") as f:
+        letters = sorted(json.loads(line)["segment"]["index"] for line in f)
+    assert len(letters) == 2
+    # 2 failed inputs of 7: over 0.25 it fails, counting each row once.
+    with pytest.raises(DatasetFailed, match="2 of 7 inputs failed"):
+        manifest_to_tfrecord.run([
+            "--input", f"{tmp_path}/all.jsonl", "--output", str(tmp_path / "strict"),
+            "--media_columns", "audio_filepath", "--audio_fields", "audio_filepath",
+            "--key_column", "id", "--segment_columns", "offset,duration", "--cut", "segments",
+            "--features", "speaker:bytes", "--split_by", "speaker", "--allow_empty_splits",
+            "--max_failure_fraction", "0.25"])
 
 
 def test_an_unreadable_annotation_fails_its_recording(tmp_path):

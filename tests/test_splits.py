@@ -15,7 +15,10 @@ from apache_beam.testing.util import assert_that, equal_to
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipelines import cli
+from pipelines.dataset_options import DatasetOptions
 from transforms.format import reader
+from transforms.format.arguments import said
 from transforms.format.spec import parse_features
 from transforms.format.stable_hash import stable_hash64
 from transforms.recipe.examples import ExampleRecipe
@@ -334,16 +337,18 @@ def test_split_groups_finds_groups_in_several_splits_and_counts_them(pipeline):
 def test_split_balance_names_empty_and_lopsided_splits_and_what_to_do():
     plan = SplitPlan.from_flags("train=0.8,eval=0.1,test=0.1", "json.speaker")
     empty, lopsided = split_balance(plan, {"train": 950, "test": 50}, {"train": 14, "test": 2})
-    assert empty == ["split 'eval' came out empty (asked 10%): the 16 groups of --split_by "
-                     "json.speaker are too few to cut at these ratios; use more, smaller groups "
-                     "(a finer --split_by), --stratify_by a label, or --split_column"]
+    # Said in the caller's terms (DatasetConfig.said): here, the command line's.
+    assert [said(line, cli.flag_names(DatasetOptions.FLAGS)) for line in empty] == [
+        "split 'eval' came out empty (asked 10%): the 16 groups of --split_by json.speaker are "
+        "too few to cut at these ratios; use more, smaller groups (a finer --split_by), "
+        "--stratify_by a label, or --split_column"]
     assert lopsided == []  # test: 5.0% of 10%, within half its ratio
     # The 64 speakers: eval 187 and test 1,686 of 12,000 examples.
     empty, lopsided = split_balance(plan, {"train": 10127, "eval": 187, "test": 1686},
                                     {"train": 54, "eval": 1, "test": 9})
     assert empty == [] and len(lopsided) == 1
-    assert lopsided[0].startswith("split 'eval' has 1.6% of the examples, asked 10% (1 of 64 "
-                                  "groups of --split_by json.speaker)")
+    assert said(lopsided[0]).startswith("split 'eval' has 1.6% of the examples, asked 10% (1 "
+                                        "of 64 groups of split_by json.speaker)")
     assert split_balance(plan, {"train": 800, "eval": 100, "test": 100}, {}) == ([], [])
     # A split field names the splits: there are no ratios to miss.
     column = SplitPlan.from_flags("train=0.8,eval=0.1,test=0.1", "json.speaker", "split")

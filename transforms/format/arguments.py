@@ -19,7 +19,7 @@ import re
 from typing import Any, Callable, Sequence
 
 __all__ = ["ArgumentError", "ArgumentTypeError", "check_choice", "check_fraction",
-           "check_names", "check_path"]
+           "check_names", "check_path", "said"]
 
 
 _REFERENCE = re.compile(r"\{([A-Za-z_][\w.]*)\}")
@@ -43,8 +43,13 @@ class ArgumentError(ValueError):
 
     def said(self, name_of: Callable[[str], str]) -> str:
         """The message with every parameter called `name_of(parameter)` (a flag)."""
-        problem = _REFERENCE.sub(lambda m: name_of(m[1]), self.problem)
-        return f"{name_of(self.parameter)} {problem}"
+        return f"{name_of(self.parameter)} {said(self.problem, name_of)}"
+
+
+def said(template: str, name_of: Callable[[str], str] = str) -> str:
+    """`template` with each `{parameter}` in it called `name_of(parameter)`: by
+    its Python name, or (the command line's) by its flag."""
+    return _REFERENCE.sub(lambda m: name_of(m[1]), template)
 
 
 class ArgumentTypeError(ArgumentError, TypeError):

@@ -13,8 +13,9 @@ escaped, and the record's `escaped` lists which of them are.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
+from transforms.format.arguments import said
 from transforms.format.sample import escape_name, is_text
 
 __all__ = ["DatasetFailed", "EXAMPLE", "FAILURES", "FILE", "MAX_MESSAGE", "SAMPLE", "SEGMENT",
@@ -102,14 +103,15 @@ def failures_jsonl(failures: Iterable[Mapping]) -> str:
 
 
 def check_failure_fraction(failed: int, inputs: int, max_fraction: float,
-                           first: Mapping | None, kept_in: str) -> None:
+                           first: Mapping | None, kept_in: str,
+                           said: Callable[[str], str] = said, advice: str = "") -> None:
     """Raises DatasetFailed when more than `max_fraction` of the `inputs` failed,
-    saying where the dead letters are kept and the `first` of them."""
+    saying where the dead letters are kept, the `first` of them and the
+    caller's `advice`, in the caller's terms (`said`: transforms/format/arguments.py)."""
     if not inputs or failed / inputs <= max_fraction:
         return
-    problem = (f"{failed} of {inputs} inputs failed ({failed / inputs:.2%} > "
-               f"--max_failure_fraction {max_fraction:.2%})")
+    problem = said(f"{failed} of {inputs} inputs failed ({failed / inputs:.2%} > "
+                   f"{{max_failure_fraction}} {max_fraction:.2%})")
     if first is not None:
         problem += f"; dead letters in {kept_in}; first: {describe(first)}"
-    raise DatasetFailed(f"{problem}; --resume with a higher --max_failure_fraction publishes "
-                        "this run's work")
+    raise DatasetFailed(problem + said(advice))

@@ -114,7 +114,7 @@ class CutOptions:
                                 "segments with {video_field}")
         if self.mode == "none":
             return
-        mode = f"{self.mode!r}"
+        mode = self.mode
         if self.audio.sample_rate is None and self._uses_audio:
             raise ArgumentError("mode", f"{mode} needs {{audio.sample_rate}} (examples have a "
                                 "fixed length)")

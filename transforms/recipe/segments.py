@@ -80,7 +80,7 @@ class SegmentOptions:
                                 "name the cut ({cut.mode} segments, audio_windows, frames or "
                                 "clips)")
         if cut_mode == "segments" and not self.enabled:
-            raise ArgumentError("cut.mode", "'segments' needs the segments: {segments.field} (a "
+            raise ArgumentError("cut.mode", "segments needs the segments: {segments.field} (a "
                                 "member or cell of RTTM, JSON or CSV) or {segments.columns} (a "
                                 "listing's)")
 

@@ -302,16 +302,17 @@ def split_balance(plan: SplitPlan, examples: Mapping[str, int],
                   groups: Mapping[str, int]) -> tuple[list, list]:
     """(empty, lopsided): one line for each split the ratios ask for that came out
     empty, and for each that is off its ratio by more than half of it (and at
-    least a point), saying why and what to do. `examples` and `groups` are
+    least a point), saying why and what to do, its {parameters} to be said in
+    the caller's terms (DatasetConfig.said). `examples` and `groups` are
     per split. A split field (--split_column) names the splits itself: no
     ratios to miss."""
     total = sum(examples.values())
     if plan.column or not total:
         return [], []
     all_groups = sum(groups.values())
-    grouping = f"--split_by {plan.field}" + (f":{plan.pattern}" if plan.pattern else "")
-    remedy = ("use more, smaller groups (a finer --split_by), --stratify_by a label, or "
-              "--split_column")
+    grouping = "{split_by} " + plan.field + (f":{plan.pattern}" if plan.pattern else "")
+    remedy = ("use more, smaller groups (a finer {split_by}), {stratify_by} a label, or "
+              "{split_column}")
     empty, lopsided = [], []
     for name, ratio in plan.splits:
         achieved = examples.get(name, 0) / total

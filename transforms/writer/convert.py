@@ -245,7 +245,9 @@ class _ConvertFn(beam.DoFn):
 
     def _convert_segments(self, recording: dict, work: "_Work", strata) -> Iterator:
         """A recording's segments, each converted as a sample; the recording
-        counts as segmented, filtered (no segments) or failed (unreadable ones)."""
+        counts as segmented, filtered (no segments) or failed (unreadable ones).
+        A listing row giving its segment in columns (a NeMo manifest's offset
+        and duration) is that segment: it fails with it (failed_by_segment)."""
         try:
             segments = list(recipe_samples(recording, self._recipe))
         except StageError as e:
@@ -256,12 +258,17 @@ class _ConvertFn(beam.DoFn):
             work.tallies[("filtered", "no_segments")] += 1
             self._count("samples_filtered")
             return
-        work.tallies[("segmented", "")] += 1
         work.tallies[("segments_overlapping", "")] += overlapping(segments)
-        self._count("samples_written")
+        failed_before = work.tallies[("failed", SEGMENT)]
         for segment in segments:
             work.tallies[("segments_read", "")] += 1
             yield from self._convert_sample(segment, work, strata, SEGMENT)
+        if self._recipe.segments.columns and work.tallies[("failed", SEGMENT)] > failed_before:
+            work.tallies[("failed_by_segment", "")] += 1
+            self._count("samples_failed")
+        else:
+            work.tallies[("segmented", "")] += 1
+            self._count("samples_written")
 
     def _convert_sample(self, sample: dict, work: "_Work", strata, unit: str) -> Iterator:
         stats: dict = {}

@@ -211,9 +211,9 @@ def dropped_message(summary: dict, where: str) -> str:
     across = ", ".join(f"{pair} {n}" for pair, n in summary["across_splits"].items())
     within = ", ".join(f"{split} {n}" for split, n in summary["within_split"].items())
     near = f" ({summary['near']} of them near pairs)" if summary.get("near") else ""
-    return (f"--duplicates drop: {summary['groups']} groups of identical content{near}, one sample "
-            f"of each kept, the rest filtered as 'duplicate' (across splits: {across or 'none'}; "
-            f"within: {within or 'none'}); list in {where}")
+    return (f"{{duplicates}} drop: {summary['groups']} groups of identical content{near}, "
+            f"one sample of each kept, the rest filtered as 'duplicate' (across splits: "
+            f"{across or 'none'}; within: {within or 'none'}); list in {where}")
 
 
 def copies_to_drop(members: Iterable[tuple], split_order: Sequence[str]) -> list[tuple]:

@@ -92,7 +92,8 @@ def account(tallies: Mapping[tuple, int]) -> dict:
 
     `what` is read, written, examples, filtered or failed; `detail` the split,
     the filter reason or the dead letter's unit. A recording cut into
-    segments is written when it gave its segments (`segmented`), and the
+    segments is written when it gave its segments (`segmented`; a listing row
+    whose segment is in its columns fails with it, `recordings_failed`), and the
     segments have an accounting of their own, `segments`, when there are any;
     so do examples a cut made before the writer, `cut_examples`.
     """
@@ -106,7 +107,7 @@ def account(tallies: Mapping[tuple, int]) -> dict:
         "samples_read": total("read"),
         "samples_written": total("written") + total("segmented"),
         "samples_filtered": total("filtered"),
-        "samples_failed": tallies.get(("failed", SAMPLE), 0),
+        "samples_failed": tallies.get(("failed", SAMPLE), 0) + total("failed_by_segment"),
         "files_failed": tallies.get(("failed", FILE), 0),
         "examples_failed": tallies.get(("failed", EXAMPLE), 0),
         "samples_written_per_split": by_detail("written"),
@@ -121,9 +122,10 @@ def account(tallies: Mapping[tuple, int]) -> dict:
             "failed": total("cut_examples_failed"),
             "filtered_per_reason": by_detail("cut_examples_filtered"),
         }
-    if total("segmented"):
+    if total("segmented") or total("failed_by_segment"):
         accounting["segments"] = {
-            "recordings": total("segmented"),
+            "recordings": total("segmented") + total("failed_by_segment"),
+            "recordings_failed": total("failed_by_segment"),
             "read": total("segments_read"),
             "written": total("segments_written"),
             "filtered": total("segments_filtered"),
@@ -139,11 +141,13 @@ def _inputs_and_failed(accounting: Mapping[str, Any]) -> tuple[int, int]:
     """How many inputs the job had and how many became dead letters: samples
     (a recording cut into segments counts as its segments) and files that
     yielded none; failed ones, and examples a sink refused."""
-    segments = accounting.get("segments", {"recordings": 0, "read": 0, "failed": 0})
+    segments = accounting.get("segments", {"recordings": 0, "recordings_failed": 0, "read": 0,
+                                           "failed": 0})
     inputs = (accounting["samples_read"] - segments["recordings"] + segments["read"]
               + accounting["files_failed"])
-    failed = (accounting["samples_failed"] + segments["failed"] + accounting["files_failed"]
-              + accounting["examples_failed"])
+    # A row that failed with its segment is counted once, as the segment.
+    failed = (accounting["samples_failed"] - segments["recordings_failed"] + segments["failed"]
+              + accounting["files_failed"] + accounting["examples_failed"])
     return inputs, failed
 
 
@@ -269,26 +273,33 @@ class _CheckFn(beam.DoFn):
             _join_files([part.path for part in failure_parts], _run_failures(self._temp_dir))
         inputs, failed = _inputs_and_failed(accounting)
         group_counts = dict(group_counts)
-        empty, lopsided = split_balance(config.recipe.split_plan,
-                                        accounting["examples_per_split"], group_counts)
+        # Every message in the caller's terms: flags for a job, parameters in Python.
+        empty, lopsided = (list(map(config.said, lines)) for lines in split_balance(
+            config.recipe.split_plan, accounting["examples_per_split"], group_counts))
         copies, copied = self._duplicates(duplicates)
+        # What publishes this run's work: a job resumes it; a Python caller runs again.
+        rerun = "{resume} with" if config.command_line else "a rerun with"
         try:
             first = json.loads(failure_parts[0].first) if num_failures else None
             check_failure_fraction(failed, inputs, config.max_failure_fraction, first,
-                                   _run_failures(self._temp_dir))
+                                   _run_failures(self._temp_dir), config.said,
+                                   f"; {rerun} a higher {{max_failure_fraction}} publishes "
+                                   "this run's work")
             if leaks:
-                raise DatasetFailed(leakage_message(leaks))
+                raise DatasetFailed(config.said(leakage_message(leaks)))
             if repeated_keys:
                 raise DatasetFailed(_repeated_keys_message(repeated_keys))
             if not sum(accounting["examples_per_split"].values()) and (
                     not config.allow_empty_splits):
-                raise DatasetFailed(f"no example was written ({_what_came(accounting)}); or "
-                                    "pass --allow_empty_splits")
+                raise DatasetFailed(config.said(
+                    f"no example was written ({_what_came(accounting)}); or allow it with "
+                    "{allow_empty_splits}"))
             if copied and config.duplicates == "fail":
-                raise DatasetFailed(f"{copied}; --resume with --duplicates warn publishes "
-                                    "this run's work")
+                raise DatasetFailed(config.said(
+                    f"{copied}; {rerun} {{duplicates}} warn publishes this run's work"))
             if empty and not config.allow_empty_splits:
-                raise DatasetFailed(f"{empty[0]}; or pass --allow_empty_splits")
+                raise DatasetFailed(config.said(f"{empty[0]}; or allow it with "
+                                                "{allow_empty_splits}"))
         except DatasetFailed:
             # The output stays exactly as it was; this run's dead letters stay in
             # its temporary folder, and so does its work when only a policy flag
@@ -326,7 +337,7 @@ class _CheckFn(beam.DoFn):
             return summary, ""
         write_text(_run_duplicates(self._temp_dir), duplicates_lines(groups))
         if config.duplicates == "drop":
-            return summary, dropped_message(summary, manifest.DUPLICATES_FILE)
+            return summary, config.said(dropped_message(summary, manifest.DUPLICATES_FILE))
         if not summary["across_splits"]:
             return summary, ""
         where = (manifest.DUPLICATES_FILE if config.duplicates == "warn"

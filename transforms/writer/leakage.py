@@ -23,13 +23,14 @@ _SHOWN = 5
 
 
 def leakage_message(leaks: Iterable[tuple]) -> str:
-    """(group, [splits]) pairs -> one line naming the first few."""
+    """(group, [splits]) pairs -> one line naming the first few (its {parameters}
+    said in the caller's terms: DatasetConfig.said)."""
     leaks = sorted(leaks)
     shown = "; ".join(f"{group!r} in {', '.join(splits)}" for group, splits in leaks[:_SHOWN])
     more = f" and {len(leaks) - _SHOWN} more" if len(leaks) > _SHOWN else ""
     return (f"split leakage: {len(leaks)} group key(s) in more than one split: "
-            f"{shown}{more} (groups by --split_by; with --split_column the split field must "
-            f"agree for every sample of a group)")
+            f"{shown}{more} (groups by {{split_by}}; with {{split_column}} the split field "
+            f"must agree for every sample of a group)")
 
 
 class SplitGroups(beam.PTransform):

@@ -51,6 +51,7 @@ from transforms.format.arguments import (
     check_choice,
     check_fraction,
     check_path,
+    said,
 )
 from transforms.format.dead_letters import SAMPLE
 from transforms.format.outputs import ExampleResult, SampleResult
@@ -121,6 +122,19 @@ class DatasetConfig:
     allow_empty_splits: bool = False
     duplicates: str = "warn"   # transforms/writer/duplicates.py POLICIES
     near_duplicates: float = 0.0  # the similarity of a near pair; 0: none looked for
+    # How the caller names the parameters its errors and warnings mention: the
+    # command line its flags ({"allow_empty_splits": "--allow_empty_splits"});
+    # empty for a Python caller, by their names.
+    terms: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def command_line(self) -> bool:
+        """Whether a job's command line made this config (its errors name flags)."""
+        return bool(self.terms)
+
+    def said(self, template: str) -> str:
+        """`template`'s {parameters} in the caller's terms (transforms/format/arguments.py)."""
+        return said(template, lambda parameter: self.terms.get(parameter, parameter))
 
     @property
     def fingerprint(self) -> str:
