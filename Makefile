@@ -20,14 +20,16 @@ $(VENV)/.dali: $(VENV)/.installed
 	touch $@
 
 # An audio-visual corpus (64 speakers, 2 s H.264 clips, FLAC or AAC voices, one
-# broken sample) cut into single-frame examples: a frame with 0.5 s of audio.
+# broken sample) cut into single-frame examples: a frame with 0.5 s of audio,
+# labelled by speaker and voice register, split by speaker.
 demo: $(VENV)/.installed
 	rm -rf $(DEMO)
 	$(PY) -m pipelines.sample_corpus --kind av --output $(DEMO)/corpus --shards 4 \
 	    --samples_per_shard 16 --speakers 64 --bad_samples 1
 	$(PY) -m pipelines.tar_to_tfrecord --input '$(DEMO)/corpus/*.tar' --output $(DEMO)/dataset \
 	    --cut frames --video_field mp4 --audio_fields flac --fps 2 --frame_size 112x112 \
-	    --av_window_s 0.5 --features 'label=cls:int64,speaker=json.speaker:bytes' \
+	    --av_window_s 0.5 \
+	    --features 'label=cls:int64,speaker=json.speaker:bytes,register=json.register:int64' \
 	    --label_field cls --split_by json.speaker --splits train=0.7,eval=0.15,test=0.15 \
 	    --max_failure_fraction 0.05
 	$(PY) -m pipelines.inspect $(DEMO)/dataset --examples 1 --report $(DEMO)/report.png

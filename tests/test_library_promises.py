@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import tensorflow_datasets as tfds
 
 import transforms as dg
 from transforms.format.dead_letters import DatasetFailed
@@ -93,6 +94,11 @@ def test_read_cut_a_step_write_counts_every_failure_and_every_sample(speech_tars
                for ex in dg.load(str(output), split, batch_size=None).as_numpy_iterator()]
     assert len(windows) == 18 and all(ex["audio"].shape == (16000,) for ex in windows)
     assert dg.verify_dataset(output).ok
+    # TFDS sees the cut's audio, with its rate, without the spec restating it.
+    builder = tfds.builder_from_directory(str(output))
+    assert isinstance(builder.info.features["audio"], tfds.features.Audio)
+    assert builder.info.features["audio"].sample_rate == 16000
+    assert builder.info.splits["train"].num_examples == 18
 
 
 def test_a_result_piped_in_brings_its_failures(speech_tars, tmp_path):
@@ -246,4 +252,59 @@ def test_hugging_face_audio_rows_read_with_the_projection_syntax(tmp_path):
                 for ex in dg.load(str(tmp_path / "out"), split, batch_size=None)
                 .as_numpy_iterator()]
     assert sorted(ex["audio"][:4] for ex in examples) == [b"fLaC"] * 12
-    assert os.path.exists(tmp_path / "out" / "dataset_info.json")
+    assert dg.verify_dataset(tmp_path / "out").ok
+    builder = tfds.builder_from_directory(str(tmp_path / "out"))
+    assert sum(builder.info.splits[s].num_examples for s in info["splits"]) == 12
+
+
+class _Utterances(dg.UnitReader):
+    """A user's folder tree: SPEAKER/N.flac beside its transcript SPEAKER/N.txt."""
+
+    def read(self, unit, tracker=None):
+        for folder in unit.inputs:
+            for name in sorted(n for n in os.listdir(folder) if n.endswith(".flac")):
+                path = os.path.join(folder, name)
+                text = pathlib.Path(path[:-5] + ".txt").read_text().strip()
+                if not text:
+                    yield dg.Failed.of("read_text", "empty transcript", url=path, key=name)
+                    continue
+                yield {"__key__": f"{os.path.basename(folder)}/{name[:-5]}", "__url__": folder,
+                       "flac": pathlib.Path(path).read_bytes(), "text": text,
+                       "speaker": os.path.basename(folder)}
+
+
+def test_a_users_source_over_a_folder_tree_with_transcripts(tmp_path):
+    """Transcripts written by printf, one left empty: a dead letter; the rest
+    whole utterances with their text, read back by our reader and TFDS."""
+    root = tmp_path / "voices"
+    for s in range(6):
+        folder = root / f"spk{s}"
+        folder.mkdir(parents=True)
+        for n in range(3):
+            (folder / f"{n}.flac").write_bytes(flac_bytes(voice(150 + 20 * s, 1.5, seed=n), 16000))
+            line = "" if (s, n) == (0, 0) else f"speaker {s} line {n}"
+            subprocess.run(f"printf '{line}' > {n}.txt", shell=True, cwd=folder, check=True)
+
+    def plan():
+        sizes = [(str(folder), 1) for folder in sorted(root.iterdir())]
+        return [dg.WorkUnit(i, folders, len(folders))
+                for i, folders in enumerate(dg.group_by_size(sizes, 2))]
+
+    output = tmp_path / "out"
+    with dg.make_pipeline() as p:
+        _ = p | dg.WriteDataset(output, dg.Source(plan, _Utterances()),
+                                features="text:string,speaker:string", split_by="speaker",
+                                cut=dg.CutOptions(audio_fields=("flac",)),
+                                splits="train=0.5,test=0.5", max_failure_fraction=0.1)
+    info = dg.load_info(output)
+    assert (info.accounting["samples_read"], info.accounting["samples_written"],
+            info.accounting["samples_failed"]) == (18, 17, 1)
+    assert [r["stage"] for r in _dead_letters(output)] == ["read_text"]
+    assert dg.verify_dataset(output).ok
+    examples = [ex for split in info.splits
+                for ex in dg.load(str(output), split, batch_size=None).as_numpy_iterator()]
+    assert sorted(ex["text"].decode() for ex in examples)[:2] == ["speaker 0 line 1",
+                                                                  "speaker 0 line 2"]
+    assert {round(float(ex["duration_s"]), 2) for ex in examples} == {1.5}
+    builder = tfds.builder_from_directory(str(output))
+    assert sum(builder.info.splits[s].num_examples for s in info.splits) == 17

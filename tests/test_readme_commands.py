@@ -46,18 +46,31 @@ def _all_text() -> str:
     return "\n".join(_text(page) for page in _pages())
 
 
+_PROGRAM = re.compile(r"(?m)^<!-- readme-test: python -->\n```python\n(.*?)^```\n"
+                      r"(?:```\n(.*?)^```)?", re.S)
+
+
 def _blocks() -> list:
     """(flags only?, [command argv, ...]) per code block with commands, in page order."""
+    return [block for kind, block in _page_blocks() if kind == "commands"]
+
+
+def _page_blocks() -> list:
+    """("commands", (flags only?, [argv, ...])) and ("program", (code, shown))
+    for every runnable block of every page, in reading order."""
     found = []
     for page in _pages():
         text = _text(page)
+        blocks = [(m.start(), "program", (m.group(1), m.group(2) or ""))
+                  for m in _PROGRAM.finditer(text)]
         for match in re.finditer(r"(?m)^```[a-z]*\n(.*?)^```", text, re.S):
             before = text[:match.start()].rstrip().rsplit("\n", 1)[-1]
             lines = match.group(1).replace("\\\n", " ").splitlines()
             commands = [shlex.split(line, comments=True) for line in lines
                         if line.startswith("python -m pipelines.")]
             if commands:
-                found.append((before.startswith(_MARK), commands))
+                blocks.append((match.start(), "commands", (before.startswith(_MARK), commands)))
+        found += [(kind, block) for _, kind, block in sorted(blocks, key=lambda b: b[0])]
     return found
 
 
@@ -97,45 +110,52 @@ def scratch(tmp_path_factory):
     return folder
 
 
-def test_every_command_runs_as_written(scratch, bigtable_emulator):
-    env = {**os.environ, "PYTHONPATH": REPO}
+def _run_commands(commands: list, flags_only: bool, scratch) -> int:
+    """Runs a block's commands in `scratch` (checks only their flags when
+    `flags_only`); how many ran."""
     ran = 0
-    for flags_only, commands in _blocks():
-        for argv in commands:
-            module = argv[2]
-            required, everything = _split_optional([t for t in argv[3:] if t != "..."])
-            job = module.removeprefix("pipelines.")
-            if "--help" not in everything and job in template_metadata.TEMPLATES:
-                cli.checked_flags(job, everything)  # FlagError names what is wrong
-            elif job == "verify":
-                cli.checked_flags(job, everything, verify.parser())
-            if flags_only:
-                continue
-            done = subprocess.run([sys.executable, "-m", module, *required], cwd=scratch,
-                                  capture_output=True, text=True, timeout=600, env=env)
-            assert done.returncode == 0 and "Traceback" not in done.stderr, (
-                f"{' '.join(argv)}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
-            ran += 1
-    assert ran >= 8
-
-
-def _python_blocks() -> list:
-    """The pages' Python blocks marked `<!-- readme-test: python -->`: programs
-    that run as written in the scratch folder."""
-    text = _all_text()
-    return re.findall(r"(?m)^<!-- readme-test: python -->\n```python\n(.*?)^```", text, re.S)
-
-
-def test_every_python_program_runs_as_written(scratch):
-    blocks = _python_blocks()
-    assert len(blocks) >= 3
-    for i, code in enumerate(blocks):
-        program = scratch / f"readme_{i}.py"
-        program.write_text(code)
-        done = subprocess.run([sys.executable, str(program)], cwd=scratch, capture_output=True,
-                              text=True, timeout=600, env={**os.environ, "PYTHONPATH": REPO})
+    for argv in commands:
+        module = argv[2]
+        required, everything = _split_optional([t for t in argv[3:] if t != "..."])
+        job = module.removeprefix("pipelines.")
+        if "--help" not in everything and job in template_metadata.TEMPLATES:
+            cli.checked_flags(job, everything)  # FlagError names what is wrong
+        elif job == "verify":
+            cli.checked_flags(job, everything, verify.parser())
+        if flags_only:
+            continue
+        done = subprocess.run([sys.executable, "-m", module, *required], cwd=scratch,
+                              capture_output=True, text=True, timeout=600,
+                              env={**os.environ, "PYTHONPATH": REPO})
         assert done.returncode == 0 and "Traceback" not in done.stderr, (
-            f"{code}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+            f"{' '.join(argv)}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+        ran += 1
+    return ran
+
+
+def _run_program(code: str, shown: str, scratch, name: str) -> None:
+    """Runs a page's Python program in `scratch`; what it prints must be `shown`."""
+    program = scratch / f"{name}.py"
+    program.write_text(code)
+    done = subprocess.run([sys.executable, str(program)], cwd=scratch, capture_output=True,
+                          text=True, timeout=600, env={**os.environ, "PYTHONPATH": REPO})
+    assert done.returncode == 0 and "Traceback" not in done.stderr, (
+        f"{code}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    if shown:
+        assert done.stdout.strip() == shown.strip(), code
+
+
+def test_every_command_and_program_runs_as_written_in_reading_order(scratch, bigtable_emulator):
+    """As a reader would: each page top to bottom, a program after the commands
+    that wrote what it reads, each program printing what the page shows."""
+    ran, programs, shown = 0, 0, 0
+    for kind, block in _page_blocks():
+        if kind == "commands":
+            ran += _run_commands(block[1], block[0], scratch)
+        else:
+            _run_program(*block, scratch, f"program_{programs}")
+            programs, shown = programs + 1, shown + bool(block[1])
+    assert ran >= 8 and programs >= 5 and shown >= 5
 
 
 def test_the_docs_name_every_flag_and_no_other():

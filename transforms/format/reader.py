@@ -39,6 +39,7 @@ raw features when serving (`transform_features_layer()`).
 
 from __future__ import annotations
 
+import os
 import random
 
 import tensorflow as tf
@@ -73,7 +74,7 @@ def _read_text(path: str) -> bytes | None:
         return None
 
 
-def load_info(output_dir: str) -> DatasetInfo:
+def load_info(output_dir: str | os.PathLike) -> DatasetInfo:
     """The dataset's manifest, read through tf.io.gfile (local, gs://, ...): its
     spec and splits, and what the run counted and warned of (DatasetInfo).
 
@@ -88,7 +89,7 @@ def load_info(output_dir: str) -> DatasetInfo:
     A dataset written before the manifest was `manifest.json` has it in
     `dataset_info.json`, the name TFDS's own description now takes.
     """
-    root = output_dir.rstrip("/")
+    root = os.fspath(output_dir).rstrip("/")
     text = _read_text(f"{root}/{MANIFEST}")
     if text is None:
         legacy = _read_text(f"{root}/{LEGACY_MANIFEST}")
@@ -317,7 +318,7 @@ def _bucketed(ds: tf.data.Dataset, info: DatasetInfo, split: str, bucket_by_dura
         [batch_size] * (len(boundaries) + 1), drop_remainder=drop_remainder)
 
 
-def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
+def load(output_dir: str | os.PathLike, split: str = "train", batch_size: int | None = 32, *,
          features: str | list | None = None, label_key: str | None = None,
          as_tuple: bool = False, shuffle: bool = False, shuffle_buffer: int | None = None,
          global_shuffle: bool = False, seed: int | None = None, repeat: bool = False,
@@ -395,7 +396,7 @@ def load(output_dir: str, split: str = "train", batch_size: int | None = 32, *,
                          "and not global_shuffle or shard")
     if global_shuffle and count > 1 and seed is None:
         raise ValueError("global_shuffle with shard: give every worker the same seed")
-    root = output_dir.rstrip("/")
+    root = os.fspath(output_dir).rstrip("/")
     num_examples = info.num_examples(split)
     indexed = global_shuffle or count > 1
     per_epoch = examples_per_epoch(num_examples, (index, count)) if indexed else num_examples

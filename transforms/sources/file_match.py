@@ -14,16 +14,22 @@ from typing import Iterable, Sequence
 from apache_beam.io.filesystem import FileMetadata
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.format.arguments import ArgumentTypeError
 from transforms.sources.input_files import NotARegularFile, check_regular, is_local
 
 __all__ = ["as_patterns", "file_version", "match_files", "matched_files"]
 
 
-def as_patterns(file_pattern: str | Iterable[str]) -> list[str]:
-    """A pattern or a list of them as a non-empty list; ValueError otherwise."""
-    patterns = [file_pattern] if isinstance(file_pattern, str) else list(file_pattern)
+def as_patterns(file_pattern: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
+    """A pattern (str or os.PathLike) or a list of them as a non-empty list of
+    str; ArgumentError naming `patterns` otherwise."""
+    single = isinstance(file_pattern, (str, os.PathLike))
+    patterns = [file_pattern] if single else list(file_pattern) if isinstance(
+        file_pattern, Iterable) else []
+    patterns = [os.fspath(p) if isinstance(p, os.PathLike) else p for p in patterns]
     if not patterns or not all(isinstance(p, str) and p for p in patterns):
-        raise ValueError(f"expected a file pattern or a list of them, got {file_pattern!r}")
+        raise ArgumentTypeError("patterns", f"must be a file pattern or a list of them, got "
+                                            f"{file_pattern!r}")
     return patterns
 
 

@@ -57,6 +57,10 @@ def _av_members(index: int, speaker: int, seconds: float, bad: bool) -> list:
     return members + [("cls", str(speaker).encode())]
 
 
+# A voice from this pitch up is in the high register (the av corpus's json.register 1).
+_HIGH_HZ = 175.0
+
+
 def write_corpus(output: str, shards: int = 4, samples_per_shard: int = 64,
                  payload_bytes: int = 16_384, speakers: int = 8, bad_samples: int = 0,
                  kind: str = "payload", seconds: float = 2.0) -> list:
@@ -76,6 +80,8 @@ def write_corpus(output: str, shards: int = 4, samples_per_shard: int = 64,
                 duration = payload_bytes / 2 / _RATE if kind == "payload" else seconds
                 meta = {"speaker": f"spk{speaker:02d}", "duration_s": duration,
                         "gain": round(float(rng.uniform(0.5, 1.0)), 3)}
+                if kind == "av":  # a label voices share across speakers: low or high pitch
+                    meta["register"] = int(synthetic_media.speaker_pitch(speaker) >= _HIGH_HZ)
                 for ext, data in members + [("json", json.dumps(meta, sort_keys=True).encode())]:
                     _add(tar, f"{key}.{ext}", data)
                 index += 1
