@@ -151,6 +151,9 @@ def test_arrays_of_another_shape_are_dead_letters(tmp_path):
         (letter,) = _dead_letters(tmp_path / name)
         assert letter["stage"] == "encode" and f"shape {shape}" in letter["message"]
         assert _manifest(tmp_path / name)["accounting"]["samples_failed"] == 1
+    # The clip had no key: its dead letter has its digest and shows what it held.
+    (clip,) = _dead_letters(tmp_path / "clips")
+    assert clip["key"].startswith("content-") and clip["element"].startswith("{'audio': array(")
 
 
 def test_an_empty_input_fails_unless_empty_splits_are_allowed(tmp_path):
@@ -308,3 +311,26 @@ def test_a_users_source_over_a_folder_tree_with_transcripts(tmp_path):
     assert {round(float(ex["duration_s"]), 2) for ex in examples} == {1.5}
     builder = tfds.builder_from_directory(str(output))
     assert sum(builder.info.splits[s].num_examples for s in info.splits) == 17
+
+
+def test_a_key_given_again_in_a_tar_is_a_dead_letter(tmp_path):
+    """GNU tar appends a member of a name the archive has (`tar -r`): a second
+    sample of that key. Read as a Source, whose unit says which came first, the
+    later one is a dead letter; piped in as a PCollection, the job refuses it
+    (test_a_key_given_twice_fails_before_publishing)."""
+    folder = tmp_path / "members"
+    folder.mkdir()
+    for key in ("a", "b", "c"):
+        subprocess.run(f"echo {ord(key)} > {key}.cls", shell=True, cwd=folder, check=True)
+    subprocess.run(["tar", "-cf", str(tmp_path / "t.tar"), "a.cls", "b.cls", "c.cls"],
+                   cwd=folder, check=True)
+    subprocess.run(["tar", "-rf", str(tmp_path / "t.tar"), "a.cls"], cwd=folder, check=True)
+    with dg.make_pipeline() as p:
+        _ = p | dg.WriteDataset(tmp_path / "out", dg.ReadTarSamples(str(tmp_path / "t.tar")).source,
+                                features="label=cls:int64", splits="train=1",
+                                max_failure_fraction=0.5)
+    accounting = _manifest(tmp_path / "out")["accounting"]
+    assert (accounting["samples_read"], accounting["samples_written"],
+            accounting["samples_failed"]) == (4, 3, 1)
+    (letter,) = _dead_letters(tmp_path / "out")
+    assert (letter["stage"], letter["key"]) == ("duplicate_key", "a")

@@ -29,13 +29,15 @@ import numpy as np
 
 from transforms.format.text import preview
 
-__all__ = ["KEY", "SPAN", "URL", "StoredBytes", "as_sample", "content_key", "data_fields", "escape",
-           "escape_name", "field_text", "field_value", "is_text", "keyed", "read_stored",
-           "FieldReader"]
+__all__ = ["CONTENT_KEY_PREFIX", "KEY", "SPAN", "URL", "StoredBytes", "as_sample", "content_key",
+           "data_fields", "escape", "escape_name", "field_text", "field_value", "is_text", "keyed",
+           "read_stored", "FieldReader"]
 
 KEY = "__key__"
 URL = "__url__"
 SPAN = "__span__"
+# The key `content_key` gives a dict that has none.
+CONTENT_KEY_PREFIX = "content-"
 
 
 class StoredBytes(abc.ABC):
@@ -169,7 +171,7 @@ def content_key(value: Mapping[str, Any] | bytes) -> str:
             digest.update(_content_bytes(value[name]) + b"\0")
     else:
         digest.update(bytes(value))
-    return f"content-{digest.hexdigest()}"
+    return f"{CONTENT_KEY_PREFIX}{digest.hexdigest()}"
 
 
 def _content_bytes(value: Any) -> bytes:

@@ -47,7 +47,7 @@ from apache_beam.transforms.window import GlobalWindows
 from transforms.format.dead_letters import EXAMPLE, SAMPLE, SEGMENT, dead_letter
 from transforms.format.durations import duration_bin
 from transforms.format.encoder import ExampleEncoder
-from transforms.format.sample import KEY, SPAN, URL, content_key, keyed
+from transforms.format.sample import CONTENT_KEY_PREFIX, KEY, SPAN, URL, content_key, keyed
 from transforms.format.spec import FeatureSpec
 from transforms.format.text import preview
 from transforms.recipe.examples import (
@@ -115,6 +115,7 @@ class _Work:
     groups: set = dataclasses.field(default_factory=set)
     failures: list = dataclasses.field(default_factory=list)
     fingerprints: list = dataclasses.field(default_factory=list)
+    keys_seen: set | None = None    # (url, key) converted, when a repeat is a dead letter
 
     def receipt(self, unit: int, span: tuple | None, inputs: tuple,
                 versions: tuple) -> UnitReceipt:
@@ -197,7 +198,9 @@ class _ConvertFn(beam.DoFn):
             self._dropped_from, self._dropped = dropped, frozenset(map(tuple, dropped or ()))
 
     def _convert(self, unit: WorkUnit, order: tuple, tracker, strata) -> Iterator:
-        work = self._start(order)
+        # A key given again in the unit is a dead letter; a key range's rows have
+        # unique keys and no bound on their number, so it keeps no set.
+        work = self._start(order, keys_seen=None if self._reader.splittable else set())
         for event in self._reader.read(unit, tracker):
             # A Source of the user's is held to what a PCollection's elements are.
             yield from self._take(event if isinstance(event, Failed) else _as_sample(event),
@@ -210,8 +213,9 @@ class _ConvertFn(beam.DoFn):
             write_receipt(self._options.temp_dir, receipt)
         yield beam.pvalue.TaggedOutput(RECEIPTS, receipt)
 
-    def _start(self, order: tuple) -> "_Work":
-        """A unit's (or bundle's) conversion, its shards ordered by `order`."""
+    def _start(self, order: tuple, keys_seen: set | None = None) -> "_Work":
+        """A unit's (or bundle's) conversion, its shards ordered by `order`;
+        `keys_seen` (a set) to make a key given again a dead letter."""
         options = self._options
         if options.transform_dir and self._transformer is None:
             # Imported here: it loads TensorFlow, which only preprocessing needs.
@@ -220,7 +224,8 @@ class _ConvertFn(beam.DoFn):
                                                    options.transformed_spec,
                                                    options.passed_through)
         return _Work(RollingShards(options.temp_dir, order, options.compression,
-                                   options.target_shard_bytes) if options.write_shards else None)
+                                   options.target_shard_bytes) if options.write_shards else None,
+                     keys_seen=keys_seen)
 
     def _take(self, event, work: "_Work", strata) -> Iterator:
         """One sample, serialized example or a reader's dead letter into `work`:
@@ -272,9 +277,16 @@ class _ConvertFn(beam.DoFn):
 
     def _convert_sample(self, sample: dict, work: "_Work", strata, unit: str) -> Iterator:
         stats: dict = {}
-        if (sample.get(URL, ""), sample.get(KEY)) in self._dropped:
+        identity = (sample.get(URL, ""), sample.get(KEY))
+        if work.keys_seen is not None and identity in work.keys_seen:
+            examples = _outcome_only(SampleOutcome(failure=StageError("duplicate_key", ValueError(
+                f"key {identity[1]!r} given again in {identity[0] or 'the unit'}: each sample "
+                "needs its own __key__ (examples are named, ordered and split by it)"))))
+        elif identity in self._dropped:
             examples = _outcome_only(SampleOutcome(filtered="duplicate"))
         else:
+            if work.keys_seen is not None:
+                work.keys_seen.add(identity)
             examples = convert_sample(sample, self._recipe, self._encoder, self._sample_fn,
                                       self._example_fn, stats, strata)
         yield from self._convert_one(sample, examples, work, stats, unit)
@@ -332,6 +344,9 @@ class _ConvertFn(beam.DoFn):
                 span = sample[SPAN]
                 extra["segment"] = {"recording": span.recording, "index": sample["segment.index"],
                                     "start": span.start, "end": span.end}
+            if str(sample.get(KEY, "")).startswith(CONTENT_KEY_PREFIX):
+                # A dict keyed by its digest: what it held says which one it was.
+                extra["element"] = preview({k: v for k, v in sample.items() if k != KEY}, 200)
             return [dead_letter(error.stage, error.cause, url=sample.get(URL, ""),
                                 key=sample.get(KEY), member=error.member, unit=unit, **extra)]
         self._count(f"{counted}_filtered" if outcome.filtered else f"{counted}_written")

@@ -292,14 +292,13 @@ class _CheckFn(beam.DoFn):
             if not sum(accounting["examples_per_split"].values()) and (
                     not config.allow_empty_splits):
                 raise DatasetFailed(config.said(
-                    f"no example was written ({_what_came(accounting)}); or allow it with "
+                    f"no example was written ({_what_came(accounting)}); or pass "
                     "{allow_empty_splits}"))
             if copied and config.duplicates == "fail":
                 raise DatasetFailed(config.said(
                     f"{copied}; {rerun} {{duplicates}} warn publishes this run's work"))
             if empty and not config.allow_empty_splits:
-                raise DatasetFailed(config.said(f"{empty[0]}; or allow it with "
-                                                "{allow_empty_splits}"))
+                raise DatasetFailed(config.said(f"{empty[0]}; or pass {{allow_empty_splits}}"))
         except DatasetFailed:
             # The output stays exactly as it was; this run's dead letters stay in
             # its temporary folder, and so does its work when only a policy flag
