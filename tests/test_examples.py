@@ -148,8 +148,9 @@ def _tagged(outputs):
 
 
 def test_converter_writes_a_units_shards_and_a_receipt_of_every_sample(tmp_path):
-    samples = [SAMPLE,                                            # written
-               {**SAMPLE, "json": b'{"speaker": "spk02"}'},       # filtered by where
+    samples = [{**SAMPLE, "__key__": "spk01_0000"},               # written
+               {**SAMPLE, "__key__": "spk02_0000",                # filtered by where
+                "json": b'{"speaker": "spk02"}'},
                {**SAMPLE, "cls": b"x"}]                           # dead letter
     fn = _convert_fn(_recipe(where=(("json.speaker", "spk01"),)), tmp_path)
     [unit] = memory_source(samples).plan()

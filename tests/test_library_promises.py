@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import tensorflow as tf
 import tensorflow_datasets as tfds
 
 import transforms as dg
@@ -168,7 +169,8 @@ def test_an_empty_input_fails_unless_empty_splits_are_allowed(tmp_path):
 
 
 def test_elements_that_are_no_samples_are_dead_letters(tmp_path):
-    rows = [{"x": i} for i in range(30)] + [{0: "pandas column"}, {"__key__": 7, "x": 1}]
+    rows = [{"x": i} for i in range(30)] + [{0: "pandas column"}, {"__key__": 7, "x": 1},
+                                             {"x": tf.constant([1, 2])}]
     windows = dg.CutOptions(mode="audio_windows", audio_fields=("flac",))
     with dg.make_pipeline() as p:
         cut = p | beam.Create([{"flac": b"not audio"}, {"flac": None}, {1: 2}]) | dg.CutSamples(
@@ -178,10 +180,10 @@ def test_elements_that_are_no_samples_are_dead_letters(tmp_path):
     letters = _dead_letters(tmp_path / "rows")
     messages = sorted((r["stage"], r["message"][:30]) for r in letters)
     assert [stage for stage, _ in messages] == [
-        "cut", "decode_audio", "read_element", "read_element", "read_element"]
+        "cut", "decode_audio", "encode", "read_element", "read_element", "read_element"]
     assert any("field names must be text, got 0" in r["message"] for r in letters)
     accounting = _manifest(tmp_path / "rows")["accounting"]
-    assert (accounting["samples_read"], accounting["samples_failed"]) == (35, 5)
+    assert (accounting["samples_read"], accounting["samples_failed"]) == (36, 6)
 
 
 def test_two_writes_into_one_folder_are_refused(tmp_path):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 
+from transforms.format.arguments import ArgumentTypeError
 from transforms.format.outputs import ExampleResult
 from transforms.recipe.examples import ExampleRecipe
 from transforms.writer.convert import RECEIPTS, ConvertElements, ConvertOptions
@@ -38,6 +39,8 @@ class BuildExamples(beam.PTransform):
 
     def __init__(self, recipe: ExampleRecipe):
         super().__init__()
+        if not isinstance(recipe, ExampleRecipe):
+            raise ArgumentTypeError("recipe", f"must be an ExampleRecipe, got {recipe!r}")
         self._recipe = recipe
 
     def expand(self, samples):

@@ -17,6 +17,7 @@ from typing import Any, Dict
 
 import apache_beam as beam
 
+from transforms.format.arguments import ArgumentTypeError
 from transforms.format.dead_letters import FAILURES, StorageReadError, dead_letter
 from transforms.format.outputs import ExampleResult
 from transforms.format.sample import KEY, URL, as_sample
@@ -71,6 +72,8 @@ class CutSamples(beam.PTransform):
 
     def __init__(self, cut: CutOptions):
         super().__init__()
+        if not isinstance(cut, CutOptions):
+            raise ArgumentTypeError("cut", f"must be a CutOptions, got {cut!r}")
         self._cut = cut
 
     def expand(self, samples):

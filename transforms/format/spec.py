@@ -35,6 +35,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from transforms.format.arguments import ArgumentError
 from transforms.format.encoder import byte_strings
 from transforms.format.sample import field_text
 from transforms.format.text import preview
@@ -282,11 +283,10 @@ def _parse_shape(text: str | None, term: str) -> tuple:
     try:
         dims = tuple(int(d) for d in text.split(","))
     except ValueError:
-        raise ValueError(
-            f"--features term {term!r}: shape must be [*] or integers like [128] "
-            f"or [4,4]") from None
+        raise ArgumentError("features", f"term {term!r}: shape must be [*] or integers like "
+                                        "[128] or [4,4]") from None
     if not dims or any(d <= 0 for d in dims):
-        raise ValueError(f"--features term {term!r}: dimensions must be positive")
+        raise ArgumentError("features", f"term {term!r}: dimensions must be positive")
     return dims
 
 
@@ -296,9 +296,9 @@ def parse_features(text: str) -> FeatureSpec:
     for term in _split_terms(text):
         m = _TERM.match(term)
         if not m:
-            raise ValueError(
-                f"--features term {term.strip()!r} is not [name=]source:dtype[shape], "
-                f"e.g. 'cls:int64' or 'speaker=json.speaker:bytes'")
+            raise ArgumentError("features", f"term {term.strip()!r} is not "
+                                            "[name=]source:dtype[shape], e.g. 'cls:int64' or "
+                                            "'speaker=json.speaker:bytes'")
         source = m["source"]
         features.append(Feature(name=m["name"] or source, dtype=m["dtype"],
                                 shape=_parse_shape(m["shape"], term), source=source))
