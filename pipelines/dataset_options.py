@@ -65,7 +65,8 @@ class DatasetOptions(FlagTable, PipelineOptions):
                   "another start): pairs whose spectral-peak landmarks are at least this "
                   "similar (0-1; at 0.4 every MP3, AAC and Opus copy of speech measured is "
                   "found and no two different sentences) are listed as 'near' and handled as "
-                  "--duplicates says; decodes the audio a second time. 0 (default): off."),
+                  "--duplicates says; landmarks of the audio the cut decodes (whole samples "
+                  "decode theirs for it). 0 (default): off."),
         Flag("label_field", "splits", default="", example="cls", recorded=True,
              help="Label field to count: the manifest records examples per split and label (e.g. "
                   "'cls' or 'json.label'); --stratify_by counts its label without it."),

@@ -24,6 +24,9 @@ from pipelines import (
     tar_to_tfrecord,
 )
 from transforms.format import reader
+from transforms.media.audio import AudioOptions
+from transforms.media.cutting import CutOptions, cut_sample
+from transforms.media.windows import WindowOptions
 from transforms.recipe import near_duplicates
 from transforms.testing.spoken import NEAR_COPIES, near_copy, sentences, speak
 from transforms.verify.dataset import verify_dataset
@@ -371,6 +374,24 @@ def test_landmarks_do_not_depend_on_how_the_audio_is_streamed():
         pieces.update(audio[start:start + 3001])
     assert whole.landmarks > 100
     np.testing.assert_array_equal(whole.signature, pieces.signature)
+
+
+def test_the_cut_feeds_the_landmarks_the_audio_it_decodes(tmp_path):
+    """The near fingerprint is taken from the cut's own decode (one decode, not
+    two), the same signature a separate decode of the member gives, even where
+    --max_windows stops the examples early (the tap hears the rest)."""
+    _run("sox", "-n", "-r", "44100", "-c", "2", str(tmp_path / "take.flac"), "synth", "4",
+         "pluck", "220", "pluck", "330", "tremolo", "3")
+    sample = {"__key__": "take", "flac": (tmp_path / "take.flac").read_bytes()}
+    alone = near_duplicates.near_fingerprints(sample, ["flac"], None, AudioOptions())
+    assert alone and alone[0][0] == "near"
+    for windows in (WindowOptions(), WindowOptions(max_windows=1)):
+        tap, stats = near_duplicates.NearTap(), {}
+        cut = CutOptions(mode="audio_windows", audio_fields=("flac",), windows=windows)
+        examples = list(cut_sample(sample, cut, stats, tap))
+        assert tap.fingerprints() == alone
+        assert stats["audio_ms_decoded"] == 4000
+        assert len(examples) == (windows.max_windows or 4)
 
 
 def test_a_band_most_samples_share_brings_no_candidates():

@@ -38,7 +38,7 @@ the end once they are done.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -171,6 +171,12 @@ class CutOptions:
                 or self.mode == "segments" and not self.video_field)
 
     @property
+    def streams_audio(self) -> bool:
+        """Whether cutting decodes each sample's audio (its span's) to the end, so
+        `cut_sample`'s `audio_tap` sees all of it."""
+        return self.mode != "none" and self._uses_audio
+
+    @property
     def _uses_frames(self) -> bool:
         return self.mode in ("frames", "clips") or self.mode == "segments" and bool(
             self.video_field)
@@ -280,39 +286,45 @@ def _boxes(sample: Mapping[str, Any], options: CutOptions) -> BoxTrack | None:
 
 
 def _audio_stream(sample: Mapping[str, Any], options: CutOptions, span,
-                  stats: dict) -> Iterator:
-    """The sample's audio (its span's) in blocks, decode errors tagged; the
-    milliseconds decoded counted in stats["audio_ms_decoded"]."""
+                  stats: dict, tap: Callable | None) -> Iterator:
+    """The sample's audio (its span's) in blocks, decode errors tagged, each
+    given to `tap` too; the milliseconds decoded counted in
+    stats["audio_ms_decoded"]."""
     field = _audio_source(sample, options)
     blocks = stream_audio(sample[field], options.audio, name=field, span=span)
     for block in _staged_iter("decode_audio", field, blocks):
         stats["audio_ms_decoded"] = (stats.get("audio_ms_decoded", 0)
                                      + round(1000 * len(block.samples) / block.sample_rate))
+        if tap is not None:
+            tap(block)
         yield block
 
 
 def _audio_timeline(sample: Mapping[str, Any], options: CutOptions, span,
-                    stats: dict) -> AudioTimeline | None:
+                    stats: dict, tap: Callable | None) -> AudioTimeline | None:
     """The sample's audio, decoded as far as the frames need it (from its first
     block on, so an unreadable track fails the sample before any frame)."""
     if not options.with_audio:
         return None
-    return AudioTimeline(_audio_stream(sample, options, span, stats))
+    return AudioTimeline(_audio_stream(sample, options, span, stats, tap))
 
 
 def _image(frame) -> Any:
     return frame.jpeg if frame.jpeg is not None else frame.image
 
 
-def _audio_windows(sample, base, options, span, stats) -> Iterator[dict]:
-    blocks = _audio_stream(sample, options, span, stats)
+def _audio_windows(sample, base, options, span, stats, tap) -> Iterator[dict]:
+    blocks = _audio_stream(sample, options, span, stats, tap)
     windows = _staged_iter("cut", _audio_source(sample, options),
                            audio_windows(blocks, options.windows, key=sample[KEY], stats=stats))
     for w in windows:
         yield {**base, "audio": w.samples, "start_time": w.start, "end_time": w.end}
+    if tap is not None:  # past --max_windows too: the tap hears the whole recording
+        for _ in blocks:
+            pass
 
 
-def _segment_example(sample, base, options, span, stats) -> Iterator[dict]:
+def _segment_example(sample, base, options, span, stats, tap) -> Iterator[dict]:
     if span is None:
         raise MediaError("--cut segments cuts segments, and this sample is a whole recording "
                          "(give its segments: --segments_field or --segment_columns)",
@@ -321,7 +333,7 @@ def _segment_example(sample, base, options, span, stats) -> Iterator[dict]:
     if options._uses_frames:
         example["frames"] = [_image(frame) for frame in _frames(sample, options, span)]
     if options._uses_audio:
-        blocks = list(_audio_stream(sample, options, span, stats))
+        blocks = list(_audio_stream(sample, options, span, stats, tap))
         audio = np.concatenate([block.samples for block in blocks])
         start = blocks[0].start
         example.update(audio=audio, start_time=start,
@@ -329,8 +341,8 @@ def _segment_example(sample, base, options, span, stats) -> Iterator[dict]:
     yield example
 
 
-def _frame_examples(sample, base, options, span, stats) -> Iterator[dict]:
-    audio = _audio_timeline(sample, options, span, stats)
+def _frame_examples(sample, base, options, span, stats, tap) -> Iterator[dict]:
+    audio = _audio_timeline(sample, options, span, stats, tap)
     for frame in _frames(sample, options, span):
         example = {**base, "frame": _image(frame), "start_time": frame.time, "end_time": frame.time}
         if audio is not None:
@@ -347,8 +359,8 @@ def _frame_examples(sample, base, options, span, stats) -> Iterator[dict]:
         audio.finish()
 
 
-def _clip_examples(sample, base, options, span, stats) -> Iterator[dict]:
-    audio = _audio_timeline(sample, options, span, stats)
+def _clip_examples(sample, base, options, span, stats, tap) -> Iterator[dict]:
+    audio = _audio_timeline(sample, options, span, stats, tap)
     seconds = options.clip_frames / options.frames.fps
     clip = []
     for frame in _frames(sample, options, span):
@@ -374,13 +386,16 @@ def _clip_examples(sample, base, options, span, stats) -> Iterator[dict]:
 
 
 def cut_sample(sample: Mapping[str, Any], options: CutOptions,
-               stats: dict | None = None) -> Iterator[dict]:
+               stats: dict | None = None, audio_tap: Callable | None = None) -> Iterator[dict]:
     """The examples of one sample (the sample itself when the mode is 'none').
 
     Raises MediaError (with `stage` and `member`) for media that cannot be
     decoded or cut; examples yielded before the error stand. `stats` counts
     what was dropped on purpose (windows_silent, frames_without_audio,
     clip_frames_dropped) and the audio decoded (audio_ms_decoded).
+    `audio_tap` is given every block of audio the cut decodes, to the end
+    when `options.streams_audio` (a near-duplicate fingerprint, without a
+    second decode).
     """
     stats = stats if stats is not None else {}
     if options.mode == "none":
@@ -391,14 +406,9 @@ def cut_sample(sample: Mapping[str, Any], options: CutOptions,
     span = sample.get(SPAN)
     base["source_key"] = sample[KEY] if span is None else span.recording
     span = None if span is None else _checked_span(span)
-    if options.mode == "audio_windows":
-        yield from _audio_windows(sample, base, options, span, stats)
-    elif options.mode == "segments":
-        yield from _segment_example(sample, base, options, span, stats)
-    elif options.mode == "frames":
-        yield from _frame_examples(sample, base, options, span, stats)
-    else:
-        yield from _clip_examples(sample, base, options, span, stats)
+    cut = {"audio_windows": _audio_windows, "segments": _segment_example,
+           "frames": _frame_examples, "clips": _clip_examples}[options.mode]
+    yield from cut(sample, base, options, span, stats, audio_tap)
 
 
 def _checked_span(span) -> tuple[float, float]:

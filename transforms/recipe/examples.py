@@ -34,7 +34,7 @@ from transforms.media.decoded import NoSamples
 from transforms.media.length import MediaLength, probe_length
 from transforms.recipe import sample_ops
 from transforms.recipe.fingerprints import ContentHash, member_fingerprints, stream_fingerprints
-from transforms.recipe.near_duplicates import NEAR, near_fingerprints
+from transforms.recipe.near_duplicates import NEAR, NearTap, near_fingerprints
 from transforms.recipe.segments import SegmentOptions, segment_samples
 from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan, Strata
 
@@ -152,6 +152,7 @@ class Built:
     label: str | None = None
     fingerprints: tuple = ()          # (kind, digest) of its media members
     content: ContentHash | None = None  # fed its examples' media as they are built
+    near: NearTap | None = None         # fed the audio its cut decodes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,11 +231,13 @@ class _SampleCoercion:
 
 
 def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
-              example_fn, stats: dict, content: ContentHash | None) -> Iterator[tuple]:
+              example_fn, stats: dict, content: ContentHash | None,
+              near: NearTap | None) -> Iterator[tuple]:
     """(order key, serialized, duration) for each example the sample is cut into;
-    `content` is fed each one's media."""
+    `content` is fed each one's media, `near` the audio the cut decodes."""
     coerce = _SampleCoercion(recipe.spec)
-    for index, example in enumerate(_stage_iter("cut", cut_sample(sample, recipe.cut, stats))):
+    examples = cut_sample(sample, recipe.cut, stats, near)
+    for index, example in enumerate(_stage_iter("cut", examples)):
         values = _stage("features", _feature_values, example, recipe.spec)
         if example_fn is not None:
             values = _stage("example_fn", example_fn, values)
@@ -328,12 +331,15 @@ def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
                                _media_members(sample, cut))
                         + stream_fingerprints(sample, cut.video_field))
         content = ContentHash(cut.media_feature_names)
-    if recipe.near_fingerprints:
+    near = None
+    if recipe.near_fingerprints and cut.streams_audio:
+        near = NearTap()   # fed the audio the cut decodes: no second decode
+    elif recipe.near_fingerprints:
         fingerprints += _stage("fingerprint", near_fingerprints, sample, cut.audio_fields,
-                               cut.video_field)
+                               cut.video_field, cut.audio)
     return Built(split, _examples(sample, recipe, encoder, example_fn,
-                                  stats if stats is not None else {}, content),
-                 group, label, fingerprints, content)
+                                  stats if stats is not None else {}, content, near),
+                 group, label, fingerprints, content, near)
 
 
 def _media_members(sample: Mapping[str, Any], cut: CutOptions) -> set:
@@ -419,5 +425,7 @@ def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
     if not emitted:
         return SampleOutcome(filtered="no_examples")
     content = built.content.fingerprints() if built.content is not None else ()
+    near = built.near.fingerprints() if built.near is not None else ()
     return SampleOutcome(built.split, emitted, built.group, built.label,
-                         durations=tuple(durations), fingerprints=built.fingerprints + content)
+                         durations=tuple(durations),
+                         fingerprints=built.fingerprints + near + content)

@@ -10,6 +10,11 @@ most landmarks; `near_similarity` estimates the Jaccard similarity of two
 samples' landmark sets from their signatures, and `near_bands` gives the
 locality-sensitive keys that bring likely pairs together
 (transforms/writer/near_pairs.py).
+
+The landmarks are taken from the audio as the cut decodes it (a `NearTap` on
+its blocks, resampled to 8 kHz as they pass), so the job decodes the audio
+once; `near_fingerprints` decodes it the same way for a cut that decodes no
+audio (whole samples), and gives the same signature.
 """
 
 from __future__ import annotations
@@ -17,12 +22,13 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 import numpy as np
+import soxr
 
 from transforms.format.sample import SPAN
 from transforms.media.audio import AudioOptions, stream_audio
-from transforms.media.decoded import MediaError, staged
+from transforms.media.decoded import Audio, MediaError, staged
 
-__all__ = ["NEAR", "near_bands", "near_fingerprints", "near_similarity"]
+__all__ = ["NEAR", "NearTap", "near_bands", "near_fingerprints", "near_similarity"]
 
 NEAR = "near"
 
@@ -34,7 +40,8 @@ NEAR = "near"
 # moves a bin when a copy starts between two frames still pairs the same.
 # Tuned on espeak-ng speech re-encoded by ffmpeg and cut by sox
 # (benchmarks/duplicates_bench.py measures recall and false positives).
-_NEAR_AUDIO = AudioOptions(sample_rate=8000)
+_NEAR_RATE = 8000
+_INT16_SCALE = 1 / 32768
 _FRAME, _HOP = 512, 128
 _LOW_BIN, _HIGH_BIN = 4, 200
 _PEAKS_PER_FRAME, _PEAK_RISE = 3, 1.0
@@ -109,37 +116,69 @@ class _Landmarks:
         np.minimum.at(self.signature, first_bins, hashed[order][first].astype(np.uint32))
 
 
-def _member_signature(value: Any, name: str, span) -> bytes | None:
-    landmarks = _Landmarks()
-    for block in stream_audio(value, _NEAR_AUDIO, name=name, span=span):
-        landmarks.update(block.samples)
-    if landmarks.landmarks < _MIN_LANDMARKS:
-        return None
-    return landmarks.signature.astype("<u4").tobytes()
+class NearTap:
+    """Blocks of one recording's audio, as a cut decodes them (any rate, float32
+    or int16), into its `near` fingerprint: resampled to the landmarks' 8 kHz
+    as they pass, so memory stays a block."""
+
+    def __init__(self):
+        self._landmarks = _Landmarks()
+        self._resampler = None
+        self._rate = None
+
+    def __call__(self, block: Audio) -> None:
+        samples = block.samples
+        if samples.dtype == np.int16:
+            samples = samples.astype(np.float32) * _INT16_SCALE
+        if self._rate is None:
+            self._rate = block.sample_rate
+            if self._rate != _NEAR_RATE:
+                self._resampler = soxr.ResampleStream(self._rate, _NEAR_RATE, 1,
+                                                      dtype="float32")
+        if self._resampler is not None:
+            samples = self._resampler.resample_chunk(samples.astype(np.float32, copy=False))
+        self._landmarks.update(samples)
+
+    def fingerprints(self) -> tuple:
+        """((`near`, signature hex),) of what it heard; () for too little to tell
+        (silence, a click)."""
+        if self._resampler is not None:
+            self._landmarks.update(self._resampler.resample_chunk(np.empty(0, np.float32),
+                                                                  last=True))
+            self._resampler = None
+        if self._landmarks.landmarks < _MIN_LANDMARKS:
+            return ()
+        return ((NEAR, self._landmarks.signature.astype("<u4").tobytes().hex()),)
+
+
+def _member_fingerprints(value: Any, name: str, audio: AudioOptions, span) -> tuple:
+    tap = NearTap()
+    for block in stream_audio(value, audio, name=name, span=span):
+        tap(block)
+    return tap.fingerprints()
 
 
 def near_fingerprints(sample: Mapping[str, Any], audio_fields: Iterable[str],
-                      video_field: str | None) -> tuple:
-    """((`near`, signature hex),) of the sample's audio: its first audio field
-    present, else its video's audio track; () when it has no audio or too
-    little of it to tell (silence). Raises MediaError for an audio field that
-    does not decode (a video's audio track is taken if it has one: its frames
-    are the cut's to report)."""
+                      video_field: str | None, audio: AudioOptions) -> tuple:
+    """((`near`, signature hex),) of the sample's audio decoded by `audio` (the
+    cut's options): its first audio field present, else its video's audio
+    track; () when it has no audio or too little of it to tell (silence).
+    Raises MediaError for an audio field that does not decode (a video's
+    audio track is taken if it has one: its frames are the cut's to report)."""
     span = sample.get(SPAN)
     bounds = (span.start, span.end) if span is not None else None
     field = next((f for f in audio_fields if f in sample), None)
     if field is not None:
         # Tagged as the cut tags it: a member that does not decode is the same
         # dead letter with or without --near_duplicates.
-        signature = staged("decode_audio", field, _member_signature, sample[field], field, bounds)
-    elif video_field and video_field in sample:
+        return staged("decode_audio", field, _member_fingerprints, sample[field], field, audio,
+                      bounds)
+    if video_field and video_field in sample:
         try:
-            signature = _member_signature(sample[video_field], video_field, bounds)
+            return _member_fingerprints(sample[video_field], video_field, audio, bounds)
         except MediaError:
             return ()
-    else:
-        return ()
-    return ((NEAR, signature.hex()),) if signature is not None else ()
+    return ()
 
 
 def _signature(digest: str) -> np.ndarray:
