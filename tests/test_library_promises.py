@@ -76,7 +76,7 @@ def test_read_cut_a_step_write_counts_every_failure_and_every_sample(speech_tars
         (cut.examples
          | beam.ParDo(_Loudness())
          | dg.WriteDataset(output, features="label=cls:int64,rms:float", cut_by=WINDOWS,
-                           splits={"train": 1.0}, failures=[read, cut],
+                           splits={"train": 1.0}, failures=(read, cut.failures),
                            max_failure_fraction=0.5))
     info = _manifest(output)
     accounting = info["accounting"]

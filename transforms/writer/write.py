@@ -240,10 +240,11 @@ def simple_config(output: str | os.PathLike, features: Any = None, *, split_by: 
 
 def _failure_collections(failures: Any) -> list:
     """`failures` (None, a PCollection of dead letters, a result with
-    `.failures`, or a list of them) as a list of PCollections."""
+    `.failures`, or a list or tuple of them) as a list of PCollections."""
     if failures is None:
         return []
-    items = failures if isinstance(failures, list) else [failures]
+    several = isinstance(failures, (list, tuple)) and not hasattr(failures, "failures")
+    items = list(failures) if several else [failures]
     collections = [getattr(item, "failures", item) for item in items]
     if not all(isinstance(c, beam.PCollection) for c in collections):
         raise ArgumentTypeError("failures", "must be a PCollection of dead letters, a result "
