@@ -97,23 +97,20 @@ class _Landmarks:
         # The last _FAN_OUT peaks pair again with those still to come: a pair
         # seen twice changes no minimum.
         self._recent = peaks[-_FAN_OUT:]
-        hashes = []
-        for step in range(1, _FAN_OUT + 1):
-            first, second = peaks[:-step], peaks[step:]
-            dt = second[:, 0] - first[:, 0]
-            keep = (dt >= 1) & (dt <= _MAX_DT)
-            hashes.append(((first[keep, 1] // _BIN_STEP) << 14)
-                          | ((second[keep, 1] // _BIN_STEP) << 6) | dt[keep])
-        landmarks = np.concatenate(hashes).astype(np.uint64)
+        # Every peak with each of the next _FAN_OUT, in one pass.
+        first = np.repeat(np.arange(len(peaks)), _FAN_OUT)
+        second = first + np.tile(np.arange(1, _FAN_OUT + 1), len(peaks))
+        inside = second < len(peaks)
+        first, second = first[inside], second[inside]
+        dt = peaks[second, 0] - peaks[first, 0]
+        keep = (dt >= 1) & (dt <= _MAX_DT)
+        landmarks = (((peaks[first[keep], 1] // _BIN_STEP) << 14)
+                     | ((peaks[second[keep], 1] // _BIN_STEP) << 6) | dt[keep]).astype(np.uint64)
         if not len(landmarks):
             return
         self.landmarks += len(landmarks)
         hashed = (landmarks * _MULTIPLIER + _OFFSET) % _PRIME
-        bins = (hashed % _BINS).astype(np.intp)
-        # Sorted by hash, a bin's first occurrence holds its minimum.
-        order = np.argsort(hashed, kind="stable")
-        first_bins, first = np.unique(bins[order], return_index=True)
-        np.minimum.at(self.signature, first_bins, hashed[order][first].astype(np.uint32))
+        np.minimum.at(self.signature, (hashed % _BINS).astype(np.intp), hashed.astype(np.uint32))
 
 
 class NearTap:
