@@ -68,12 +68,12 @@ def _receipt(temp: str, unit: int, groups_per_unit: int):
 
 def _check_inputs(output: str, temp: str, units: int, groups_per_unit: int) -> tuple:
     """(config, planned, shards, tallies, spans) of the whole synthetic job."""
-    from transforms.writer.write import simple_config
+    import transforms as dg
 
     samples, failed = units * groups_per_unit, units * _FAILURES_PER_UNIT
     tallies = {("read", ""): samples, ("written", "train"): samples - failed,
                ("examples", "train"): samples - failed, ("failed", "sample"): failed}
-    return (simple_config(output, "label:int64", splits="train=1"),
+    return (dg.WriteDataset(output, features="label:int64", splits="train=1").config,
             [(u, None) for u in range(units)],
             [_shard(temp, u, groups_per_unit) for u in range(units)],
             tallies, [(u, None) for u in range(units)])

@@ -104,14 +104,14 @@ def failures_jsonl(failures: Iterable[Mapping]) -> str:
 
 def check_failure_fraction(failed: int, inputs: int, max_fraction: float,
                            first: Mapping | None, kept_in: str,
-                           said: Callable[[str], str] = said, advice: str = "") -> None:
+                           say: Callable[[str], str] = said, advice: str = "") -> None:
     """Raises DatasetFailed when more than `max_fraction` of the `inputs` failed,
     saying where the dead letters are kept, the `first` of them and the
-    caller's `advice`, in the caller's terms (`said`: transforms/format/arguments.py)."""
+    caller's `advice`, in the caller's terms (`say`: transforms/format/arguments.py)."""
     if not inputs or failed / inputs <= max_fraction:
         return
-    problem = said(f"{failed} of {inputs} inputs failed ({failed / inputs:.2%} > "
-                   f"{{max_failure_fraction}} {max_fraction:.2%})")
+    problem = say(f"{failed} of {inputs} inputs failed ({failed / inputs:.2%} > "
+                  f"{{max_failure_fraction}} {max_fraction:.2%})")
     if first is not None:
         problem += f"; dead letters in {kept_in}; first: {describe(first)}"
-    raise DatasetFailed(problem + said(advice))
+    raise DatasetFailed(problem + say(advice))

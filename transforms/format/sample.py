@@ -29,13 +29,15 @@ import numpy as np
 
 from transforms.format.text import preview
 
-__all__ = ["CONTENT_KEY_PREFIX", "KEY", "SPAN", "URL", "StoredBytes", "as_sample", "content_key",
-           "data_fields", "escape", "escape_name", "field_text", "field_value", "is_text", "keyed",
-           "read_stored", "FieldReader"]
+__all__ = ["CONTENT_KEY_PREFIX", "KEY", "SOURCE_KEY", "SPAN", "URL", "StoredBytes", "as_sample",
+           "content_key", "data_fields", "escape", "escape_name", "field_text", "field_value",
+           "is_text", "keyed", "read_stored", "FieldReader"]
 
 KEY = "__key__"
 URL = "__url__"
 SPAN = "__span__"
+# The field of a cut example naming the sample (the recording) it was cut from.
+SOURCE_KEY = "source_key"
 # The key `content_key` gives a dict that has none.
 CONTENT_KEY_PREFIX = "content-"
 
@@ -134,12 +136,13 @@ def field_value(value: Any) -> Any:
     return value
 
 
-def as_sample(element: Any) -> dict:
-    """A PCollection's element as a Sample (`keyed`); TypeError saying what it is
-    otherwise, with a preview of it."""
+def as_sample(element: Any, nor: str = "") -> dict:
+    """A PCollection's element as a Sample (`keyed`); TypeError saying what it
+    is otherwise, with a preview of it (and `nor`, what else the caller takes)."""
     if not isinstance(element, Mapping):
-        raise TypeError(f"a {type(element).__name__} is not a Sample (a dict of field name to "
-                        f"value): {preview(element)}")
+        taken = f"neither a Sample (a dict of field name to value) nor {nor}" if nor else (
+            "not a Sample (a dict of field name to value)")
+        raise TypeError(f"a {type(element).__name__} is {taken}: {preview(element)}")
     return keyed(element)
 
 

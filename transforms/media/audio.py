@@ -44,12 +44,18 @@ import soundfile as sf
 import soxr
 
 from transforms.format.sample import StoredBytes
-from transforms.media.decoded import SPAN_SLACK_S, Audio, MediaError, NoSamples, media_file
+from transforms.media.decoded import (
+    INT16_FULL_SCALE,
+    SPAN_SLACK_S,
+    Audio,
+    MediaError,
+    NoSamples,
+    media_file,
+)
 
 __all__ = ["AudioOptions", "decode_audio", "probe_audio", "stream_audio"]
 
 _DTYPES = ("float32", "int16")
-_INT16_SCALE = 32767
 
 # Extension -> the soundfile formats it may hold.
 _SOUNDFILE_FORMATS = {
@@ -258,7 +264,7 @@ def _finish(samples: np.ndarray, dtype: str) -> np.ndarray:
     """Clipped float32, or int16 as rint(float * 32767); always a new array."""
     clipped = np.clip(samples, -1.0, 1.0, dtype=np.float32)
     if dtype == "int16":
-        clipped *= _INT16_SCALE
+        clipped *= INT16_FULL_SCALE
         return np.rint(clipped, out=clipped).astype(np.int16)
     return clipped
 

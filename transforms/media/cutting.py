@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from transforms.format.arguments import ArgumentError, check_choice, check_names
-from transforms.format.sample import KEY, SPAN
+from transforms.format.sample import KEY, SOURCE_KEY, SPAN
 from transforms.format.segments import BoxTrack
 from transforms.format.spec import Feature
 from transforms.media.audio import AudioOptions, stream_audio
@@ -206,7 +206,7 @@ def media_features(options: CutOptions) -> tuple:
         count = options.clip_frames if options.mode == "clips" else None
         features.append(Feature("frame", image_dtype, shape) if options.mode == "frames"
                         else Feature("frames", image_dtype, (count, *shape)))
-    features += [Feature("source_key", "bytes"), Feature("start_time", "float"),
+    features += [Feature(SOURCE_KEY, "bytes"), Feature("start_time", "float"),
                  Feature("end_time", "float")]
     return tuple(features)
 
@@ -404,7 +404,7 @@ def cut_sample(sample: Mapping[str, Any], options: CutOptions,
     consumed = media_fields(sample, options)
     base = {k: v for k, v in sample.items() if k not in consumed}
     span = sample.get(SPAN)
-    base["source_key"] = sample[KEY] if span is None else span.recording
+    base[SOURCE_KEY] = sample[KEY] if span is None else span.recording
     span = None if span is None else _checked_span(span)
     cut = {"audio_windows": _audio_windows, "segments": _segment_example,
            "frames": _frame_examples, "clips": _clip_examples}[options.mode]

@@ -19,8 +19,11 @@ from transforms.format.sample import StoredBytes
 # How far a segment's span may reach past its media's end and be cut there:
 # annotations round their times (RTTM to the millisecond); further is an error.
 SPAN_SLACK_S = 0.001
+# int16 audio is float32 audio times this (transforms/media/audio.py).
+INT16_FULL_SCALE = 32767
 
-__all__ = ["Audio", "Frame", "MediaError", "NoSamples", "media_file", "staged"]
+__all__ = ["Audio", "Frame", "INT16_FULL_SCALE", "MediaError", "NoSamples", "media_file",
+           "staged"]
 
 
 @contextlib.contextmanager

@@ -27,7 +27,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from transforms.format.stable_hash import stable_hash64
-from transforms.media.decoded import Audio, MediaError
+from transforms.media.decoded import INT16_FULL_SCALE, Audio, MediaError
 
 __all__ = ["AudioTimeline", "OutsideAudio", "WindowOptions", "Window", "audio_windows",
            "window_at"]
@@ -35,7 +35,6 @@ __all__ = ["AudioTimeline", "OutsideAudio", "WindowOptions", "Window", "audio_wi
 _REMAINDERS = ("pad", "drop")
 _CROP_SALT = b"datagen-crop"
 # int16 full scale, matching transforms.media.audio's float -> int16 convention.
-_INT16_FULL_SCALE = 32767
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,7 +118,7 @@ def audio_windows(blocks: Iterable[Audio], options: WindowOptions, *, key: str,
         windows = _crops(stream, first.start, rate, length, options, key)
     else:
         windows = _grid(stream, first.start, rate, length, hop, options.remainder)
-    full_scale = _INT16_FULL_SCALE if first.samples.dtype == np.int16 else 1.0
+    full_scale = INT16_FULL_SCALE if first.samples.dtype == np.int16 else 1.0
     produced = 0
     for window, real in windows:
         if options.min_rms_db is not None and _rms_db(real, full_scale) < options.min_rms_db:

@@ -26,7 +26,7 @@ import soxr
 
 from transforms.format.sample import SPAN
 from transforms.media.audio import AudioOptions, stream_audio
-from transforms.media.decoded import Audio, MediaError, staged
+from transforms.media.decoded import INT16_FULL_SCALE, Audio, MediaError, staged
 
 __all__ = ["NEAR", "NearTap", "near_bands", "near_fingerprints", "near_similarity"]
 
@@ -41,7 +41,6 @@ NEAR = "near"
 # Tuned on espeak-ng speech re-encoded by ffmpeg and cut by sox
 # (benchmarks/duplicates_bench.py measures recall and false positives).
 _NEAR_RATE = 8000
-_INT16_SCALE = 1 / 32768
 _FRAME, _HOP = 512, 128
 _LOW_BIN, _HIGH_BIN = 4, 200
 _PEAKS_PER_FRAME, _PEAK_RISE = 3, 1.0
@@ -126,7 +125,7 @@ class NearTap:
     def __call__(self, block: Audio) -> None:
         samples = block.samples
         if samples.dtype == np.int16:
-            samples = samples.astype(np.float32) * _INT16_SCALE
+            samples = samples.astype(np.float32) / INT16_FULL_SCALE
         if self._rate is None:
             self._rate = block.sample_rate
             if self._rate != _NEAR_RATE:

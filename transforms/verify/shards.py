@@ -28,6 +28,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.format.example_check import example_problems, parse_example, stored_values
 from transforms.format.record_index import index_text
+from transforms.format.sample import SOURCE_KEY
 from transforms.format.spec import FeatureSpec
 from transforms.verify.examples import media_problems
 from transforms.verify.records import RecordStream
@@ -35,9 +36,6 @@ from transforms.verify.records import RecordStream
 __all__ = ["ShardReport", "VerifyShards", "check_shard", "chosen_for_decoding"]
 
 _READ_CHUNK = 8 << 20
-# The feature naming the sample (the recording, for a segment) an example is
-# cut from (transforms/media/cutting.py).
-SOURCE_KEY = "source_key"
 # Problems listed per shard: a shard broken throughout says so in a few lines.
 _PROBLEMS_SHOWN = 10
 

@@ -47,7 +47,15 @@ from apache_beam.transforms.window import GlobalWindows
 from transforms.format.dead_letters import EXAMPLE, SAMPLE, SEGMENT, dead_letter
 from transforms.format.durations import duration_bin
 from transforms.format.encoder import ExampleEncoder
-from transforms.format.sample import CONTENT_KEY_PREFIX, KEY, SPAN, URL, content_key, keyed
+from transforms.format.sample import (
+    CONTENT_KEY_PREFIX,
+    KEY,
+    SOURCE_KEY,
+    SPAN,
+    URL,
+    as_sample,
+    content_key,
+)
 from transforms.format.spec import FeatureSpec
 from transforms.format.text import preview
 from transforms.recipe.examples import (
@@ -66,15 +74,12 @@ from transforms.writer.ledger import UnitReceipt, write_receipt
 from transforms.writer.rolling_shards import RollingShards
 
 __all__ = ["ConvertElements", "ConvertOptions", "ConvertUnits", "KEYS", "RECEIPTS", "SOURCES",
-           "SOURCE_KEY", "SampleOutcomes", "SourceOutcome", "outcome_tallies"]
+           "SampleOutcomes", "SourceOutcome", "outcome_tallies"]
 
 RECEIPTS = "receipts"
 SOURCES = "sources"
 # A PCollection's elements' (url, key), each once: a key given twice is refused.
 KEYS = "keys"
-
-# The sample a cut example came from: the field CutSamples gives every example.
-SOURCE_KEY = "source_key"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -416,16 +421,12 @@ def _outcome_only(outcome: SampleOutcome):
 
 
 def _as_sample(element) -> dict | bytes | Failed:
-    """An element of a PCollection as a Sample (`keyed`) or a serialized
+    """An element of a PCollection as a Sample (`as_sample`) or a serialized
     example's bytes, or the dead letter of one that is neither."""
     if isinstance(element, (bytes, bytearray, memoryview)):
         return bytes(element)
-    if not isinstance(element, Mapping):
-        return Failed.of("read_element", TypeError(
-            f"a {type(element).__name__} is neither a Sample (a dict of field name to value) "
-            f"nor a serialized tf.train.Example: {preview(element)}"), url="")
     try:
-        return keyed(element)
+        return as_sample(element, nor="a serialized tf.train.Example")
     except TypeError as e:
         return Failed.of("read_element", e, url="")
 

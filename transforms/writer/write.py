@@ -55,7 +55,7 @@ from transforms.format.arguments import (
 )
 from transforms.format.dead_letters import SAMPLE
 from transforms.format.outputs import ExampleResult, SampleResult
-from transforms.format.sample import KEY
+from transforms.format.sample import KEY, SOURCE_KEY
 from transforms.format.spec import Feature, FeatureSpec, parse_features
 from transforms.media.cutting import CutOptions, with_cut_features
 from transforms.recipe.examples import ExampleRecipe
@@ -66,7 +66,6 @@ from transforms.tft.preprocessing import Preprocessing
 from transforms.writer.convert import (
     KEYS,
     RECEIPTS,
-    SOURCE_KEY,
     SOURCES,
     ConvertElements,
     ConvertOptions,
@@ -82,7 +81,7 @@ from transforms.writer.ledger import REUSED, RunFolder, SkipCommitted, recipe_fi
 from transforms.writer.stratify import StratifySplits
 from transforms.writer.tfrecord import COMPRESSIONS
 
-__all__ = ["COMPRESSIONS", "DatasetConfig", "SHUFFLES", "WriteDataset", "simple_config"]
+__all__ = ["COMPRESSIONS", "DatasetConfig", "SHUFFLES", "WriteDataset"]
 
 # --shuffle: where examples are written (module docstring).
 SHUFFLES = ("none", "global")
@@ -94,7 +93,7 @@ class DatasetConfig:
 
     `num_shards` (shards per split) is the global layout's; the default layout
     rolls shards at `target_shard_bytes`, which also sizes the work units.
-    `simple_config` makes one from a feature spec, a group key and ratios.
+    WriteDataset's keywords make one too (`WriteDataset("out", features=...).config`).
 
     >>> import transforms as dg
     >>> recipe = dg.ExampleRecipe(spec=dg.FeatureSpec.parse("flac:bytes,label=cls:int64"),
@@ -204,14 +203,14 @@ def _field(parameter: str, value: Any, optional: bool = True) -> str:
     return value
 
 
-def simple_config(output: str | os.PathLike, features: Any = None, *, split_by: str = KEY,
-                  splits: str | Mapping[str, float] = DEFAULT_SPLITS, split_column: str = "",
-                  stratify_by: str = "", label_field: str = "", cut: CutOptions | None = None,
-                  cut_by: CutOptions | None = None, compression: str = "none",
-                  shard_size_bytes: int = 128 << 20, max_failure_fraction: float = 0.01,
-                  allow_empty_splits: bool = False, duplicates: str = "warn") -> DatasetConfig:
-    """A DatasetConfig from WriteDataset's keywords (see its Args); ArgumentError
-    (a ValueError, or a TypeError for a wrong type) naming the parameter."""
+def _keyword_config(output: str | os.PathLike, features: Any, split_by: str,
+                    splits: str | Mapping[str, float], split_column: str, stratify_by: str,
+                    label_field: str, cut: CutOptions | None, cut_by: CutOptions | None,
+                    compression: str, shard_size_bytes: int, max_failure_fraction: float,
+                    allow_empty_splits: bool, duplicates: str) -> DatasetConfig:
+    """A DatasetConfig from WriteDataset's dataset keywords (its Args say them
+    and their defaults); ArgumentError (a ValueError, or a TypeError for a
+    wrong type) naming the parameter."""
     if features is None:
         raise ArgumentTypeError("features", "is required: the feature spec, e.g. "
                                             "'emb:float32[192],label:int64'")
@@ -271,8 +270,8 @@ def _failed_source(record: Mapping[str, Any]) -> list:
 
 def _given_keywords(keywords: Mapping[str, Any]) -> list:
     """The names of the dataset keywords given other than their defaults."""
-    defaults = {name: parameter.default
-                for name, parameter in inspect.signature(simple_config).parameters.items()}
+    defaults = {name: parameter.default for name, parameter
+                in inspect.signature(WriteDataset.__init__).parameters.items()}
     return [name for name, value in keywords.items()
             if value is not defaults[name] and value != defaults[name]]
 
@@ -393,7 +392,7 @@ class WriteDataset(beam.PTransform):
                                               "DatasetConfig, or the folder and keywords")
             self._config = output
         else:
-            self._config = simple_config(output, **keywords)
+            self._config = _keyword_config(output, **keywords)
         if source is not None and not isinstance(source, Source):
             raise ArgumentTypeError("source", f"must be a Source, got {source!r}")
         self._source = source
@@ -401,6 +400,12 @@ class WriteDataset(beam.PTransform):
         self._failures = _failure_collections(failures)
         self._examples_sink = examples_sink
         self._run = run or RunFolder.fresh(self._config.output)
+
+    @property
+    def config(self) -> DatasetConfig:
+        """The DatasetConfig it writes by: the one given, or its keywords' (for a
+        launcher, or to see what the keywords made)."""
+        return self._config
 
     def _convert_options(self, analysis) -> ConvertOptions:
         config = self._config
