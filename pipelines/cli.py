@@ -244,6 +244,20 @@ def exit_code(error: BaseException) -> int:
     return EXIT_BUG
 
 
+@contextlib.contextmanager
+def _logger_levels(levels: dict):
+    """Sets loggers' levels while the block runs: a launcher that runs a job in
+    its own process (a flex template's) keeps its own afterwards."""
+    before = {name: logging.getLogger(name).level for name in levels}
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+    try:
+        yield
+    finally:
+        for name, level in before.items():
+            logging.getLogger(name).setLevel(level)
+
+
 def main(run: Callable, parser: Callable[[], argparse.ArgumentParser] | None = None) -> None:
     """Runs `run(argv)` for `python -m pipelines.X`: --help (from `parser()`, by
     default the job's template's flags), --verbose, exit codes."""
@@ -259,15 +273,18 @@ def main(run: Callable, parser: Callable[[], argparse.ArgumentParser] | None = N
     argv = [a for a in argv if a != "--verbose"]
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("pipelines").setLevel(logging.INFO)
+    levels = {"pipelines": logging.INFO}
     if not verbose:
-        # Beam logs a failing step's traceback before it raises; every Bigtable
-        # client warns that BIGTABLE_EMULATOR_HOST, which the user set, is set.
-        logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
+        # Beam logs a failing step's traceback before it raises; the job prints
+        # the dataset's summary and warnings itself, once.
+        levels.update({"apache_beam": logging.CRITICAL,
+                       "transforms.writer.finalise": logging.ERROR})
+        # Every Bigtable client warns that BIGTABLE_EMULATOR_HOST, which the user set, is set.
         warnings.filterwarnings("ignore", "Connecting to Bigtable emulator", RuntimeWarning)
     progress.INTERVAL_S = _PROGRESS_S
     try:
-        run(argv)
+        with _logger_levels(levels):
+            run(argv)
     except Exception as e:  # noqa: BLE001 - every error ends here, as an exit code
         code = exit_code(e)
         if code == EXIT_BUG:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import os
 from typing import Iterable
 
 import apache_beam as beam
@@ -37,6 +38,7 @@ from transforms.recipe.segments import SegmentOptions, segment_samples
 from transforms.recipe.splits import SplitPlan
 from transforms.runner import progress
 from transforms.runner.runtime import announce_job, make_pipeline, runs_locally, wait_for
+from transforms.runner.worker_count import local_workers
 from transforms.sources.units import Source
 from transforms.tft.preprocessing import Preprocessing
 from transforms.writer import launch
@@ -248,6 +250,19 @@ def feature_spec(options: PipelineOptions, samples: Iterable) -> FeatureSpec:
     return spec
 
 
+def _choose_workers(options: PipelineOptions, source: Source) -> None:
+    """Unless --direct_num_workers was given: as many local workers as pay for
+    themselves on the planned units (transforms/runner/worker_count.py), said
+    in one line when there was a choice."""
+    if "direct_num_workers" in options.get_all_options(drop_default=True):
+        return
+    cores = len(os.sched_getaffinity(0))
+    choice = local_workers([unit.size for unit in source.plan()], cores)
+    options.view_as(DirectOptions).direct_num_workers = choice.workers
+    if choice.units > 1:  # one unit leaves nothing to choose
+        _LOG.info(choice.line(cores))
+
+
 @in_flag_terms(DatasetOptions.FLAGS)
 def run_dataset_job(
     options: PipelineOptions,
@@ -275,6 +290,8 @@ def run_dataset_job(
     if picked_up:
         print(picked_up)
     local = runs_locally(options)
+    if local and config.shuffle != "global":
+        _choose_workers(options, source)
     interval = progress.INTERVAL_S if local else None
     pipeline = make_pipeline(options, interval)
     _ = pipeline | "WriteDataset" >> WriteDataset(config, source, examples_sink=examples_sink,

@@ -14,7 +14,10 @@ needs both, and reaches into Beam here and nowhere else:
   line's parser, so that it takes --runner, --project, ... (pipelines/cli.py;
   the project's own flags are its tables, pipelines/flag_types.py);
 - `BeamArgumentParser`: the parser Beam parses options with (it takes
-  ValueProvider flags), which the command line's parser extends.
+  ValueProvider flags), which the command line's parser extends;
+- `sdk_harness`: `sdk_worker_main.create_harness`, which builds Beam's SDK
+  harness from the environment variables Beam's worker boot program sets,
+  for the local worker pool's workers (transforms/runner/worker_zygote.py).
 
 `SUPPORTED` says whether the installed Beam is the one these were written for
 (setup.py pins it). On another version the jobs still run: the progress
@@ -30,9 +33,18 @@ from typing import Callable, Iterator
 
 import apache_beam
 from apache_beam.options.pipeline_options import _BeamArgumentParser as BeamArgumentParser
+from apache_beam.portability.api import (
+    beam_fn_api_pb2,
+    beam_provision_api_pb2,
+    beam_provision_api_pb2_grpc,
+)
 from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
+from apache_beam.runners.worker import sdk_worker_main
+from apache_beam.runners.worker.channel_factory import GRPCChannelFactory
+from google.protobuf import json_format, text_format
 
-__all__ = ["BEAM_VERSION", "BeamArgumentParser", "SUPPORTED", "declare_flags", "watching_bundles"]
+__all__ = ["BEAM_VERSION", "BeamArgumentParser", "SUPPORTED", "declare_flags", "sdk_harness",
+           "watching_bundles"]
 
 # The Beam release these internals were read from and tested with.
 BEAM_VERSION = "2.77"
@@ -44,6 +56,33 @@ _LOG = logging.getLogger(__name__)
 def declare_flags(options_class, parser) -> None:
     """Declares an options class's flags (its `_add_argparse_args`) on `parser`."""
     options_class._add_argparse_args(parser)
+
+
+def sdk_harness(request: beam_fn_api_pb2.StartWorkerRequest):
+    """Beam's SDK harness for a worker pool's StartWorkerRequest (`.run()` serves
+    the runner until it closes the worker): the pipeline options from the
+    runner's provision service, then the environment Beam's boot program gives
+    `sdk_worker_main`. No logging endpoint: the runner's logging service would
+    print each record as a raw proto, so a worker logs to its own stderr."""
+    channel = GRPCChannelFactory.insecure_channel(request.provision_endpoint.url)
+    try:
+        info = beam_provision_api_pb2_grpc.ProvisionServiceStub(channel).GetProvisionInfo(
+            beam_provision_api_pb2.GetProvisionInfoRequest(),
+            metadata=[("worker_id", request.worker_id)]).info
+    finally:
+        channel.close()
+    # Its start-up chatter warns of a main session a local worker never has.
+    start_up_log = logging.getLogger(sdk_worker_main.__name__)
+    level, _ = start_up_log.level, start_up_log.setLevel(logging.ERROR)
+    try:
+        _, harness, _ = sdk_worker_main.create_harness({
+            "CONTROL_API_SERVICE_DESCRIPTOR": text_format.MessageToString(request.control_endpoint),
+            "PIPELINE_OPTIONS": json_format.MessageToJson(info.pipeline_options),
+            "WORKER_ID": request.worker_id,
+        })
+    finally:
+        start_up_log.setLevel(level)
+    return harness
 
 
 @contextlib.contextmanager

@@ -6,6 +6,13 @@ network) that attempt is wasted time and a stray worker pool, so a pipeline that
 asks for the DirectRunner gets the FnApiRunner it would have fallen back to; it
 honours --direct_num_workers and --direct_running_mode the same way.
 
+More than one local worker, and no --direct_running_mode: the workers are
+processes (threads would share one GIL), forked from a process started as the
+pipeline is made (transforms/runner/worker_pool.py) instead of Beam's own
+`multi_processing` ones, which start only when the first step runs and cost
+seconds of start-up and shut-down (docs/performance.md has the timeline).
+`--direct_running_mode multi_processing` still asks for Beam's.
+
 On a service runner (Dataflow) two Beam defaults change here:
 
 - `--save_main_session` defaults to off. Beam turns it on for Dataflow (with
@@ -31,6 +38,8 @@ from apache_beam.options.pipeline_options import (
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
+from transforms.runner.worker_pool import LocalWorkerPool
+
 __all__ = ["announce_job", "make_pipeline", "local_runner", "runs_locally", "wait_for"]
 
 _LOG = logging.getLogger(__name__)
@@ -45,6 +54,35 @@ def local_runner(progress_s: float | None = None) -> FnApiRunner:
     return FnApiRunner(progress_request_frequency=progress_s)
 
 
+class _PooledRunner(FnApiRunner):
+    """The FnApiRunner with its workers from a LocalWorkerPool, started with it
+    and ended with its one run."""
+
+    def __init__(self, progress_s: float | None):
+        self._pool = LocalWorkerPool()
+        super().__init__(default_environment=self._pool.environment,
+                         progress_request_frequency=progress_s)
+
+    def run_pipeline(self, pipeline, options):
+        beam_runner_log = logging.getLogger(FnApiRunner.__module__)
+        beam_runner_log.addFilter(_not_about_running_mode)
+        try:
+            return super().run_pipeline(pipeline, options)
+        except KeyboardInterrupt:
+            if self._pool.died:  # the pool's signal (transforms/runner/worker_pool.py)
+                raise RuntimeError(self._pool.died) from None
+            raise
+        finally:
+            beam_runner_log.removeFilter(_not_about_running_mode)
+            self._pool.close()
+
+
+def _not_about_running_mode(record: logging.LogRecord) -> bool:
+    # The runner warns that workers in its default running mode share one
+    # process; the pool's are processes of their own.
+    return "direct_running_mode should be" not in record.getMessage()
+
+
 def runs_locally(options: PipelineOptions) -> bool:
     """Whether the job runs in this process (a DirectRunner request), not on a service."""
     return options.view_as(StandardOptions).runner in _DIRECT_NAMES
@@ -56,8 +94,8 @@ def make_pipeline(options: PipelineOptions | None = None,
     to the FnApiRunner (asking for progress every `progress_s` seconds, if given).
 
     With --direct_num_workers > 1 and no explicit --direct_running_mode, workers
-    are processes: threads would share one GIL and not run faster. On a service
-    runner, --save_main_session is off unless asked for (module docstring).
+    are processes from a pool started now; on a service runner,
+    --save_main_session is off unless asked for (module docstring).
 
     >>> import apache_beam as beam, transforms as dg
     >>> from apache_beam.options.pipeline_options import PipelineOptions
@@ -75,7 +113,7 @@ def make_pipeline(options: PipelineOptions | None = None,
     direct = options.view_as(DirectOptions)
     chosen = options.get_all_options(drop_default=True)
     if (direct.direct_num_workers or 1) != 1 and "direct_running_mode" not in chosen:
-        direct.direct_running_mode = "multi_processing"
+        return beam.Pipeline(runner=_PooledRunner(progress_s), options=options)
     return beam.Pipeline(runner=local_runner(progress_s), options=options)
 
 

@@ -1,0 +1,89 @@
+"""Local workers: forked from the pool's zygote, gone when it ends, a death
+reported instead of waited on; and how many a job gets when its user does not
+say (transforms/runner/worker_pool.py, worker_count.py)."""
+
+import logging
+import os
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.testing.util import assert_that, equal_to
+
+import transforms as dg
+from pipelines import dataset_job, tar_to_tfrecord
+from transforms.runner.worker_count import WORTH_BYTES, busiest_share, local_workers
+from transforms.testing.corpus import write_corpus
+
+MiB = 1 << 20
+
+
+def _two_workers():
+    return dg.make_pipeline(PipelineOptions(["--direct_num_workers", "2"]))
+
+
+def _note_process(x, folder):
+    with open(os.path.join(folder, f"{x}"), "w") as f:
+        f.write(f"{os.getpid()} {os.getppid()}")
+    return x
+
+
+def test_two_workers_are_two_processes_forked_from_one_zygote(tmp_path):
+    with _two_workers() as p:
+        done = p | beam.Create(range(8)) | beam.Map(_note_process, str(tmp_path))
+        assert_that(done, equal_to(list(range(8))))
+    noted = [tuple(map(int, (tmp_path / f"{x}").read_text().split())) for x in range(8)]
+    workers, parents = {pid for pid, _ in noted}, {parent for _, parent in noted}
+    assert len(workers) == 2 and os.getpid() not in workers
+    assert len(parents) == 1 and os.getpid() not in parents  # the zygote, a child of ours
+
+
+def _exit_on_three(x):
+    if x == 3:
+        os._exit(3)
+    return x
+
+
+def test_a_worker_that_dies_fails_the_run_naming_it_instead_of_hanging():
+    with pytest.raises(RuntimeError, match=r"local worker worker_\d+ died \(exit status 3\)"):
+        with _two_workers() as p:
+            _ = p | beam.Create(range(8)) | beam.Map(_exit_on_three)
+
+
+def test_a_workers_warning_reaches_the_launchers_log_as_it_would_in_one_process(capfd):
+    logging.getLogger("tests.pool").setLevel(logging.INFO)
+    try:
+        with _two_workers() as p:
+            _ = (p | beam.Create(["kept"])
+                 | beam.Map(lambda x: logging.getLogger("tests.pool").info("said %s", x)))
+    finally:
+        logging.getLogger("tests.pool").setLevel(logging.NOTSET)
+    assert "INFO tests.pool: said kept" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize(("sizes", "cores", "workers"), [
+    ([246 * MiB] * 4, 2, 2),            # writer_bench's 1 GB: 4 units of 2 tars
+    ([246 * MiB] * 4, 8, 4),            # no more workers than units
+    ([141 * MiB, 47 * MiB], 2, 1),      # the 200 MB corpus: one unit holds most of it
+    ([123 * MiB], 2, 1),                # a unit is read by one worker
+    ([100 * MiB] * 3, 2, 1),            # a second worker takes 100 MiB off: not worth a second
+    ([WORTH_BYTES] * 2, 2, 2),
+])
+def test_more_workers_only_where_they_take_enough_off_the_busiest(sizes, cores, workers):
+    assert local_workers(sizes, cores).workers == workers
+
+
+def test_units_are_dealt_in_turn_largest_first():
+    assert busiest_share([5, 1, 4, 2, 3], 2) == 5 + 3 + 1
+    assert busiest_share([5, 1, 4, 2, 3], 1) == 15
+
+
+def test_a_job_left_to_choose_says_how_many_workers_it_took(tmp_path, caplog):
+    write_corpus(str(tmp_path / "corpus"), shards=2, samples_per_shard=4)
+    with caplog.at_level(logging.INFO, logger=dataset_job.__name__):
+        tar_to_tfrecord.run(["--input", str(tmp_path / "corpus" / "*.tar"),
+                             "--output", str(tmp_path / "out"), "--features", "label=cls:int64",
+                             "--splits", "train=1", "--shard_size_mb", "0.01"])  # a unit a shard
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("local workers")]
+    assert said == ["local workers: 1 (2 work units, 0.2 MB: more would not pay; "
+                    "--direct_num_workers N to choose)"]

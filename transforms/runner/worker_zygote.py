@@ -1,0 +1,120 @@
+"""The process local SDK workers are forked from: Beam and the project imported
+once, before the job needs a worker (transforms/runner/worker_pool.py starts it).
+
+    python -m transforms.runner.worker_zygote REPORT_FD MODULE,... [LOGGER=LEVEL ...]
+
+It imports the MODULEs (the project's modules the launcher has loaded: those
+its steps come from) and reads Beam's StartWorkerRequests from stdin (each a 4-byte length, then the
+message), forks a child per request that runs Beam's own SDK harness against
+the runner's endpoints, and writes a line to the pipe REPORT_FD for every
+child that ends badly ("<worker id> <exit status>"). Its children log what
+the launcher's loggers would (the LOGGER=LEVEL pairs), to its stderr.
+
+A child inherits every module imported here, so it is ready in milliseconds
+where a fresh interpreter spends a second importing Beam; and it leaves with
+`os._exit` once its harness is done, skipping the half second an interpreter
+holding Beam's 2,000 modules takes to tear them down. At the end of stdin
+the zygote waits for its children and leaves.
+
+The same harness runs in a Dataflow worker; only how it was started differs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import signal
+import sys
+import traceback
+
+from apache_beam.portability.api import beam_fn_api_pb2
+
+from transforms.runner import beam_internals
+
+__all__ = ["main", "read_request"]
+
+
+def read_request(stream) -> beam_fn_api_pb2.StartWorkerRequest | None:
+    """The next length-prefixed StartWorkerRequest on `stream`; None at its end."""
+    header = stream.read(4)
+    if len(header) < 4:
+        return None
+    return beam_fn_api_pb2.StartWorkerRequest.FromString(
+        stream.read(int.from_bytes(header, "big")))
+
+
+def _run_worker(request: beam_fn_api_pb2.StartWorkerRequest) -> int:
+    """A forked child's life: Beam's SDK harness until the runner closes it."""
+    try:
+        beam_internals.sdk_harness(request).run()
+        return 0
+    except BaseException:  # noqa: BLE001 - a child must never return into the loop
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+class _LauncherLevels(logging.Filter):
+    """Passes a record the launcher's loggers would log: the level of the
+    nearest logger named in `levels` ("" the root). Beam's harness sets its own
+    levels as it starts, so the filter sits on the handler."""
+
+    def __init__(self, levels: dict):
+        super().__init__()
+        self._levels = levels
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        name = record.name
+        while name not in self._levels:
+            name = name.rpartition(".")[0]
+        return record.levelno >= self._levels[name]
+
+
+def main() -> None:
+    reports = os.fdopen(int(sys.argv[1]), "w")
+    for module in filter(None, sys.argv[2].split(",")):
+        importlib.import_module(module)
+    levels = {name: int(level) for name, level in
+              (item.rsplit("=", 1) for item in sys.argv[3:])}
+    levels.setdefault("", logging.WARNING)
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(_LauncherLevels(levels))
+    logging.getLogger().addHandler(handler)
+    requests = sys.stdin.buffer
+    children: dict = {}
+
+    def reap(block: bool) -> None:
+        # A child that dies while the job runs is reported at once: the runner
+        # would otherwise wait for its answer for ever.
+        while children:
+            pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)
+            if pid == 0:
+                return
+            worker_id = children.pop(pid)
+            if status:
+                print(worker_id, os.waitstatus_to_exitcode(status), file=reports, flush=True)
+
+    signal.signal(signal.SIGCHLD, lambda *_: reap(block=False))
+    while (request := read_request(requests)) is not None:
+        # SIGCHLD waits until the child is on the books.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+            requests.close()
+            reports.close()
+            os._exit(_run_worker(request))
+        children[pid] = request.worker_id
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    reap(block=True)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
