@@ -2,7 +2,7 @@
 workers against as many lean loops side by side, and what the job picks for
 itself on a small corpus.
 
-    python -m benchmarks.workers_bench [--speech_mb 1024] [--small_mb 200]
+    python -m benchmarks.workers_bench [--speech_mb 1024] [--small_mb 200] [--parts 1,2,3]
                                        [--workers 1,2,4,8] [--repeats 3] [--workdir DIR]
 
 writer_bench's speech corpus (16 kHz FLAC in 8 tar shards, cut into 1 s
@@ -185,21 +185,25 @@ def part_small(corpus: str, megabytes: float, workdir: str, repeats: int) -> lis
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--speech_mb", type=float, default=1024)
-    parser.add_argument("--small_mb", type=float, default=200, help="0 skips part 3.")
+    parser.add_argument("--small_mb", type=float, default=200)
+    parser.add_argument("--parts", default="1,2,3", help="The parts to run (docstring).")
     parser.add_argument("--workers", default="1,2,4,8", help="Worker counts to scale over.")
     parser.add_argument("--repeats", type=int, default=3, help="Runs of each, interleaved.")
     parser.add_argument("--workdir", default="", help="Keep corpora here (default: a temp dir).")
     args = parser.parse_args(argv)
     workdir = args.workdir or tempfile.mkdtemp(prefix="datagen-workers-bench-")
     counts = [int(n) for n in args.workers.split(",")]
+    parts = {int(n) for n in args.parts.split(",")}
     missed = []
     try:
         speech = os.path.join(workdir, "speech")
         if not os.path.isdir(speech):
             write_shards(speech_corpus(args.speech_mb), speech, shards=8)
-        part_timeline(speech, workdir, args.repeats)
-        missed += part_scaling(speech, workdir, counts, args.repeats)
-        if args.small_mb:
+        if 1 in parts:
+            part_timeline(speech, workdir, args.repeats)
+        if 2 in parts:
+            missed += part_scaling(speech, workdir, counts, args.repeats)
+        if 3 in parts:
             small = os.path.join(workdir, "small")
             if not os.path.isdir(small):
                 write_shards(speech_corpus(args.small_mb), small, shards=8)

@@ -36,7 +36,7 @@ from transforms.recipe import sample_ops
 from transforms.recipe.examples import ExampleRecipe
 from transforms.recipe.segments import SegmentOptions, segment_samples
 from transforms.recipe.splits import SplitPlan
-from transforms.runner import progress
+from transforms.runner import beam_internals, progress
 from transforms.runner.runtime import announce_job, make_pipeline, runs_locally, wait_for
 from transforms.runner.worker_count import local_workers
 from transforms.sources.units import Source
@@ -254,7 +254,7 @@ def _choose_workers(options: PipelineOptions, source: Source) -> None:
     """Unless --direct_num_workers was given: as many local workers as pay for
     themselves on the planned units (transforms/runner/worker_count.py), said
     in one line when there was a choice."""
-    if "direct_num_workers" in options.get_all_options(drop_default=True):
+    if "direct_num_workers" in beam_internals.given_flags(options):
         return
     cores = len(os.sched_getaffinity(0))
     choice = local_workers([unit.size for unit in source.plan()], cores)

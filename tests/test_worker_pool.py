@@ -78,12 +78,28 @@ def test_units_are_dealt_in_turn_largest_first():
     assert busiest_share([5, 1, 4, 2, 3], 1) == 15
 
 
-def test_a_job_left_to_choose_says_how_many_workers_it_took(tmp_path, caplog):
+@pytest.mark.parametrize(("given", "said"), [
+    ([], ["local workers: 1 (2 work units, 0.2 MB: more would not pay; "
+          "--direct_num_workers N to choose)"]),
+    (["--direct_num_workers", "1"], []),   # given, though it is Beam's default
+    (["--direct_num_workers=2"], []),
+])
+def test_a_job_left_to_choose_says_how_many_workers_it_took(tmp_path, caplog, given, said,
+                                                            monkeypatch):
+    monkeypatch.setattr(dataset_job, "local_workers", _recorded(chosen := []))
     write_corpus(str(tmp_path / "corpus"), shards=2, samples_per_shard=4)
     with caplog.at_level(logging.INFO, logger=dataset_job.__name__):
         tar_to_tfrecord.run(["--input", str(tmp_path / "corpus" / "*.tar"),
                              "--output", str(tmp_path / "out"), "--features", "label=cls:int64",
-                             "--splits", "train=1", "--shard_size_mb", "0.01"])  # a unit a shard
-    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("local workers")]
-    assert said == ["local workers: 1 (2 work units, 0.2 MB: more would not pay; "
-                    "--direct_num_workers N to choose)"]
+                             "--splits", "train=1", "--shard_size_mb", "0.01",  # a unit a shard
+                             *given])
+    assert [r.getMessage() for r in caplog.records
+            if r.getMessage().startswith("local workers")] == said
+    assert len(chosen) == (not given)
+
+
+def _recorded(calls: list):
+    def chosen(*args):
+        calls.append(args)
+        return local_workers(*args)
+    return chosen

@@ -15,6 +15,9 @@ needs both, and reaches into Beam here and nowhere else:
   the project's own flags are its tables, pipelines/flag_types.py);
 - `BeamArgumentParser`: the parser Beam parses options with (it takes
   ValueProvider flags), which the command line's parser extends;
+- `given_flags`: `PipelineOptions._flags`, the command line options were
+  parsed from: `get_all_options(drop_default=True)` cannot tell a flag given
+  its default value from one not given (pipelines/dataset_job.py);
 - `sdk_harness`: `sdk_worker_main.create_harness`, which builds Beam's SDK
   harness from the environment variables Beam's worker boot program sets,
   for the local worker pool's workers (transforms/runner/worker_zygote.py).
@@ -43,8 +46,8 @@ from apache_beam.runners.worker import sdk_worker_main
 from apache_beam.runners.worker.channel_factory import GRPCChannelFactory
 from google.protobuf import json_format, text_format
 
-__all__ = ["BEAM_VERSION", "BeamArgumentParser", "SUPPORTED", "declare_flags", "sdk_harness",
-           "watching_bundles"]
+__all__ = ["BEAM_VERSION", "BeamArgumentParser", "SUPPORTED", "declare_flags", "given_flags",
+           "sdk_harness", "watching_bundles"]
 
 # The Beam release these internals were read from and tested with.
 BEAM_VERSION = "2.77"
@@ -56,6 +59,12 @@ _LOG = logging.getLogger(__name__)
 def declare_flags(options_class, parser) -> None:
     """Declares an options class's flags (its `_add_argparse_args`) on `parser`."""
     options_class._add_argparse_args(parser)
+
+
+def given_flags(options) -> frozenset:
+    """The names of the flags `options` were made from (`--x=1` and `--x 1` give "x")."""
+    return frozenset(flag[2:].split("=", 1)[0] for flag in options._flags
+                     if isinstance(flag, str) and flag.startswith("--"))
 
 
 def sdk_harness(request: beam_fn_api_pb2.StartWorkerRequest):
