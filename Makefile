@@ -56,6 +56,7 @@ bench: $(VENV)/.installed
 	test -f $(DEMO)/dataset/manifest.json || $(MAKE) demo
 	$(PY) -m benchmarks.compression_bench --dataset $(DEMO)/dataset
 	$(PY) -m benchmarks.writer_bench
+	$(PY) -m benchmarks.workers_bench
 	$(PY) -m benchmarks.final_step_bench
 	$(PY) -m benchmarks.final_step_alone_bench
 	$(PY) -m benchmarks.checksum_bench
