@@ -2,6 +2,7 @@
 reported instead of waited on; and how many a job gets when its user does not
 say (transforms/runner/worker_pool.py, worker_count.py)."""
 
+import gc
 import logging
 import os
 
@@ -103,3 +104,11 @@ def _recorded(calls: list):
         calls.append(args)
         return local_workers(*args)
     return chosen
+
+
+def test_a_pipeline_made_and_never_run_ends_its_pool():
+    pipeline = _two_workers()
+    zygote = pipeline.runner._pool._zygote
+    del pipeline
+    gc.collect()
+    assert zygote.wait(timeout=30) == 0

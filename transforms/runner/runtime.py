@@ -26,6 +26,7 @@ On a service runner (Dataflow) two Beam defaults change here:
 from __future__ import annotations
 
 import logging
+import weakref
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import (
@@ -59,9 +60,12 @@ class _PooledRunner(FnApiRunner):
     and ended with its one run."""
 
     def __init__(self, progress_s: float | None):
-        self._pool = LocalWorkerPool()
-        super().__init__(default_environment=self._pool.environment,
+        pool = LocalWorkerPool()
+        super().__init__(default_environment=pool.environment,
                          progress_request_frequency=progress_s)
+        self._pool = pool
+        # A pipeline made and never run (refused while being built) ends its pool too.
+        self._close_pool = weakref.finalize(self, pool.close)
 
     def run_pipeline(self, pipeline, options):
         beam_runner_log = logging.getLogger(FnApiRunner.__module__)
@@ -74,7 +78,7 @@ class _PooledRunner(FnApiRunner):
             raise
         finally:
             beam_runner_log.removeFilter(_not_about_running_mode)
-            self._pool.close()
+            self._close_pool()
 
 
 def _not_about_running_mode(record: logging.LogRecord) -> bool:
