@@ -19,8 +19,8 @@ from transforms.testing.corpus import write_corpus
 MiB = 1 << 20
 
 
-def _two_workers():
-    return dg.make_pipeline(PipelineOptions(["--direct_num_workers", "2"]))
+def _workers(workers: str = "2"):
+    return dg.make_pipeline(PipelineOptions(["--direct_num_workers", workers]))
 
 
 def _note_process(x, folder):
@@ -29,13 +29,14 @@ def _note_process(x, folder):
     return x
 
 
-def test_two_workers_are_two_processes_forked_from_one_zygote(tmp_path):
-    with _two_workers() as p:
+@pytest.mark.parametrize("workers", ["2", "0"])  # 0: Beam's one a core
+def test_workers_are_processes_forked_from_one_zygote(tmp_path, workers):
+    with _workers(workers) as p:
         done = p | beam.Create(range(8)) | beam.Map(_note_process, str(tmp_path))
         assert_that(done, equal_to(list(range(8))))
     noted = [tuple(map(int, (tmp_path / f"{x}").read_text().split())) for x in range(8)]
-    workers, parents = {pid for pid, _ in noted}, {parent for _, parent in noted}
-    assert len(workers) == 2 and os.getpid() not in workers
+    pids, parents = {pid for pid, _ in noted}, {parent for _, parent in noted}
+    assert len(pids) == min(int(workers) or os.cpu_count(), 8) and os.getpid() not in pids
     assert len(parents) == 1 and os.getpid() not in parents  # the zygote, a child of ours
 
 
@@ -47,14 +48,14 @@ def _exit_on_three(x):
 
 def test_a_worker_that_dies_fails_the_run_naming_it_instead_of_hanging():
     with pytest.raises(RuntimeError, match=r"local worker worker_\d+ died \(exit status 3\)"):
-        with _two_workers() as p:
+        with _workers() as p:
             _ = p | beam.Create(range(8)) | beam.Map(_exit_on_three)
 
 
 def test_a_workers_warning_reaches_the_launchers_log_as_it_would_in_one_process(capfd):
     logging.getLogger("tests.pool").setLevel(logging.INFO)
     try:
-        with _two_workers() as p:
+        with _workers() as p:
             _ = (p | beam.Create(["kept"])
                  | beam.Map(lambda x: logging.getLogger("tests.pool").info("said %s", x)))
     finally:
@@ -107,7 +108,7 @@ def _recorded(calls: list):
 
 
 def test_a_pipeline_made_and_never_run_ends_its_pool():
-    pipeline = _two_workers()
+    pipeline = _workers()
     zygote = pipeline.runner._pool._zygote
     del pipeline
     gc.collect()

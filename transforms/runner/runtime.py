@@ -116,7 +116,9 @@ def make_pipeline(options: PipelineOptions | None = None,
         return beam.Pipeline(options=options)
     direct = options.view_as(DirectOptions)
     chosen = options.get_all_options(drop_default=True)
-    if (direct.direct_num_workers or 1) != 1 and "direct_running_mode" not in chosen:
+    # 0 is Beam's "one a core".
+    workers = 1 if direct.direct_num_workers is None else direct.direct_num_workers
+    if workers != 1 and "direct_running_mode" not in chosen:
         return beam.Pipeline(runner=_PooledRunner(progress_s), options=options)
     return beam.Pipeline(runner=local_runner(progress_s), options=options)
 
