@@ -28,6 +28,7 @@ medians.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -182,6 +183,25 @@ def part_small(corpus: str, megabytes: float, workdir: str, repeats: int) -> lis
     return ["the job's choice is slower than 1 worker on the small corpus"] if slower else []
 
 
+def _parts(args, workdir: str) -> list:
+    """Runs the parts asked for in `workdir` (its corpora kept there); returns unmet targets."""
+    counts = [int(n) for n in args.workers.split(",")]
+    parts = {int(n) for n in args.parts.split(",")}
+    speech, missed = os.path.join(workdir, "speech"), []
+    if not os.path.isdir(speech):
+        write_shards(speech_corpus(args.speech_mb), speech, shards=8)
+    if 1 in parts:
+        part_timeline(speech, workdir, args.repeats)
+    if 2 in parts:
+        missed += part_scaling(speech, workdir, counts, args.repeats)
+    if 3 in parts:
+        small = os.path.join(workdir, "small")
+        if not os.path.isdir(small):
+            write_shards(speech_corpus(args.small_mb), small, shards=8)
+        missed += part_small(small, args.small_mb, workdir, args.repeats)
+    return missed
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--speech_mb", type=float, default=1024)
@@ -191,27 +211,11 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="Runs of each, interleaved.")
     parser.add_argument("--workdir", default="", help="Keep corpora here (default: a temp dir).")
     args = parser.parse_args(argv)
-    workdir = args.workdir or tempfile.mkdtemp(prefix="datagen-workers-bench-")
-    counts = [int(n) for n in args.workers.split(",")]
-    parts = {int(n) for n in args.parts.split(",")}
-    missed = []
-    try:
-        speech = os.path.join(workdir, "speech")
-        if not os.path.isdir(speech):
-            write_shards(speech_corpus(args.speech_mb), speech, shards=8)
-        if 1 in parts:
-            part_timeline(speech, workdir, args.repeats)
-        if 2 in parts:
-            missed += part_scaling(speech, workdir, counts, args.repeats)
-        if 3 in parts:
-            small = os.path.join(workdir, "small")
-            if not os.path.isdir(small):
-                write_shards(speech_corpus(args.small_mb), small, shards=8)
-            missed += part_small(small, args.small_mb, workdir, args.repeats)
-    finally:
-        if not args.workdir:
-            shutil.rmtree(workdir, ignore_errors=True)
-    print("\ntargets: " + ("all met" if not missed else "MISSED: " + "; ".join(missed)))
+    scratch = (contextlib.nullcontext(args.workdir) if args.workdir
+               else tempfile.TemporaryDirectory(prefix="datagen-workers-bench-"))
+    with scratch as workdir:
+        missed = _parts(args, workdir)
+    print(f"\ntargets: {'all met' if not missed else 'MISSED: ' + '; '.join(missed)}")
 
 
 if __name__ == "__main__":
