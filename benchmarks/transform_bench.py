@@ -18,8 +18,9 @@ page cache, every corpus's runs interleaved and repeated (medians):
                        that read no media;
              audio     --normalize audio=zscore: an analyzer of the audio.
 
-The transform's runs analyze the train split in a pass of their own (which
-decodes the media again), then transform every example. Each run is a process
+The transform's runs write the untransformed shards, fit the transform on the
+train split's shards read back, then transform every shard
+(transforms/tft/stage.py). Each run is a process
 of its own, as a job from the command line is, which imports TensorFlow and
 tf.Transform before its clock starts, so the figures are the stage's cost,
 not an import. Each

@@ -2,6 +2,7 @@
 only, every split transformed, the saved transform equal to the written values in Keras,
 exact accounting, and flag errors before any work."""
 
+import glob
 import io
 import json
 import os
@@ -220,6 +221,26 @@ def gain_features(inputs):
     """--preprocessing_fn for the test below: only its outputs are written."""
     return {"key": inputs["key"], "gain_centred": inputs["gain"] - tft.mean(inputs["gain"]),
             "lang_id": tft.compute_and_apply_vocabulary(inputs["lang"], num_oov_buckets=1)}
+
+
+def _records(output: str) -> dict:
+    """{split: its records' bytes, sorted}, read with TensorFlow's reader."""
+    info = reader.load_info(output)
+    return {split: sorted(record.numpy() for record in tf.data.TFRecordDataset(
+                sorted(glob.glob(os.path.join(output, split, "data-*.tfrecord")))))
+            for split in info.splits}
+
+
+def test_the_transform_over_written_shards_writes_what_one_while_converting_does(
+        corpus, transformed, tmp_path):
+    """The default layout fits the transform on the train shards read back and
+    applies it to the written shards (TFX's shape); the global layout fits it
+    by a pass over the input and applies it while converting. Same examples."""
+    output, _ = transformed
+    _run(corpus, tmp_path / "global", *BUILTINS, "--shuffle", "global",
+         "--direct_num_workers", "1")
+    records = _records(output)
+    assert sum(map(len, records.values())) == 79 and records == _records(str(tmp_path / "global"))
 
 
 def test_a_users_preprocessing_fn(corpus, tmp_path):

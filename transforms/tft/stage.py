@@ -1,36 +1,39 @@
-"""The optional tf.Transform stage: analyze the train split, transform every example.
+"""The optional tf.Transform stage: fit on the train split, transform every example.
 
-    analysis = units | "Preprocess" >> AnalyzeTrainSplit(preprocessing, reader, recipe,
-                                                         temp_dir, strata)
-    analysis.staged      # one element once transform_fn/ and metadata are staged
-    analysis.directory   # where: <temp_dir>/transform
-    analysis.spec        # the transformed examples' spec, known before the job runs
-    analysis.passed_through  # the raw features it outputs unchanged
+Where the converter writes the examples as it builds them (the default
+layout), the transform is fitted on the train shards read back and applied to
+the written shards (transforms/writer/transformed.py, TFX's shape); the
+pieces here are what it builds on:
 
-The analysis is a pass of its own over the work units (transforms/sources/units.py):
-it builds the train split's raw examples - other samples stop at their split,
-before any decoding - and decodes them in batches into Arrow RecordBatches
-with TFXIO's tf.Example schema (tfx_bsl's C++ decoder), never into instance
-dicts. Of each example it encodes only the features the analyzers read
-(`tft.get_analyze_input_columns`): the rest are built and checked as the
-converter builds them, so the same examples are analyzed, but not encoded,
-and reach tf.Transform as their type's zero, which no analyzer reads (an
-example whose full encoding would pass protobuf's 2 GiB limit is the one
-difference: analyzed, then refused by the converter).
-`tft_beam.AnalyzeDataset` runs on them and `WriteTransformFn` stages its
-output under the job's temporary directory; `publish` moves it next to
-the data in the final step, so a failed job leaves no transform behind.
-tf.Transform's analyzers combine per bundle, so only their accumulators are
-shuffled; a preprocessing_fn whose analyzers feed other analyzers (several
-phases) makes tf.Transform read its input once per phase, which the local
-runner does by holding the train examples in memory.
+    plan = AnalysisPlan.of(preprocessing, raw_spec)  # what the analyzers read
+    analysis = fit_analysis(train_bytes, plan, preprocessing, raw_spec, temp_dir)
+    transformer = ExampleTransformer(analysis.directory, raw_spec, analysis.spec)
 
-The converter (transforms/writer/convert.py) then applies the staged transform to
-every example with an `ExampleTransformer`, in batches, one out per one in,
-before writing it: the same `transform_features_layer` a Keras model serves
-with, so the shards hold exactly what serving computes. The encoder is the
-project's own (transforms.format.encoder), whose bytes do not depend on
-protobuf's per-process map order: reruns are byte-identical.
+`fit_analysis` takes the train examples serialized with only the features the
+analyzers read (`tft.get_analyze_input_columns`) and decodes them in batches
+into Arrow RecordBatches with TFXIO's tf.Example schema (tfx_bsl's C++
+decoder), never into instance dicts; the other features reach tf.Transform as
+their type's zero, which no analyzer reads. `tft_beam.AnalyzeDataset` runs on
+them and `WriteTransformFn` stages its output under the job's temporary
+directory; `publish` moves it next to the data in the final step, so a failed
+job leaves no transform behind. tf.Transform's analyzers combine per bundle,
+so only their accumulators are shuffled; a preprocessing_fn whose analyzers
+feed other analyzers (several phases) makes tf.Transform read its input once
+per phase, which the local runner does by holding the train examples in
+memory.
+
+Where the examples leave the converter instead (the global layout, an
+examples sink), `AnalyzeTrainSplit` fits the transform by a pass of its own
+over the work units: it builds the train split's raw examples (other samples
+stop at their split, before any decoding), and the converter
+(transforms/writer/convert.py) applies the staged transform to every example
+as it is built.
+
+An `ExampleTransformer` applies the transform in batches, one out per one in:
+the same `transform_features_layer` a Keras model serves with, so the shards
+hold exactly what serving computes. The encoder is the project's own
+(transforms.format.encoder), whose bytes do not depend on protobuf's
+per-process map order: reruns are byte-identical.
 """
 
 from __future__ import annotations
@@ -68,8 +71,8 @@ from transforms.tft.preprocessing import (
     Preprocessing,
 )
 
-__all__ = ["Analysis", "AnalyzeTrainSplit", "ExampleTransformer", "transformed_spec", "publish",
-           "STAGED_DIR"]
+__all__ = ["Analysis", "AnalysisPlan", "AnalyzeTrainSplit", "ExampleTransformer", "STAGED_DIR",
+           "fit_analysis", "publish", "transformed_spec"]
 
 # A batch holds up to 64 MiB of examples, each counted as at least 64 KiB: up
 # to 1,000 small examples (TensorFlow's per-call cost is then small), fewer
@@ -341,32 +344,49 @@ class AnalyzeTrainSplit(beam.PTransform):
         self._strata = strata
 
     def expand(self, units):
-        raw_spec = self._recipe.spec
+        plan = AnalysisPlan.of(self._preprocessing, self._recipe.spec)
+        side = {} if self._strata is None else {"strata": beam.pvalue.AsSingleton(self._strata)}
+        train = units | "TrainExamples" >> beam.ParDo(
+            _TrainExamplesFn(self._reader, self._recipe, plan.analyzed), **side)
+        return fit_analysis(train, plan, self._preprocessing, self._recipe.spec, self._temp_dir)
+
+
+class AnalysisPlan(NamedTuple):
+    """What the analysis is fitted from: the raw examples' schema, the tensor
+    adapter of their RecordBatches, and the features the analyzers read."""
+
+    schema: schema_pb2.Schema
+    adapter: TensorAdapterConfig
+    analyzed: frozenset
+
+    @classmethod
+    def of(cls, preprocessing: Preprocessing, raw_spec: FeatureSpec) -> "AnalysisPlan":
         schema = manifest.schema_proto(raw_spec)
         source = tfxio.TFExampleBeamRecord(physical_format="tfrecord", schema=schema)
         adapter = tfxio.TensorAdapterConfig(source.ArrowSchema(), source.TensorRepresentations())
-        analyzed = analyzed_features(self._preprocessing.preprocessing_fn(), adapter)
-        adapter = _zero_filled(adapter, raw_spec, analyzed)
-        side = {} if self._strata is None else {"strata": beam.pvalue.AsSingleton(self._strata)}
-        staged_dir = os.path.join(self._temp_dir, STAGED_DIR)
-        with tft_beam.Context(temp_dir=os.path.join(self._temp_dir, _TFT_TEMP_DIR)):
-            batches = (
-                units
-                | "TrainExamples" >> beam.ParDo(
-                    _TrainExamplesFn(self._reader, self._recipe, analyzed), **side)
-                # min = max: fixed-size batches, not Beam's adaptive sizing that
-                # starts at one example (and a TensorFlow call per example).
-                | "Batch" >> beam.BatchElements(min_batch_size=_BATCH_BYTES,
-                                                max_batch_size=_BATCH_BYTES,
-                                                element_size_fn=_batch_cost)
-                | "ToRecordBatches" >> beam.ParDo(_ToRecordBatchFn(schema.SerializeToString())))
-            transform_fn = ((batches, adapter)
-                            | "Analyze" >> tft_beam.AnalyzeDataset(
-                                self._preprocessing.preprocessing_fn()))
-            staged = transform_fn | "StageTransformFn" >> tft_beam.WriteTransformFn(staged_dir)
-        # The schema traced from the preprocessing_fn fixes every output's type
-        # and shape before the job runs; analysis adds only value domains.
-        passed_through = self._preprocessing.passed_through(raw_spec)
-        spec = transformed_spec(transform_fn[1].dataset_metadata.schema, raw_spec,
-                                passed_through)
-        return Analysis(staged, staged_dir, spec, passed_through)
+        analyzed = analyzed_features(preprocessing.preprocessing_fn(), adapter)
+        return cls(schema, _zero_filled(adapter, raw_spec, analyzed), analyzed)
+
+
+def fit_analysis(train, plan: AnalysisPlan, preprocessing: Preprocessing, raw_spec: FeatureSpec,
+         temp_dir: str) -> Analysis:
+    """The train examples' serialized analyzed features -> tf.Transform's
+    analysis, staged under `<temp_dir>/transform`."""
+    staged_dir = os.path.join(temp_dir, STAGED_DIR)
+    with tft_beam.Context(temp_dir=os.path.join(temp_dir, _TFT_TEMP_DIR)):
+        batches = (
+            train
+            # min = max: fixed-size batches, not Beam's adaptive sizing that
+            # starts at one example (and a TensorFlow call per example).
+            | "Batch" >> beam.BatchElements(min_batch_size=_BATCH_BYTES,
+                                            max_batch_size=_BATCH_BYTES,
+                                            element_size_fn=_batch_cost)
+            | "ToRecordBatches" >> beam.ParDo(_ToRecordBatchFn(plan.schema.SerializeToString())))
+        transform_fn = ((batches, plan.adapter)
+                        | "Analyze" >> tft_beam.AnalyzeDataset(preprocessing.preprocessing_fn()))
+        staged = transform_fn | "StageTransformFn" >> tft_beam.WriteTransformFn(staged_dir)
+    # The schema traced from the preprocessing_fn fixes every output's type
+    # and shape before the job runs; analysis adds only value domains.
+    passed_through = preprocessing.passed_through(raw_spec)
+    spec = transformed_spec(transform_fn[1].dataset_metadata.schema, raw_spec, passed_through)
+    return Analysis(staged, staged_dir, spec, passed_through)

@@ -21,7 +21,7 @@ format and its reader are transforms/format/record_index.py.
 from __future__ import annotations
 
 import struct
-from typing import Iterable, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 import google_crc32c
 from apache_beam.io.filesystem import CompressionTypes
@@ -31,7 +31,7 @@ from isal import isal_zlib
 from transforms.format.record_index import FRAME_OVERHEAD, index_text, masked_crc32c
 
 __all__ = ["COMPRESSIONS", "INDEX_SUFFIX", "SUFFIXES", "ShardRecord", "TFRecordWriter",
-           "shard_name", "write_tfrecords"]
+           "read_tfrecords", "shard_name", "write_tfrecords"]
 
 SUFFIXES = {"gzip": ".tfrecord.gz", "none": ".tfrecord"}
 COMPRESSIONS = tuple(SUFFIXES)
@@ -165,3 +165,18 @@ def write_tfrecords(path: str, records: Iterable[bytes], compression: str) -> TF
         for record in records:
             writer.write(record)
     return writer
+
+
+def read_tfrecords(path: str) -> Iterator[bytes]:
+    """The records of an uncompressed TFRecord file this writer wrote, each
+    frame's two CRCs checked: ValueError naming the file at the first frame
+    that is short or does not match."""
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        while header := f.read(12):
+            length, length_crc = struct.unpack("<QI", header) if len(header) == 12 else (0, None)
+            data = f.read(length) if length_crc == masked_crc32c(header[:8]) else b""
+            trailer = f.read(4)
+            if len(data) != length or len(trailer) != 4 or length_crc is None or (
+                    struct.unpack("<I", trailer)[0] != masked_crc32c(data)):
+                raise ValueError(f"{path}: a TFRecord frame is short or fails its CRC")
+            yield data

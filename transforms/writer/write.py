@@ -441,21 +441,36 @@ class WriteDataset(beam.PTransform):
         units = pbegin | "Units" >> PlanUnits(self._source)
         strata = (units | "StratifySplits" >> StratifySplits(recipe, reader)
                   if recipe.split_plan.stratify_by else None)
+        options = self._convert_options(None)
+        # A transform over written shards (TFX's shape) where the examples are
+        # written where they are built; fitted first, by a pass of its own, where
+        # they leave the converter (the global layout, an examples sink).
+        on_shards = config.preprocessing is not None and options.write_shards and \
+            not options.emit_examples
         analysis = None
-        if config.preprocessing is not None:
+        if config.preprocessing is not None and not on_shards:
             # Imported only when asked for: it loads TensorFlow and tf.Transform.
             from transforms.tft.stage import AnalyzeTrainSplit
             analysis = units | "Preprocess" >> AnalyzeTrainSplit(
                 config.preprocessing, reader, recipe, self._run.temp_dir, strata)
+            options = self._convert_options(analysis)
         duplicates = (units | "DuplicatesToDrop" >> DuplicatesToDrop(
             recipe, reader, strata, config.near_duplicates)
                       if config.duplicates == "drop" else None)
         pending = units | "SkipCommitted" >> SkipCommitted(self._run, reader.splittable)
         converted = pending.units | "Convert" >> ConvertUnits(
-            reader, recipe, self._convert_options(analysis), strata,
-            analysis.staged if analysis else None, duplicates and duplicates["dropped"])
+            reader, recipe, dataclasses.replace(options, compression="none") if on_shards
+            else options, strata, analysis.staged if analysis else None,
+            duplicates and duplicates["dropped"])
         receipts = ((converted[RECEIPTS], pending[REUSED])
                     | "AllReceipts" >> beam.Flatten())
+        if on_shards:
+            from transforms.writer.transformed import AnalyzeWrittenTrain, TransformShards
+            analysis = receipts | "Preprocess" >> AnalyzeWrittenTrain(
+                config.preprocessing, recipe.spec, self._run.temp_dir)
+            receipts = receipts | "Transform" >> TransformShards(
+                analysis, recipe.spec, self._run.temp_dir, config.compression,
+                config.target_shard_bytes)
         splittable = reader.splittable
         planned = units | "PlannedSpans" >> beam.Map(
             lambda u: (u.index, u.inputs if splittable else None))
