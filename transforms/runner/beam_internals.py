@@ -20,7 +20,9 @@ needs both, and reaches into Beam here and nowhere else:
   its default value from one not given (pipelines/dataset_job.py);
 - `sdk_harness`: `sdk_worker_main.create_harness`, which builds Beam's SDK
   harness from the environment variables Beam's worker boot program sets,
-  for the local worker pool's workers (transforms/runner/worker_zygote.py).
+  for the local worker pool's workers (transforms/runner/worker_zygote.py);
+  `serve`: the harness's data channels, to leave only once the runner has
+  closed them.
 
 `SUPPORTED` says whether the installed Beam is the one these were written for
 (setup.py pins it). On another version the jobs still run: the progress
@@ -47,7 +49,7 @@ from apache_beam.runners.worker.channel_factory import GRPCChannelFactory
 from google.protobuf import json_format, text_format
 
 __all__ = ["BEAM_VERSION", "BeamArgumentParser", "SUPPORTED", "declare_flags", "given_flags",
-           "sdk_harness", "watching_bundles"]
+           "sdk_harness", "serve", "watching_bundles"]
 
 # The Beam release these internals were read from and tested with.
 BEAM_VERSION = "2.77"
@@ -92,6 +94,26 @@ def sdk_harness(request: beam_fn_api_pb2.StartWorkerRequest):
     finally:
         start_up_log.setLevel(level)
     return harness
+
+
+def serve(harness, timeout_s: float = 10) -> None:
+    """Runs `harness` until the runner closes its control stream, then waits
+    (up to `timeout_s`) until the runner has closed each data stream too. A
+    worker process that left sooner would cut the streams the runner is still
+    closing, and the runner would log the cut as an error; Beam's own worker
+    processes hide that race behind their half second of interpreter exit."""
+    factory = harness._data_channel_factory
+    channels: list = []
+    close = factory.close
+
+    def closing():
+        channels.extend(factory._data_channel_cache.values())
+        close()
+
+    factory.close = closing
+    harness.run()
+    for channel in channels:
+        channel.wait(timeout_s)
 
 
 @contextlib.contextmanager

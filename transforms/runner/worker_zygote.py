@@ -47,7 +47,7 @@ def read_request(stream) -> beam_fn_api_pb2.StartWorkerRequest | None:
 def _run_worker(request: beam_fn_api_pb2.StartWorkerRequest) -> int:
     """A forked child's life: Beam's SDK harness until the runner closes it."""
     try:
-        beam_internals.sdk_harness(request).run()
+        beam_internals.serve(beam_internals.sdk_harness(request))
         return 0
     except BaseException:  # noqa: BLE001 - a child must never return into the loop
         traceback.print_exc()
