@@ -138,27 +138,27 @@ def part_timeline(corpus: str, workdir: str, repeats: int) -> None:
 def part_scaling(corpus: str, workdir: str, counts: list, repeats: int) -> list:
     print(f"\n2. scaling on {os.cpu_count()} cores: the job with N workers, N lean loops side by "
           f"side (median of {repeats})")
-    runs = {}
+    runs, workers = {}, {}  # name -> command, and its processes side by side
     for n in counts:
         runs[f"job {n}"] = _job(n, corpus, "{out}")
         runs[f"lean {n}"] = _leans(n, corpus, "{out}")
+        workers.update({f"job {n}": n, f"lean {n}": n})
     runs["job 2, Beam's workers"] = _job(2, corpus, "{out}", "--direct_running_mode",
                                          "multi_processing")
+    workers["job 2, Beam's workers"] = 2
     results = _timed(runs, corpus, workdir, repeats)
     seconds = {name: _median_seconds(measured) for name, measured in results.items()}
     print(f"{'run':24s} {'seconds':>8s} {'x 1 worker':>11s} {'x N leans':>10s} "
           f"{'peak RSS':>9s} {'per worker':>11s}")
     missed = []
     for name, measured in results.items():
-        n = 2 if name.endswith("workers") else int(name.split()[1])
+        n, job = workers[name], name.startswith("job")
         rss = statistics.median(run.peak_rss for run, _ in measured)
-        against_one = seconds["job 1"] / seconds[name] if name.startswith("job") else None
-        against_leans = seconds[f"lean {n}"] / seconds[name] if name.startswith("job") else None
-        print(f"{name:24s} {seconds[name]:8.2f} "
-              f"{f'{against_one:.2f}x' if against_one else '':>11s} "
-              f"{f'{against_leans:.2f}x' if against_leans else '':>10s} "
+        against_one = f"{seconds['job 1'] / seconds[name]:.2f}x" if job else ""
+        against_leans = f"{seconds[f'lean {n}'] / seconds[name]:.2f}x" if job else ""
+        print(f"{name:24s} {seconds[name]:8.2f} {against_one:>11s} {against_leans:>10s} "
               f"{rss / 2**20:5.0f} MiB {rss / n / 2**20:7.0f} MiB")
-        if name.startswith("job") and rss / n > MAX_RSS_PER_WORKER:
+        if job and rss / n > MAX_RSS_PER_WORKER:
             missed.append(f"{name}: {rss / n / 2**20:.0f} MiB a worker > 500 MiB")
     if "job 2" in seconds:
         for against, base in (("1 worker", "job 1"), ("two lean loops", "lean 2")):

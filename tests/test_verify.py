@@ -22,11 +22,11 @@ from PIL import Image
 
 from pipelines import tar_to_tfrecord
 from transforms.format.example_check import example_problems
+from transforms.format.records import RecordStream
 from transforms.format.spec import parse_features
 from transforms.testing.corpus import write_corpus
 from transforms.verify.dataset import verify_dataset
 from transforms.verify.examples import media_problems
-from transforms.verify.records import RecordStream
 from transforms.verify.shards import chosen_for_decoding
 
 FRAMES = ["--cut", "frames", "--video_field", "mp4", "--audio_fields", "flac", "--fps", "4",

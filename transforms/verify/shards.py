@@ -1,6 +1,6 @@
 """One shard against its manifest entry: `check_shard`, and `VerifyShards` running it.
 
-Per shard, a verification reads every byte once (transforms/verify/records.py)
+Per shard, a verification reads every byte once (transforms/format/records.py)
 and checks that:
 
 - every record's framing and CRCs, and a gzip file's stream and trailer, hold;
@@ -28,10 +28,10 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.format.example_check import example_problems, parse_example, stored_values
 from transforms.format.record_index import index_text
+from transforms.format.records import RecordStream
 from transforms.format.sample import SOURCE_KEY
 from transforms.format.spec import FeatureSpec
 from transforms.verify.examples import media_problems
-from transforms.verify.records import RecordStream
 
 __all__ = ["ShardReport", "VerifyShards", "check_shard", "chosen_for_decoding"]
 

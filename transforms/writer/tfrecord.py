@@ -29,6 +29,7 @@ from apache_beam.io.filesystems import FileSystems
 from isal import isal_zlib
 
 from transforms.format.record_index import FRAME_OVERHEAD, index_text, masked_crc32c
+from transforms.format.records import RecordStream
 
 __all__ = ["COMPRESSIONS", "INDEX_SUFFIX", "SUFFIXES", "ShardRecord", "TFRecordWriter",
            "read_tfrecords", "shard_name", "write_tfrecords"]
@@ -168,15 +169,18 @@ def write_tfrecords(path: str, records: Iterable[bytes], compression: str) -> TF
 
 
 def read_tfrecords(path: str) -> Iterator[bytes]:
-    """The records of an uncompressed TFRecord file this writer wrote, each
-    frame's two CRCs checked: ValueError naming the file at the first frame
-    that is short or does not match."""
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-        while header := f.read(12):
-            length, length_crc = struct.unpack("<QI", header) if len(header) == 12 else (0, None)
-            data = f.read(length) if length_crc == masked_crc32c(header[:8]) else b""
-            trailer = f.read(4)
-            if len(data) != length or len(trailer) != 4 or length_crc is None or (
-                    struct.unpack("<I", trailer)[0] != masked_crc32c(data)):
-                raise ValueError(f"{path}: a TFRecord frame is short or fails its CRC")
-            yield data
+    """The records of an uncompressed TFRecord file, read and checked as
+    verify reads them (transforms/format/records.py): ValueError naming the
+    file at its first problem."""
+    def chunks():
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            while chunk := f.read(_WRITE_BUFFER):
+                yield chunk
+
+    stream = RecordStream(chunks(), "none")
+    for record in stream:
+        if stream.problems:
+            break
+        yield record.data
+    if stream.problems:
+        raise ValueError(f"{path}: {stream.problems[0]}")

@@ -441,14 +441,18 @@ class WriteDataset(beam.PTransform):
         units = pbegin | "Units" >> PlanUnits(self._source)
         strata = (units | "StratifySplits" >> StratifySplits(recipe, reader)
                   if recipe.split_plan.stratify_by else None)
+        # Preprocessing where the examples are written where they are built takes
+        # TFX's shape: converted untransformed (uncompressed, to be read back), then
+        # fitted on the train shards and applied to the shards. Where they leave the
+        # converter (the global layout, an examples sink), it is fitted first, by a
+        # pass of its own, and applied as each example is built.
         options = self._convert_options(None)
-        # A transform over written shards (TFX's shape) where the examples are
-        # written where they are built; fitted first, by a pass of its own, where
-        # they leave the converter (the global layout, an examples sink).
-        on_shards = config.preprocessing is not None and options.write_shards and \
-            not options.emit_examples
+        on_shards = (config.preprocessing is not None and options.write_shards
+                     and not options.emit_examples)
         analysis = None
-        if config.preprocessing is not None and not on_shards:
+        if on_shards:
+            options = dataclasses.replace(options, compression="none")
+        elif config.preprocessing is not None:
             # Imported only when asked for: it loads TensorFlow and tf.Transform.
             from transforms.tft.stage import AnalyzeTrainSplit
             analysis = units | "Preprocess" >> AnalyzeTrainSplit(
@@ -459,8 +463,7 @@ class WriteDataset(beam.PTransform):
                       if config.duplicates == "drop" else None)
         pending = units | "SkipCommitted" >> SkipCommitted(self._run, reader.splittable)
         converted = pending.units | "Convert" >> ConvertUnits(
-            reader, recipe, dataclasses.replace(options, compression="none") if on_shards
-            else options, strata, analysis.staged if analysis else None,
+            reader, recipe, options, strata, analysis.staged if analysis else None,
             duplicates and duplicates["dropped"])
         receipts = ((converted[RECEIPTS], pending[REUSED])
                     | "AllReceipts" >> beam.Flatten())
