@@ -19,6 +19,7 @@ setuptools.setup(
         "isal>=1.6",
         "soundfile>=0.12",
         "soxr>=0.3",
+        "kaldi-native-fbank>=1.20",  # Kaldi's fbank and MFCC (transforms/media/features.py)
         "av>=14",  # VideoFrame.rotation
         "pillow>=10",
         "matplotlib>=3.8",  # pipelines.inspect --report

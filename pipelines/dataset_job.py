@@ -30,6 +30,7 @@ from transforms.format.spec import FeatureSpec, parse_features
 from transforms.format.text import comma_list
 from transforms.media.audio import AudioOptions
 from transforms.media.cutting import CutOptions, media_fields, with_cut_features
+from transforms.media.features import AudioFeatures
 from transforms.media.frames import FrameOptions
 from transforms.media.windows import WindowOptions
 from transforms.recipe import sample_ops
@@ -118,6 +119,14 @@ def cut_options(options: PipelineOptions) -> CutOptions:
         crop_to_boxes=opts.boxes_from == "segment",
         min_duration_s=opts.min_duration_s,
         max_duration_s=opts.max_duration_s,
+        audio_features=AudioFeatures(
+            kind=opts.audio_features,
+            num_mel_bins=opts.num_mel_bins,
+            num_ceps=opts.num_ceps,
+            frame_ms=opts.feature_frame_ms,
+            shift_ms=opts.feature_shift_ms,
+            keep_waveform=opts.keep_waveform,
+        ),
     )
 
 

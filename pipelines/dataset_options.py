@@ -10,6 +10,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.flag_types import FUNCTION, GS_PATH, Flag, FlagTable
 from transforms.media.cutting import MODES
+from transforms.media.features import FEATURE_KINDS
 from transforms.writer.write import COMPRESSIONS, SHUFFLES
 
 __all__ = ["DatasetOptions"]
@@ -105,8 +106,10 @@ class DatasetOptions(FlagTable, PipelineOptions):
              parameters=("mode", "cut.mode"),
              help="How samples become examples: none (one example per sample), audio_windows, "
                   "frames (a frame with the audio window centred on it), clips, segments (one "
-                  "example per segment: its audio, as long as the segment). With "
-                  "--segments_field or --segment_columns, every cut works inside each segment."),
+                  "example per segment: its audio, as long as the segment), utterances (one "
+                  "example per sample: its whole audio decoded, with duration_s and "
+                  "num_samples). With --segments_field or --segment_columns, every cut works "
+                  "inside each segment."),
         Flag("segments_field", "cutting", default="", example="rttm", recorded=True,
              parameters=("segments.field",),
              help="The field holding each recording's time-aligned segments: RTTM, JSON (a list "
@@ -206,6 +209,27 @@ class DatasetOptions(FlagTable, PipelineOptions):
         Flag("box_margin", "cutting", type=float, default=0.0, example="0.25", recorded="cut",
              help="With --boxes_from, widen each box by this fraction of its width and height "
                   "on every side (then clipped to the frame)."),
+        Flag("audio_features", "audio features", default="", choices=("", *FEATURE_KINDS),
+             recorded="cut", parameters=("kind",),
+             help="Compute features from each example's audio (a window, an utterance, a "
+                  "segment, the audio around a frame) as float32[frames, bins], a feature named "
+                  "after their kind: fbank and mfcc as Kaldi computes them (no dither), logmel "
+                  "as tf.signal does (a Keras model's online features). Their per-bin mean and "
+                  "variance on each split go in the manifest; load(..., normalize='global') "
+                  "applies train's."),
+        Flag("num_mel_bins", "audio features", type=int, default=80, recorded="cut",
+             help="Mel bands of fbank and logmel features (MFCCs are computed from them)."),
+        Flag("num_ceps", "audio features", type=int, default=13, recorded="cut",
+             help="MFCCs a frame, the first the frame's log energy (--audio_features mfcc)."),
+        Flag("feature_frame_ms", "audio features", type=float, default=25.0, recorded="cut",
+             parameters=("frame_ms",), label="Feature frame length (ms)",
+             help="Feature frame length, milliseconds."),
+        Flag("feature_shift_ms", "audio features", type=float, default=10.0, recorded="cut",
+             parameters=("shift_ms",), label="Feature frame shift (ms)",
+             help="Feature frame shift, milliseconds."),
+        Flag("keep_waveform", "audio features", switch=True, recorded="cut",
+             help="Write each example's audio as well as its features (by default the features "
+                  "replace it)."),
         Flag("shuffle", "output", default="none", choices=tuple(SHUFFLES), recorded=True,
              help="Where examples are written. none (default): each worker writes the examples it "
                   "builds, in source order, into rolling shards: nothing is shuffled, memory stays "

@@ -25,7 +25,8 @@ them); everything else is internal. Each is imported when first used, so
 - building examples: `CutSamples` (example dicts) and `BuildExamples`
   (encoded), each giving an `ExampleResult` (`.examples`, `.failures`);
   `ExampleRecipe`, `FeatureSpec`, `SplitPlan`, `SegmentOptions`,
-  `CutOptions` (with its `AudioOptions`, `WindowOptions`, `FrameOptions`),
+  `CutOptions` (with its `AudioOptions`, `WindowOptions`, `FrameOptions`,
+  `AudioFeatures`),
   `decode_audio`, `Preprocessing` (tf.Transform);
 - writing a dataset: `WriteDataset` over a Source, a result or any
   PCollection of dicts, with the failures of the steps before it;
@@ -62,6 +63,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see of the names loaded on firs
     from transforms.format.spec import FeatureSpec
     from transforms.media.audio import AudioOptions, decode_audio
     from transforms.media.cutting import CutOptions
+    from transforms.media.features import AudioFeatures
     from transforms.media.frames import FrameOptions
     from transforms.media.windows import WindowOptions
     from transforms.recipe.examples import ExampleRecipe
@@ -98,6 +100,7 @@ _EXPORTS = {
     "decode_audio": "transforms.media.audio",
     "CutOptions": "transforms.media.cutting",
     "AudioOptions": "transforms.media.audio",
+    "AudioFeatures": "transforms.media.features",
     "WindowOptions": "transforms.media.windows",
     "FrameOptions": "transforms.media.frames",
     "WriteDataset": "transforms.writer.write",

@@ -49,7 +49,9 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
                    transform: Mapping[str, Any] | None = None, recipe_fingerprint: str = "",
                    ledger: str | None = None,
                    durations: Mapping[str, Any] | None = None,
-                   duplicates: Mapping[str, Any] | None = None) -> dict:
+                   duplicates: Mapping[str, Any] | None = None,
+                   statistics: Mapping[str, Any] | None = None,
+                   audio_features: Mapping[str, Any] | None = None) -> dict:
     """The manifest.json document (a JSON-ready dict).
 
     Every split named by the options is listed, with zero examples if none fell
@@ -65,7 +67,10 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
     bucket boundaries. `recipe_fingerprint` and `ledger` (its units.jsonl) let a rerun with
     --resume or --retry_failed reuse its units (transforms/writer/ledger.py).
     `duplicates` is the duplicate check's summary (transforms/writer/duplicates.py),
-    None when it was off.
+    None when it was off. `statistics` ({feature: {split: {"count", "mean",
+    "variance"}}}, transforms/recipe/statistics.py) are the per-value
+    statistics of the audio features and waveforms the cut made;
+    `audio_features` ({feature: its description}) what the audio features are.
     """
     splits = {name: dict(splits.get(name, {"num_examples": 0, "num_bytes": 0, "shards": []}))
               for name in split_names}
@@ -95,6 +100,8 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
         **({"duplicates": {**duplicates, "file": DUPLICATES_FILE if duplicates["groups"]
                            else None}} if duplicates is not None else {}),
         **({"transform": dict(transform)} if transform is not None else {}),
+        **({"audio_features": dict(audio_features)} if audio_features else {}),
+        **({"statistics": dict(statistics)} if statistics else {}),
     }
 
 
@@ -262,6 +269,12 @@ class DatasetInfo:
     def warnings(self) -> list:
         """What the run warned of (an empty split allowed, a lopsided one, duplicates)."""
         return self.document.get("warnings", [])
+
+    @property
+    def statistics(self) -> Mapping[str, Any]:
+        """{feature: {split: {"count", "mean", "variance"}}}: the per-value
+        statistics of the audio features and waveforms a cut made."""
+        return self.document.get("statistics", {})
 
     @property
     def summary(self) -> str:

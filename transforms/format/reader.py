@@ -121,7 +121,10 @@ def parsing_spec(spec: FeatureSpec) -> dict:
     for f in spec:
         dtype = _TF_DTYPES[f.kind]
         if f.is_variable:
-            features[f.name] = tf.io.RaggedFeature(dtype=dtype, row_splits_dtype=tf.int64)
+            # Inner dimensions (a [*, 80] filterbank) are uniform rows of the flat list.
+            inner = tuple(tf.io.RaggedFeature.UniformRowLength(d) for d in f.stored_shape[1:])
+            features[f.name] = tf.io.RaggedFeature(dtype=dtype, row_splits_dtype=tf.int64,
+                                                   partitions=inner)
         else:
             features[f.name] = tf.io.FixedLenFeature(list(f.stored_shape), dtype)
     return features
@@ -150,6 +153,55 @@ def decode_features(spec: FeatureSpec, parsed: dict) -> dict:
         elif f.dtype in _CAST_DTYPES:
             out[f.name] = tf.cast(parsed[f.name], _CAST_DTYPES[f.dtype])
     return out
+
+
+_NORMALIZE = ("global", "utterance")
+_VARIANCE_FLOOR = 1e-10
+
+
+def _normalizer(info: DatasetInfo, names: list, normalize: str | None):
+    """The batch -> batch function `load`'s `normalize` asks for."""
+    if normalize is None:
+        return lambda batch: batch
+    if normalize not in _NORMALIZE:
+        raise ValueError(f"normalize {normalize!r}: expected one of {', '.join(_NORMALIZE)}")
+    measured = [name for name in names if name in info.statistics]
+    if not measured:
+        raise ValueError(f"normalize: none of {names} has statistics in the manifest (audio "
+                         f"features and waveforms a cut made have; this dataset's: "
+                         f"{sorted(info.statistics) or 'none'})")
+    if normalize == "utterance":
+        return lambda batch: {**batch, **{name: _utterance_cmvn(batch[name]) for name in measured}}
+    shifts = {}
+    for name in measured:
+        train = info.statistics[name].get("train")
+        if train is None:
+            raise ValueError(f"normalize='global': {name} has no statistics of a train split")
+        shifts[name] = (tf.constant(train["mean"], tf.float32), tf.constant(
+            [max(v, _VARIANCE_FLOOR) ** -0.5 for v in train["variance"]], tf.float32))
+
+    def apply(batch):
+        out = dict(batch)
+        for name, (mean, scale) in shifts.items():
+            out[name] = _per_value(batch[name], lambda v, m=mean, s=scale: (v - m) * s)
+        return out
+    return apply
+
+
+def _per_value(values, fn):
+    """`fn` on a dense or ragged batch whose last axis is a row's values (a
+    waveform's rows are single values)."""
+    if isinstance(values, tf.RaggedTensor):
+        return tf.ragged.map_flat_values(fn, values)
+    return fn(values)
+
+
+def _utterance_cmvn(values):
+    """Each example's values less their mean over its frames (axis 1), over
+    their deviation."""
+    mean = tf.reduce_mean(values, axis=1, keepdims=True)
+    variance = tf.reduce_mean(tf.square(values - mean), axis=1, keepdims=True)
+    return (values - mean) * tf.math.rsqrt(tf.maximum(variance, _VARIANCE_FLOOR))
 
 
 def _random_crop(batch: dict, crops: dict, seed: int | None) -> dict:
@@ -324,6 +376,7 @@ def load(output_dir: str | os.PathLike, split: str = "train", batch_size: int | 
          global_shuffle: bool = False, seed: int | None = None, repeat: bool = False,
          drop_remainder: bool = False, shard: tuple | None = None, start: int = 0,
          random_crop: dict | None = None, bucket_by_duration: bool | list = False,
+         normalize: str | None = None,
          num_parallel_reads: int = tf.data.AUTOTUNE) -> tf.data.Dataset:
     """A tf.data pipeline over one split: reads, batched parsing and decoding, prefetch.
 
@@ -373,6 +426,13 @@ def load(output_dir: str | os.PathLike, split: str = "train", batch_size: int | 
     bucket, and its count is no longer known ahead. It reads the streamed
     order (not `global_shuffle` or `shard`).
 
+    Audio features and waveforms a cut made have statistics in the manifest
+    (`info.statistics`): `normalize="global"` subtracts the train split's
+    per-value mean from each and divides by its standard deviation (global
+    CMVN, fitted on train whatever split is read); `"utterance"` uses each
+    example's own mean and deviation over its frames (per-utterance CMVN).
+    A variance under 1e-10 counts as 1e-10.
+
     >>> import apache_beam as beam, transforms as dg
     >>> with dg.make_pipeline() as p:   # a dataset to read: 32 examples, one split
     ...     _ = (p | beam.Create([{"emb": [float(i)] * 4, "label": i % 2} for i in range(32)])
@@ -385,6 +445,7 @@ def load(output_dir: str | os.PathLike, split: str = "train", batch_size: int | 
     """
     info = load_info(output_dir)
     names, single = _selection(info.spec, features, label_key)
+    normalized = _normalizer(info, names, normalize)
     crops = dict(random_crop or {})
     _check_crops(info.spec, crops)
     if set(crops) - set(names):
@@ -425,6 +486,7 @@ def load(output_dir: str | os.PathLike, split: str = "train", batch_size: int | 
     def parse(batch):
         serialized = read(batch) if indexed else batch
         parsed = decode_features(spec, tf.io.parse_example(serialized, parsing))
+        parsed = normalized(parsed)
         parsed = _random_crop(parsed, crops, seed) if crops else parsed
         return _arrange(parsed, names, single, as_tuple, label_key)
 

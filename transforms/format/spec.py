@@ -165,6 +165,10 @@ class Feature:
                                  f"outside the int32 range")
         n = len(values)
         expected = None if self.is_variable else math.prod(self.stored_shape)
+        row = math.prod(self.stored_shape[1:]) if self.is_variable else 1
+        if n % row:
+            raise ValueError(f"feature {self.name!r} (from {self.source!r}) has {n} values, "
+                             f"not whole rows of shape {list(self.shape)}")
         if expected is not None and n != expected:
             raise ValueError(
                 f"feature {self.name!r} (from {self.source!r}) has {n} values, "

@@ -12,7 +12,14 @@ what the cut made and where it came from:
 - `clips`: `frames` (K consecutive sampled frames) and `audio`, the span from
   the first frame's time lasting K / fps seconds;
 - `segments`: the whole of a segment: its `audio` (as long as the segment
-  is) and, with a video, its `frames` (as many as it has, JPEGs).
+  is) and, with a video, its `frames` (as many as it has, JPEGs);
+- `utterances`: the whole of a sample's audio (a segment's, when it has
+  segments) as one example, `audio` as long as it is, with `duration_s` and
+  `num_samples`.
+
+With `audio_features` (transforms/media/features.py), every example's audio also
+becomes filterbank, log-mel or MFCC frames, a feature named after their
+kind (`fbank`), which replaces the audio unless `keep_waveform`.
 
 A segment of a recording (a sample with `__span__`, made by
 transforms/recipe/segments.py) is cut the same way inside its span only: its
@@ -47,7 +54,8 @@ from transforms.format.sample import KEY, SOURCE_KEY, SPAN
 from transforms.format.segments import BoxTrack
 from transforms.format.spec import Feature
 from transforms.media.audio import AudioOptions, stream_audio
-from transforms.media.decoded import MediaError
+from transforms.media.decoded import MediaError, staged
+from transforms.media.features import FEATURE_KINDS, AudioFeatures, compute_features
 from transforms.media.frames import FrameOptions
 from transforms.media.image_sequence import (
     IMAGE_SEQUENCE,
@@ -61,8 +69,8 @@ from transforms.media.windows import AudioTimeline, OutsideAudio, WindowOptions,
 __all__ = ["CutOptions", "MODES", "cut_sample", "media_features", "media_fields",
            "with_cut_features"]
 
-MODES = ("none", "audio_windows", "frames", "clips", "segments")
-_MEDIA_FEATURES = ("audio", "frame", "frames")
+MODES = ("none", "audio_windows", "frames", "clips", "segments", "utterances")
+_MEDIA_FEATURES = ("audio", "frame", "frames", *FEATURE_KINDS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +104,8 @@ class CutOptions:
     # Samples whose media last less or more are filtered ("duration"); 0: no bound.
     min_duration_s: float = 0.0
     max_duration_s: float = 0.0
+    # Filterbank, log-mel or MFCC frames of every example's audio.
+    audio_features: AudioFeatures = AudioFeatures()
 
     def __post_init__(self):
         check_choice("mode", self.mode, MODES)
@@ -112,13 +122,19 @@ class CutOptions:
         if self.crop_to_boxes and not self._uses_frames:
             raise ArgumentError("crop_to_boxes", "crops frames: {mode} frames or clips, or "
                                 "segments with {video_field}")
+        if self.audio_features and not (self.mode != "none" and self._uses_audio):
+            raise ArgumentError("audio_features", f"are computed from the audio a cut decodes: not "
+                                f"with {{mode}} {self.mode}" + (" (whole utterances: "
+                                "{mode} utterances)" if self.mode == "none" else ""))
+        if self.audio_features and self.audio.sample_rate is None:
+            raise ArgumentError("audio_features", "need a fixed {audio.sample_rate}")
         if self.mode == "none":
             return
         mode = self.mode
         if self.audio.sample_rate is None and self._uses_audio:
             raise ArgumentError("mode", f"{mode} needs {{audio.sample_rate}} (examples have a "
                                 "fixed length)")
-        if self.mode in ("audio_windows", "segments") and not (
+        if self.mode in ("audio_windows", "segments", "utterances") and not (
                 self.audio_fields or self.video_field):
             raise ArgumentError("mode", f"{mode} needs {{audio_fields}} or {{video_field}}")
         if self.mode in ("frames", "clips") and not self.video_field:
@@ -147,6 +163,15 @@ class CutOptions:
         return tuple(f.name for f in self.features if f.name in _MEDIA_FEATURES)
 
     @property
+    def measured_features(self) -> tuple:
+        """(name, values a row) of the features whose statistics a job keeps
+        (transforms/recipe/statistics.py): the audio features' per value of a
+        frame, a float waveform's level."""
+        return tuple((f.name, f.shape[-1]) if f.name in FEATURE_KINDS else (f.name, 1)
+                     for f in self.features
+                     if f.name in FEATURE_KINDS or f.name == "audio" and f.dtype == "float")
+
+    @property
     def streamed_fields(self) -> frozenset:
         """The fields this cut decodes as a stream (it never needs their bytes whole)."""
         if self.mode == "none":
@@ -167,7 +192,7 @@ class CutOptions:
 
     @property
     def _uses_audio(self) -> bool:
-        return (self.mode == "audio_windows" or self.with_audio
+        return (self.mode in ("audio_windows", "utterances") or self.with_audio
                 or self.mode == "segments" and not self.video_field)
 
     @property
@@ -193,12 +218,18 @@ def media_features(options: CutOptions) -> tuple:
     audio_dtype = "int16" if options.audio.dtype == "int16" else "float"
     audio_seconds = {"audio_windows": options.windows.window_s, "frames": options.av_window_s,
                      "clips": options.clip_frames / (options.frames.fps or 1),
-                     "segments": None}[options.mode]
+                     "segments": None, "utterances": None}[options.mode]
     features = []
     if options._uses_audio:
         length = None if audio_seconds is None else options.samples_in(audio_seconds)
-        features.append(Feature("audio", audio_dtype, (length,),
-                                sample_rate=options.audio.sample_rate))
+        if options.audio_features:
+            frames = None if length is None else options.audio_features.num_frames(
+                length, options.audio.sample_rate)
+            features.append(Feature(options.audio_features.kind, "float",
+                                    (frames, options.audio_features.dims)))
+        if options.audio_features.keep_waveform or not options.audio_features:
+            features.append(Feature("audio", audio_dtype, (length,),
+                                    sample_rate=options.audio.sample_rate))
     if options._uses_frames:
         height, width = options.frames.size
         image_dtype = "jpeg" if options.frames.image_format == "jpeg" else "uint8"
@@ -206,6 +237,8 @@ def media_features(options: CutOptions) -> tuple:
         count = options.clip_frames if options.mode == "clips" else None
         features.append(Feature("frame", image_dtype, shape) if options.mode == "frames"
                         else Feature("frames", image_dtype, (count, *shape)))
+    if options.mode == "utterances":
+        features += length_features(("audio",), "")
     features += [Feature(SOURCE_KEY, "bytes"), Feature("start_time", "float"),
                  Feature("end_time", "float")]
     return tuple(features)
@@ -221,7 +254,7 @@ def with_cut_features(features: Sequence[Feature], options: CutOptions) -> tuple
     for feature in features:
         made = by_name.get(feature.name)
         if made is not None and (feature.dtype, feature.shape) != (made.dtype, made.shape):
-            raise ArgumentError("features", f"declare {feature.name!r} as {feature.dtype}"
+            raise ArgumentError("audio_features", f"declare {feature.name!r} as {feature.dtype}"
                                 f"{list(feature.shape)}, but the cut makes it {made.dtype}"
                                 f"{list(made.shape)}: leave it out, the cut declares it")
     return cut_features + tuple(f for f in features if f.name not in by_name)
@@ -333,12 +366,23 @@ def _segment_example(sample, base, options, span, stats, tap) -> Iterator[dict]:
     if options._uses_frames:
         example["frames"] = [_image(frame) for frame in _frames(sample, options, span)]
     if options._uses_audio:
-        blocks = list(_audio_stream(sample, options, span, stats, tap))
-        audio = np.concatenate([block.samples for block in blocks])
-        start = blocks[0].start
-        example.update(audio=audio, start_time=start,
-                       end_time=start + len(audio) / blocks[0].sample_rate)
+        audio, start, end = _whole_audio(sample, options, span, stats, tap)
+        example.update(audio=audio, start_time=start, end_time=end)
     yield example
+
+
+def _utterance_example(sample, base, options, span, stats, tap) -> Iterator[dict]:
+    audio, start, end = _whole_audio(sample, options, span, stats, tap)
+    yield {**base, "audio": audio, "duration_s": end - start, "num_samples": len(audio),
+           "start_time": start, "end_time": end}
+
+
+def _whole_audio(sample, options, span, stats, tap) -> tuple[np.ndarray, float, float]:
+    """The sample's (its span's) audio in one array, with its start and end time."""
+    blocks = list(_audio_stream(sample, options, span, stats, tap))
+    audio = np.concatenate([block.samples for block in blocks])
+    start = blocks[0].start
+    return audio, start, start + len(audio) / blocks[0].sample_rate
 
 
 def _frame_examples(sample, base, options, span, stats, tap) -> Iterator[dict]:
@@ -407,8 +451,24 @@ def cut_sample(sample: Mapping[str, Any], options: CutOptions,
     base[SOURCE_KEY] = sample[KEY] if span is None else span.recording
     span = None if span is None else _checked_span(span)
     cut = {"audio_windows": _audio_windows, "segments": _segment_example,
-           "frames": _frame_examples, "clips": _clip_examples}[options.mode]
-    yield from cut(sample, base, options, span, stats, audio_tap)
+           "utterances": _utterance_example, "frames": _frame_examples,
+           "clips": _clip_examples}[options.mode]
+    examples = cut(sample, base, options, span, stats, audio_tap)
+    yield from (_with_features(examples, options, sample) if options.audio_features
+                else examples)
+
+
+def _with_features(examples: Iterator[dict], options: CutOptions,
+                   sample: Mapping[str, Any]) -> Iterator[dict]:
+    """Each example with its audio's features (the audio dropped unless kept)."""
+    rate = options.audio.sample_rate
+    for example in examples:
+        features = staged("features", _audio_source(sample, options), compute_features,
+                          example["audio"], rate, options.audio_features)
+        example = {**example, options.audio_features.kind: features}
+        if not options.audio_features.keep_waveform:
+            del example["audio"]
+        yield example
 
 
 def _checked_span(span) -> tuple[float, float]:

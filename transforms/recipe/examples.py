@@ -37,6 +37,7 @@ from transforms.recipe.fingerprints import ContentHash, member_fingerprints, str
 from transforms.recipe.near_duplicates import NEAR, NearTap, near_fingerprints
 from transforms.recipe.segments import SegmentOptions, segment_samples
 from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan, Strata
+from transforms.recipe.statistics import StatisticsTap
 
 # Protobuf parses no message of 2 GiB or more: an example that large could be
 # written but never read back.
@@ -153,6 +154,7 @@ class Built:
     fingerprints: tuple = ()          # (kind, digest) of its media members
     content: ContentHash | None = None  # fed its examples' media as they are built
     near: NearTap | None = None         # fed the audio its cut decodes
+    statistics: StatisticsTap | None = None  # fed its examples' audio features
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,9 +234,10 @@ class _SampleCoercion:
 
 def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
               example_fn, stats: dict, content: ContentHash | None,
-              near: NearTap | None) -> Iterator[tuple]:
+              near: NearTap | None, statistics: StatisticsTap | None) -> Iterator[tuple]:
     """(order key, serialized, duration) for each example the sample is cut into;
-    `content` is fed each one's media, `near` the audio the cut decodes."""
+    `content` is fed each one's media, `near` the audio the cut decodes,
+    `statistics` its features' values."""
     coerce = _SampleCoercion(recipe.spec)
     examples = cut_sample(sample, recipe.cut, stats, near)
     for index, example in enumerate(_stage_iter("cut", examples)):
@@ -253,6 +256,8 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
             raise StageError("encode", ValueError(
                 f"example {index} is {len(serialized)} bytes; protobuf reads none over "
                 f"{PROTOBUF_LIMIT} (cut the media into smaller examples)"))
+        if statistics is not None:
+            statistics.update(coerced)
         order = stable_hash64(f"{sample[KEY]}#{index}", b"datagen-order")
         yield order, serialized, _duration(coerced)
 
@@ -337,9 +342,11 @@ def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
     elif recipe.near_fingerprints:
         fingerprints += _stage("fingerprint", near_fingerprints, sample, cut.audio_fields,
                                cut.video_field, cut.audio)
+    measured = cut.measured_features
+    statistics = StatisticsTap(measured) if measured else None
     return Built(split, _examples(sample, recipe, encoder, example_fn,
-                                  stats if stats is not None else {}, content, near),
-                 group, label, fingerprints, content, near)
+                                  stats if stats is not None else {}, content, near, statistics),
+                 group, label, fingerprints, content, near, statistics)
 
 
 def _media_members(sample: Mapping[str, Any], cut: CutOptions) -> set:
@@ -370,6 +377,7 @@ class SampleOutcome(NamedTuple):
     failure: StageError | None = None
     durations: tuple = ()           # of its examples, seconds (those that have one)
     fingerprints: tuple = ()        # (kind, digest): transforms/recipe/fingerprints.py
+    moments: tuple = ()             # (feature, Moments) of its examples: recipe/statistics.py
 
 
 def convert_serialized(data: bytes, key: str, recipe: ExampleRecipe,
@@ -421,11 +429,16 @@ def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
                 durations.append(duration)
     except StageError as e:
         return SampleOutcome(built.split, emitted, built.group, built.label, failure=e,
-                             durations=tuple(durations))
+                             durations=tuple(durations), moments=_moments(built))
     if not emitted:
         return SampleOutcome(filtered="no_examples")
     content = built.content.fingerprints() if built.content is not None else ()
     near = built.near.fingerprints() if built.near is not None else ()
     return SampleOutcome(built.split, emitted, built.group, built.label,
                          durations=tuple(durations),
-                         fingerprints=built.fingerprints + near + content)
+                         fingerprints=built.fingerprints + near + content,
+                         moments=_moments(built))
+
+
+def _moments(built: Built) -> tuple:
+    return built.statistics.moments() if built.statistics is not None else ()

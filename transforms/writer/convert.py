@@ -23,9 +23,11 @@ failed segment is ("failed", "segment"))
 and checks samples read = written + filtered + failed, and the same of
 segments), the distinct
 (group key, split) pairs the leakage check needs, its written samples'
-content fingerprints (transforms/writer/duplicates.py), its shards and its
-dead letters. With shards written here, the receipt is also written into the run's
-folder once they are closed, so a rerun with --resume can skip the unit.
+content fingerprints (transforms/writer/duplicates.py), the sums of its
+examples' feature statistics per split (transforms/recipe/statistics.py),
+its shards and its dead letters. With shards written here, the receipt is
+also written into the run's folder once they are closed, so a rerun with
+--resume can skip the unit.
 
 A PCollection's elements may be examples a cut already made (CutSamples'
 dicts, `ConvertOptions.elements_are_examples`): each is then tallied as a
@@ -68,6 +70,7 @@ from transforms.recipe.examples import (
     recipe_samples,
 )
 from transforms.recipe.segments import overlapping
+from transforms.recipe.statistics import add_moments
 from transforms.runner.counters import counter
 from transforms.sources.units import Failed, SplittableUnits, WorkUnit, streaming
 from transforms.writer.ledger import UnitReceipt, write_receipt
@@ -121,6 +124,7 @@ class _Work:
     failures: list = dataclasses.field(default_factory=list)
     fingerprints: list = dataclasses.field(default_factory=list)
     keys_seen: set | None = None    # (url, key) converted, when a repeat is a dead letter
+    moments: dict = dataclasses.field(default_factory=dict)   # (split, feature) -> Moments
 
     def receipt(self, unit: int, span: tuple | None, inputs: tuple,
                 versions: tuple) -> UnitReceipt:
@@ -129,7 +133,7 @@ class _Work:
             unit, span, inputs, tuple(sorted(self.tallies.items(), key=repr)),
             tuple(sorted(self.groups, key=repr)),
             tuple(self.shards.close()) if self.shards else (), tuple(self.failures), versions,
-            tuple(self.fingerprints))
+            tuple(self.fingerprints), tuple(sorted(self.moments.items())))
 
 
 # The tallies of what is converted as a sample but is not one: a recording's
@@ -309,6 +313,9 @@ class _ConvertFn(beam.DoFn):
             work.groups.add((outcome.group, outcome.split))
             work.fingerprints += [(kind, digest, outcome.split, sample.get(KEY),
                                    sample.get(URL, "")) for kind, digest in outcome.fingerprints]
+        for feature, moments in outcome.moments:
+            key = (outcome.split, feature)
+            work.moments[key] = add_moments(work.moments.get(key), moments)
         work.failures += self._count_outcome(sample, outcome, stats, unit)
 
     def _flush(self, work: "_Work") -> Iterator:

@@ -54,6 +54,7 @@ from transforms.format.durations import split_durations
 from transforms.format.manifest import summary_line
 from transforms.format.spec import FeatureSpec
 from transforms.recipe.splits import split_balance
+from transforms.recipe.statistics import Moments, merge_moments, statistics_entry
 from transforms.storage.folders import (
     delete_if_exists,
     ensure_dir,
@@ -465,9 +466,10 @@ class _PublishFn(beam.DoFn):
             tfds_metadata.tfds_dataset_info(tfds_metadata.dataset_name(output), info["splits"],
                                             description), indent=2) + "\n")
 
-    # `moved` only orders this step after every move; `ledger_parts` are the
-    # ledger's part files, when the dataset keeps one.
-    def process(self, plan: CommitPlan, moved, ledger_parts=None):  # noqa: ARG002
+    # `moved` only orders this step after every move; `statistics` the merged
+    # Moments by (split, feature); `ledger_parts` are the ledger's part files,
+    # when the dataset keeps one.
+    def process(self, plan: CommitPlan, moved, statistics=None, ledger_parts=None):  # noqa: ARG002
         config = self._config
         names = config.recipe.split_plan.names
         remove_stale_shards(config.output, set().union(*(n.kept_files() for n in plan.named)))
@@ -495,7 +497,9 @@ class _PublishFn(beam.DoFn):
             group_counts=plan.group_counts, warnings=plan.warnings, transform=transform,
             durations=plan.durations, duplicates=plan.duplicates,
             recipe_fingerprint=config.fingerprint,
-            ledger=LEDGER if ledger_parts is not None else None)
+            ledger=LEDGER if ledger_parts is not None else None,
+            statistics=_statistics_section(statistics or {}, names),
+            audio_features=_audio_features_section(config.recipe.cut))
         classes = manifest.label_classes(spec, config.recipe.split_plan.label_source,
                                          plan.label_counts)
         write_text(FileSystems.join(config.output, manifest.SCHEMA),
@@ -516,6 +520,22 @@ class _PublishFn(beam.DoFn):
         for warning in info["warnings"]:
             _LOG.warning(warning)
         yield info
+
+
+def _statistics_section(statistics: Mapping[tuple, Moments], split_names: list) -> dict:
+    """{feature: {split: its statistics entry}}, splits in their order."""
+    section: dict = {}
+    for split in split_names:
+        for (name, feature), moments in sorted(statistics.items()):
+            if name == split:
+                section.setdefault(feature, {})[split] = statistics_entry(moments)
+    return section
+
+
+def _audio_features_section(cut) -> dict:
+    """{feature: what it is} of the audio features the cut computes."""
+    features = cut.audio_features
+    return {features.kind: features.describe(cut.audio.sample_rate)} if features else {}
 
 
 class Finalise(beam.PTransform):
@@ -570,6 +590,11 @@ class Finalise(beam.PTransform):
             | "MoveBatches" >> beam.FlatMap(_move_batches, config.output)
             | "SpreadMoves" >> beam.Reshuffle()
             | "MoveShards" >> beam.Map(move_shards))
+        statistics = (inputs["receipts"]
+                      | "UnitMoments" >> beam.FlatMap(lambda r: r.moments)
+                      # ((split, feature), Moments) of each unit
+                      | "MergeMoments" >> beam.CombinePerKey(merge_moments)
+                      | "StatisticsDict" >> beam.combiners.ToDict())
         ledger = {}
         if self._keep_ledger and config.write_tfrecords and config.shuffle == "none":
             parts = (inputs["receipts"]
@@ -581,4 +606,5 @@ class Finalise(beam.PTransform):
             ledger["ledger_parts"] = beam.pvalue.AsList(parts)
         return plan | "Publish" >> beam.ParDo(
             _PublishFn(config, self._temp_dir, self._transformed_spec),
-            moved=beam.pvalue.AsList(moved), **ledger)
+            moved=beam.pvalue.AsList(moved), statistics=beam.pvalue.AsSingleton(statistics),
+            **ledger)

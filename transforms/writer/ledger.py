@@ -40,6 +40,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.format import manifest
+from transforms.recipe.statistics import Moments
 from transforms.runner.counters import counter
 from transforms.sources.units import WorkUnit
 from transforms.writer.tfrecord import ShardRecord
@@ -91,6 +92,8 @@ class UnitReceipt(NamedTuple):
     # (kind, digest, split, key, url) of each written sample's content
     # fingerprints (transforms/writer/duplicates.py)
     fingerprints: tuple = ()
+    # ((split, feature), Moments) of its examples (transforms/recipe/statistics.py)
+    moments: tuple = ()
 
     @property
     def failed(self) -> int:
@@ -130,6 +133,7 @@ def receipt_line(receipt: UnitReceipt) -> str:
 def parse_receipt(line: str) -> UnitReceipt:
     fields = _from_json(json.loads(line))
     fields["shards"] = tuple(ShardRecord(*s) for s in fields["shards"])
+    fields["moments"] = tuple((key, Moments(*m)) for key, m in fields.get("moments", ()))
     return UnitReceipt(**fields)
 
 

@@ -1,0 +1,271 @@
+"""Speech datasets: whole utterances, filterbank / log-mel / MFCC features, and
+their statistics fitted on train.
+
+The corpus is made by other tools: espeak-ng speaks Harvard sentences in four
+voices, sox stores them as 16 kHz FLAC (transforms/testing/spoken.py), printf
+writes each transcript member and each speaker's JSON, GNU tar packs them.
+The features are checked against implementations written here from Kaldi's
+and TensorFlow's definitions (numpy) and against tf.signal itself; the
+statistics against numpy over the split as TensorFlow reads it back.
+"""
+
+import json
+import shlex
+import subprocess
+
+import numpy as np
+import pytest
+import soundfile
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from pipelines import tar_to_tfrecord
+from transforms.format import reader
+from transforms.media.features import AudioFeatures, compute_features
+from transforms.testing.spoken import sentences, speak
+
+UTTERANCES = 8
+FLAGS = ["--audio_fields", "flac", "--split_by", "json.speaker",
+         "--splits", "train=0.5,test=0.5"]
+
+
+@pytest.fixture(scope="module")
+def speech(tmp_path_factory):
+    """speech.tar: u0..u7, each a FLAC of a sentence, its transcript (.txt) and
+    its speaker (.json, one of four voices); short.tar: one 10 ms utterance,
+    shorter than a feature frame."""
+    root = tmp_path_factory.mktemp("speech")
+    files = root / "files"
+    files.mkdir()
+    members = []
+    for i, text in enumerate(sentences(UTTERANCES)):
+        speak(text, str(files / f"u{i}.flac"), voice=i)
+        _shell(f"printf '%s' {shlex.quote(text)} > u{i}.txt; "
+               f"printf '{{\"speaker\": \"v{i % 4}\"}}' > u{i}.json", files)
+        members += [f"u{i}.flac", f"u{i}.txt", f"u{i}.json"]
+    _shell("tar -cf ../speech.tar " + " ".join(members), files)
+    _shell("sox -n -r 16000 -b 16 -c 1 short.flac synth 0.01 sine 300; printf 'oh' > short.txt;"
+           " printf '{\"speaker\": \"v9\"}' > short.json;"
+           " tar -cf ../short.tar short.flac short.txt short.json", files)
+    return root
+
+
+def _shell(command: str, cwd) -> None:
+    subprocess.run(command, shell=True, check=True, cwd=cwd, capture_output=True)
+
+
+def _utterance(speech, i: int) -> np.ndarray:
+    audio, rate = soundfile.read(speech / "files" / f"u{i}.flac", dtype="float32")
+    assert rate == 16000
+    return audio
+
+
+# --- independent implementations -------------------------------------------------
+
+def _kaldi_frames(audio: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Kaldi's framing of 16-bit-scale audio at 16 kHz, 25/10 ms, snip_edges:
+    (windowed frames padded to 512, raw log energy of each)."""
+    x = audio.astype(np.float64) * 32768
+    count = 1 + (len(x) - 400) // 160
+    frames = np.stack([x[i * 160:i * 160 + 400] for i in range(count)])
+    frames -= frames.mean(axis=1, keepdims=True)                      # remove_dc_offset
+    energy = np.log(np.maximum((frames ** 2).sum(axis=1), np.finfo(np.float32).eps))
+    frames[:, 1:] -= 0.97 * frames[:, :-1].copy()                     # pre-emphasis
+    frames[:, 0] *= 1 - 0.97
+    n = np.arange(400)
+    frames *= (0.5 - 0.5 * np.cos(2 * np.pi * n / 399)) ** 0.85      # Povey window
+    return np.pad(frames, ((0, 0), (0, 112))), energy
+
+
+def _kaldi_mel_banks(bins: int) -> np.ndarray:
+    """Kaldi's triangular bins, equal in mel = 1127 ln(1 + f / 700), 20 Hz to 8 kHz."""
+    def mel(f):
+        return 1127 * np.log1p(f / 700)
+    low, high = mel(20.0), mel(8000.0)
+    step = (high - low) / (bins + 1)
+    fft_mel = mel(np.arange(256) * 16000 / 512)
+    banks = np.zeros((257, bins))
+    for b in range(bins):
+        left, centre, right = low + b * step, low + (b + 1) * step, low + (b + 2) * step
+        inside = (fft_mel > left) & (fft_mel < right)
+        banks[:256, b] = np.where(inside, np.minimum((fft_mel - left) / (centre - left),
+                                                     (right - fft_mel) / (right - centre)), 0)
+    return banks
+
+
+def _kaldi_fbank(audio: np.ndarray, bins: int) -> np.ndarray:
+    frames, _ = _kaldi_frames(audio)
+    power = np.abs(np.fft.rfft(frames, axis=1)) ** 2
+    return np.log(np.maximum(power @ _kaldi_mel_banks(bins), np.finfo(np.float32).eps))
+
+
+def _kaldi_mfcc(audio: np.ndarray, bins: int, ceps: int) -> np.ndarray:
+    frames, energy = _kaldi_frames(audio)
+    power = np.abs(np.fft.rfft(frames, axis=1)) ** 2
+    log_mel = np.log(np.maximum(power @ _kaldi_mel_banks(bins), np.finfo(np.float32).eps))
+    k, n = np.arange(ceps)[:, None], np.arange(bins)[None, :]
+    dct = np.sqrt(2 / bins) * np.cos(np.pi / bins * (n + 0.5) * k)   # Kaldi's ComputeDctMatrix
+    dct[0] = np.sqrt(1 / bins)
+    lifter = 1 + 11 * np.sin(np.pi * np.arange(ceps) / 22)           # cepstral_lifter 22
+    mfcc = (log_mel @ dct.T) * lifter
+    mfcc[:, 0] = energy                                              # use_energy
+    return mfcc
+
+
+def _tf_logmel(audio: np.ndarray, bins: int) -> np.ndarray:
+    magnitude = tf.abs(tf.signal.stft(audio, 400, 160))
+    weights = tf.signal.linear_to_mel_weight_matrix(bins, magnitude.shape[-1], 16000, 20.0,
+                                                    8000.0)
+    return tf.math.log(tf.matmul(magnitude, weights) + 1e-6).numpy()
+
+
+# --- the features ------------------------------------------------------------------
+
+@pytest.mark.parametrize("i", [0, 3])
+def test_fbank_and_mfcc_are_kaldis(speech, i):
+    audio = _utterance(speech, i)
+    fbank = compute_features(audio, 16000, AudioFeatures("fbank", num_mel_bins=80))
+    mfcc = compute_features(audio, 16000, AudioFeatures("mfcc", num_mel_bins=23, num_ceps=13))
+    expected_fbank = _kaldi_fbank(audio, 80)
+    assert fbank.shape == expected_fbank.shape == (1 + (len(audio) - 400) // 160, 80)
+    assert fbank.dtype == np.float32
+    # float32 against float64, measured over the eight utterances: at most 4.1e-3
+    # (in near-silent frames, log energy ~1), 99.9% of values within 4.4e-4.
+    difference = np.abs(fbank - expected_fbank)
+    assert difference.max() < 1e-2 and np.percentile(difference, 99.9) < 1e-3
+    expected_mfcc = _kaldi_mfcc(audio, 23, 13)
+    assert mfcc.shape == expected_mfcc.shape
+    # Measured: at most 2.0e-3, on coefficients up to 160.
+    assert np.abs(mfcc - expected_mfcc).max() < 1e-2
+
+
+def test_logmel_is_tf_signals(speech):
+    audio = _utterance(speech, 1)
+    ours = compute_features(audio, 16000, AudioFeatures("logmel", num_mel_bins=64))
+    expected = _tf_logmel(audio, 64)
+    assert ours.shape == expected.shape
+    # Where the speech has energy the logs agree to float32 rounding; in near
+    # silence (mel energy ~1e-5) TensorFlow's float32 FFT's noise floor shows,
+    # so there the energies themselves are compared.
+    loud = expected > np.log(1e-3)
+    assert loud.mean() > 0.5
+    assert np.abs(ours - expected)[loud].max() < 1e-3   # measured: at most 2.3e-4
+    assert np.abs(np.exp(ours) - np.exp(expected)).max() < 1e-4 * np.exp(expected).max()
+
+
+# --- the jobs ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def utterances(speech, tmp_path_factory):
+    """Whole utterances as fbank [*, 80] with their waveform, and the short one."""
+    output = tmp_path_factory.mktemp("utterances") / "ds"
+    tar_to_tfrecord.run(["--input", f"{speech}/*.tar", "--output", str(output),
+                         "--cut", "utterances", "--audio_features", "fbank", "--keep_waveform",
+                         "--max_failure_fraction", "0.2", *FLAGS,
+                         "--features", "text=txt:string,speaker=json.speaker:string"])
+    return output
+
+
+def _records(output, split: str) -> list[dict]:
+    """Each example of the split as TensorFlow's own parser reads it."""
+    info = reader.load_info(output)
+    files = [str(output / f) for f in info.files(split)]
+    parsing = reader.parsing_spec(info.spec)
+    return [{k: v.numpy() if not isinstance(v, tf.RaggedTensor) else v.numpy()
+             for k, v in tf.io.parse_single_example(r, parsing).items()}
+            for r in tf.data.TFRecordDataset(files)]
+
+
+def test_each_utterance_is_one_example_with_its_features_and_transcript(speech, utterances):
+    info = reader.load_info(utterances)
+    assert [(f.name, f.shape) for f in info.spec][:3] == [
+        ("fbank", (None, 80)), ("audio", (None,)), ("duration_s", ())]
+    examples = {}
+    for split in ("train", "test"):
+        for example in _records(utterances, split):
+            examples[example["source_key"].decode()] = example
+    assert sorted(examples) == [f"u{i}" for i in range(UTTERANCES)]
+    texts = sentences(UTTERANCES)
+    for i in range(UTTERANCES):
+        example, audio = examples[f"u{i}"], _utterance(speech, i)
+        np.testing.assert_allclose(example["audio"], audio, atol=1e-7)
+        assert example["num_samples"] == len(audio)
+        assert example["duration_s"] == pytest.approx(len(audio) / 16000, abs=1e-6)
+        assert example["text"].decode() == texts[i]
+        fbank = example["fbank"].reshape(-1, 80)
+        np.testing.assert_array_equal(fbank, compute_features(
+            audio, 16000, AudioFeatures("fbank")))
+    by_tfds = {e["source_key"].numpy().decode(): e["fbank"].numpy() for e in
+               tfds.builder_from_directory(str(utterances)).as_dataset(split="test")}
+    assert by_tfds and all(np.array_equal(fbank, examples[key]["fbank"].reshape(-1, 80))
+                           for key, fbank in by_tfds.items())
+    described = info.document["audio_features"]["fbank"]
+    assert (described["kind"], described["num_mel_bins"], described["frame_shift_ms"],
+            described["sample_rate"]) == ("fbank", 80, 10.0, 16000)
+
+
+def test_an_utterance_shorter_than_a_frame_is_a_dead_letter(utterances):
+    info = reader.load_info(utterances)
+    assert info.accounting["samples_failed"] == 1
+    with open(utterances / "failures" / "failures.jsonl") as f:
+        (letter,) = map(json.loads, f)
+    assert (letter["key"], letter["stage"], letter["member"]) == ("short", "features", "flac")
+    assert letter["message"] == "160 samples at 16000 Hz is shorter than one 25 ms feature frame"
+
+
+def test_statistics_are_numpys_over_each_written_split(utterances):
+    statistics = reader.load_info(utterances).statistics
+    assert sorted(statistics) == ["audio", "fbank"]
+    for split in ("train", "test"):
+        examples = _records(utterances, split)
+        fbank = np.concatenate([e["fbank"].reshape(-1, 80) for e in examples]).astype(np.float64)
+        audio = np.concatenate([e["audio"] for e in examples]).astype(np.float64)
+        for name, values in (("fbank", fbank), ("audio", audio[:, None])):
+            entry = statistics[name][split]
+            assert entry["count"] == len(values)
+            np.testing.assert_allclose(entry["mean"], values.mean(axis=0), rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(entry["variance"], values.var(axis=0), rtol=1e-9)
+
+
+def test_the_reader_normalizes_with_trains_statistics_or_each_utterances(utterances):
+    train = np.concatenate([b.flat_values.numpy() for b in reader.load(
+        utterances, "train", batch_size=2, features="fbank", normalize="global")])
+    np.testing.assert_allclose(train.mean(axis=0), 0, atol=1e-4)
+    np.testing.assert_allclose(train.std(axis=0), 1, atol=1e-4)
+    test = next(iter(reader.load(utterances, "test", batch_size=1, features="fbank",
+                                 normalize="global"))).flat_values.numpy()
+    statistics = reader.load_info(utterances).statistics["fbank"]["train"]
+    raw = next(iter(reader.load(utterances, "test", batch_size=1,
+                                features="fbank"))).flat_values.numpy()
+    np.testing.assert_allclose(test, (raw - statistics["mean"]) / np.sqrt(
+        statistics["variance"]), rtol=1e-4, atol=1e-4)
+    for batch in reader.load(utterances, "test", batch_size=1, features="fbank",
+                             normalize="utterance"):
+        frames = batch[0].numpy()
+        np.testing.assert_allclose(frames.mean(axis=0), 0, atol=1e-4)
+        np.testing.assert_allclose(frames.std(axis=0), 1, atol=1e-3)
+    with pytest.raises(ValueError, match="none of \\['text'\\] has statistics"):
+        reader.load(utterances, "train", features="text", normalize="global")
+
+
+def test_fixed_windows_of_mfcc_train_a_keras_model_and_resume_keeps_the_statistics(
+        speech, tmp_path):
+    output = tmp_path / "windows"
+    flags = ["--input", f"{speech}/speech.tar", "--output", str(output),
+             "--cut", "audio_windows", "--audio_features", "mfcc", *FLAGS,
+             "--features", "speaker=json.speaker:string"]
+    tar_to_tfrecord.run(flags)
+    info = reader.load_info(output)
+    assert [(f.name, f.shape) for f in info.spec][0] == ("mfcc", (98, 13))
+    assert "audio" not in {f.name for f in info.spec}
+    model = tf.keras.Sequential([tf.keras.Input((98, 13)), tf.keras.layers.Flatten(),
+                                 tf.keras.layers.Dense(1)])
+    model.compile("adam", "mse")
+    history = model.fit(reader.load(output, "train", batch_size=4, features="mfcc",
+                                    normalize="global", drop_remainder=True).map(
+                                        lambda x: (x, tf.zeros([4, 1]))),
+                        epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    before = info.statistics
+    tar_to_tfrecord.run([*flags, "--resume"])   # every unit's receipt reused
+    assert reader.load_info(output).statistics == before
