@@ -37,6 +37,7 @@ from transforms.recipe import sample_ops
 from transforms.recipe.examples import ExampleRecipe
 from transforms.recipe.segments import SegmentOptions, segment_samples
 from transforms.recipe.splits import SplitPlan
+from transforms.recipe.transcripts import TranscriptOptions
 from transforms.runner import beam_internals, progress
 from transforms.runner.runtime import announce_job, make_pipeline, runs_locally, wait_for
 from transforms.runner.worker_count import local_workers
@@ -199,6 +200,8 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
         sample_fn=opts.sample_fn or None,
         example_fn=opts.example_fn or None,
         segments=segment_options(options),
+        transcripts=TranscriptOptions(opts.text_field, opts.text_case, opts.text_punctuation,
+                                      opts.drop_transcript),
     )
     recipe.load_functions()  # an unimportable function fails now, not on a worker
     preprocessing = Preprocessing.from_flags(

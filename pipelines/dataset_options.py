@@ -230,6 +230,24 @@ class DatasetOptions(FlagTable, PipelineOptions):
         Flag("keep_waveform", "audio features", switch=True, recorded="cut",
              help="Write each example's audio as well as its features (by default the features "
                   "replace it)."),
+        Flag("text_field", "transcripts", default="", example="text", recorded=True,
+             parameters=("transcripts.field",),
+             help="The string feature holding each utterance's transcript (e.g. with --features "
+                  "'text=txt:string'): normalised to Unicode NFC (and as --text_case and "
+                  "--text_punctuation say); the manifest gets the train split's character "
+                  "vocabulary and each split's characters unseen in train. A transcript that is "
+                  "not UTF-8 is a dead letter. Refused with a cut into windows, frames or clips, "
+                  "which do not hold their utterance's words (see --drop_transcript)."),
+        Flag("text_case", "transcripts", default="keep", choices=("keep", "lower", "upper"),
+             recorded=True, help="Case of the transcripts: keep, lower or upper."),
+        Flag("text_punctuation", "transcripts", default="keep", choices=("keep", "strip"),
+             recorded=True,
+             help="strip: remove punctuation from the transcripts (Unicode category P), but an "
+                  "apostrophe between letters, and make runs of whitespace one space."),
+        Flag("drop_transcript", "transcripts", switch=True, recorded=True,
+             parameters=("drop",),
+             help="With a cut into windows, frames or clips, leave the --text_field transcript "
+                  "out of the examples (with a warning) instead of refusing the job."),
         Flag("shuffle", "output", default="none", choices=tuple(SHUFFLES), recorded=True,
              help="Where examples are written. none (default): each worker writes the examples it "
                   "builds, in source order, into rolling shards: nothing is shuffled, memory stays "

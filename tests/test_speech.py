@@ -32,8 +32,9 @@ FLAGS = ["--audio_fields", "flac", "--split_by", "json.speaker",
 @pytest.fixture(scope="module")
 def speech(tmp_path_factory):
     """speech.tar: u0..u7, each a FLAC of a sentence, its transcript (.txt) and
-    its speaker (.json, one of four voices); short.tar: one 10 ms utterance,
-    shorter than a feature frame."""
+    its speaker (.json, one of four voices); bad.tar: `short`, a 10 ms
+    utterance (shorter than a feature frame), and `latin1`, u0's audio with a
+    transcript in Latin-1, not UTF-8."""
     root = tmp_path_factory.mktemp("speech")
     files = root / "files"
     files.mkdir()
@@ -45,8 +46,10 @@ def speech(tmp_path_factory):
         members += [f"u{i}.flac", f"u{i}.txt", f"u{i}.json"]
     _shell("tar -cf ../speech.tar " + " ".join(members), files)
     _shell("sox -n -r 16000 -b 16 -c 1 short.flac synth 0.01 sine 300; printf 'oh' > short.txt;"
-           " printf '{\"speaker\": \"v9\"}' > short.json;"
-           " tar -cf ../short.tar short.flac short.txt short.json", files)
+           " cp u0.flac latin1.flac; printf 'caf\\351' > latin1.txt;"
+           " for k in short latin1; do printf '{\"speaker\": \"v9\"}' > $k.json; done;"
+           " tar -cf ../bad.tar short.flac short.txt short.json latin1.flac latin1.txt"
+           " latin1.json", files)
     return root
 
 
@@ -162,7 +165,9 @@ def utterances(speech, tmp_path_factory):
     tar_to_tfrecord.run(["--input", f"{speech}/*.tar", "--output", str(output),
                          "--cut", "utterances", "--audio_features", "fbank", "--keep_waveform",
                          "--max_failure_fraction", "0.2", *FLAGS,
-                         "--features", "text=txt:string,speaker=json.speaker:string"])
+                         "--features", "text=txt:string,speaker=json.speaker:string",
+                         "--text_field", "text", "--text_case", "lower",
+                         "--text_punctuation", "strip"])
     return output
 
 
@@ -191,7 +196,7 @@ def test_each_utterance_is_one_example_with_its_features_and_transcript(speech, 
         np.testing.assert_allclose(example["audio"], audio, atol=1e-7)
         assert example["num_samples"] == len(audio)
         assert example["duration_s"] == pytest.approx(len(audio) / 16000, abs=1e-6)
-        assert example["text"].decode() == texts[i]
+        assert example["text"].decode() == _normalized(texts[i])
         fbank = example["fbank"].reshape(-1, 80)
         np.testing.assert_array_equal(fbank, compute_features(
             audio, 16000, AudioFeatures("fbank")))
@@ -204,13 +209,49 @@ def test_each_utterance_is_one_example_with_its_features_and_transcript(speech, 
             described["sample_rate"]) == ("fbank", 80, 10.0, 16000)
 
 
-def test_an_utterance_shorter_than_a_frame_is_a_dead_letter(utterances):
+def _normalized(sentence: str) -> str:
+    """A Harvard sentence as --text_case lower --text_punctuation strip leave it."""
+    return " ".join(sentence.lower().replace(",", "").replace(".", "").split())
+
+
+def test_a_short_utterance_and_a_transcript_not_utf8_are_dead_letters(utterances):
     info = reader.load_info(utterances)
-    assert info.accounting["samples_failed"] == 1
+    assert info.accounting["samples_failed"] == 2
     with open(utterances / "failures" / "failures.jsonl") as f:
-        (letter,) = map(json.loads, f)
-    assert (letter["key"], letter["stage"], letter["member"]) == ("short", "features", "flac")
-    assert letter["message"] == "160 samples at 16000 Hz is shorter than one 25 ms feature frame"
+        letters = {letter["key"]: letter for letter in map(json.loads, f)}
+    short, latin1 = letters["short"], letters["latin1"]
+    assert (short["stage"], short["member"]) == ("features", "flac")
+    assert short["message"] == "160 samples at 16000 Hz is shorter than one 25 ms feature frame"
+    assert (latin1["stage"], latin1["member"]) == ("transcript", "txt")
+    assert latin1["message"].startswith("the transcript is not UTF-8 text")
+
+
+def test_the_character_vocabulary_is_trains_and_unseen_characters_are_counted(utterances):
+    texts = {split: [e["text"].decode() for e in _records(utterances, split)]
+             for split in ("train", "test")}
+    section = reader.load_info(utterances).document["transcripts"]
+    assert (section["feature"], section["unicode"], section["case"], section["punctuation"]) == (
+        "text", "NFC", "lower", "strip")
+    vocabulary = set("".join(texts["train"]))
+    assert section["vocabulary"] == sorted(vocabulary)
+    test = "".join(texts["test"])
+    unseen = {c: test.count(c) for c in sorted(set(test) - vocabulary)}
+    assert unseen  # four voices, two speakers a split: the test sentences have letters of their own
+    assert section["splits"]["test"] == {"characters": len(test), "unseen": sum(unseen.values()),
+                                         "unseen_characters": unseen}
+    assert section["splits"]["train"]["unseen"] == 0
+
+
+def test_a_transcript_with_a_cut_into_windows_is_refused_or_dropped(speech, tmp_path, caplog):
+    flags = ["--input", f"{speech}/speech.tar", "--cut", "audio_windows", *FLAGS,
+             "--features", "text=txt:string", "--text_field", "text"]
+    with pytest.raises(ValueError, match="^--text_field 'text' is an utterance's text, and "
+                                         "--cut audio_windows cuts utterances apart"):
+        tar_to_tfrecord.run([*flags, "--output", str(tmp_path / "refused")])
+    assert not (tmp_path / "refused").exists()
+    tar_to_tfrecord.run([*flags, "--output", str(tmp_path / "dropped"), "--drop_transcript"])
+    assert "text" not in reader.load_info(tmp_path / "dropped").spec.names
+    assert "the transcript 'text' is left out" in caplog.text
 
 
 def test_statistics_are_numpys_over_each_written_split(utterances):

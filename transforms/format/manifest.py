@@ -51,7 +51,8 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
                    durations: Mapping[str, Any] | None = None,
                    duplicates: Mapping[str, Any] | None = None,
                    statistics: Mapping[str, Any] | None = None,
-                   audio_features: Mapping[str, Any] | None = None) -> dict:
+                   audio_features: Mapping[str, Any] | None = None,
+                   transcripts: Mapping[str, Any] | None = None) -> dict:
     """The manifest.json document (a JSON-ready dict).
 
     Every split named by the options is listed, with zero examples if none fell
@@ -70,7 +71,10 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
     None when it was off. `statistics` ({feature: {split: {"count", "mean",
     "variance"}}}, transforms/recipe/statistics.py) are the per-value
     statistics of the audio features and waveforms the cut made;
-    `audio_features` ({feature: its description}) what the audio features are.
+    `audio_features` ({feature: its description}) what the audio features are;
+    `transcripts` the transcripts' normalisation, the train split's character
+    vocabulary and each split's characters unseen in train
+    (transforms/recipe/transcripts.py).
     """
     splits = {name: dict(splits.get(name, {"num_examples": 0, "num_bytes": 0, "shards": []}))
               for name in split_names}
@@ -102,6 +106,7 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
         **({"transform": dict(transform)} if transform is not None else {}),
         **({"audio_features": dict(audio_features)} if audio_features else {}),
         **({"statistics": dict(statistics)} if statistics else {}),
+        **({"transcripts": dict(transcripts)} if transcripts else {}),
     }
 
 

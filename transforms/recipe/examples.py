@@ -18,8 +18,10 @@ exactly the examples built (transforms/writer/convert.py keeps the tallies).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
+import logging
 from typing import Any, Callable, Generator, Iterator, Mapping, NamedTuple
 
 from transforms.format.arguments import ArgumentTypeError
@@ -38,6 +40,9 @@ from transforms.recipe.near_duplicates import NEAR, NearTap, near_fingerprints
 from transforms.recipe.segments import SegmentOptions, segment_samples
 from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan, Strata
 from transforms.recipe.statistics import StatisticsTap
+from transforms.recipe.transcripts import TranscriptOptions
+
+_LOG = logging.getLogger(__name__)
 
 # Protobuf parses no message of 2 GiB or more: an example that large could be
 # written but never read back.
@@ -88,6 +93,8 @@ class ExampleRecipe:
     content_fingerprints: bool = False
     # ... and the `near` signature of its audio (--near_duplicates).
     near_fingerprints: bool = False
+    # The feature holding each utterance's transcript, and its normalisation.
+    transcripts: TranscriptOptions = TranscriptOptions()
 
     def __post_init__(self):
         if not isinstance(self.spec, FeatureSpec):
@@ -96,6 +103,13 @@ class ExampleRecipe:
         # The cut's own features lead the spec, as the command line's: a spec of
         # labels and metadata is complete with them.
         features = with_cut_features(self.spec.features, self.cut)
+        field = self.transcripts.field
+        if not self.transcripts.dropped(self.cut.mode):
+            self.transcripts.check(features, self.cut.mode)
+        elif any(f.name == field for f in features):
+            _LOG.warning("the transcript %r is left out: %s examples do not hold their "
+                         "utterance's words", field, self.cut.mode)
+            features = tuple(f for f in features if f.name != field)
         if features != self.spec.features:
             object.__setattr__(self, "spec", FeatureSpec(features))
         self.segments.check(self.cut.mode)
@@ -155,6 +169,7 @@ class Built:
     content: ContentHash | None = None  # fed its examples' media as they are built
     near: NearTap | None = None         # fed the audio its cut decodes
     statistics: StatisticsTap | None = None  # fed its examples' audio features
+    characters: collections.Counter | None = None  # of its examples' transcripts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,15 +248,24 @@ class _SampleCoercion:
 
 
 def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
-              example_fn, stats: dict, content: ContentHash | None,
-              near: NearTap | None, statistics: StatisticsTap | None) -> Iterator[tuple]:
+              example_fn, stats: dict, built: Built) -> Iterator[tuple]:
     """(order key, serialized, duration) for each example the sample is cut into;
-    `content` is fed each one's media, `near` the audio the cut decodes,
-    `statistics` its features' values."""
+    `built`'s content hash is fed each one's media, its near tap the audio the
+    cut decodes, its statistics the features' values, its characters the
+    transcript's."""
     coerce = _SampleCoercion(recipe.spec)
-    examples = cut_sample(sample, recipe.cut, stats, near)
+    content, statistics = built.content, built.statistics
+    transcripts = recipe.transcripts if built.characters is not None else None
+    if transcripts is not None:
+        source = next(f.source for f in recipe.spec if f.name == transcripts.field)
+    examples = cut_sample(sample, recipe.cut, stats, built.near)
     for index, example in enumerate(_stage_iter("cut", examples)):
         values = _stage("features", _feature_values, example, recipe.spec)
+        if transcripts is not None:
+            text = values[transcripts.field] = _stage(
+                "transcript", transcripts.normalize, values[transcripts.field],
+                member=source)
+            built.characters.update(text)
         if example_fn is not None:
             values = _stage("example_fn", example_fn, values)
         if values is None or (recipe.filter_empty and sample_ops.is_empty(
@@ -343,10 +367,12 @@ def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
         fingerprints += _stage("fingerprint", near_fingerprints, sample, cut.audio_fields,
                                cut.video_field, cut.audio)
     measured = cut.measured_features
-    statistics = StatisticsTap(measured) if measured else None
-    return Built(split, _examples(sample, recipe, encoder, example_fn,
-                                  stats if stats is not None else {}, content, near, statistics),
-                 group, label, fingerprints, content, near, statistics)
+    transcribed = recipe.transcripts and not recipe.transcripts.dropped(cut.mode)
+    built = Built(split, iter(()), group, label, fingerprints, content, near,
+                  StatisticsTap(measured) if measured else None,
+                  collections.Counter() if transcribed else None)
+    return dataclasses.replace(built, examples=_examples(
+        sample, recipe, encoder, example_fn, stats if stats is not None else {}, built))
 
 
 def _media_members(sample: Mapping[str, Any], cut: CutOptions) -> set:
@@ -378,6 +404,7 @@ class SampleOutcome(NamedTuple):
     durations: tuple = ()           # of its examples, seconds (those that have one)
     fingerprints: tuple = ()        # (kind, digest): transforms/recipe/fingerprints.py
     moments: tuple = ()             # (feature, Moments) of its examples: recipe/statistics.py
+    characters: tuple = ()          # (character, n) of its examples' transcripts
 
 
 def convert_serialized(data: bytes, key: str, recipe: ExampleRecipe,
@@ -429,16 +456,17 @@ def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
                 durations.append(duration)
     except StageError as e:
         return SampleOutcome(built.split, emitted, built.group, built.label, failure=e,
-                             durations=tuple(durations), moments=_moments(built))
+                             durations=tuple(durations), **_sums(built))
     if not emitted:
         return SampleOutcome(filtered="no_examples")
     content = built.content.fingerprints() if built.content is not None else ()
     near = built.near.fingerprints() if built.near is not None else ()
     return SampleOutcome(built.split, emitted, built.group, built.label,
                          durations=tuple(durations),
-                         fingerprints=built.fingerprints + near + content,
-                         moments=_moments(built))
+                         fingerprints=built.fingerprints + near + content, **_sums(built))
 
 
-def _moments(built: Built) -> tuple:
-    return built.statistics.moments() if built.statistics is not None else ()
+def _sums(built: Built) -> dict:
+    """The outcome's sums of its examples' feature values and characters."""
+    return {"moments": built.statistics.moments() if built.statistics is not None else (),
+            "characters": tuple(sorted(built.characters.items())) if built.characters else ()}

@@ -15,7 +15,8 @@ are output as well only when something downstream needs them (the hash-ordered
 global layout, or an examples table).
 
 A unit's receipt holds its tallies, {(what, detail): n} with `what` one of read,
-written, examples, label, duration, duration_ms, filtered, failed, and for a
+written, examples, label, duration, duration_ms, characters (of transcripts),
+filtered, failed, and for a
 recording cut into segments (transforms/recipe/segments.py) segmented and
 segments_read, segments_written, segments_filtered, segments_overlapping (a
 failed segment is ("failed", "segment"))
@@ -153,6 +154,8 @@ def outcome_tallies(outcome: SampleOutcome, unit: str = SAMPLE) -> dict:
     for seconds in outcome.durations:  # transforms/format/durations.py
         tallies[("duration", (outcome.split, duration_bin(seconds)))] += 1
         tallies[("duration_ms", outcome.split)] += round(seconds * 1000)
+    for character, n in outcome.characters:  # transforms/recipe/transcripts.py
+        tallies[("characters", (outcome.split, character))] = n
     prefix = _TALLY_PREFIX.get(unit, "")
     if outcome.failure is not None:
         # A cut example's failure fails its sample too: counted once, as the sample's.

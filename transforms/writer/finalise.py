@@ -55,6 +55,7 @@ from transforms.format.manifest import summary_line
 from transforms.format.spec import FeatureSpec
 from transforms.recipe.splits import split_balance
 from transforms.recipe.statistics import Moments, merge_moments, statistics_entry
+from transforms.recipe.transcripts import transcripts_section
 from transforms.storage.folders import (
     delete_if_exists,
     ensure_dir,
@@ -171,6 +172,18 @@ def _split_durations(tallies: Mapping[tuple, int]) -> dict:
             for split, counts in sorted(bins.items())}
 
 
+def _transcripts(recipe, tallies: Mapping[tuple, int]) -> dict | None:
+    """The manifest's transcripts section, from the ("characters", (split,
+    character)) tallies; None without a transcript."""
+    if not recipe.transcripts or recipe.transcripts.dropped(recipe.cut.mode):
+        return None
+    counts: dict = {}
+    for (what, detail), n in tallies.items():
+        if what == "characters":
+            counts.setdefault(detail[0], {})[detail[1]] = n
+    return transcripts_section(recipe.transcripts, counts, recipe.split_plan.names)
+
+
 def unit_coverage_errors(planned: Mapping[int, tuple | None],
                          reported: Iterable[tuple]) -> list[str]:
     """What is wrong with the (unit, span) reports against the planned units.
@@ -211,6 +224,7 @@ class CommitPlan(NamedTuple):
     durations: dict     # split -> its durations entry
     final_files: dict   # each shard's path as its receipt names it -> its path in the dataset
     duplicates: dict | None = None  # the duplicate check's summary (None: off)
+    transcripts: dict | None = None  # the transcripts' vocabulary (None: no --text_field)
 
 
 def _repeated_keys_message(repeated: list) -> str:
@@ -322,7 +336,8 @@ class _CheckFn(beam.DoFn):
                          _label_counts(tallies) if config.recipe.split_plan.label_source else None,
                          num_failures, group_counts,
                          tuple(empty + lopsided + ([copied] if copied else [])),
-                         _split_durations(tallies), final_files, copies)
+                         _split_durations(tallies), final_files, copies,
+                         _transcripts(config.recipe, tallies))
 
     def _duplicates(self, found) -> tuple[dict | None, str]:
         """The duplicate check's summary (written with its list into the run's
@@ -499,6 +514,7 @@ class _PublishFn(beam.DoFn):
             recipe_fingerprint=config.fingerprint,
             ledger=LEDGER if ledger_parts is not None else None,
             statistics=_statistics_section(statistics or {}, names),
+            transcripts=plan.transcripts,
             audio_features=_audio_features_section(config.recipe.cut))
         classes = manifest.label_classes(spec, config.recipe.split_plan.label_source,
                                          plan.label_counts)
