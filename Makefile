@@ -79,7 +79,7 @@ PROJECT    ?=
 REGION     ?= us-central1
 BUCKET     ?=
 IMAGE      ?= $(REGION)-docker.pkg.dev/$(PROJECT)/beam-datagen/beam-datagen
-PIPELINES  := tar_to_tfrecord manifest_to_tfrecord bigtable_to_tfrecord tar_to_bigtable
+PIPELINES  := tar_to_tfrecord manifest_to_tfrecord parquet_to_tfrecord bigtable_to_tfrecord tar_to_bigtable
 # template-run: which template, its parameters (gcloud list syntax: for values with
 # commas, start with another delimiter, e.g. '^;^input=...;features=flac:bytes,cls:int64'),
 # and the job's name.

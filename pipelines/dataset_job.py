@@ -46,7 +46,7 @@ from transforms.tft.preprocessing import Preprocessing
 from transforms.writer import launch
 from transforms.writer.write import DatasetConfig, WriteDataset
 
-__all__ = ["cut_options", "dataset_config", "feature_spec", "run_dataset_job",
+__all__ = ["cut_options", "dataset_config", "feature_spec", "named_fields", "run_dataset_job",
            "segment_options", "target_shard_bytes"]
 
 _LOG = logging.getLogger(__name__)
@@ -225,6 +225,24 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
         near_duplicates=opts.near_duplicates,
         terms=flag_options(DatasetOptions.FLAGS),
     )
+
+
+def named_fields(config: DatasetConfig) -> list:
+    """(flag, field) for every sample field the flags name, for a columnar
+    input (a listing, Parquet) to check before any work; [] when --rename or
+    --sample_fn may make fields the input does not have."""
+    recipe = config.recipe
+    if recipe.renames or recipe.sample_fn:
+        return []
+    plan, cut, segments = recipe.split_plan, recipe.cut, recipe.segments
+    fields = [("--features", f.source) for f in recipe.spec.features[len(cut.features):]]
+    fields += [("--split_by", plan.field), ("--split_column", plan.column),
+               ("--stratify_by", plan.stratify_by), ("--label_field", plan.label_field)]
+    if cut.mode != "none":
+        fields.append(("--video_field", cut.video_field))
+    fields += [("--segment_columns", column) for column in segments.columns]
+    # A segment's own fields (segment.start, ...) are made, not columns.
+    return [(flag, field) for flag, field in fields if not (field and segments.makes(field))]
 
 
 def feature_spec(options: PipelineOptions, samples: Iterable) -> FeatureSpec:

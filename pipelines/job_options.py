@@ -34,23 +34,26 @@ class InputOptions(FlagTable, PipelineOptions):
     FLAGS = (
         Flag("input", "input", example="gs://my-bucket/raw/train-*.tar",
              regex="^gs://[^,]+(,gs://[^,]+)*$", label="Input files",
-             help="Tar shards (CSV/JSONL manifests for manifest_to_tfrecord): a file pattern "
-                  "(local or gs://), or several comma separated, e.g. 'data/train-*.tar.gz'. "
-                  "Required."),
+             help="Tar shards (CSV/JSONL manifests for manifest_to_tfrecord, Parquet files for "
+                  "parquet_to_tfrecord): a file pattern (local or gs://), or several comma "
+                  "separated, e.g. 'data/train-*.tar.gz'. Required."),
     )
 
 
 class ListingOptions(FlagTable, PipelineOptions):
-    """How manifest_to_tfrecord reads its CSV/JSONL listings (the files are --input)."""
+    """How manifest_to_tfrecord and parquet_to_tfrecord read their rows (the files are
+    --input)."""
 
     FLAGS = (
         Flag("media_columns", "input", default="", example="audio",
-             help="Columns holding media file paths or URIs (relative to the manifest, absolute, "
-                  "or gs://), comma separated, e.g. 'audio,video'; each file is read into the "
-                  "field named by its column. Required."),
+             help="Columns holding media, comma separated, e.g. 'audio,video': file paths or "
+                  "URIs (relative to the manifest or Parquet file, absolute, or gs://), or in "
+                  "Parquet the bytes themselves (a Hugging Face audio struct of bytes and "
+                  "path); each is read into the field named by its column. Required."),
         Flag("key_column", "input", default="", example="clip_id",
              help="Column holding each row's sample key; default: the first media column's path up "
-                  "to the first dot of its file name."),
+                  "to the first dot of its file name (Parquet: the file's name and the row's "
+                  "number)."),
     )
 
 

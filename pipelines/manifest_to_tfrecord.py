@@ -32,27 +32,15 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 import transforms as dg
 from pipelines import cli
-from pipelines.dataset_job import dataset_config, run_dataset_job, target_shard_bytes
+from pipelines.dataset_job import (
+    dataset_config,
+    named_fields,
+    run_dataset_job,
+    target_shard_bytes,
+)
 from pipelines.job_options import ListingOptions, input_patterns
 
 __all__ = ["run"]
-
-
-def _named_fields(config: dg.DatasetConfig) -> list:
-    """(flag, field) for every sample field the flags name, or [] when --rename or
-    --sample_fn may make fields the manifest does not have."""
-    recipe = config.recipe
-    if recipe.renames or recipe.sample_fn:
-        return []
-    plan, cut, segments = recipe.split_plan, recipe.cut, recipe.segments
-    fields = [("--features", f.source) for f in recipe.spec.features[len(cut.features):]]
-    fields += [("--split_by", plan.field), ("--split_column", plan.column),
-               ("--stratify_by", plan.stratify_by), ("--label_field", plan.label_field)]
-    if cut.mode != "none":
-        fields.append(("--video_field", cut.video_field))
-    fields += [("--segment_columns", column) for column in segments.columns]
-    # A segment's own fields (segment.start, ...) are made, not columns.
-    return [(flag, field) for flag, field in fields if not (field and segments.makes(field))]
 
 
 def run(argv=None) -> dict | None:
@@ -64,7 +52,7 @@ def run(argv=None) -> dict | None:
                                 "separated"),
         listing.media_columns, listing.key_column, target_shard_bytes(options))
     config = dataset_config(options, read)
-    read.check_fields(_named_fields(config))
+    read.check_fields(named_fields(config))
     return run_dataset_job(options, config, read.source)
 
 

@@ -84,6 +84,14 @@ TEMPLATES = {
         (InputOptions, ListingOptions, DatasetOptions),
         help={"input": "CSV/TSV or JSONL manifests on Cloud Storage (optionally compressed): "
                        "a file pattern, or several comma separated. Required."}),
+    "parquet_to_tfrecord": Template(
+        "beam-datagen: Parquet to TFRecord",
+        "Parquet files whose rows hold media (embedded bytes, a Hugging Face audio struct, or "
+        "a path) -> a sharded TFRecord dataset of tf.train.Examples per split, with a "
+        "manifest and dead letters.",
+        (InputOptions, ListingOptions, DatasetOptions),
+        help={"input": "Parquet files on Cloud Storage: a file pattern, or several comma "
+                       "separated. Required."}),
     "bigtable_to_tfrecord": Template(
         "beam-datagen: Bigtable to TFRecord",
         "Cloud Bigtable rows of raw media (a table in the job's project) -> a sharded "

@@ -20,6 +20,8 @@ import os
 import subprocess
 import sys
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from google.cloud.dataflow import JobType
@@ -27,6 +29,7 @@ from google.cloud.dataflow import JobType
 from pipelines import (
     bigtable_to_tfrecord,
     manifest_to_tfrecord,
+    parquet_to_tfrecord,
     tar_to_bigtable,
     tar_to_tfrecord,
     template_metadata,
@@ -46,13 +49,17 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(scope="module")
 def inputs(gcs_emulator, bigtable_emulator, tmp_path_factory):
-    """gs:// locations of a tar shard and a CSV manifest; Bigtable table datagen-test/i/raw."""
+    """gs:// locations of a tar shard, a CSV manifest and a Parquet file; Bigtable
+    table datagen-test/i/raw."""
     root = tmp_path_factory.mktemp("inputs")
     shard = write_corpus(str(root), shards=1, samples_per_shard=2, payload_bytes=64)[0]
     (root / "clips.csv").write_text("audio,label,speaker\nclips/a.flac,1,spk01\n")
+    pq.write_table(pa.table({"audio": [{"bytes": b"fLaC", "path": "a.flac"}],
+                             "text": ["a"], "speaker": ["spk01"]}), root / "rows.parquet")
     ensure_table(BigtableTable("datagen-test", "i", "raw"), ["raw"], create=True)
     return {"tar": gcs_emulator.upload(shard, "translate/raw/corpus-00000.tar"),
             "csv": gcs_emulator.upload(root / "clips.csv", "translate/lists/clips.csv"),
+            "parquet": gcs_emulator.upload(root / "rows.parquet", "translate/rows.parquet"),
             "out": gcs_emulator.url("translate/out")}
 
 
@@ -67,6 +74,11 @@ def _jobs(inputs) -> dict:
             "--input", inputs["csv"], "--media_columns", "audio", "--output", f"{out}/csv",
             "--audio_fields", "audio", *cut, "--features", "label:int64",
             "--split_by", "speaker", "--stratify_by", "label", "--near_duplicates", "0.4"]),
+        "parquet_to_tfrecord": (parquet_to_tfrecord, [
+            "--input", inputs["parquet"], "--media_columns", "audio", "--output",
+            f"{out}/parquet", "--audio_fields", "audio", "--cut", "utterances",
+            "--audio_features", "fbank", "--features", "text:string", "--text_field", "text",
+            "--split_by", "speaker"]),
         "bigtable_to_tfrecord": (bigtable_to_tfrecord, [
             "--instance", "i", "--table", "raw", "--columns", "raw:*", "--output", f"{out}/bt",
             "--cut", "frames", "--video_field", "mp4", "--frame_size", "64x64",
@@ -96,7 +108,8 @@ def test_every_pipeline_translates_to_a_batch_job_on_the_image(translations):
 
 
 def test_each_job_has_its_steps(translations):
-    for name in ("tar_to_tfrecord", "manifest_to_tfrecord", "bigtable_to_tfrecord"):
+    for name in ("tar_to_tfrecord", "manifest_to_tfrecord", "parquet_to_tfrecord",
+                 "bigtable_to_tfrecord"):
         names = translations[name].transform_names()
         steps = {"WriteDataset/Units", "WriteDataset/Convert", "WriteDataset/Finalise"}
         assert steps <= names, name

@@ -179,7 +179,7 @@ def test_inspect_reads_headers_and_names_what_is_missing(tmp_path):
 
 def test_missing_fields():
     layout = ListingLayout("jsonl", ("audio", "label", "meta"), ("audio",))
-    assert missing_fields(layout, [("--features", "label"), ("--features", "meta.age"),
+    assert missing_fields(layout.columns, [("--features", "label"), ("--features", "meta.age"),
                                    ("--split_by", "__key__"), ("--split_column", None),
                                    ("--stratify_by", "cls"), ("--features", "metadata")]) == [
         "'cls' (--stratify_by)", "'metadata' (--features)"]

@@ -18,7 +18,7 @@ them); everything else is internal. Each is imported when first used, so
 `transforms.format` (the reader) never loads Beam.
 
 - reading samples: `ReadTarSamples`, `ReadListingSamples`,
-  `ReadBigtableSamples` (each gives a `SampleResult`: `.samples`,
+  `ReadParquetSamples`, `ReadBigtableSamples` (each gives a `SampleResult`: `.samples`,
   `.failures`), and for your own storage a `Source` (plan `WorkUnit`s, a
   `UnitReader` reads one into Samples or `Failed` dead letters;
   `group_by_size` groups small inputs into units);
@@ -72,6 +72,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see of the names loaded on firs
     from transforms.runner.runtime import make_pipeline
     from transforms.sources.bigtable.source import ReadBigtableSamples
     from transforms.sources.listing import ReadListingSamples
+    from transforms.sources.parquet import ReadParquetSamples
     from transforms.sources.tar import ReadTarSamples
     from transforms.sources.units import Failed, Source, UnitReader, WorkUnit, group_by_size
     from transforms.tft.preprocessing import Preprocessing
@@ -82,6 +83,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see of the names loaded on firs
 _EXPORTS = {
     "ReadTarSamples": "transforms.sources.tar",
     "ReadListingSamples": "transforms.sources.listing",
+    "ReadParquetSamples": "transforms.sources.parquet",
     "ReadBigtableSamples": "transforms.sources.bigtable.source",
     "Source": "transforms.sources.units",
     "WorkUnit": "transforms.sources.units",

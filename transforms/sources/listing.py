@@ -79,8 +79,8 @@ from transforms.sources.listing_rows import (
 from transforms.sources.stored import StoredMember, stored_or_read
 from transforms.sources.units import Failed, ReadUnits, Source, UnitReader, WorkUnit
 
-__all__ = ["ListingReader", "ReadListingSamples", "inspect_listings", "iter_samples",
-           "missing_fields", "plan_listing_units", "read_media"]
+__all__ = ["ListingReader", "ReadListingSamples", "check_columns", "inspect_listings",
+           "iter_samples", "missing_fields", "plan_listing_units", "read_media"]
 
 _LOG = logging.getLogger(__name__)
 _ROW_STAGE = "read_manifest"
@@ -173,17 +173,27 @@ def inspect_listings(patterns: Sequence[str], media_columns: Sequence[str],
     return files, layout
 
 
-def missing_fields(layout: ListingLayout, fields: Sequence[tuple]) -> list:
-    """The (flag, field) pairs whose field no column provides, as 'field (flag)' texts.
+def missing_fields(columns: Sequence[str], fields: Sequence[tuple]) -> list:
+    """The (flag, field) pairs whose field none of `columns` provides, as
+    'field (flag)' texts.
 
     A field is a column, a projection into one (`meta.age` with a `meta`
     column), or `__key__` / `__url__`.
     """
     def provided(field: str) -> bool:
         return field in (KEY, URL) or any(
-            field == c or field.startswith(c + ".") for c in layout.columns)
+            field == c or field.startswith(c + ".") for c in columns)
 
     return [f"{field!r} ({flag})" for flag, field in fields if field and not provided(field)]
+
+
+def check_columns(first_file: str, columns: Sequence[str], fields: Sequence[tuple]) -> None:
+    """ValueError naming each (flag, field) pair whose field none of the
+    `columns` of the input (`first_file` and those like it) provides."""
+    missing = missing_fields(columns, fields)
+    if missing:
+        raise ValueError(f"{first_file!r} has no column for {', '.join(missing)} "
+                         f"(columns: {', '.join(columns)})")
 
 
 def _lines(path: str, start: int = 0, end: int | None = None,
@@ -378,10 +388,7 @@ class ReadListingSamples(beam.PTransform):
     def check_fields(self, fields: Sequence[tuple]) -> None:
         """ValueError, before any work, naming each (flag, field) pair whose field
         no column of the listings provides (`missing_fields`)."""
-        missing = missing_fields(self.layout, fields)
-        if missing:
-            raise ValueError(f"manifest {self.files[0]!r} has no column for "
-                             f"{', '.join(missing)} (columns: {', '.join(self.layout.columns)})")
+        check_columns(self.files[0], self.layout.columns, fields)
 
     def expand(self, pbegin):
         return pbegin | "ReadUnits" >> ReadUnits(self.source)
