@@ -111,3 +111,15 @@ def test_a_missing_column_or_a_file_not_parquet_is_refused_before_work(corpus, t
                                  str(tmp_path / "out"), *FLAGS,
                                  "--features", "text:string,lang:string"])
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow  # against the storage emulator
+def test_parquet_and_its_media_on_gs_give_the_local_dataset(corpus, dataset, gcs_emulator):
+    for path in [corpus / "rows.parquet", *sorted((corpus / "clips").iterdir())]:
+        gcs_emulator.upload(path, f"parquet/{path.relative_to(corpus)}")
+    remote = gcs_emulator.url("parquet-out/ds")
+    info = parquet_to_tfrecord.run(["--input", gcs_emulator.url("parquet/rows.parquet"),
+                                    "--output", remote, "--shard_size_mb", "0.0001", *FLAGS])
+    local = dg.load_info(dataset)
+    assert info["splits"] == local.splits
+    assert info["statistics"] == local.document["statistics"]
