@@ -204,6 +204,7 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
                                       opts.drop_transcript),
     )
     recipe.load_functions()  # an unimportable function fails now, not on a worker
+    read.source.reader.check_recipe(recipe)
     preprocessing = Preprocessing.from_flags(
         opts.preprocessing_fn, opts.normalize, opts.vocabulary, opts.bucketize
     )

@@ -58,8 +58,10 @@ import logging
 from typing import IO, Callable, Iterator, Sequence
 
 import apache_beam as beam
+from apache_beam.io.filesystem import FileMetadata
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.format.arguments import ArgumentError
 from transforms.format.sample import KEY, URL, escape_name, is_text
 from transforms.format.text import comma_list
 from transforms.runner.counters import counter
@@ -67,6 +69,14 @@ from transforms.sources import compression
 from transforms.sources.compression import StreamCorrupt, codec_of_name
 from transforms.sources.file_match import as_patterns, file_version, match_files, matched_files
 from transforms.sources.input_files import StorageGuard, open_input, read_whole
+from transforms.sources.kaldi_dir import (
+    KALDI,
+    KaldiTables,
+    kaldi_columns,
+    kaldi_files,
+    recording_path,
+    rows_file,
+)
 from transforms.sources.listing_rows import (
     ListingLayout,
     MediaReadError,
@@ -135,6 +145,9 @@ def inspect_listings(patterns: Sequence[str], media_columns: Sequence[str],
             raise ValueError(f"listing {escape_name(path)!r}: its name is not UTF-8; rename "
                              f"it (rows name their listing as text)")
         fmt = listing_format(path)
+        if fmt == KALDI:
+            layouts[path] = (fmt, _inspect_kaldi(path))
+            continue
         try:
             line = _first_line(path)
         except StreamCorrupt as e:
@@ -166,11 +179,37 @@ def inspect_listings(patterns: Sequence[str], media_columns: Sequence[str],
     if reserved:
         raise ValueError(f"listing {first!r}: column names starting with __ are reserved: "
                          f"{', '.join(reserved)}")
+    if fmt == KALDI:  # its rows are utterances, their recording's path in `audio`
+        media_columns, key_column = media_columns or ("audio",), key_column or "utterance"
     try:
         layout = ListingLayout(fmt, columns, tuple(media_columns), key_column or None)
     except ValueError as e:
         raise ValueError(f"listing {first!r}: {e}") from None
     return files, layout
+
+
+def _inspect_kaldi(wav_scp: str) -> tuple:
+    """A Kaldi data directory's columns; ValueError when its first recording is
+    a command (kaldi_dir.recording_path)."""
+    line = _first_line(wav_scp)
+    if not line.strip():
+        raise ValueError(f"listing {wav_scp!r} has no recording on its first line")
+    recording, _, entry = line.decode("utf-8", "replace").strip().partition(" ")
+    try:
+        recording_path(recording, entry.strip())
+    except ValueError as e:
+        raise ValueError(f"{wav_scp}: {e}") from None
+    return kaldi_columns(kaldi_files(wav_scp))
+
+
+def _rows_source(path: str, layout: ListingLayout) -> tuple[str, Callable[[bytes], dict]]:
+    """(the file whose lines are the listing's rows, line -> row): the listing
+    itself and its format's parser, or a Kaldi directory's rows file and its
+    tables."""
+    if layout.format == KALDI:
+        files = kaldi_files(path)
+        return rows_file(files), KaldiTables(files).row
+    return path, functools.partial(parse_row, layout=layout)
 
 
 def missing_fields(columns: Sequence[str], fields: Sequence[tuple]) -> list:
@@ -224,11 +263,12 @@ def iter_samples(files: Sequence[str], layout: ListingLayout,
     --features auto reads only the few rows it looks at."""
     for path in files:
         try:
-            for line in _lines(path, skip_header=layout.format != "jsonl"):
+            rows, parse = _rows_source(path, layout)
+            for line in _lines(rows, skip_header=layout.has_header):
                 if not line.strip():
                     continue
                 try:
-                    yield row_to_sample(parse_row(line, layout), path, layout, read)
+                    yield row_to_sample(parse(line), path, layout, read)
                 except (ValueError, MediaReadError):
                     continue
         except StreamCorrupt:
@@ -241,12 +281,13 @@ def _sizing(path: str, layout: ListingLayout) -> tuple:
     metadata, not read), None when none do."""
     media = sized_text = 0
     row_bytes = []
-    rows = (line for line in _lines(path, skip_header=layout.format != "jsonl") if line.strip())
+    rows_path, parse = _rows_source(path, layout)
+    rows = (line for line in _lines(rows_path, skip_header=layout.has_header) if line.strip())
     try:
         for line in itertools.islice(rows, _SIZING_ROWS):
             row_bytes.append(len(line) + 1)
             try:
-                row = parse_row(line, layout)
+                row = parse(line)
                 sizes = [FileSystems.match([resolve(path, row[c])])[0].metadata_list[0]
                          .size_in_bytes for c in layout.media_columns]
             except Exception:  # noqa: BLE001 - a row that will be a dead letter does not size units
@@ -260,14 +301,34 @@ def _sizing(path: str, layout: ListingLayout) -> tuple:
     return mean_row, (media / sized_text if sized_text else None)
 
 
+def _rows_metadata(listing: FileMetadata, layout: ListingLayout) -> FileMetadata:
+    """The matched file whose lines are the listing's rows (byte ranges of it
+    are the units): the listing, or a Kaldi directory's rows file."""
+    if layout.format != KALDI:
+        return listing
+    return FileSystems.match([rows_file(kaldi_files(listing.path))])[0].metadata_list[0]
+
+
+def _read_files(matched: Sequence[FileMetadata], layout: ListingLayout) -> dict:
+    """{listing: the matched files a unit of it reads}: itself, or every file of
+    its Kaldi directory (a change to any converts its units again)."""
+    if layout.format != KALDI:
+        return {m.path: (m,) for m in matched}
+    return {m.path: tuple(FileSystems.match([path])[0].metadata_list[0]
+                          for _, path in sorted(kaldi_files(m.path).items()))
+            for m in matched}
+
+
 def plan_listing_units(patterns: str | Sequence[str], layout: ListingLayout,
                        target_bytes: int) -> tuple:
     """The work units of the listings matching `patterns`: byte ranges of about
     `target_bytes` of media each, by the sizes of the first listing's first
     rows' media; a compressed listing is one unit whatever its size."""
     matched = matched_files(patterns)
-    sizes = {m.path: m.size_in_bytes for m in matched}
-    versions = {m.path: ((m.path, file_version(m)),) for m in matched}
+    rows = {m.path: _rows_metadata(m, layout) for m in matched}
+    sizes = {path: m.size_in_bytes for path, m in rows.items()}
+    versions = {path: tuple((m.path, file_version(m)) for m in files)
+                for path, files in _read_files(matched, layout).items()}
     files = sorted(sizes)
     row_bytes, ratio = _sizing(files[0], layout)
     range_bytes = (max(row_bytes, int(target_bytes / ratio)) if ratio
@@ -298,7 +359,18 @@ class ListingReader(UnitReader):
         the fields it decodes."""
         return ListingReader(self._layout, min_bytes)
 
+    def check_recipe(self, recipe) -> None:
+        """A Kaldi directory with `segments` lists utterances of its recordings:
+        refused unless the recipe cuts each row's segment out of its recording."""
+        if self._layout.format == KALDI and "start" in self._layout.columns and (
+                recipe.segments.columns != ("start", "end")):
+            raise ArgumentError("segments.columns", "must be start,end for a Kaldi data "
+                                "directory with a segments file: each row is an utterance of "
+                                "its recording, from start to end")
+
     def setup(self, counting: bool = True) -> None:
+        self._rows_of = functools.lru_cache(maxsize=1)(
+            functools.partial(_rows_source, layout=self._layout))
         self._rows = counter("manifest_rows_read", counting)
         self._samples = counter("samples_read", counting)
         self._files = counter("media_files_read", counting)
@@ -320,25 +392,30 @@ class ListingReader(UnitReader):
     def read(self, unit: WorkUnit, tracker=None) -> Iterator[dict | Failed]:  # noqa: ARG002
         self._last = None
         url, start, end = unit.inputs
-        lines = _lines(url, start, end, skip_header=self._layout.format != "jsonl", verify=True)
+        try:
+            rows, parse = self._rows_of(url)
+        except ValueError as e:  # a Kaldi directory's file that does not parse
+            yield Failed.of(_ROW_STAGE, e, url=url, file=True)
+            return
+        lines = _lines(rows, start, end, skip_header=self._layout.has_header, verify=True)
         try:
             for line in lines:
                 if line.strip():  # a blank line (often the last) is not a row
-                    yield self._sample(url, line)
+                    yield self._sample(url, line, parse)
         except StreamCorrupt as e:  # raised before the first line: no row was read
             yield Failed.of(_ROW_STAGE, e, url=url, file=True)
 
-    def _sample(self, url: str, line: bytes) -> dict | Failed:
+    def _sample(self, url: str, line: bytes, parse: Callable[[bytes], dict]) -> dict | Failed:
         """The row's Sample, or its dead letter."""
         self._rows.inc()
         self._samples.inc()
         try:
-            return row_to_sample(parse_row(line, self._layout), url, self._layout, self._read)
+            return row_to_sample(parse(line), url, self._layout, self._read)
         except MediaReadError as e:
             return Failed.of(_MEDIA_STAGE, e, url=url, key=e.key, member=e.path,
                              column=e.column)
-        except ValueError as e:
-            return Failed.of(_ROW_STAGE, e, url=url)
+        except ValueError as e:  # a Kaldi row names its utterance
+            return Failed.of(_ROW_STAGE, e, url=url, key=getattr(e, "key", None))
 
 
 class ReadListingSamples(beam.PTransform):
@@ -378,7 +455,7 @@ class ReadListingSamples(beam.PTransform):
         """What the manifest records of this input."""
         return {"type": "manifest", "input": ",".join(self._patterns),
                 "num_files": len(self.files), "format": self.layout.format,
-                "media_columns": self._media_columns}
+                "media_columns": list(self.layout.media_columns)}
 
     def first_samples(self) -> Iterator[dict]:
         """The readable samples of the listings, in order: lazy, so --features auto

@@ -32,6 +32,7 @@ from transforms.format.sample import KEY, URL, StoredBytes, field_text, field_va
 from transforms.format.text import preview
 from transforms.sources.compression import codec_of_name
 from transforms.sources.input_files import StorageReadError
+from transforms.sources.kaldi_dir import KALDI, is_kaldi_listing
 
 __all__ = ["ListingLayout", "MediaReadError", "header_columns", "listing_format", "parse_row",
            "resolve", "row_to_sample"]
@@ -60,7 +61,7 @@ class ListingLayout:
     `columns` is the CSV header, or a JSONL file's first row's keys.
     """
 
-    format: str  # csv, tsv or jsonl
+    format: str  # csv, tsv, jsonl or kaldi (transforms/sources/kaldi_dir.py)
     columns: tuple
     media_columns: tuple
     key_column: str | None = None
@@ -74,9 +75,17 @@ class ListingLayout:
             raise ValueError(f"no column {', '.join(map(repr, missing))} in the listing "
                              f"(columns: {', '.join(self.columns)})")
 
+    @property
+    def has_header(self) -> bool:
+        """Whether the file's first line names the columns (CSV and TSV)."""
+        return self.format in _DELIMITERS
+
 
 def listing_format(path: str) -> str:
-    """'a/b.csv.gz' -> 'csv'; ValueError for an extension that is not a listing's."""
+    """'a/b.csv.gz' -> 'csv', 'data/train/wav.scp' -> 'kaldi'; ValueError for an
+    extension that is not a listing's."""
+    if is_kaldi_listing(path):
+        return KALDI
     name = path.rsplit("/", 1)[-1]
     if codec_of_name(path) is not None:
         name = name.rsplit(".", 1)[0]
@@ -84,7 +93,7 @@ def listing_format(path: str) -> str:
     if ext not in _FORMATS:
         raise ValueError(f"listing {path!r}: cannot tell its format; name it .csv, .tsv, "
                          f".jsonl or .ndjson, optionally compressed as .gz, .bz2 or .xz "
-                         f"(e.g. rows.csv.gz)")
+                         f"(e.g. rows.csv.gz), or give a Kaldi data directory's wav.scp")
     return _FORMATS[ext]
 
 

@@ -103,8 +103,8 @@ class UnitReader:
     >>> [s["__key__"] for s in Numbers().read(dg.WorkUnit(0, (1, 2), 2))]
     ['n1', 'n2']
 
-    The defaults: a unit is read whole (`splittable` False), setup() and
-    teardown() do nothing. A splittable reader (Bigtable's key ranges) also
+    The defaults: a unit is read whole (`splittable` False), setup(),
+    teardown() and check_recipe() do nothing. A splittable reader (Bigtable's key ranges) also
     gives restrictions (`SplittableUnits`). A reader may also have
     `leaving_stored(min_bytes)`: a copy of itself that gives fields of at least
     `min_bytes` as StoredBytes (transforms/format/sample.py) rather than bytes
@@ -112,6 +112,10 @@ class UnitReader:
     """
 
     splittable = False
+
+    def check_recipe(self, recipe) -> None:
+        """ArgumentError when the recipe would misread this input; WriteDataset
+        asks before any work. By default any recipe will do."""
 
     def setup(self, counting: bool = True) -> None:
         """Makes clients and counters; `counting` false for a light pass whose

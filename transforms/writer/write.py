@@ -395,6 +395,8 @@ class WriteDataset(beam.PTransform):
             self._config = _keyword_config(output, **keywords)
         if source is not None and not isinstance(source, Source):
             raise ArgumentTypeError("source", f"must be a Source, got {source!r}")
+        if source is not None:
+            source.reader.check_recipe(self._config.recipe)
         self._source = source
         self._cut_by = cut_by
         self._failures = _failure_collections(failures)

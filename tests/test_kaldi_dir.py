@@ -1,0 +1,115 @@
+"""Kaldi data directories in: wav.scp, segments, text and utt2spk written by hand
+(printf), the recordings spliced by sox from espeak-ng's speech.
+
+Each utterance becomes an example holding exactly its stretch of its
+recording; what Kaldi would run instead of reading (a command in wav.scp),
+a segment of a recording wav.scp does not list, an utterance with no
+transcript, are refused or dead letters naming them.
+"""
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+import soundfile
+
+import transforms as dg
+from pipelines import manifest_to_tfrecord
+from transforms.testing.spoken import sentences, speak
+
+FLAGS = ["--cut", "utterances", "--audio_fields", "audio", "--features",
+         "text:string,speaker:string", "--text_field", "text", "--split_by", "__key__",
+         "--splits", "train=0.5,test=0.5", "--allow_empty_splits",
+         "--max_failure_fraction", "0.5"]
+
+
+def _shell(command: str, cwd) -> None:
+    subprocess.run(command, shell=True, check=True, cwd=cwd, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """wav/r0.wav and r1.wav, two sentences each (sox); data/train lists them
+    (r0 by its absolute path, r1 relative to the data directory) and cuts
+    six utterances, three of them bad: one of recording r9 (not in wav.scp),
+    one with no line in text, one ending at -1."""
+    root = tmp_path_factory.mktemp("kaldi")
+    (root / "wav").mkdir()
+    for i, text in enumerate(sentences(4)):
+        speak(text, str(root / "wav" / f"s{i}.flac"), voice=i)
+    _shell("sox s0.flac s1.flac r0.wav && sox s2.flac s3.flac r1.wav", root / "wav")
+    data = root / "data" / "train"
+    data.mkdir(parents=True)
+    _shell(f"printf 'r0 {root}/wav/r0.wav\\nr1 ../../wav/r1.wav\\n' > wav.scp;"
+           " printf 'r0-a r0 0.00 1.25\\nr0-b r0 1.25 2.50\\nr1-a r1 0.40 1.60\\n"
+           "r1-b r1 1.60 2.75\\nr9-a r9 0.00 1.00\\nr1-c r1 0.10 0.90\\nr0-c r0 2.5 -1\\n'"
+           " > segments;"
+           " printf 'r0-a THE BIRCH CANOE\\nr0-b GLUE THE SHEET\\nr1-a IT IS EASY\\n"
+           "r1-b THESE DAYS\\nr9-a NOWHERE\\nr0-c TO THE END\\n' > text;"
+           " printf 'r0-a spkA\\nr0-b spkA\\nr1-a spkB\\nr1-b spkB\\nr9-a spkC\\n"
+           "r1-c spkB\\nr0-c spkA\\n' > utt2spk", data)
+    return root
+
+
+def test_each_utterance_is_its_stretch_of_its_recording(corpus, tmp_path):
+    output = tmp_path / "ds"
+    manifest_to_tfrecord.run(["--input", f"{corpus}/data/*/wav.scp", "--output", str(output),
+                              "--segment_columns", "start,end", *FLAGS])
+    info = dg.load_info(output)
+    assert info.document["source"]["format"] == "kaldi"
+    written = {}
+    for split in ("train", "test"):
+        for example in dg.load(output, split, batch_size=None):
+            written[example["source_key"].numpy().decode()] = example
+    assert sorted(written) == ["r0-a", "r0-b", "r1-a", "r1-b"]
+    spans = {"r0-a": ("r0", 0.0, 1.25, "THE BIRCH CANOE", "spkA"),
+             "r0-b": ("r0", 1.25, 2.5, "GLUE THE SHEET", "spkA"),
+             "r1-a": ("r1", 0.4, 1.6, "IT IS EASY", "spkB"),
+             "r1-b": ("r1", 1.6, 2.75, "THESE DAYS", "spkB")}
+    for utterance, (recording, start, end, text, speaker) in spans.items():
+        audio, rate = soundfile.read(corpus / "wav" / f"{recording}.wav", dtype="float32")
+        example = written[utterance]
+        np.testing.assert_allclose(example["audio"].numpy(),
+                                   audio[round(start * rate):round(end * rate)], atol=1e-4)
+        assert example["text"].numpy().decode() == text
+        assert example["speaker"].numpy().decode() == speaker
+    with open(output / "failures" / "failures.jsonl") as f:
+        letters = {letter["key"]: letter["message"] for letter in map(json.loads, f)}
+    assert letters == {
+        "r9-a": "segments: utterance 'r9-a' names recording 'r9', which wav.scp does not have",
+        "r1-c": "utterance 'r1-c' has no line in text",
+        "r0-c": "segments: utterance 'r0-c' ends at -1 (to the recording's end), which is not "
+                "read: give its end"}
+
+
+def test_segments_without_segment_columns_are_refused_on_every_way_in(corpus, tmp_path):
+    with pytest.raises(ValueError, match="^--segment_columns must be start,end for a Kaldi "
+                                         "data directory with a segments file"):
+        manifest_to_tfrecord.run(["--input", f"{corpus}/data/train/wav.scp", "--output",
+                                  str(tmp_path / "cli"), *FLAGS])
+    read = dg.ReadListingSamples(f"{corpus}/data/train/wav.scp", [])
+    with pytest.raises(dg.ArgumentError, match="^segments.columns must be start,end"):
+        dg.WriteDataset(str(tmp_path / "api"), read.source, features="text:string")
+    assert not (tmp_path / "cli").exists() and not (tmp_path / "api").exists()
+
+
+def test_a_command_in_wav_scp_is_refused_first_and_a_dead_letter_later(corpus, tmp_path):
+    first, later = tmp_path / "first", tmp_path / "later"
+    first.mkdir()
+    later.mkdir()
+    _shell("printf 'r0 sox r0.flac -t wav - |\\n' > wav.scp", first)
+    with pytest.raises(ValueError, match="wav.scp entry of recording 'r0' is a command, not a "
+                                         "file: 'sox r0.flac -t wav - |'; convert the audio"):
+        manifest_to_tfrecord.run(["--input", str(first / "wav.scp"), "--output",
+                                  str(tmp_path / "out1"), *FLAGS[:4], "--features", "none"])
+    _shell(f"printf 'r0 {corpus}/wav/r0.wav\\nr1 flac -dc r1.flac |\\n' > wav.scp", later)
+    info = manifest_to_tfrecord.run(["--input", str(later / "wav.scp"), "--output",
+                                     str(tmp_path / "out2"), "--cut", "utterances",
+                                     "--audio_fields", "audio", "--features", "none",
+                                     "--splits", "train=1", "--max_failure_fraction", "0.5"])
+    assert info["accounting"]["samples_failed"] == 1
+    with open(tmp_path / "out2" / "failures" / "failures.jsonl") as f:
+        (letter,) = map(json.loads, f)
+    assert letter["stage"] == "read_manifest"
+    assert "recording 'r1' is a command" in letter["message"]
