@@ -19,7 +19,6 @@ setuptools.setup(
         "isal>=1.6",
         "soundfile>=0.12",
         "soxr>=0.3",
-        "kaldi-native-fbank>=1.20",  # Kaldi's fbank and MFCC (transforms/media/features.py)
         "av>=14",  # VideoFrame.rotation
         "pillow>=10",
         "matplotlib>=3.8",  # pipelines.inspect --report
@@ -34,6 +33,7 @@ setuptools.setup(
             "webdataset>=0.2.90",
             "gcp-storage-emulator>=2024.8",
             "tensorflow-datasets==4.9.*",  # reads our datasets back (tests/test_interop.py)
+            "kaldi-native-fbank>=1.20",  # Kaldi's features, to compare ours with (test_speech)
             "tensorflow-hub>=0.16",  # Beam's RunInference TensorFlow handler imports it
         ],
         # NVIDIA DALI reads our datasets back on the CPU (tests/test_interop.py); about

@@ -5,14 +5,16 @@ The corpus is made by other tools: espeak-ng speaks Harvard sentences in four
 voices, sox stores them as 16 kHz FLAC (transforms/testing/spoken.py), printf
 writes each transcript member and each speaker's JSON, GNU tar packs them.
 The features are checked against implementations written here from Kaldi's
-and TensorFlow's definitions (numpy) and against tf.signal itself; the
-statistics against numpy over the split as TensorFlow reads it back.
+and TensorFlow's definitions (numpy), against kaldi-native-fbank and against
+tf.signal itself; the statistics against numpy over the split as TensorFlow
+reads it back.
 """
 
 import json
 import shlex
 import subprocess
 
+import kaldi_native_fbank as knf
 import numpy as np
 import pytest
 import soundfile
@@ -124,22 +126,31 @@ def _tf_logmel(audio: np.ndarray, bins: int) -> np.ndarray:
 
 # --- the features ------------------------------------------------------------------
 
+def _kaldi_native(audio: np.ndarray, kind: str, bins: int) -> np.ndarray:
+    """kaldi-native-fbank's features, frame by frame (16-bit scale, no dither)."""
+    opts = knf.MfccOptions() if kind == "mfcc" else knf.FbankOptions()
+    opts.frame_opts.dither = 0.0
+    opts.mel_opts.num_bins = bins
+    computer = knf.OnlineMfcc(opts) if kind == "mfcc" else knf.OnlineFbank(opts)
+    computer.accept_waveform(16000, audio * 32768)
+    computer.input_finished()
+    return np.array([computer.get_frame(i) for i in range(computer.num_frames_ready)])
+
+
 @pytest.mark.parametrize("i", [0, 3])
 def test_fbank_and_mfcc_are_kaldis(speech, i):
     audio = _utterance(speech, i)
     fbank = compute_features(audio, 16000, AudioFeatures("fbank", num_mel_bins=80))
     mfcc = compute_features(audio, 16000, AudioFeatures("mfcc", num_mel_bins=23, num_ceps=13))
-    expected_fbank = _kaldi_fbank(audio, 80)
-    assert fbank.shape == expected_fbank.shape == (1 + (len(audio) - 400) // 160, 80)
-    assert fbank.dtype == np.float32
-    # float32 against float64, measured over the eight utterances: at most 4.1e-3
-    # (in near-silent frames, log energy ~1), 99.9% of values within 4.4e-4.
-    difference = np.abs(fbank - expected_fbank)
-    assert difference.max() < 1e-2 and np.percentile(difference, 99.9) < 1e-3
-    expected_mfcc = _kaldi_mfcc(audio, 23, 13)
-    assert mfcc.shape == expected_mfcc.shape
-    # Measured: at most 2.0e-3, on coefficients up to 160.
-    assert np.abs(mfcc - expected_mfcc).max() < 1e-2
+    assert fbank.shape == (1 + (len(audio) - 400) // 160, 80) and fbank.dtype == np.float32
+    for expected in (_kaldi_fbank(audio, 80), _kaldi_native(audio, "fbank", 80)):
+        # Measured over the eight utterances, against each: at most 1.8e-3 (in
+        # near-silent frames, log energy ~1), 99.9% of values within 3.6e-4.
+        difference = np.abs(fbank - expected)
+        assert difference.max() < 1e-2 and np.percentile(difference, 99.9) < 1e-3
+    for expected in (_kaldi_mfcc(audio, 23, 13), _kaldi_native(audio, "mfcc", 23)):
+        assert mfcc.shape == expected.shape
+        assert np.abs(mfcc - expected).max() < 1e-2   # measured: at most 1.8e-3, of up to 160
 
 
 def test_logmel_is_tf_signals(speech):
