@@ -215,6 +215,10 @@ def test_each_utterance_is_one_example_with_its_features_and_transcript(speech, 
                tfds.builder_from_directory(str(utterances)).as_dataset(split="test")}
     assert by_tfds and all(np.array_equal(fbank, examples[key]["fbank"].reshape(-1, 80))
                            for key, fbank in by_tfds.items())
+    features = tfds.builder_from_directory(str(utterances)).info.features
+    assert features["fbank"].doc.desc == (
+        "80 log mel energies a frame (Kaldi's compute-fbank-feats --dither=0), 25 ms frames "
+        "every 10 ms of 16000 Hz audio")
     described = info.document["audio_features"]["fbank"]
     assert (described["kind"], described["num_mel_bins"], described["frame_shift_ms"],
             described["sample_rate"]) == ("fbank", 80, 10.0, 16000)
@@ -296,6 +300,13 @@ def test_the_reader_normalizes_with_trains_statistics_or_each_utterances(utteran
         frames = batch[0].numpy()
         np.testing.assert_allclose(frames.mean(axis=0), 0, atol=1e-4)
         np.testing.assert_allclose(frames.std(axis=0), 1, atol=1e-3)
+    model = tf.keras.Sequential([tf.keras.Input((80,)), tf.keras.layers.Dense(1)])
+    model.compile("adam", "mse")   # an utterance's mean filterbank, each example its own length
+    history = model.fit(reader.load(utterances, "train", batch_size=2, features="fbank",
+                                    normalize="global").map(
+        lambda fbank: (tf.reduce_mean(fbank, axis=1), tf.zeros([tf.shape(fbank)[0], 1]))),
+        epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
     with pytest.raises(ValueError, match="none of \\['text'\\] has statistics"):
         reader.load(utterances, "train", features="text", normalize="global")
 

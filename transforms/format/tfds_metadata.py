@@ -85,11 +85,17 @@ def tfds_feature(feature: Feature, num_classes: int | None = None) -> dict:
     return _tensor(feature)
 
 
-def tfds_features(spec: FeatureSpec, num_classes: Mapping[str, int]) -> dict:
-    """`features.json`: a FeaturesDict of every feature, keyed as in the tf.Examples."""
+def tfds_features(spec: FeatureSpec, num_classes: Mapping[str, int],
+                  descriptions: Mapping[str, str] | None = None) -> dict:
+    """`features.json`: a FeaturesDict of every feature, keyed as in the
+    tf.Examples; `descriptions` ({feature: text}) become TFDS's feature docs."""
+    features = {}
+    for f in spec:
+        features[f.name] = tfds_feature(f, num_classes.get(f.name))
+        if descriptions and f.name in descriptions:
+            features[f.name]["description"] = descriptions[f.name]
     return {"pythonClassName": _CLASS + "features_dict.FeaturesDict",
-            "featuresDict": {"features": {
-                f.name: tfds_feature(f, num_classes.get(f.name)) for f in spec}}}
+            "featuresDict": {"features": features}}
 
 
 def tfds_dataset_info(name: str, splits: Mapping[str, Mapping], description: str) -> dict:

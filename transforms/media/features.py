@@ -37,7 +37,7 @@ import numpy as np
 from transforms.format.arguments import ArgumentError, check_choice
 from transforms.media.decoded import MediaError
 
-__all__ = ["AudioFeatures", "FEATURE_KINDS", "compute_features"]
+__all__ = ["AudioFeatures", "FEATURE_KINDS", "compute_features", "describe_in_words"]
 
 FEATURE_KINDS = ("fbank", "logmel", "mfcc")
 # Kaldi reads 16-bit audio as its integer values; float audio is in [-1, 1].
@@ -111,6 +111,15 @@ class AudioFeatures:
                 "frame_length_ms": self.frame_ms, "frame_shift_ms": self.shift_ms,
                 "sample_rate": sample_rate, "low_hz": _LOW_HZ, "high_hz": sample_rate / 2,
                 "matches": matches[self.kind]}
+
+
+def describe_in_words(description: dict) -> str:
+    """An `AudioFeatures.describe()` in a line, for TFDS's feature docs."""
+    values = (f"{description['num_ceps']} MFCCs" if description["kind"] == "mfcc"
+              else f"{description['num_mel_bins']} log mel energies")
+    return (f"{values} a frame ({description['matches']}), "
+            f"{description['frame_length_ms']:g} ms frames every "
+            f"{description['frame_shift_ms']:g} ms of {description['sample_rate']} Hz audio")
 
 
 def compute_features(audio: np.ndarray, sample_rate: int, options: AudioFeatures) -> np.ndarray:

@@ -53,6 +53,7 @@ from transforms.format.dead_letters import (
 from transforms.format.durations import split_durations
 from transforms.format.manifest import summary_line
 from transforms.format.spec import FeatureSpec
+from transforms.media.features import describe_in_words
 from transforms.recipe.splits import split_balance
 from transforms.recipe.statistics import Moments, merge_moments, statistics_entry
 from transforms.recipe.transcripts import transcripts_section
@@ -475,8 +476,10 @@ class _PublishFn(beam.DoFn):
         description = (f"Written by beam-datagen {info['package_version']} from "
                        f"{info['source'].get('input') or info['source'].get('type')}; "
                        f"its manifest is {manifest.MANIFEST}.")
-        write_text(FileSystems.join(output, tfds_metadata.TFDS_FEATURES),
-                    json.dumps(tfds_metadata.tfds_features(spec, classes), indent=2) + "\n")
+        descriptions = {name: describe_in_words(entry)
+                        for name, entry in info.get("audio_features", {}).items()}
+        write_text(FileSystems.join(output, tfds_metadata.TFDS_FEATURES), json.dumps(
+            tfds_metadata.tfds_features(spec, classes, descriptions), indent=2) + "\n")
         write_text(FileSystems.join(output, tfds_metadata.TFDS_INFO), json.dumps(
             tfds_metadata.tfds_dataset_info(tfds_metadata.dataset_name(output), info["splits"],
                                             description), indent=2) + "\n")
