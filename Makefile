@@ -68,6 +68,7 @@ bench: $(VENV)/.installed
 	$(PY) -m benchmarks.long_media_bench
 	$(PY) -m benchmarks.bigtable_bench
 	$(PY) -m benchmarks.transform_bench
+	$(PY) -m benchmarks.features_bench
 
 clean:
 	rm -rf $(DEMO) benchmarks/out .pytest_cache .hypothesis
