@@ -23,8 +23,10 @@ from typing import Iterable
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
+from pipelines import cli
 from pipelines.cli import flag_options, in_flag_terms
 from pipelines.dataset_options import DatasetOptions
+from pipelines.job_options import ListingOptions, input_patterns
 from transforms.format.infer import infer_spec
 from transforms.format.spec import FeatureSpec, parse_features
 from transforms.format.text import comma_list
@@ -47,7 +49,7 @@ from transforms.writer import launch
 from transforms.writer.write import DatasetConfig, WriteDataset
 
 __all__ = ["cut_options", "dataset_config", "feature_spec", "named_fields", "run_dataset_job",
-           "segment_options", "target_shard_bytes"]
+           "run_rows_job", "segment_options", "target_shard_bytes"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -279,6 +281,20 @@ def feature_spec(options: PipelineOptions, samples: Iterable) -> FeatureSpec:
         ",".join(f"{f.name}:{f.dtype}" + ("[*]" if f.is_variable else "") for f in spec),
     )
     return spec
+
+
+def run_rows_job(job: str, argv, read_rows, what: str) -> dict | None:
+    """A dataset job over rows that name or hold media (listings, Parquet):
+    `read_rows(patterns, media_columns, key_column, target_bytes)` reads
+    --input, which holds `what`; the flags' fields are checked against its
+    columns before any work."""
+    options = PipelineOptions(cli.checked_flags(job, argv))
+    columns = options.view_as(ListingOptions)
+    read = read_rows(input_patterns(options, what), columns.media_columns, columns.key_column,
+                     target_shard_bytes(options))
+    config = dataset_config(options, read)
+    read.check_fields(named_fields(config))
+    return run_dataset_job(options, config, read.source)
 
 
 def _choose_workers(options: PipelineOptions, source: Source) -> None:

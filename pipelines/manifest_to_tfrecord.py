@@ -28,32 +28,18 @@ naming manifests.
 
 from __future__ import annotations
 
-from apache_beam.options.pipeline_options import PipelineOptions
-
 import transforms as dg
 from pipelines import cli
-from pipelines.dataset_job import (
-    dataset_config,
-    named_fields,
-    run_dataset_job,
-    target_shard_bytes,
-)
-from pipelines.job_options import ListingOptions, input_patterns
+from pipelines.dataset_job import run_rows_job
 
 __all__ = ["run"]
 
 
 def run(argv=None) -> dict | None:
     """Builds and runs the job; returns the manifest once it has finished."""
-    options = PipelineOptions(cli.checked_flags("manifest_to_tfrecord", argv))
-    listing = options.view_as(ListingOptions)
-    read = dg.ReadListingSamples(
-        input_patterns(options, "CSV or JSONL manifests: a file pattern, or several comma "
-                                "separated"),
-        listing.media_columns, listing.key_column, target_shard_bytes(options))
-    config = dataset_config(options, read)
-    read.check_fields(named_fields(config))
-    return run_dataset_job(options, config, read.source)
+    return run_rows_job("manifest_to_tfrecord", argv, dg.ReadListingSamples,
+                        "CSV or JSONL manifests (or Kaldi wav.scp files): a file pattern, or "
+                        "several comma separated")
 
 
 if __name__ == "__main__":

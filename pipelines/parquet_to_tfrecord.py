@@ -28,31 +28,17 @@ listing job's.
 
 from __future__ import annotations
 
-from apache_beam.options.pipeline_options import PipelineOptions
-
 import transforms as dg
 from pipelines import cli
-from pipelines.dataset_job import (
-    dataset_config,
-    named_fields,
-    run_dataset_job,
-    target_shard_bytes,
-)
-from pipelines.job_options import ListingOptions, input_patterns
+from pipelines.dataset_job import run_rows_job
 
 __all__ = ["run"]
 
 
 def run(argv=None) -> dict | None:
     """Builds and runs the job; returns the manifest once it has finished."""
-    options = PipelineOptions(cli.checked_flags("parquet_to_tfrecord", argv))
-    columns = options.view_as(ListingOptions)
-    read = dg.ReadParquetSamples(
-        input_patterns(options, "Parquet files: a file pattern, or several comma separated"),
-        columns.media_columns, columns.key_column, target_shard_bytes(options))
-    config = dataset_config(options, read)
-    read.check_fields(named_fields(config))
-    return run_dataset_job(options, config, read.source)
+    return run_rows_job("parquet_to_tfrecord", argv, dg.ReadParquetSamples,
+                        "Parquet files: a file pattern, or several comma separated")
 
 
 if __name__ == "__main__":

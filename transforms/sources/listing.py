@@ -63,7 +63,6 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.format.arguments import ArgumentError
 from transforms.format.sample import KEY, URL, escape_name, is_text
-from transforms.format.text import comma_list
 from transforms.runner.counters import counter
 from transforms.sources import compression
 from transforms.sources.compression import StreamCorrupt, codec_of_name
@@ -82,6 +81,7 @@ from transforms.sources.listing_rows import (
     MediaReadError,
     header_columns,
     listing_format,
+    media_column_list,
     parse_row,
     resolve,
     row_to_sample,
@@ -444,10 +444,8 @@ class ReadListingSamples(beam.PTransform):
                  key_column: str | None = None, target_bytes: int = 128 << 20):
         super().__init__()
         self._patterns = as_patterns(file_pattern)
-        self._media_columns = list(comma_list(media_columns) if isinstance(media_columns, str)
-                                   else media_columns)
-        self.files, self.layout = inspect_listings(self._patterns, self._media_columns,
-                                                   key_column)
+        self.files, self.layout = inspect_listings(self._patterns,
+                                                   media_column_list(media_columns), key_column)
         plan = functools.partial(plan_listing_units, self._patterns, self.layout, target_bytes)
         self.source = Source(plan, ListingReader(self.layout))
 

@@ -26,16 +26,16 @@ import dataclasses
 import json
 import posixpath
 import re
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from transforms.format.sample import KEY, URL, StoredBytes, field_text, field_value
-from transforms.format.text import preview
+from transforms.format.text import comma_list, preview
 from transforms.sources.compression import codec_of_name
 from transforms.sources.input_files import StorageReadError
 from transforms.sources.kaldi_dir import KALDI, is_kaldi_listing
 
-__all__ = ["ListingLayout", "MediaReadError", "header_columns", "listing_format", "parse_row",
-           "resolve", "row_to_sample"]
+__all__ = ["ListingLayout", "MediaReadError", "header_columns", "listing_format",
+           "media_column_list", "parse_row", "resolve", "row_to_sample"]
 
 _DELIMITERS = {"csv": ",", "tsv": "\t"}
 _FORMATS = {"csv": "csv", "tsv": "tsv", "jsonl": "jsonl", "ndjson": "jsonl"}
@@ -61,7 +61,7 @@ class ListingLayout:
     `columns` is the CSV header, or a JSONL file's first row's keys.
     """
 
-    format: str  # csv, tsv, jsonl or kaldi (transforms/sources/kaldi_dir.py)
+    format: str  # csv, tsv, jsonl, kaldi (transforms/sources/kaldi_dir.py) or parquet
     columns: tuple
     media_columns: tuple
     key_column: str | None = None
@@ -72,13 +72,19 @@ class ListingLayout:
         missing = [c for c in (*self.media_columns, self.key_column or "")
                    if c and c not in self.columns]
         if missing:
-            raise ValueError(f"no column {', '.join(map(repr, missing))} in the listing "
+            where = "Parquet files" if self.format == "parquet" else "listing"
+            raise ValueError(f"no column {', '.join(map(repr, missing))} in the {where} "
                              f"(columns: {', '.join(self.columns)})")
 
     @property
     def has_header(self) -> bool:
         """Whether the file's first line names the columns (CSV and TSV)."""
         return self.format in _DELIMITERS
+
+
+def media_column_list(media_columns: str | Sequence[str]) -> list:
+    """The media columns as a list: 'audio,video' or ['audio', 'video']."""
+    return list(comma_list(media_columns) if isinstance(media_columns, str) else media_columns)
 
 
 def listing_format(path: str) -> str:

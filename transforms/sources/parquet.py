@@ -34,7 +34,6 @@ Counters (namespace `datagen`): `parquet_rows_read`, `media_files_read`,
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import itertools
 import posixpath
@@ -46,15 +45,19 @@ import pyarrow.parquet as pq
 
 from transforms.format.dead_letters import StorageReadError
 from transforms.format.sample import KEY, URL, field_text
-from transforms.format.text import comma_list
 from transforms.runner.counters import counter
 from transforms.sources.file_match import as_patterns, file_version, match_files, matched_files
 from transforms.sources.input_files import open_input, read_whole
 from transforms.sources.listing import check_columns
-from transforms.sources.listing_rows import field_value, resolve
+from transforms.sources.listing_rows import (
+    ListingLayout,
+    field_value,
+    media_column_list,
+    resolve,
+)
 from transforms.sources.units import Failed, ReadUnits, Source, UnitReader, WorkUnit
 
-__all__ = ["ParquetLayout", "ParquetReader", "ReadParquetSamples", "inspect_parquet",
+__all__ = ["ParquetReader", "ReadParquetSamples", "inspect_parquet",
            "plan_parquet_units"]
 
 _MEDIA_STAGE = "read_media"
@@ -62,24 +65,6 @@ _ROW_STAGE = "read_parquet"
 # Rows converted to Python objects at a time: bounds the memory a row group of
 # large embedded media takes beyond its own stored bytes.
 _BATCH_ROWS = 64
-
-
-@dataclasses.dataclass(frozen=True)
-class ParquetLayout:
-    """The columns of the Parquet files and which hold media; pickles as configuration."""
-
-    columns: tuple
-    media_columns: tuple
-    key_column: str | None = None
-
-    def __post_init__(self):
-        if not self.media_columns:
-            raise ValueError("--media_columns names no column; which columns hold the media?")
-        missing = [c for c in (*self.media_columns, self.key_column or "")
-                   if c and c not in self.columns]
-        if missing:
-            raise ValueError(f"no column {', '.join(map(repr, missing))} in the Parquet files "
-                             f"(columns: {', '.join(self.columns)})")
 
 
 def _parquet_file(path: str, f) -> pq.ParquetFile:
@@ -91,8 +76,9 @@ def _parquet_file(path: str, f) -> pq.ParquetFile:
 
 def inspect_parquet(patterns: Sequence[str], media_columns: Sequence[str],
                     key_column: str | None = None) -> tuple:
-    """(files, ParquetLayout) from the files' footers; ValueError before any work
-    when a file is not Parquet or the files' columns differ or lack one named."""
+    """(files, their ListingLayout, format "parquet") from the files' footers;
+    ValueError before any work when a file is not Parquet or the files'
+    columns differ or lack one named."""
     files = match_files(patterns)
     columns = {}
     for path in files:
@@ -104,7 +90,7 @@ def inspect_parquet(patterns: Sequence[str], media_columns: Sequence[str],
             raise ValueError(f"Parquet files {first!r} and {path!r} differ in their columns "
                              f"({', '.join(columns[first])} vs {', '.join(found)})")
     try:
-        layout = ParquetLayout(columns[first], tuple(media_columns), key_column or None)
+        layout = ListingLayout("parquet", columns[first], tuple(media_columns), key_column or None)
     except ValueError as e:
         raise ValueError(f"{first}: {e}") from None
     return files, layout
@@ -147,7 +133,7 @@ class ParquetReader(UnitReader):
     """Reads Parquet units: each row of the unit's row groups into a Sample,
     its media embedded or read, or a dead letter."""
 
-    def __init__(self, layout: ParquetLayout):
+    def __init__(self, layout: ListingLayout):
         self._layout = layout
 
     def setup(self, counting: bool = True) -> None:
@@ -200,7 +186,7 @@ class ParquetReader(UnitReader):
         return sample
 
 
-def _first_samples(files: Sequence[str], layout: ParquetLayout) -> Iterator[dict]:
+def _first_samples(files: Sequence[str], layout: ListingLayout) -> Iterator[dict]:
     """The readable samples of the first file's first units, in order (lazy)."""
     reader = ParquetReader(layout)
     reader.setup(counting=False)
@@ -236,17 +222,15 @@ class ReadParquetSamples(beam.PTransform):
                  key_column: str | None = None, target_bytes: int = 128 << 20):
         super().__init__()
         self._patterns = as_patterns(file_pattern)
-        self._media_columns = list(comma_list(media_columns) if isinstance(media_columns, str)
-                                   else media_columns)
-        self.files, self.layout = inspect_parquet(self._patterns, self._media_columns,
-                                                  key_column)
+        self.files, self.layout = inspect_parquet(self._patterns,
+                                                  media_column_list(media_columns), key_column)
         plan = functools.partial(plan_parquet_units, self._patterns, target_bytes)
         self.source = Source(plan, ParquetReader(self.layout))
 
     def describe(self) -> dict:
         """What the manifest records of this input."""
         return {"type": "parquet", "input": ",".join(self._patterns),
-                "num_files": len(self.files), "media_columns": self._media_columns}
+                "num_files": len(self.files), "media_columns": list(self.layout.media_columns)}
 
     def first_samples(self) -> Iterator[dict]:
         """The readable samples of the first file, in order: lazy, so --features
