@@ -153,7 +153,7 @@ def checked_flags(job: str, argv: Sequence[str] | None,
     """`argv` (None: the process's) once every argument is one the job takes
     (those of `parser`, by default `job_parser(job)`); FlagError in one line
     otherwise."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = _negative_values_joined(list(sys.argv[1:] if argv is None else argv))
     parser = parser or job_parser(job)
     _, rest = parser.parse_known_args(argv)
     if rest:
@@ -168,6 +168,23 @@ def checked_flags(job: str, argv: Sequence[str] | None,
         raise FlagError(f"unexpected argument {arg!r}: every flag takes one value; quote a "
                         f"pattern so the shell does not expand it, e.g. --input 'data/*.tar'")
     return argv
+
+
+# A value that starts with a minus sign: argparse would read `--gain_db -6,6`'s
+# value as a flag of its own.
+_NEGATIVE_VALUE = re.compile(r"^-[0-9.]+(,-?[0-9.]+)*$")
+
+
+def _negative_values_joined(argv: list) -> list:
+    """`--flag -6,6` as `--flag=-6,6`, so argparse takes the value for one."""
+    joined = []
+    for arg in argv:
+        if (_NEGATIVE_VALUE.match(arg) and joined and joined[-1].startswith("--")
+                and "=" not in joined[-1]):
+            joined[-1] = f"{joined[-1]}={arg}"
+        else:
+            joined.append(arg)
+    return joined
 
 
 @contextlib.contextmanager

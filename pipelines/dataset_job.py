@@ -31,6 +31,7 @@ from transforms.format.infer import infer_spec
 from transforms.format.spec import FeatureSpec, parse_features
 from transforms.format.text import comma_list
 from transforms.media.audio import AudioOptions
+from transforms.media.augment import AugmentOptions
 from transforms.media.cutting import CutOptions, media_fields, with_cut_features
 from transforms.media.features import AudioFeatures
 from transforms.media.frames import FrameOptions
@@ -122,6 +123,13 @@ def cut_options(options: PipelineOptions) -> CutOptions:
         crop_to_boxes=opts.boxes_from == "segment",
         min_duration_s=opts.min_duration_s,
         max_duration_s=opts.max_duration_s,
+        augment=AugmentOptions(
+            copies=opts.augment_copies,
+            speeds=_number_list(opts.speed_perturb, "--speed_perturb"),
+            gain_db=_number_list(opts.gain_db, "--gain_db"),
+            seed=opts.augment_seed,
+            splits=comma_list(opts.augment_splits),
+        ),
         audio_features=AudioFeatures(
             kind=opts.audio_features,
             num_mel_bins=opts.num_mel_bins,

@@ -230,6 +230,29 @@ class DatasetOptions(FlagTable, PipelineOptions):
         Flag("keep_waveform", "audio features", switch=True, recorded="cut",
              help="Write each example's audio as well as its features (by default the features "
                   "replace it)."),
+        Flag("augment_copies", "augmentation", type=int, default=0, example="2",
+             recorded="cut", parameters=("augment.copies",),
+             help="Augmented copies of each sample of --augment_splits, besides its original "
+                  "examples: each copy's audio is speed-perturbed (--speed_perturb) and gained "
+                  "(--gain_db) before it is cut, every choice drawn from the stable hash of "
+                  "the sample's key, the copy and --augment_seed (the same dataset on every "
+                  "run); a copy stays in its sample's split, and each example records what was "
+                  "done to it (aug.copy, aug.kind, aug.speed, aug.gain_db, aug.peak_normalized)."),
+        Flag("speed_perturb", "augmentation", default="", example="0.9,1.1",
+             regex="^[0-9.]+(,[0-9.]+)*$", recorded="cut", parameters=("augment.speeds",),
+             help="Speed factors, Kaldi's speed perturbation (duration divided and pitch "
+                  "multiplied by the factor); copy c takes the c-th, in turn."),
+        Flag("gain_db", "augmentation", default="", example="-6,6",
+             regex="^-?[0-9.]+,-?[0-9.]+$", recorded="cut", parameters=("augment.gain_db",),
+             help="LOW,HIGH: each copy's gain in dB, drawn from the range; where it would clip, "
+                  "the copy is scaled to a 0.99 peak instead (aug.peak_normalized)."),
+        Flag("augment_seed", "augmentation", type=int, default=0, recorded="cut",
+             parameters=("augment.seed",),
+             help="Seed of the augmentation's choices, with each sample's key and copy."),
+        Flag("augment_splits", "augmentation", default="train", example="train",
+             recorded="cut", parameters=("augment.splits",),
+             help="The splits whose samples get augmented copies (comma separated); the "
+                  "others stay clean."),
         Flag("text_field", "transcripts", default="", example="text", recorded=True,
              parameters=("transcripts.field",),
              help="The string feature holding each utterance's transcript (e.g. with --features "

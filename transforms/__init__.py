@@ -26,7 +26,7 @@ them); everything else is internal. Each is imported when first used, so
   (encoded), each giving an `ExampleResult` (`.examples`, `.failures`);
   `ExampleRecipe`, `FeatureSpec`, `SplitPlan`, `SegmentOptions`,
   `CutOptions` (with its `AudioOptions`, `WindowOptions`, `FrameOptions`,
-  `AudioFeatures`),
+  `AudioFeatures`, `AugmentOptions`),
   `decode_audio`, `Preprocessing` (tf.Transform);
 - writing a dataset: `WriteDataset` over a Source, a result or any
   PCollection of dicts, with the failures of the steps before it;
@@ -62,6 +62,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see of the names loaded on firs
     from transforms.format.reader import load, load_info
     from transforms.format.spec import FeatureSpec
     from transforms.media.audio import AudioOptions, decode_audio
+    from transforms.media.augment import AugmentOptions
     from transforms.media.cutting import CutOptions
     from transforms.media.features import AudioFeatures
     from transforms.media.frames import FrameOptions
@@ -103,6 +104,7 @@ _EXPORTS = {
     "CutOptions": "transforms.media.cutting",
     "AudioOptions": "transforms.media.audio",
     "AudioFeatures": "transforms.media.features",
+    "AugmentOptions": "transforms.media.augment",
     "WindowOptions": "transforms.media.windows",
     "FrameOptions": "transforms.media.frames",
     "WriteDataset": "transforms.writer.write",

@@ -45,7 +45,7 @@ the end once they are done.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -54,6 +54,13 @@ from transforms.format.sample import KEY, SOURCE_KEY, SPAN
 from transforms.format.segments import BoxTrack
 from transforms.format.spec import Feature
 from transforms.media.audio import AudioOptions, stream_audio
+from transforms.media.augment import (
+    AUGMENT_FEATURES,
+    ORIGINAL,
+    Augmentation,
+    AugmentOptions,
+    augment_blocks,
+)
 from transforms.media.decoded import MediaError, staged
 from transforms.media.features import FEATURE_KINDS, AudioFeatures, compute_features
 from transforms.media.frames import FrameOptions
@@ -106,6 +113,8 @@ class CutOptions:
     max_duration_s: float = 0.0
     # Filterbank, log-mel or MFCC frames of every example's audio.
     audio_features: AudioFeatures = AudioFeatures()
+    # Augmented copies of the samples of some splits (transforms/media/augment.py).
+    augment: AugmentOptions = AugmentOptions()
 
     def __post_init__(self):
         check_choice("mode", self.mode, MODES)
@@ -126,6 +135,12 @@ class CutOptions:
             raise ArgumentError("audio_features", f"are computed from the audio a cut decodes: not "
                                 f"with {{mode}} {self.mode}" + (" (whole utterances: "
                                 "{mode} utterances)" if self.mode == "none" else ""))
+        if self.augment and not (self.mode != "none" and self._uses_audio):
+            raise ArgumentError("augment.copies", f"are made from the audio a cut decodes: not "
+                                f"with {{mode}} {self.mode}")
+        if self.augment.speeds and self._uses_frames:
+            raise ArgumentError("augment.speeds", f"change the audio's timeline and not the "
+                                f"video's: not with {{mode}} {self.mode} of video frames")
         if self.audio_features and self.audio.sample_rate is None:
             raise ArgumentError("audio_features", "need a fixed {audio.sample_rate}")
         if self.mode == "none":
@@ -241,7 +256,7 @@ def media_features(options: CutOptions) -> tuple:
         features += length_features(("audio",), "")
     features += [Feature(SOURCE_KEY, "bytes"), Feature("start_time", "float"),
                  Feature("end_time", "float")]
-    return tuple(features)
+    return tuple(features) + (AUGMENT_FEATURES if options.augment else ())
 
 
 def with_cut_features(features: Sequence[Feature], options: CutOptions) -> tuple:
@@ -318,46 +333,59 @@ def _boxes(sample: Mapping[str, Any], options: CutOptions) -> BoxTrack | None:
     return span.boxes
 
 
+class _AudioRoute(NamedTuple):
+    """Where the audio a cut decodes goes before it is cut: `tap` hears each
+    decoded block; `augmentation` changes them (transforms/media/augment.py)."""
+
+    tap: Callable | None = None
+    augmentation: Augmentation | None = None
+
+
 def _audio_stream(sample: Mapping[str, Any], options: CutOptions, span,
-                  stats: dict, tap: Callable | None) -> Iterator:
+                  stats: dict, route: _AudioRoute) -> Iterator:
     """The sample's audio (its span's) in blocks, decode errors tagged, each
-    given to `tap` too; the milliseconds decoded counted in
-    stats["audio_ms_decoded"]."""
+    given to the route's tap too, then augmented as the route says; the
+    milliseconds decoded counted in stats["audio_ms_decoded"]."""
     field = _audio_source(sample, options)
     blocks = stream_audio(sample[field], options.audio, name=field, span=span)
-    for block in _staged_iter("decode_audio", field, blocks):
-        stats["audio_ms_decoded"] = (stats.get("audio_ms_decoded", 0)
-                                     + round(1000 * len(block.samples) / block.sample_rate))
-        if tap is not None:
-            tap(block)
-        yield block
+
+    def decoded():
+        for block in _staged_iter("decode_audio", field, blocks):
+            stats["audio_ms_decoded"] = (stats.get("audio_ms_decoded", 0)
+                                         + round(1000 * len(block.samples) / block.sample_rate))
+            if route.tap is not None:
+                route.tap(block)
+            yield block
+    if route.augmentation is None:
+        return decoded()
+    return _staged_iter("augment", field, augment_blocks(decoded(), route.augmentation))
 
 
 def _audio_timeline(sample: Mapping[str, Any], options: CutOptions, span,
-                    stats: dict, tap: Callable | None) -> AudioTimeline | None:
+                    stats: dict, route: _AudioRoute) -> AudioTimeline | None:
     """The sample's audio, decoded as far as the frames need it (from its first
     block on, so an unreadable track fails the sample before any frame)."""
     if not options.with_audio:
         return None
-    return AudioTimeline(_audio_stream(sample, options, span, stats, tap))
+    return AudioTimeline(_audio_stream(sample, options, span, stats, route))
 
 
 def _image(frame) -> Any:
     return frame.jpeg if frame.jpeg is not None else frame.image
 
 
-def _audio_windows(sample, base, options, span, stats, tap) -> Iterator[dict]:
-    blocks = _audio_stream(sample, options, span, stats, tap)
+def _audio_windows(sample, base, options, span, stats, route) -> Iterator[dict]:
+    blocks = _audio_stream(sample, options, span, stats, route)
     windows = _staged_iter("cut", _audio_source(sample, options),
                            audio_windows(blocks, options.windows, key=sample[KEY], stats=stats))
     for w in windows:
         yield {**base, "audio": w.samples, "start_time": w.start, "end_time": w.end}
-    if tap is not None:  # past --max_windows too: the tap hears the whole recording
+    if route.tap is not None:  # past --max_windows too: the tap hears the whole recording
         for _ in blocks:
             pass
 
 
-def _segment_example(sample, base, options, span, stats, tap) -> Iterator[dict]:
+def _segment_example(sample, base, options, span, stats, route) -> Iterator[dict]:
     if span is None:
         raise MediaError("--cut segments cuts segments, and this sample is a whole recording "
                          "(give its segments: --segments_field or --segment_columns)",
@@ -366,27 +394,27 @@ def _segment_example(sample, base, options, span, stats, tap) -> Iterator[dict]:
     if options._uses_frames:
         example["frames"] = [_image(frame) for frame in _frames(sample, options, span)]
     if options._uses_audio:
-        audio, start, end = _whole_audio(sample, options, span, stats, tap)
+        audio, start, end = _whole_audio(sample, options, span, stats, route)
         example.update(audio=audio, start_time=start, end_time=end)
     yield example
 
 
-def _utterance_example(sample, base, options, span, stats, tap) -> Iterator[dict]:
-    audio, start, end = _whole_audio(sample, options, span, stats, tap)
+def _utterance_example(sample, base, options, span, stats, route) -> Iterator[dict]:
+    audio, start, end = _whole_audio(sample, options, span, stats, route)
     yield {**base, "audio": audio, "duration_s": end - start, "num_samples": len(audio),
            "start_time": start, "end_time": end}
 
 
-def _whole_audio(sample, options, span, stats, tap) -> tuple[np.ndarray, float, float]:
+def _whole_audio(sample, options, span, stats, route) -> tuple[np.ndarray, float, float]:
     """The sample's (its span's) audio in one array, with its start and end time."""
-    blocks = list(_audio_stream(sample, options, span, stats, tap))
+    blocks = list(_audio_stream(sample, options, span, stats, route))
     audio = np.concatenate([block.samples for block in blocks])
     start = blocks[0].start
     return audio, start, start + len(audio) / blocks[0].sample_rate
 
 
-def _frame_examples(sample, base, options, span, stats, tap) -> Iterator[dict]:
-    audio = _audio_timeline(sample, options, span, stats, tap)
+def _frame_examples(sample, base, options, span, stats, route) -> Iterator[dict]:
+    audio = _audio_timeline(sample, options, span, stats, route)
     for frame in _frames(sample, options, span):
         example = {**base, "frame": _image(frame), "start_time": frame.time, "end_time": frame.time}
         if audio is not None:
@@ -403,8 +431,8 @@ def _frame_examples(sample, base, options, span, stats, tap) -> Iterator[dict]:
         audio.finish()
 
 
-def _clip_examples(sample, base, options, span, stats, tap) -> Iterator[dict]:
-    audio = _audio_timeline(sample, options, span, stats, tap)
+def _clip_examples(sample, base, options, span, stats, route) -> Iterator[dict]:
+    audio = _audio_timeline(sample, options, span, stats, route)
     seconds = options.clip_frames / options.frames.fps
     clip = []
     for frame in _frames(sample, options, span):
@@ -430,7 +458,8 @@ def _clip_examples(sample, base, options, span, stats, tap) -> Iterator[dict]:
 
 
 def cut_sample(sample: Mapping[str, Any], options: CutOptions,
-               stats: dict | None = None, audio_tap: Callable | None = None) -> Iterator[dict]:
+               stats: dict | None = None, audio_tap: Callable | None = None,
+               augmentation: Augmentation | None = None) -> Iterator[dict]:
     """The examples of one sample (the sample itself when the mode is 'none').
 
     Raises MediaError (with `stage` and `member`) for media that cannot be
@@ -438,8 +467,10 @@ def cut_sample(sample: Mapping[str, Any], options: CutOptions,
     what was dropped on purpose (windows_silent, frames_without_audio,
     clip_frames_dropped) and the audio decoded (audio_ms_decoded).
     `audio_tap` is given every block of audio the cut decodes, to the end
-    when `options.streams_audio` (a near-duplicate fingerprint, without a
-    second decode).
+    when `options.streams_audio` (a near-duplicate fingerprint, the peak an
+    augmentation needs, without a second decode). With `augmentation`, the
+    audio is that copy's (transforms/media/augment.py); with
+    `options.augment`, every example says which copy it is of (`aug.*`).
     """
     stats = stats if stats is not None else {}
     if options.mode == "none":
@@ -449,11 +480,13 @@ def cut_sample(sample: Mapping[str, Any], options: CutOptions,
     base = {k: v for k, v in sample.items() if k not in consumed}
     span = sample.get(SPAN)
     base[SOURCE_KEY] = sample[KEY] if span is None else span.recording
+    if options.augment:
+        base.update((augmentation or ORIGINAL).fields())
     span = None if span is None else _checked_span(span)
     cut = {"audio_windows": _audio_windows, "segments": _segment_example,
            "utterances": _utterance_example, "frames": _frame_examples,
            "clips": _clip_examples}[options.mode]
-    examples = cut(sample, base, options, span, stats, audio_tap)
+    examples = cut(sample, base, options, span, stats, _AudioRoute(audio_tap, augmentation))
     yield from (_with_features(examples, options, sample) if options.audio_features
                 else examples)
 

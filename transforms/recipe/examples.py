@@ -21,16 +21,18 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import itertools
 import logging
 from typing import Any, Callable, Generator, Iterator, Mapping, NamedTuple
 
-from transforms.format.arguments import ArgumentTypeError
+from transforms.format.arguments import ArgumentError, ArgumentTypeError
 from transforms.format.dead_letters import StorageReadError
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.example_check import example_problems, parse_example, stored_values
 from transforms.format.sample import KEY, SPAN, FieldReader, read_stored
 from transforms.format.spec import FeatureSpec
 from transforms.format.stable_hash import stable_hash64
+from transforms.media.augment import augmentation_tallies, peak_of
 from transforms.media.cutting import CutOptions, cut_sample, media_fields, with_cut_features
 from transforms.media.decoded import NoSamples
 from transforms.media.length import MediaLength, probe_length
@@ -113,6 +115,10 @@ class ExampleRecipe:
         if features != self.spec.features:
             object.__setattr__(self, "spec", FeatureSpec(features))
         self.segments.check(self.cut.mode)
+        unknown = set(self.cut.augment.splits) - set(self.split_plan.names)
+        if self.cut.augment and unknown:
+            raise ArgumentError("augment.splits", f"name {', '.join(sorted(unknown))}, which "
+                                f"{{splits}} does not: {', '.join(self.split_plan.names)}")
 
     @functools.cached_property
     def streamed_fields(self) -> frozenset:
@@ -170,6 +176,8 @@ class Built:
     near: NearTap | None = None         # fed the audio its cut decodes
     statistics: StatisticsTap | None = None  # fed its examples' audio features
     characters: collections.Counter | None = None  # of its examples' transcripts
+    # Its augmented copies' tallies, when its split is augmented (augmentation_tallies).
+    augmented: collections.Counter | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,7 +266,13 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
     transcripts = recipe.transcripts if built.characters is not None else None
     if transcripts is not None:
         source = next(f.source for f in recipe.spec if f.name == transcripts.field)
-    examples = cut_sample(sample, recipe.cut, stats, built.near)
+    if built.augmented is None:
+        examples = cut_sample(sample, recipe.cut, stats, built.near)
+    else:
+        peak = _PeakTap()
+        examples = itertools.chain(
+            cut_sample(sample, recipe.cut, stats, _taps(built.near, peak)),
+            _copies(sample, recipe.cut, stats, peak, built))
     for index, example in enumerate(_stage_iter("cut", examples)):
         values = _stage("features", _feature_values, example, recipe.spec)
         if transcripts is not None:
@@ -282,8 +296,39 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
                 f"{PROTOBUF_LIMIT} (cut the media into smaller examples)"))
         if statistics is not None:
             statistics.update(coerced)
+        if built.augmented is not None and example["aug.copy"]:
+            built.augmented[("augmented_examples", built.split)] += 1
         order = stable_hash64(f"{sample[KEY]}#{index}", b"datagen-order")
         yield order, serialized, _duration(coerced)
+
+
+class _PeakTap:
+    """The peak of the audio a cut decodes (an augmentation's clipping check)."""
+
+    def __init__(self):
+        self.value = 0.0
+
+    def __call__(self, block) -> None:
+        self.value = max(self.value, peak_of(block))
+
+
+def _taps(*taps: Callable | None) -> Callable | None:
+    """One tap feeding each of `taps` that is not None."""
+    live = [tap for tap in taps if tap is not None]
+    if len(live) < 2:
+        return live[0] if live else None
+    return lambda block: [tap(block) for tap in live]
+
+
+def _copies(sample: Mapping[str, Any], cut: CutOptions, stats: dict, peak: _PeakTap,
+            built: Built) -> Iterator[dict]:
+    """The examples of the sample's augmented copies, each planned once the
+    original's examples are cut (and its peak known); each copy's tallies
+    counted into `built.augmented`."""
+    for copy in range(1, cut.augment.copies + 1):
+        augmentation = cut.augment.plan(sample[KEY], copy, peak.value)
+        built.augmented.update(augmentation_tallies(built.split, augmentation))
+        yield from cut_sample(sample, cut, stats, None, augmentation)
 
 
 def recipe_samples(sample: Mapping[str, Any], recipe: ExampleRecipe) -> Iterator[Mapping]:
@@ -368,9 +413,11 @@ def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
                                cut.video_field, cut.audio)
     measured = cut.measured_features
     transcribed = recipe.transcripts and not recipe.transcripts.dropped(cut.mode)
+    augmented = cut.augment and split in cut.augment.splits
     built = Built(split, iter(()), group, label, fingerprints, content, near,
                   StatisticsTap(measured) if measured else None,
-                  collections.Counter() if transcribed else None)
+                  collections.Counter() if transcribed else None,
+                  collections.Counter() if augmented else None)
     return dataclasses.replace(built, examples=_examples(
         sample, recipe, encoder, example_fn, stats if stats is not None else {}, built))
 
@@ -405,6 +452,7 @@ class SampleOutcome(NamedTuple):
     fingerprints: tuple = ()        # (kind, digest): transforms/recipe/fingerprints.py
     moments: tuple = ()             # (feature, Moments) of its examples: recipe/statistics.py
     characters: tuple = ()          # (character, n) of its examples' transcripts
+    augmented: tuple = ()           # ((what, detail), n) of its augmented copies
 
 
 def convert_serialized(data: bytes, key: str, recipe: ExampleRecipe,
@@ -469,4 +517,5 @@ def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
 def _sums(built: Built) -> dict:
     """The outcome's sums of its examples' feature values and characters."""
     return {"moments": built.statistics.moments() if built.statistics is not None else (),
-            "characters": tuple(sorted(built.characters.items())) if built.characters else ()}
+            "characters": tuple(sorted(built.characters.items())) if built.characters else (),
+            "augmented": tuple(sorted(built.augmented.items())) if built.augmented else ()}

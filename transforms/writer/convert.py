@@ -16,7 +16,7 @@ global layout, or an examples table).
 
 A unit's receipt holds its tallies, {(what, detail): n} with `what` one of read,
 written, examples, label, duration, duration_ms, characters (of transcripts),
-filtered, failed, and for a
+augmented_examples and augment_* (augmented copies), filtered, failed, and for a
 recording cut into segments (transforms/recipe/segments.py) segmented and
 segments_read, segments_written, segments_filtered, segments_overlapping (a
 failed segment is ("failed", "segment"))
@@ -156,6 +156,7 @@ def outcome_tallies(outcome: SampleOutcome, unit: str = SAMPLE) -> dict:
         tallies[("duration_ms", outcome.split)] += round(seconds * 1000)
     for character, n in outcome.characters:  # transforms/recipe/transcripts.py
         tallies[("characters", (outcome.split, character))] = n
+    tallies.update(dict(outcome.augmented))  # transforms/media/augment.py
     prefix = _TALLY_PREFIX.get(unit, "")
     if outcome.failure is not None:
         # A cut example's failure fails its sample too: counted once, as the sample's.

@@ -125,6 +125,8 @@ def account(tallies: Mapping[tuple, int]) -> dict:
             "failed": total("cut_examples_failed"),
             "filtered_per_reason": by_detail("cut_examples_filtered"),
         }
+    if total("augment_copies"):
+        accounting["augmentation"] = _augmentation(by_detail)
     if total("segmented") or total("failed_by_segment"):
         accounting["segments"] = {
             "recordings": total("segmented") + total("failed_by_segment"),
@@ -138,6 +140,35 @@ def account(tallies: Mapping[tuple, int]) -> dict:
             "filtered_per_reason": by_detail("segments_filtered"),
         }
     return accounting
+
+
+def _augmentation(by_detail) -> dict:
+    """The accounting of augmented copies (transforms/media/augment.py): per
+    split, its original and augmented examples, its copies, and how many
+    copies took each speed, each gain (dB, rounded) and a peak
+    normalisation."""
+    augmented, examples = by_detail("augmented_examples"), by_detail("examples")
+
+    def per_split(what):
+        found: dict = {}
+        for (split, value), n in by_detail(what).items():
+            found.setdefault(split, {})[value] = n
+        return found
+
+    return {"examples": {split: {"original": n - augmented.get(split, 0),
+                                 "augmented": augmented.get(split, 0)}
+                         for split, n in examples.items()},
+            "copies": by_detail("augment_copies"),
+            "speed": per_split("augment_speed"),
+            "gain_db": per_split("augment_gain_db"),
+            "peak_normalized": by_detail("augment_peak_normalized")}
+
+
+def _original_examples(accounting: Mapping[str, Any]) -> dict:
+    """Examples per split but augmented copies': what the split ratios are of."""
+    augmented = accounting.get("augmentation", {}).get("examples", {})
+    return {split: n - augmented.get(split, {}).get("augmented", 0)
+            for split, n in accounting["examples_per_split"].items()}
 
 
 def _inputs_and_failed(accounting: Mapping[str, Any]) -> tuple[int, int]:
@@ -291,7 +322,7 @@ class _CheckFn(beam.DoFn):
         group_counts = dict(group_counts)
         # Every message in the caller's terms: flags for a job, parameters in Python.
         empty, lopsided = (list(map(config.said, lines)) for lines in split_balance(
-            config.recipe.split_plan, accounting["examples_per_split"], group_counts))
+            config.recipe.split_plan, _original_examples(accounting), group_counts))
         copies, copied = self._duplicates(duplicates)
         # What publishes this run's work: a job resumes it; a Python caller runs again.
         rerun = "{resume} with" if config.command_line else "a rerun with"

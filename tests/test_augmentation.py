@@ -1,0 +1,139 @@
+"""Offline augmentation (#39, its first part): speed perturbation and gain.
+
+The speech is espeak-ng's, stored by sox, packed by GNU tar; sox's own
+`speed` effect is the independent speed perturbation the job's is held to,
+numpy's arithmetic the gain. The dataset is the same on every run and worker
+count; a copy never leaves its sample's split; the manifest counts what the
+shards hold.
+"""
+
+import collections
+import json
+import subprocess
+
+import numpy as np
+import pytest
+import soundfile
+
+import transforms as dg
+from pipelines import tar_to_tfrecord
+from transforms.testing.spoken import sentences, speak
+
+SAMPLES = 8
+FLAGS = ["--cut", "utterances", "--audio_fields", "flac",
+         "--features", "speaker=json.speaker:string", "--split_by", "__key__",
+         "--splits", "train=0.5,test=0.5", "--augment_copies", "2",
+         "--speed_perturb", "0.9,1.1", "--gain_db", "-6,6", "--augment_seed", "3"]
+
+
+def _shell(command: str, cwd) -> None:
+    subprocess.run(command, shell=True, check=True, cwd=cwd, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """speech.tar: s0..s7, a sentence each (FLAC) and its speaker (JSON)."""
+    root = tmp_path_factory.mktemp("augment")
+    members = []
+    for i, text in enumerate(sentences(SAMPLES)):
+        speak(text, str(root / f"s{i}.flac"), voice=i)
+        _shell(f"printf '{{\"speaker\": \"v{i % 4}\"}}' > s{i}.json", root)
+        members += [f"s{i}.flac", f"s{i}.json"]
+    _shell("tar -cf speech.tar " + " ".join(members), root)
+    return root
+
+
+def _examples(output) -> dict:
+    """(key, copy) -> (split, example) of every example written."""
+    found = {}
+    for split in ("train", "test"):
+        for example in dg.load(output, split, batch_size=None):
+            key = (example["source_key"].numpy().decode(), int(example["aug.copy"]))
+            found[key] = (split, example)
+    return found
+
+
+@pytest.fixture(scope="module")
+def augmented(corpus, tmp_path_factory):
+    output = tmp_path_factory.mktemp("augmented") / "ds"
+    tar_to_tfrecord.run(["--input", f"{corpus}/speech.tar", "--output", str(output), *FLAGS,
+                         "--direct_num_workers", "1"])
+    return output
+
+
+def test_each_train_sample_has_its_copies_in_its_split_and_test_stays_clean(augmented):
+    examples = _examples(augmented)
+    splits = {key: split for (key, copy), (split, _) in examples.items() if copy == 0}
+    assert sorted(splits) == [f"s{i}" for i in range(SAMPLES)]
+    for (key, copy), (split, example) in examples.items():
+        assert split == splits[key]
+        assert copy in ((0, 1, 2) if split == "train" else (0,))
+        kind = example["aug.kind"].numpy().decode()
+        assert kind == ("none" if copy == 0 else "speed+gain")
+        assert float(example["aug.speed"]) == pytest.approx({0: 1.0, 1: 0.9, 2: 1.1}[copy])
+
+
+def test_speed_is_soxs_and_gain_is_the_recorded_decibels(corpus, augmented, tmp_path):
+    examples = _examples(augmented)
+    train = sorted(key for (key, copy), (split, _) in examples.items()
+                   if split == "train" and copy == 0)
+    for key in train[:2]:
+        original = examples[(key, 0)][1]["audio"].numpy()
+        for copy, factor in ((1, 0.9), (2, 1.1)):
+            example = examples[(key, copy)][1]
+            _shell(f"sox {corpus}/{key}.flac {tmp_path}/{key}-{copy}.wav speed {factor} "
+                   "rate -h 16000", tmp_path)
+            slowed, _ = soundfile.read(tmp_path / f"{key}-{copy}.wav", dtype="float32")
+            audio = example["audio"].numpy()
+            assert len(audio) == len(slowed) == pytest.approx(len(original) / factor, abs=2)
+            gain, peak = float(example["aug.gain_db"]), np.abs(original).max()
+            assert -6 <= gain <= 6
+            # Where the gain would clip, the sample's peak is scaled to 0.99 instead.
+            clips = peak * 10 ** (gain / 20) > 1
+            assert bool(example["aug.peak_normalized"]) == clips
+            scale = 0.99 / peak if clips else 10 ** (gain / 20)
+            # Measured: 8e-5 from sox's speed effect at unit gain; scaled with it here.
+            np.testing.assert_allclose(audio, slowed * scale, atol=1e-3)
+            assert np.abs(audio).max() <= 1
+
+
+def test_the_dataset_is_the_same_on_every_run_and_worker_count(corpus, augmented, tmp_path):
+    again = tmp_path / "again"
+    tar_to_tfrecord.run(["--input", f"{corpus}/speech.tar", "--output", str(again), *FLAGS,
+                         "--direct_num_workers", "2"])
+    for split in ("train", "test"):
+        for ours, theirs in zip(sorted((augmented / split).iterdir()),
+                                sorted((again / split).iterdir())):
+            assert ours.read_bytes() == theirs.read_bytes()
+    first, second = (json.loads((folder / "manifest.json").read_text())["accounting"]
+                     for folder in (augmented, again))
+    assert first == second
+
+
+def test_the_manifest_counts_what_the_shards_hold(augmented):
+    accounting = dg.load_info(augmented).accounting
+    held = collections.Counter((split, "augmented" if copy else "original")
+                               for (_, copy), (split, _) in _examples(augmented).items())
+    assert accounting["augmentation"]["examples"] == {
+        split: {"original": held[(split, "original")], "augmented": held[(split, "augmented")]}
+        for split in ("train", "test") if held[(split, "original")]}
+    copies = accounting["augmentation"]["copies"]["train"]
+    assert copies == 2 * held[("train", "original")]
+    assert accounting["augmentation"]["speed"]["train"] == {"0.9": copies // 2,
+                                                            "1.1": copies // 2}
+    assert sum(accounting["augmentation"]["gain_db"]["train"].values()) == copies
+    assert accounting["samples_written"] == SAMPLES   # a copy is no sample of its own
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--speed_perturb", "0,1.1"], "--speed_perturb 0: a speed factor must be above 0"),
+    (["--augment_splits", "dev"], "--augment_splits name dev, which --splits does not"),
+    (["--gain_db", "6,-6"], "--gain_db [6.0, -6.0]: a range LOW,HIGH in dB"),
+    (["--cut", "none"], "--augment_copies are made from the audio a cut decodes: not with "
+                        "--cut none"),
+])
+def test_bad_augmentation_flags_fail_before_any_work(corpus, tmp_path, flags, message):
+    with pytest.raises(ValueError, match="^" + message.replace("[", "\\[").replace("]", "\\]")):
+        tar_to_tfrecord.run(["--input", f"{corpus}/speech.tar", "--output",
+                             str(tmp_path / "out"), *FLAGS, *flags])
+    assert not (tmp_path / "out").exists()
