@@ -1,0 +1,87 @@
+"""What an augmented example costs against an original, side by side.
+
+    python -m benchmarks.augment_bench [--speech_mb 512] [--repeats 3] [--workdir DIR]
+
+writer_bench's speech corpus (16 kHz mono FLAC, 95 s files, 8 tar shards)
+through the windows job on one core, interleaved and repeated (medians),
+each run after a sync with the corpus in the page cache:
+
+  plain   1 s windows, no augmentation;
+  gain    the same and one copy of every sample, gained (--gain_db -6,6);
+  speed   the same and one copy of every sample, speed-perturbed (1.1).
+
+An augmented example's cost is the time a run adds to plain's over the
+augmented examples it adds; an original's is plain's time over its examples.
+Targets (issue #39): an augmented example <= 1.5x an original, and <= 1.2x
+for gain alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+
+from benchmarks.audio_pipeline_bench import speech_corpus, write_shards
+from benchmarks.process_tree import measure, warm
+from benchmarks.writer_bench import SPEECH_FLAGS
+
+EVERY_SPLIT = ["--augment_copies", "1", "--augment_splits", "train,eval,test"]
+RUNS = {
+    "plain": [],
+    "gain": [*EVERY_SPLIT, "--gain_db", "-6,6"],
+    "speed": [*EVERY_SPLIT, "--speed_perturb", "1.1"],
+}
+TARGETS = {"gain": 1.2, "speed": 1.5}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--speech_mb", type=float, default=512)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--workdir", default="")
+    args = parser.parse_args(argv)
+    workdir = args.workdir or tempfile.mkdtemp(prefix="augment-bench-")
+    corpus = os.path.join(workdir, "speech")
+    shutil.rmtree(corpus, ignore_errors=True)
+    megabytes = write_shards(speech_corpus(args.speech_mb), corpus, shards=8)
+    print(f"speech: {megabytes:.0f} MB in 8 files, one core a run, median of {args.repeats}")
+    seconds: dict = {name: [] for name in RUNS}
+    examples: dict = {}
+    for _ in range(args.repeats):
+        for name, flags in RUNS.items():
+            output = os.path.join(workdir, name)
+            shutil.rmtree(output, ignore_errors=True)
+            warm(corpus)
+            run = measure([sys.executable, "-m", "pipelines.tar_to_tfrecord",
+                           "--direct_num_workers", "1", "--input", f"{corpus}/*.tar",
+                           "--output", output, *SPEECH_FLAGS, *flags], watch=output)
+            seconds[name].append(run.seconds)
+            with open(os.path.join(output, "manifest.json")) as f:
+                accounting = json.load(f)["accounting"]
+            augmented = sum(split["augmented"] for split in accounting.get(
+                "augmentation", {}).get("examples", {}).values())
+            examples[name] = (sum(accounting["examples_per_split"].values()), augmented)
+            shutil.rmtree(output)
+    median = {name: statistics.median(times) for name, times in seconds.items()}
+    original = median["plain"] / examples["plain"][0]
+    missed = []
+    for name, (total, augmented) in examples.items():
+        line = f"{name:6s} {median[name]:7.1f} s  {total:6d} examples ({augmented} augmented)"
+        if augmented:
+            cost = (median[name] - median["plain"]) / augmented / original
+            line += f"  an augmented example: {cost:.2f}x an original (target <= {TARGETS[name]}x)"
+            if cost > TARGETS[name]:
+                missed.append(f"{name} {cost:.2f}x > {TARGETS[name]}x")
+        print(line)
+    print("targets: " + ("met" if not missed else "MISSED: " + "; ".join(missed)))
+    if not args.workdir:
+        shutil.rmtree(workdir)
+
+
+if __name__ == "__main__":
+    main()
