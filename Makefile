@@ -69,6 +69,7 @@ bench: $(VENV)/.installed
 	$(PY) -m benchmarks.bigtable_bench
 	$(PY) -m benchmarks.transform_bench
 	$(PY) -m benchmarks.features_bench
+	$(PY) -m benchmarks.augment_bench
 
 clean:
 	rm -rf $(DEMO) benchmarks/out .pytest_cache .hypothesis

@@ -9,6 +9,7 @@ shards hold.
 
 import collections
 import json
+import shutil
 import subprocess
 
 import numpy as np
@@ -137,3 +138,19 @@ def test_bad_augmentation_flags_fail_before_any_work(corpus, tmp_path, flags, me
         tar_to_tfrecord.run(["--input", f"{corpus}/speech.tar", "--output",
                              str(tmp_path / "out"), *FLAGS, *flags])
     assert not (tmp_path / "out").exists()
+
+
+def test_verify_checks_every_copy_against_the_manifest(augmented, tmp_path):
+    assert dg.verify_dataset(augmented).ok
+    altered = tmp_path / "altered"
+    shutil.copytree(augmented, altered)
+    document = json.loads((altered / "manifest.json").read_text())
+    document["options"]["speed_perturb"] = "0.8,1.2"
+    document["accounting"]["augmentation"]["examples"]["train"]["augmented"] += 1
+    (altered / "manifest.json").write_text(json.dumps(document))
+    problems = dg.verify_dataset(altered).problems
+    assert any("aug.speed 0.9 is none of the job's [0.8, 1.2]" in p for p in problems)
+    held = _examples(augmented)
+    copies = sum(1 for (_, copy), (split, _) in held.items() if copy and split == "train")
+    assert (f"split train: {copies} augmented examples in its shards, the manifest says "
+            f"{copies + 1}") in problems

@@ -12,8 +12,9 @@ every shard once in a Beam job, one shard per work item
 stream, the file's CRC32C against the one the writer recorded, counts and
 bytes, the record index, every record against the spec, and the media of a
 seeded sample of records decoded; and the duplicate check's list against the
-manifest and the shards (transforms/verify/duplicates.py). `pipelines.verify`
-is its command line.
+manifest and the shards (transforms/verify/duplicates.py), and augmented
+copies' aug.* values and counts (transforms/verify/augmentation.py).
+`pipelines.verify` is its command line.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from transforms.format.arguments import check_path
 from transforms.format.manifest import DatasetInfo
 from transforms.runner.runtime import make_pipeline, runs_locally, wait_for
 from transforms.storage.folders import read_manifest, remove_tree
+from transforms.verify.augmentation import AugmentedRange, augmented_range, count_problems
 from transforms.verify.duplicates import duplicates_problems, sought_keys, written_problems
 from transforms.verify.layout import layout_problems, manifest_problems
 from transforms.verify.shards import ShardReport, VerifyShards
@@ -85,7 +87,8 @@ def _write_reports(reports: list, path: str) -> None:
 
 
 def _check_shards(info: DatasetInfo, root: str, entries: list, media_samples: int, seed: int,
-                  options: PipelineOptions, sought: frozenset) -> list:
+                  options: PipelineOptions, sought: frozenset,
+                  augmented: AugmentedRange | None) -> list:
     """Every shard's ShardReport, from a Beam job."""
     total = sum(e["num_examples"] for e in entries)
     fraction = min(1.0, media_samples / total) if total else 0.0
@@ -95,7 +98,8 @@ def _check_shards(info: DatasetInfo, root: str, entries: list, media_samples: in
         pipeline = make_pipeline(options)
         _ = (pipeline
              | "Shards" >> beam.Create(entries)
-             | "Verify" >> VerifyShards(root, info.spec, info.compression, fraction, seed, sought)
+             | "Verify" >> VerifyShards(root, info.spec, info.compression, fraction, seed, sought,
+                                        augmented)
              | "Gather" >> beam.combiners.ToList()
              | "WriteReports" >> beam.Map(_write_reports, path))
         if not wait_for(pipeline.run(), options):
@@ -152,10 +156,17 @@ def verify_dataset(root: str | os.PathLike, media_samples: int = 64, seed: int =
     problems += duplicates_problems(info, duplicates)
     entries = [shard for split in info.splits.values() for shard in split["shards"]
                if shard["file"] in found]
+    augmented = augmented_range(info)
     reports = _check_shards(info, root, entries, media_samples, seed,
                             options or PipelineOptions([]),
-                            sought_keys(info, duplicates)) if entries else []
+                            sought_keys(info, duplicates), augmented) if entries else []
     problems += [p for r in sorted(reports) for p in r.problems]
+    if augmented is not None:
+        copies: dict = {}
+        for report in reports:
+            split = report.file.split("/", 1)[0]
+            copies[split] = copies.get(split, 0) + report.augmented
+        problems += count_problems(info, copies)
     problems += written_problems(info, duplicates, {(r.file.split("/", 1)[0], key)
                                                     for r in reports for key in r.found})
     examples = sum(r.num_records for r in reports)

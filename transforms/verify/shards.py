@@ -31,6 +31,7 @@ from transforms.format.record_index import index_text
 from transforms.format.records import RecordStream
 from transforms.format.sample import SOURCE_KEY
 from transforms.format.spec import FeatureSpec
+from transforms.verify.augmentation import AugmentedRange, record_problems
 from transforms.verify.examples import media_problems
 
 __all__ = ["ShardReport", "VerifyShards", "check_shard", "chosen_for_decoding"]
@@ -49,6 +50,7 @@ class ShardReport(NamedTuple):
     num_decoded: int     # records whose media were decoded
     problems: tuple      # each "file: what is wrong"
     found: tuple = ()    # the `sought` source keys its records hold
+    augmented: int = 0   # its records that are augmented copies
 
 
 def chosen_for_decoding(seed: int, file: str, number: int, fraction: float) -> bool:
@@ -69,13 +71,16 @@ def _read(path: str) -> bytes:
 
 def check_shard(root: str, entry: Mapping[str, Any], spec: FeatureSpec, compression: str,
                 decode: Callable[[int], bool], read_chunks: Callable = _chunks,
-                read_file: Callable = _read, sought: frozenset = frozenset()) -> ShardReport:
+                read_file: Callable = _read, sought: frozenset = frozenset(),
+                augmented: AugmentedRange | None = None) -> ShardReport:
     """Verifies the shard of manifest `entry` under `root`; `decode(number)` says
     whether to decode a record's media; the report says which `sought` source
-    keys it holds. `read_chunks(path)` yields a file's bytes, `read_file(path)`
-    returns them (Beam's filesystems by default)."""
+    keys it holds, and with `augmented` how many copies, each record's aug.*
+    values checked (transforms/verify/augmentation.py). `read_chunks(path)`
+    yields a file's bytes, `read_file(path)` returns them (Beam's filesystems
+    by default)."""
     name = entry["file"]
-    problems, decoded, num_bytes, found_keys = [], 0, 0, set()
+    problems, decoded, num_bytes, found_keys, copies = [], 0, 0, set(), 0
     stream = RecordStream(read_chunks(f"{root}/{name}"), compression)
     for record in stream:
         num_bytes += len(record.data)
@@ -89,6 +94,9 @@ def check_shard(root: str, entry: Mapping[str, Any], spec: FeatureSpec, compress
         if sought and not found:
             found_keys.update(key.decode() for key in stored_values(example, SOURCE_KEY, "bytes")
                               if key.decode() in sought)
+        if not found and augmented is not None:
+            copy, found = record_problems(example, augmented)
+            copies += copy
         if not found and decode(record.number):
             count, found = media_problems(example, spec)
             decoded += count > 0
@@ -108,7 +116,7 @@ def check_shard(root: str, entry: Mapping[str, Any], spec: FeatureSpec, compress
     if len(problems) > _PROBLEMS_SHOWN:
         shown.append(f"{name}: … and {len(problems) - _PROBLEMS_SHOWN} more problems")
     return ShardReport(name, num_records, num_bytes, decoded, tuple(shown),
-                       tuple(sorted(found_keys)))
+                       tuple(sorted(found_keys)), copies)
 
 
 def _index_problems(root: str, index: Mapping[str, str], sizes: list,
@@ -127,9 +135,10 @@ def _index_problems(root: str, index: Mapping[str, str], sizes: list,
 
 class _CheckShardFn(beam.DoFn):
     def __init__(self, root: str, spec: FeatureSpec, compression: str, decode_fraction: float,
-                 seed: int, sought: frozenset):
+                 seed: int, sought: frozenset, augmented: AugmentedRange | None):
         self._root = root
         self._sought = sought
+        self._augmented = augmented
         self._spec = spec
         self._compression = compression
         self._fraction = decode_fraction
@@ -140,7 +149,7 @@ class _CheckShardFn(beam.DoFn):
             return chosen_for_decoding(self._seed, entry["file"], number, self._fraction)
 
         report = check_shard(self._root, entry, self._spec, self._compression, decode,
-                             sought=self._sought)
+                             sought=self._sought, augmented=self._augmented)
         beam.metrics.Metrics.counter("datagen", "records_verified").inc(report.num_records)
         yield report
 
@@ -149,12 +158,14 @@ class VerifyShards(beam.PTransform):
     """Manifest shard entries -> a ShardReport each (see `check_shard`), the
     shards spread over the workers. Each record's media are decoded with
     probability `decode_fraction`, chosen by `seed`; the `sought` source keys
-    found are reported."""
+    found are reported, and with `augmented` the copies."""
 
     def __init__(self, root: str, spec: FeatureSpec, compression: str,
-                 decode_fraction: float, seed: int = 0, sought: frozenset = frozenset()):
+                 decode_fraction: float, seed: int = 0, sought: frozenset = frozenset(),
+                 augmented: AugmentedRange | None = None):
         super().__init__()
-        self._fn = _CheckShardFn(root, spec, compression, decode_fraction, seed, sought)
+        self._fn = _CheckShardFn(root, spec, compression, decode_fraction, seed, sought,
+                                 augmented)
 
     def expand(self, entries):
         return (entries

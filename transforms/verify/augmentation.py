@@ -1,0 +1,72 @@
+"""Augmented examples (transforms/media/augment.py) against the manifest.
+
+Each record's `aug.*` values must say one story: an original (copy 0) is
+kind `none` at speed 1 and 0 dB; a copy's kind names what its speed and gain
+did, its speed is one of the job's `--speed_perturb` factors and its gain
+within `--gain_db`'s range (`record_problems`). Counted per split, the
+copies must be what the manifest's accounting says (`count_problems`).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, NamedTuple
+
+from transforms.format.example_check import stored_values
+from transforms.format.manifest import DatasetInfo
+from transforms.format.text import comma_list
+
+__all__ = ["AugmentedRange", "augmented_range", "count_problems", "record_problems"]
+
+# float32 on the wire: the values a job chose, to the float's precision.
+_TOLERANCE = 1e-4
+
+
+class AugmentedRange(NamedTuple):
+    """What a dataset's copies may hold: its speed factors and gain range."""
+
+    speeds: tuple
+    gain_db: tuple
+
+
+def augmented_range(info: DatasetInfo) -> AugmentedRange | None:
+    """The job's augmentation, from the manifest's options; None without one."""
+    options = info.document.get("options", {})
+    if not options.get("augment_copies"):
+        return None
+    return AugmentedRange(tuple(float(f) for f in comma_list(options.get("speed_perturb", ""))),
+                          tuple(float(g) for g in comma_list(options.get("gain_db", ""))))
+
+
+def record_problems(example, expected: AugmentedRange) -> tuple[bool, list]:
+    """(whether the parsed `example` is an augmented copy, what is wrong with
+    its aug.* values)."""
+    copy = stored_values(example, "aug.copy", "int64")[0]
+    kind = stored_values(example, "aug.kind", "bytes")[0].decode("utf-8", "replace")
+    speed = stored_values(example, "aug.speed", "float")[0]
+    gain = stored_values(example, "aug.gain_db", "float")[0]
+    sped, gained = abs(speed - 1) > _TOLERANCE, abs(gain) > _TOLERANCE
+    said = "+".join(name for name, done in (("speed", sped), ("gain", gained)) if done) or "none"
+    problems = []
+    if kind != said:
+        problems.append(f"aug.kind {kind!r}, but aug.speed {speed:g} and aug.gain_db {gain:g} "
+                        f"say {said!r}")
+    if copy == 0 and said != "none":
+        problems.append(f"an original (aug.copy 0) with aug.speed {speed:g}, aug.gain_db "
+                        f"{gain:g}")
+    if copy > 0:
+        if sped and not any(abs(speed - f) < _TOLERANCE for f in expected.speeds):
+            problems.append(f"aug.speed {speed:g} is none of the job's {list(expected.speeds)}")
+        if gained and not (expected.gain_db and expected.gain_db[0] - _TOLERANCE <= gain
+                           <= expected.gain_db[1] + _TOLERANCE):
+            problems.append(f"aug.gain_db {gain:g} is outside the job's {list(expected.gain_db)}")
+    return copy > 0, problems
+
+
+def count_problems(info: DatasetInfo, counted: Mapping[str, int]) -> list:
+    """The splits whose copies read back (`counted`, {split: augmented
+    examples}) are not what the manifest's accounting says."""
+    said = info.accounting.get("augmentation", {}).get("examples", {})
+    return [f"split {split}: {counted.get(split, 0)} augmented examples in its shards, the "
+            f"manifest says {said.get(split, {}).get('augmented', 0)}"
+            for split in info.splits
+            if counted.get(split, 0) != said.get(split, {}).get("augmented", 0)]
