@@ -98,7 +98,7 @@ def test_speed_is_soxs_and_gain_is_the_recorded_decibels(corpus, augmented, tmp_
             assert np.abs(audio).max() <= 1
 
 
-def test_the_dataset_is_the_same_on_every_run_and_worker_count(corpus, augmented, tmp_path):
+def test_the_dataset_is_the_same_on_every_run_worker_count_and_resume(corpus, augmented, tmp_path):
     again = tmp_path / "again"
     tar_to_tfrecord.run(["--input", f"{corpus}/speech.tar", "--output", str(again), *FLAGS,
                          "--direct_num_workers", "2"])
@@ -109,6 +109,10 @@ def test_the_dataset_is_the_same_on_every_run_and_worker_count(corpus, augmented
     first, second = (json.loads((folder / "manifest.json").read_text())["accounting"]
                      for folder in (augmented, again))
     assert first == second
+    tar_to_tfrecord.run(["--input", f"{corpus}/speech.tar", "--output", str(again), *FLAGS,
+                         "--resume"])   # every unit's receipt reused, copies and all
+    resumed = json.loads((again / "manifest.json").read_text())["accounting"]
+    assert resumed == first
 
 
 def test_the_manifest_counts_what_the_shards_hold(augmented):

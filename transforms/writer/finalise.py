@@ -149,9 +149,10 @@ def _augmentation(by_detail) -> dict:
     normalisation."""
     augmented, examples = by_detail("augmented_examples"), by_detail("examples")
 
-    def per_split(what):
+    def per_split(what):  # {split: {value: copies}}, values in numeric order
         found: dict = {}
-        for (split, value), n in by_detail(what).items():
+        for (split, value), n in sorted(by_detail(what).items(),
+                                        key=lambda item: (item[0][0], float(item[0][1]))):
             found.setdefault(split, {})[value] = n
         return found
 
