@@ -8,23 +8,30 @@ each run after a sync with the corpus in the page cache:
 
   plain   1 s windows, no augmentation;
   gain    the same and one copy of every sample, gained (--gain_db -6,6);
-  speed   the same and one copy of every sample, speed-perturbed (1.1).
+  speed   the same and one copy of every sample, speed-perturbed (1.1);
+  noise   the same and one copy of every sample with noise at 0-15 dB SNR,
+          from a corpus of four 30 s recordings (a tar of FLACs made here).
 
 An augmented example's cost is the time a run adds to plain's over the
 augmented examples it adds; an original's is plain's time over its examples.
 Targets (issue #39): an augmented example <= 1.5x an original, and <= 1.2x
-for gain alone.
+for gain or noise.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import shutil
 import statistics
 import sys
+import tarfile
 import tempfile
+
+import numpy as np
+import soundfile as sf
 
 from benchmarks.audio_pipeline_bench import speech_corpus, write_shards
 from benchmarks.process_tree import measure, warm
@@ -35,8 +42,23 @@ RUNS = {
     "plain": [],
     "gain": [*EVERY_SPLIT, "--gain_db", "-6,6"],
     "speed": [*EVERY_SPLIT, "--speed_perturb", "1.1"],
+    "noise": [*EVERY_SPLIT, "--noise_input", "{noise}", "--snr_db", "0,15"],
 }
-TARGETS = {"gain": 1.2, "speed": 1.5}
+TARGETS = {"gain": 1.2, "speed": 1.5, "noise": 1.2}
+
+
+def noise_corpus(path: str) -> str:
+    """A tar of four 30 s noise recordings (16 kHz FLAC): the noise corpus."""
+    rng = np.random.default_rng(0)
+    with tarfile.open(path, "w") as tar:
+        for i in range(4):
+            flac = io.BytesIO()
+            sf.write(flac, (0.05 * rng.standard_normal(16000 * 30)).astype(np.float32), 16000,
+                     format="FLAC")
+            member = tarfile.TarInfo(f"noise{i}.flac")
+            member.size = len(flac.getvalue())
+            tar.addfile(member, io.BytesIO(flac.getvalue()))
+    return path
 
 
 def main(argv=None) -> None:
@@ -49,6 +71,7 @@ def main(argv=None) -> None:
     corpus = os.path.join(workdir, "speech")
     shutil.rmtree(corpus, ignore_errors=True)
     megabytes = write_shards(speech_corpus(args.speech_mb), corpus, shards=8)
+    noise = noise_corpus(os.path.join(workdir, "noise.tar"))
     print(f"speech: {megabytes:.0f} MB in 8 files, one core a run, median of {args.repeats}")
     seconds: dict = {name: [] for name in RUNS}
     examples: dict = {}
@@ -59,7 +82,8 @@ def main(argv=None) -> None:
             warm(corpus)
             run = measure([sys.executable, "-m", "pipelines.tar_to_tfrecord",
                            "--direct_num_workers", "1", "--input", f"{corpus}/*.tar",
-                           "--output", output, *SPEECH_FLAGS, *flags], watch=output)
+                           "--output", output, *SPEECH_FLAGS,
+                           *(flag.format(noise=noise) for flag in flags)], watch=output)
             seconds[name].append(run.seconds)
             with open(os.path.join(output, "manifest.json")) as f:
                 accounting = json.load(f)["accounting"]

@@ -44,6 +44,7 @@ from transforms.recipe.transcripts import TranscriptOptions
 from transforms.runner import beam_internals, progress
 from transforms.runner.runtime import announce_job, make_pipeline, runs_locally, wait_for
 from transforms.runner.worker_count import local_workers
+from transforms.sources.noise_corpus import list_noise
 from transforms.sources.units import Source
 from transforms.tft.preprocessing import Preprocessing
 from transforms.writer import launch
@@ -129,6 +130,9 @@ def cut_options(options: PipelineOptions) -> CutOptions:
             gain_db=_number_list(opts.gain_db, "--gain_db"),
             seed=opts.augment_seed,
             splits=comma_list(opts.augment_splits),
+            noise=list_noise(comma_list(opts.noise_input)) if opts.noise_input else (),
+            snr_db=_number_list(opts.snr_db, "--snr_db"),
+            cache_mb=opts.augment_cache_mb,
         ),
         audio_features=AudioFeatures(
             kind=opts.audio_features,

@@ -246,6 +246,19 @@ class DatasetOptions(FlagTable, PipelineOptions):
              regex="^-?[0-9.]+,-?[0-9.]+$", recorded="cut", parameters=("augment.gain_db",),
              help="LOW,HIGH: each copy's gain in dB, drawn from the range; where it would clip, "
                   "the copy is scaled to a 0.99 peak instead (aug.peak_normalized)."),
+        Flag("noise_input", "augmentation", default="", example="gs://my-bucket/noise/*.tar",
+             regex=GS_PATH, recorded="cut", label="Noise corpus", parameters=("augment.noise",),
+             help="Tar shards of noise recordings (uncompressed; local or gs://), listed when "
+                  "the job starts: each copy adds one, drawn for it, from a drawn offset, at an "
+                  "SNR drawn from --snr_db (aug.noise_key, aug.snr_db)."),
+        Flag("snr_db", "augmentation", default="", example="0,15",
+             regex="^-?[0-9.]+,-?[0-9.]+$", recorded="cut", parameters=("augment.snr_db",),
+             help="LOW,HIGH: the speech-to-noise ratio range, dB; the speech's power is that of "
+                  "its active part (its 20 ms frames within 40 dB of its loudest)."),
+        Flag("augment_cache_mb", "augmentation", type=int, default=256,
+             parameters=("augment.cache_mb",), label="Noise cache per worker (MiB)",
+             help="Decoded noise recordings a worker keeps, at most (MiB); the rest are read "
+                  "again when a copy draws them."),
         Flag("augment_seed", "augmentation", type=int, default=0, recorded="cut",
              parameters=("augment.seed",),
              help="Seed of the augmentation's choices, with each sample's key and copy."),

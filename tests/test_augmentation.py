@@ -1,10 +1,11 @@
-"""Offline augmentation (#39, its first part): speed perturbation and gain.
+"""Offline augmentation: speed perturbation, gain and noise.
 
-The speech is espeak-ng's, stored by sox, packed by GNU tar; sox's own
-`speed` effect is the independent speed perturbation the job's is held to,
-numpy's arithmetic the gain. The dataset is the same on every run and worker
-count; a copy never leaves its sample's split; the manifest counts what the
-shards hold.
+The speech is espeak-ng's, stored by sox, packed by GNU tar; the noise is
+sox's (`synth pinknoise`, `brownnoise`, one at another sample rate). sox's
+own `speed` effect is the independent speed perturbation the job's is held
+to, numpy's arithmetic the gain and the SNR. The dataset is the same on every
+run and worker count; a copy never leaves its sample's split; the manifest
+counts what the shards hold.
 """
 
 import collections
@@ -18,6 +19,7 @@ import soundfile
 
 import transforms as dg
 from pipelines import tar_to_tfrecord
+from transforms.media.augment import active_power
 from transforms.testing.spoken import sentences, speak
 
 SAMPLES = 8
@@ -158,3 +160,71 @@ def test_verify_checks_every_copy_against_the_manifest(augmented, tmp_path):
     copies = sum(1 for (_, copy), (split, _) in held.items() if copy and split == "train")
     assert (f"split train: {copies} augmented examples in its shards, the manifest says "
             f"{copies + 1}") in problems
+
+
+@pytest.fixture(scope="module")
+def noise(tmp_path_factory):
+    """noise.tar: 4 s of pink noise at 16 kHz and 1.5 s of brown noise at 22.05
+    kHz (shorter than most sentences: looped); empty.tar: a text member
+    only; garbage.tar: a .flac member that is not audio."""
+    root = tmp_path_factory.mktemp("noise")
+    _shell("sox -n -r 16000 -b 16 -c 1 pink.flac synth 4 pinknoise vol 0.3 && "
+           "sox -n -r 22050 -b 16 -c 1 brown.flac synth 1.5 brownnoise vol 0.3 && "
+           "tar -cf noise.tar pink.flac brown.flac && "
+           "printf 'no noise here' > readme.txt && tar -cf empty.tar readme.txt && "
+           "head -c 3000 /dev/urandom > static.flac && tar -cf garbage.tar static.flac", root)
+    return root
+
+
+NOISE_FLAGS = ["--cut", "utterances", "--audio_fields", "flac", "--features", "none",
+               "--splits", "train=1", "--augment_copies", "2", "--snr_db", "0,15"]
+
+
+def test_noise_is_added_at_the_recorded_snr_the_same_on_every_worker_count(
+        corpus, noise, tmp_path):
+    outputs = []
+    for workers in ("1", "2"):
+        outputs.append(tmp_path / f"noisy{workers}")
+        tar_to_tfrecord.run(["--input", f"{corpus}/speech.tar", "--output", str(outputs[-1]),
+                             *NOISE_FLAGS, "--noise_input", f"{noise}/noise.tar",
+                             "--direct_num_workers", workers])
+    shards = [sorted((output / "train").iterdir()) for output in outputs]
+    assert [f.read_bytes() for f in shards[0]] == [f.read_bytes() for f in shards[1]]
+    info = dg.load_info(outputs[0])
+    assert info.document["augmentation"] == {"noise": {"recordings": 2, "seconds": 5.5}}
+    examples = {(e["source_key"].numpy().decode(), int(e["aug.copy"])): e
+                for e in dg.load(outputs[0], "train", batch_size=None)}
+    measured, used = 0, set()
+    for (key, copy), example in examples.items():
+        if not copy:
+            continue
+        used.add(example["aug.noise_key"].numpy().decode())
+        assert example["aug.kind"].numpy().decode() == "noise"
+        if bool(example["aug.peak_normalized"]):
+            continue   # speech and noise scaled down alike: the SNR holds, unmeasured here
+        clean = examples[(key, 0)]["audio"].numpy().astype(np.float64)
+        added = example["audio"].numpy().astype(np.float64) - clean
+        # The stated definition: the speech's 20 ms frames within 40 dB of its loudest.
+        frames = clean[:len(clean) // 320 * 320].reshape(-1, 320)
+        snr = 10 * np.log10(active_power(np.mean(frames ** 2, axis=1)) / np.mean(added ** 2))
+        assert snr == pytest.approx(float(example["aug.snr_db"]), abs=0.1)
+        measured += 1
+    assert measured >= 4 and used == {"pink", "brown"}
+    assert dg.verify_dataset(outputs[0]).ok
+    accounting = info.accounting["augmentation"]
+    assert accounting["noise_recordings_used"] == {"train": 2}
+    assert sum(accounting["snr_db"]["train"].values()) == accounting["copies"]["train"]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--noise_input", "{noise}/empty.tar"], "noise corpus .*: no audio member"),
+    (["--noise_input", "{noise}/garbage.tar"],
+     "noise corpus .*garbage.tar, member static.flac: not audio"),
+    ([], "--snr_db and --noise_input go together"),
+])
+def test_bad_noise_corpora_are_refused_before_any_work(corpus, noise, tmp_path, flags, message):
+    flags = [flag.format(noise=noise) for flag in flags]
+    with pytest.raises(ValueError, match=message):
+        tar_to_tfrecord.run(["--input", f"{corpus}/speech.tar", "--output",
+                             str(tmp_path / "out"), *NOISE_FLAGS, *flags])
+    assert not (tmp_path / "out").exists()

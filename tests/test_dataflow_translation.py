@@ -19,10 +19,13 @@ import base64
 import os
 import subprocess
 import sys
+import tarfile
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import soundfile
 from apache_beam.options.pipeline_options import PipelineOptions
 from google.cloud.dataflow import JobType
 
@@ -56,10 +59,14 @@ def inputs(gcs_emulator, bigtable_emulator, tmp_path_factory):
     (root / "clips.csv").write_text("audio,label,speaker\nclips/a.flac,1,spk01\n")
     pq.write_table(pa.table({"audio": [{"bytes": b"fLaC", "path": "a.flac"}],
                              "text": ["a"], "speaker": ["spk01"]}), root / "rows.parquet")
+    soundfile.write(root / "hiss.flac", np.zeros(8000, np.float32), 16000)
+    with tarfile.open(root / "noise.tar", "w") as tar:
+        tar.add(root / "hiss.flac", "hiss.flac")
     ensure_table(BigtableTable("datagen-test", "i", "raw"), ["raw"], create=True)
     return {"tar": gcs_emulator.upload(shard, "translate/raw/corpus-00000.tar"),
             "csv": gcs_emulator.upload(root / "clips.csv", "translate/lists/clips.csv"),
             "parquet": gcs_emulator.upload(root / "rows.parquet", "translate/rows.parquet"),
+            "noise": gcs_emulator.upload(root / "noise.tar", "translate/noise.tar"),
             "out": gcs_emulator.url("translate/out")}
 
 
@@ -69,7 +76,8 @@ def _jobs(inputs) -> dict:
     return {
         "tar_to_tfrecord": (tar_to_tfrecord, [
             "--input", inputs["tar"], "--output", f"{out}/tar", "--audio_fields", "flac",
-            *cut, "--features", "label=cls:int64", "--split_by", "json.speaker"]),
+            *cut, "--features", "label=cls:int64", "--split_by", "json.speaker",
+            "--augment_copies", "1", "--noise_input", inputs["noise"], "--snr_db", "0,10"]),
         "manifest_to_tfrecord": (manifest_to_tfrecord, [
             "--input", inputs["csv"], "--media_columns", "audio", "--output", f"{out}/csv",
             "--audio_fields", "audio", *cut, "--features", "label:int64",

@@ -52,7 +52,8 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
                    duplicates: Mapping[str, Any] | None = None,
                    statistics: Mapping[str, Any] | None = None,
                    audio_features: Mapping[str, Any] | None = None,
-                   transcripts: Mapping[str, Any] | None = None) -> dict:
+                   transcripts: Mapping[str, Any] | None = None,
+                   augmentation: Mapping[str, Any] | None = None) -> dict:
     """The manifest.json document (a JSON-ready dict).
 
     Every split named by the options is listed, with zero examples if none fell
@@ -74,7 +75,8 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
     `audio_features` ({feature: its description}) what the audio features are;
     `transcripts` the transcripts' normalisation, the train split's character
     vocabulary and each split's characters unseen in train
-    (transforms/recipe/transcripts.py).
+    (transforms/recipe/transcripts.py); `augmentation` what the augmentation's
+    corpora held (transforms/media/augment.py).
     """
     splits = {name: dict(splits.get(name, {"num_examples": 0, "num_bytes": 0, "shards": []}))
               for name in split_names}
@@ -107,6 +109,7 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
         **({"audio_features": dict(audio_features)} if audio_features else {}),
         **({"statistics": dict(statistics)} if statistics else {}),
         **({"transcripts": dict(transcripts)} if transcripts else {}),
+        **({"augmentation": dict(augmentation)} if augmentation else {}),
     }
 
 

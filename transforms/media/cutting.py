@@ -55,11 +55,11 @@ from transforms.format.segments import BoxTrack
 from transforms.format.spec import Feature
 from transforms.media.audio import AudioOptions, stream_audio
 from transforms.media.augment import (
-    AUGMENT_FEATURES,
     ORIGINAL,
     Augmentation,
     AugmentOptions,
     augment_blocks,
+    augmentation_fields,
 )
 from transforms.media.decoded import MediaError, staged
 from transforms.media.features import FEATURE_KINDS, AudioFeatures, compute_features
@@ -131,18 +131,7 @@ class CutOptions:
         if self.crop_to_boxes and not self._uses_frames:
             raise ArgumentError("crop_to_boxes", "crops frames: {mode} frames or clips, or "
                                 "segments with {video_field}")
-        if self.audio_features and not (self.mode != "none" and self._uses_audio):
-            raise ArgumentError("audio_features", f"are computed from the audio a cut decodes: not "
-                                f"with {{mode}} {self.mode}" + (" (whole utterances: "
-                                "{mode} utterances)" if self.mode == "none" else ""))
-        if self.augment and not (self.mode != "none" and self._uses_audio):
-            raise ArgumentError("augment.copies", f"are made from the audio a cut decodes: not "
-                                f"with {{mode}} {self.mode}")
-        if self.augment.speeds and self._uses_frames:
-            raise ArgumentError("augment.speeds", f"change the audio's timeline and not the "
-                                f"video's: not with {{mode}} {self.mode} of video frames")
-        if self.audio_features and self.audio.sample_rate is None:
-            raise ArgumentError("audio_features", "need a fixed {audio.sample_rate}")
+        self._check_audio_work()
         if self.mode == "none":
             return
         mode = self.mode
@@ -165,6 +154,25 @@ class CutOptions:
             raise ArgumentError("mode", f"{mode} samples at {{frames.fps}} (not "
                                 "{frames.num_frames} or {frames.timestamps}) and needs "
                                 "{clip_frames} >= 1")
+
+    def _check_audio_work(self) -> None:
+        """Audio features and augmentation work on the audio a cut decodes, at a
+        fixed rate; speed perturbation on audio alone."""
+        decodes_audio = self.mode != "none" and self._uses_audio
+        if self.audio_features and not decodes_audio:
+            raise ArgumentError("audio_features", f"are computed from the audio a cut decodes: not "
+                                f"with {{mode}} {self.mode}" + (" (whole utterances: "
+                                "{mode} utterances)" if self.mode == "none" else ""))
+        if self.augment and not decodes_audio:
+            raise ArgumentError("augment.copies", f"are made from the audio a cut decodes: not "
+                                f"with {{mode}} {self.mode}")
+        for parameter, on in (("augment.copies", self.augment),
+                              ("audio_features", self.audio_features)):
+            if on and self.audio.sample_rate is None:
+                raise ArgumentError(parameter, "need a fixed {audio.sample_rate}")
+        if self.augment.speeds and self._uses_frames:
+            raise ArgumentError("augment.speeds", f"change the audio's timeline and not the "
+                                f"video's: not with {{mode}} {self.mode} of video frames")
 
     @property
     def features(self) -> tuple:
@@ -256,7 +264,7 @@ def media_features(options: CutOptions) -> tuple:
         features += length_features(("audio",), "")
     features += [Feature(SOURCE_KEY, "bytes"), Feature("start_time", "float"),
                  Feature("end_time", "float")]
-    return tuple(features) + (AUGMENT_FEATURES if options.augment else ())
+    return tuple(features) + (options.augment.features if options.augment else ())
 
 
 def with_cut_features(features: Sequence[Feature], options: CutOptions) -> tuple:
@@ -481,7 +489,7 @@ def cut_sample(sample: Mapping[str, Any], options: CutOptions,
     span = sample.get(SPAN)
     base[SOURCE_KEY] = sample[KEY] if span is None else span.recording
     if options.augment:
-        base.update((augmentation or ORIGINAL).fields())
+        base.update(augmentation_fields(augmentation or ORIGINAL, bool(options.augment.noise)))
     span = None if span is None else _checked_span(span)
     cut = {"audio_windows": _audio_windows, "segments": _segment_example,
            "utterances": _utterance_example, "frames": _frame_examples,

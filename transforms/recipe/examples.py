@@ -32,7 +32,7 @@ from transforms.format.example_check import example_problems, parse_example, sto
 from transforms.format.sample import KEY, SPAN, FieldReader, read_stored
 from transforms.format.spec import FeatureSpec
 from transforms.format.stable_hash import stable_hash64
-from transforms.media.augment import augmentation_tallies, peak_of
+from transforms.media.augment import ActivePower, augmentation_tallies
 from transforms.media.cutting import CutOptions, cut_sample, media_fields, with_cut_features
 from transforms.media.decoded import NoSamples
 from transforms.media.length import MediaLength, probe_length
@@ -269,10 +269,10 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
     if built.augmented is None:
         examples = cut_sample(sample, recipe.cut, stats, built.near)
     else:
-        peak = _PeakTap()
+        heard = ActivePower()
         examples = itertools.chain(
-            cut_sample(sample, recipe.cut, stats, _taps(built.near, peak)),
-            _copies(sample, recipe.cut, stats, peak, built))
+            cut_sample(sample, recipe.cut, stats, _taps(built.near, heard)),
+            _copies(sample, recipe.cut, stats, heard, built))
     for index, example in enumerate(_stage_iter("cut", examples)):
         values = _stage("features", _feature_values, example, recipe.spec)
         if transcripts is not None:
@@ -302,16 +302,6 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
         yield order, serialized, _duration(coerced)
 
 
-class _PeakTap:
-    """The peak of the audio a cut decodes (an augmentation's clipping check)."""
-
-    def __init__(self):
-        self.value = 0.0
-
-    def __call__(self, block) -> None:
-        self.value = max(self.value, peak_of(block))
-
-
 def _taps(*taps: Callable | None) -> Callable | None:
     """One tap feeding each of `taps` that is not None."""
     live = [tap for tap in taps if tap is not None]
@@ -320,13 +310,13 @@ def _taps(*taps: Callable | None) -> Callable | None:
     return lambda block: [tap(block) for tap in live]
 
 
-def _copies(sample: Mapping[str, Any], cut: CutOptions, stats: dict, peak: _PeakTap,
+def _copies(sample: Mapping[str, Any], cut: CutOptions, stats: dict, heard: ActivePower,
             built: Built) -> Iterator[dict]:
     """The examples of the sample's augmented copies, each planned once the
-    original's examples are cut (and its peak known); each copy's tallies
-    counted into `built.augmented`."""
+    original's examples are cut (its audio's peak and power `heard`); each
+    copy's tallies counted into `built.augmented`."""
     for copy in range(1, cut.augment.copies + 1):
-        augmentation = cut.augment.plan(sample[KEY], copy, peak.value)
+        augmentation = cut.augment.plan(sample[KEY], copy, heard.heard(), cut.audio.sample_rate)
         built.augmented.update(augmentation_tallies(built.split, augmentation))
         yield from cut_sample(sample, cut, stats, None, augmentation)
 

@@ -1,9 +1,10 @@
 """Augmented examples (transforms/media/augment.py) against the manifest.
 
 Each record's `aug.*` values must say one story: an original (copy 0) is
-kind `none` at speed 1 and 0 dB; a copy's kind names what its speed and gain
-did, its speed is one of the job's `--speed_perturb` factors and its gain
-within `--gain_db`'s range (`record_problems`). Counted per split, the
+kind `none` at speed 1 and 0 dB, with no noise; a copy's kind names what its
+speed, gain and noise did, its speed is one of the job's `--speed_perturb`
+factors, its gain within `--gain_db`'s range and its SNR within `--snr_db`'s
+(`record_problems`). Counted per split, the
 copies must be what the manifest's accounting says (`count_problems`).
 """
 
@@ -22,10 +23,11 @@ _TOLERANCE = 1e-4
 
 
 class AugmentedRange(NamedTuple):
-    """What a dataset's copies may hold: its speed factors and gain range."""
+    """What a dataset's copies may hold: its speed factors, gain and SNR ranges."""
 
     speeds: tuple
     gain_db: tuple
+    snr_db: tuple = ()
 
 
 def augmented_range(info: DatasetInfo) -> AugmentedRange | None:
@@ -33,8 +35,9 @@ def augmented_range(info: DatasetInfo) -> AugmentedRange | None:
     options = info.document.get("options", {})
     if not options.get("augment_copies"):
         return None
-    return AugmentedRange(tuple(float(f) for f in comma_list(options.get("speed_perturb", ""))),
-                          tuple(float(g) for g in comma_list(options.get("gain_db", ""))))
+    def numbers(flag):
+        return tuple(float(n) for n in comma_list(options.get(flag, "")))
+    return AugmentedRange(numbers("speed_perturb"), numbers("gain_db"), numbers("snr_db"))
 
 
 def record_problems(example, expected: AugmentedRange) -> tuple[bool, list]:
@@ -44,8 +47,11 @@ def record_problems(example, expected: AugmentedRange) -> tuple[bool, list]:
     kind = stored_values(example, "aug.kind", "bytes")[0].decode("utf-8", "replace")
     speed = stored_values(example, "aug.speed", "float")[0]
     gain = stored_values(example, "aug.gain_db", "float")[0]
+    noised = "aug.noise_key" in example.features.feature and bool(
+        stored_values(example, "aug.noise_key", "bytes")[0])
     sped, gained = abs(speed - 1) > _TOLERANCE, abs(gain) > _TOLERANCE
-    said = "+".join(name for name, done in (("speed", sped), ("gain", gained)) if done) or "none"
+    said = "+".join(name for name, done in (("speed", sped), ("gain", gained),
+                                            ("noise", noised)) if done) or "none"
     problems = []
     if kind != said:
         problems.append(f"aug.kind {kind!r}, but aug.speed {speed:g} and aug.gain_db {gain:g} "
@@ -56,10 +62,18 @@ def record_problems(example, expected: AugmentedRange) -> tuple[bool, list]:
     if copy > 0:
         if sped and not any(abs(speed - f) < _TOLERANCE for f in expected.speeds):
             problems.append(f"aug.speed {speed:g} is none of the job's {list(expected.speeds)}")
-        if gained and not (expected.gain_db and expected.gain_db[0] - _TOLERANCE <= gain
-                           <= expected.gain_db[1] + _TOLERANCE):
-            problems.append(f"aug.gain_db {gain:g} is outside the job's {list(expected.gain_db)}")
+        for name, value, done, bounds in (("aug.gain_db", gain, gained, expected.gain_db),
+                                          ("aug.snr_db", _snr(example), noised, expected.snr_db)):
+            if done and not (bounds and bounds[0] - _TOLERANCE <= value
+                             <= bounds[1] + _TOLERANCE):
+                problems.append(f"{name} {value:g} is outside the job's {list(bounds)}")
     return copy > 0, problems
+
+
+def _snr(example) -> float:
+    if "aug.snr_db" not in example.features.feature:
+        return 0.0
+    return stored_values(example, "aug.snr_db", "float")[0]
 
 
 def count_problems(info: DatasetInfo, counted: Mapping[str, int]) -> list:

@@ -149,10 +149,10 @@ def _augmentation(by_detail) -> dict:
     normalisation."""
     augmented, examples = by_detail("augmented_examples"), by_detail("examples")
 
-    def per_split(what):  # {split: {value: copies}}, values in numeric order
+    def per_split(what, numeric=True):  # {split: {value: copies}}, numbers in order
         found: dict = {}
-        for (split, value), n in sorted(by_detail(what).items(),
-                                        key=lambda item: (item[0][0], float(item[0][1]))):
+        for (split, value), n in sorted(by_detail(what).items(), key=lambda item: (
+                item[0][0], float(item[0][1]) if numeric else 0.0)):
             found.setdefault(split, {})[value] = n
         return found
 
@@ -162,6 +162,10 @@ def _augmentation(by_detail) -> dict:
             "copies": by_detail("augment_copies"),
             "speed": per_split("augment_speed"),
             "gain_db": per_split("augment_gain_db"),
+            "snr_db": per_split("augment_snr_db"),
+            "noise_recordings_used": {split: len(used)
+                                      for split, used in per_split("augment_noise",
+                                                                   numeric=False).items()},
             "peak_normalized": by_detail("augment_peak_normalized")}
 
 
@@ -550,7 +554,8 @@ class _PublishFn(beam.DoFn):
             ledger=LEDGER if ledger_parts is not None else None,
             statistics=_statistics_section(statistics or {}, names),
             transcripts=plan.transcripts,
-            audio_features=_audio_features_section(config.recipe.cut))
+            audio_features=_audio_features_section(config.recipe.cut),
+            augmentation=config.recipe.cut.augment.describe())
         classes = manifest.label_classes(spec, config.recipe.split_plan.label_source,
                                          plan.label_counts)
         write_text(FileSystems.join(config.output, manifest.SCHEMA),
