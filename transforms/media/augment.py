@@ -200,8 +200,8 @@ class ActivePower:
         size = max(1, round(_FRAME_S * block.sample_rate))
         whole = len(samples) // size * size
         if whole:
-            frames = samples[:whole].reshape(-1, size).astype(np.float64)
-            self._frames.append(np.mean(frames * frames, axis=1))
+            frames = samples[:whole].reshape(-1, size)
+            self._frames.append(np.square(frames).mean(axis=1, dtype=np.float64))
 
     def heard(self) -> Heard:
         powers = np.concatenate(self._frames) if self._frames else np.empty(0)
@@ -353,8 +353,8 @@ def augment_blocks(blocks: Iterator[Audio], augmentation: Augmentation) -> Itera
             return
         out = samples * scale
         if mix.excerpt is not None and len(out):
-            out += noise_scale * _looped(mix.excerpt, emitted, len(out))
-        out = np.clip(out, -1.0, 1.0)
+            out += _looped(mix.excerpt, emitted, len(out)) * noise_scale
+        np.clip(out, -1.0, 1.0, out=out)
         out = (np.rint(out * _INT16).astype(np.int16) if dtype == np.int16
                else out.astype(np.float32))
         if len(out):
@@ -364,6 +364,9 @@ def augment_blocks(blocks: Iterator[Audio], augmentation: Augmentation) -> Itera
 
 def _looped(excerpt: np.ndarray, start: int, length: int) -> np.ndarray:
     """`length` samples of `excerpt` from `start`, wrapping round its end (the
-    copy may come out a few samples longer than planned)."""
-    at = np.arange(start, start + length) % len(excerpt)
-    return excerpt[at]
+    copy may come out a few samples longer than planned); a view where it
+    does not wrap."""
+    start %= len(excerpt)
+    if start + length <= len(excerpt):
+        return excerpt[start:start + length]
+    return np.take(excerpt, np.arange(start, start + length) % len(excerpt))
