@@ -30,7 +30,8 @@ BELOW = {
     "runner": {"runner"},
     "storage": {"format", "storage"},
     "report": {"format", "media", "report"},  # media: it decodes whole recordings
-    "sources": {"format", "recipe", "runner", "sources", "storage"},
+    # media: a noise corpus is listed by probing its members' audio headers
+    "sources": {"format", "media", "recipe", "runner", "sources", "storage"},
     "tft": {"format", "media", "recipe", "runner", "sources", "tft"},
     "writer": {"format", "media", "recipe", "runner", "sources", "storage", "tft", "writer"},
     "examples": {"format", "media", "recipe", "examples", "writer"},
