@@ -353,3 +353,12 @@ def test_split_balance_names_empty_and_lopsided_splits_and_what_to_do():
     # A split field names the splits: there are no ratios to miss.
     column = SplitPlan.from_flags("train=0.8,eval=0.1,test=0.1", "json.speaker", "split")
     assert split_balance(column, {"train": 1}, {"train": 1}) == ([], [])
+
+
+def test_a_features_name_as_split_by_stands_for_its_source():
+    spec = parse_features("text=txt:string,speaker=json.speaker:string")
+    plan = SplitPlan.from_flags("train=0.5,test=0.5", "speaker", spec=spec)
+    assert plan.field == "json.speaker"
+    sample = {"__key__": "u0", "json": b'{"speaker": "v1"}', "txt": b"hi"}
+    assert plan.group_key(sample) == "v1"
+    assert SplitPlan.from_flags("train=1", "txt", spec=spec).field == "txt"  # a field itself

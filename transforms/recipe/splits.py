@@ -200,8 +200,11 @@ class SplitPlan:
     def from_flags(cls, splits: str, split_by: str, split_column: str = "",
                    stratify_by: str = "", label_field: str = "",
                    spec: FeatureSpec | None = None) -> "SplitPlan":
-        """The plan the flags describe; `spec` finds the label's integer feature."""
+        """The plan the flags describe; `spec` finds the label's integer feature,
+        and a feature's name given as `split_by` stands for its source
+        (`speaker` for a feature `speaker=json.speaker`)."""
         field, pattern = parse_split_by(split_by)
+        field = next((f.source for f in spec or () if f.name == field), field)
         label = stratify_by or label_field
         feature = next((f for f in spec or () if label and f.source == label and not f.shape
                         and f.dtype in ("int64", "int32")), None)
