@@ -28,7 +28,7 @@ import tempfile
 
 from benchmarks.audio_pipeline_bench import speech_corpus, write_shards
 from benchmarks.lean_loop import records
-from benchmarks.process_tree import measure, warm
+from benchmarks.process_tree import interleaved, measure
 from benchmarks.writer_bench import SPEECH_FLAGS
 
 JOB = [sys.executable, "-m", "pipelines.tar_to_tfrecord", "--direct_num_workers", "1",
@@ -53,21 +53,17 @@ def main(argv=None) -> None:
     shutil.rmtree(corpus, ignore_errors=True)
     megabytes = write_shards(speech_corpus(args.speech_mb), corpus, shards=8)
     print(f"speech: {megabytes:.0f} MB in 8 files, one core a run, median of {args.repeats}")
-    results: dict = {name: [] for name in RUNS}
-    for repeat in range(args.repeats):
-        for name, command in RUNS.items():
-            output = os.path.join(workdir, name.replace(" ", "-"))
-            shutil.rmtree(output, ignore_errors=True)
-            warm(corpus)
-            run = measure([*command, "--input", f"{corpus}/*.tar", "--output", output],
-                          watch=output)
-            results[name].append(run)
-            if repeat == 0 and name == "fbank":
-                same = records(output) == records(os.path.join(workdir, "lean-fbank"))
-                print(f"lean loop and job wrote the same records: {'yes' if same else 'NO'}")
-            if repeat or name != "lean fbank":
-                shutil.rmtree(output, ignore_errors=True)
-    shutil.rmtree(os.path.join(workdir, "lean-fbank"), ignore_errors=True)
+    checked = {name: os.path.join(workdir, f"check-{i}") for i, name in
+               enumerate(("lean fbank", "fbank"))}
+    for name, output in checked.items():
+        measure([*RUNS[name], "--input", f"{corpus}/*.tar", "--output", output])
+    same = records(checked["lean fbank"]) == records(checked["fbank"])
+    print(f"lean loop and job wrote the same records: {'yes' if same else 'NO'}")
+    for output in checked.values():
+        shutil.rmtree(output)
+    output = os.path.join(workdir, "out")
+    results = interleaved({name: [*command, "--input", f"{corpus}/*.tar", "--output", output]
+                           for name, command in RUNS.items()}, corpus, output, args.repeats)
     seconds = {name: statistics.median(r.seconds for r in runs) for name, runs in results.items()}
     for name, runs in results.items():
         print(f"{name:11s} {seconds[name]:7.1f} s {megabytes / seconds[name]:6.1f} MB/s "
