@@ -10,6 +10,7 @@ counts what the shards hold.
 
 import collections
 import json
+import re
 import shutil
 import subprocess
 
@@ -228,3 +229,15 @@ def test_bad_noise_corpora_are_refused_before_any_work(corpus, noise, tmp_path, 
         tar_to_tfrecord.run(["--input", f"{corpus}/speech.tar", "--output",
                              str(tmp_path / "out"), *NOISE_FLAGS, *flags])
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"speeds": "0.9"}, "augment.speeds must be a tuple of numbers, got '0.9'"),
+    ({"speeds": 0.9}, "augment.speeds must be a tuple of numbers, got 0.9; for one: (0.9,)"),
+    ({"gain_db": None}, "augment.gain_db must be a tuple of numbers, got None"),
+    ({"gain_db": (-6, 6), "splits": "train"}, "augment.splits must be a tuple of field names"),
+    ({"noise": ("hiss.flac",), "snr_db": (0, 5)}, "augment.noise must be NoiseRecordings"),
+])
+def test_the_python_api_refuses_wrong_types_by_their_parameter(arguments, message):
+    with pytest.raises(dg.ArgumentError, match="^" + re.escape(message)):
+        dg.AugmentOptions(copies=1, **arguments)

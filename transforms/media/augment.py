@@ -47,7 +47,7 @@ from typing import Any, Iterator, NamedTuple
 import numpy as np
 import soxr
 
-from transforms.format.arguments import ArgumentError
+from transforms.format.arguments import ArgumentError, ArgumentTypeError, check_names
 from transforms.format.spec import Feature
 from transforms.format.stable_hash import stable_hash64
 from transforms.media.audio import AudioOptions, decode_audio
@@ -248,9 +248,13 @@ class AugmentOptions:
     cache_mb: int = 256
 
     def __post_init__(self):
-        object.__setattr__(self, "speeds", tuple(float(f) for f in self.speeds))
-        object.__setattr__(self, "gain_db", tuple(float(g) for g in self.gain_db))
-        object.__setattr__(self, "snr_db", tuple(float(g) for g in self.snr_db))
+        for name in ("speeds", "gain_db", "snr_db"):
+            object.__setattr__(self, name, _numbers(f"augment.{name}", getattr(self, name)))
+        object.__setattr__(self, "splits", check_names("augment.splits", self.splits))
+        if not isinstance(self.noise, (tuple, list)) or not all(
+                isinstance(n, NoiseRecording) for n in self.noise):
+            raise ArgumentTypeError("augment.noise", "must be NoiseRecordings "
+                                    "(transforms.sources.noise_corpus.list_noise)")
         object.__setattr__(self, "noise", tuple(self.noise))
         if self.snr_db and (len(self.snr_db) != 2 or self.snr_db[0] > self.snr_db[1]
                             or not all(map(math.isfinite, self.snr_db))):
@@ -311,6 +315,16 @@ class AugmentOptions:
         augmentation = Augmentation(copy, speed, gain, **noise)
         return dataclasses.replace(augmentation,
                                    mix=mix_of(augmentation, heard, rate, self.cache_mb))
+
+
+def _numbers(parameter: str, value) -> tuple:
+    """`value`, a tuple or list of numbers, as floats; ArgumentTypeError otherwise."""
+    if isinstance(value, (tuple, list)) and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+        return tuple(float(v) for v in value)
+    hint = (f"; for one: ({value!r},)" if isinstance(value, (int, float))
+            and not isinstance(value, bool) else "")
+    raise ArgumentTypeError(parameter, f"must be a tuple of numbers, got {value!r}{hint}")
 
 
 def augmentation_tallies(split: str, augmentation: Augmentation) -> dict:

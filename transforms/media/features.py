@@ -34,7 +34,7 @@ import functools
 
 import numpy as np
 
-from transforms.format.arguments import ArgumentError, check_choice
+from transforms.format.arguments import ArgumentError, ArgumentTypeError, check_choice
 from transforms.media.decoded import MediaError
 
 __all__ = ["AudioFeatures", "FEATURE_KINDS", "compute_features", "describe_in_words"]
@@ -79,6 +79,10 @@ class AudioFeatures:
         if self.kind == "mfcc" and not 1 <= self.num_ceps <= self.num_mel_bins:
             raise ArgumentError("num_ceps", f"{self.num_ceps}: MFCCs are between 1 and "
                                 f"{{num_mel_bins}} ({self.num_mel_bins}) a frame")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                   for v in (self.frame_ms, self.shift_ms)):
+            raise ArgumentTypeError("frame_ms", f"and {{shift_ms}} must be numbers, got "
+                                    f"{self.frame_ms!r} and {self.shift_ms!r}")
         if not 0 < self.shift_ms <= self.frame_ms:
             raise ArgumentError("frame_ms", f"{self.frame_ms} and {{shift_ms}} {self.shift_ms}: "
                                 "a shift > 0 and not longer than the frame")
