@@ -45,6 +45,7 @@ the end once they are done.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -185,7 +186,7 @@ class CutOptions:
         """The features this cut fills with media (audio, frame, frames)."""
         return tuple(f.name for f in self.features if f.name in _MEDIA_FEATURES)
 
-    @property
+    @functools.cached_property   # asked of every sample: made once
     def measured_features(self) -> tuple:
         """(name, values a row) of the features whose statistics a job keeps
         (transforms/recipe/statistics.py): the audio features' per value of a

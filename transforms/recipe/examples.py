@@ -120,6 +120,12 @@ class ExampleRecipe:
             raise ArgumentError("augment.splits", f"name {', '.join(sorted(unknown))}, which "
                                 f"{{splits}} does not: {', '.join(self.split_plan.names)}")
 
+    @property
+    def transcribed(self) -> bool:
+        """Whether its examples hold a normalised transcript (one is named, and
+        the cut keeps utterances whole or the transcript is not dropped)."""
+        return bool(self.transcripts) and not self.transcripts.dropped(self.cut.mode)
+
     @functools.cached_property
     def streamed_fields(self) -> frozenset:
         """The input fields a reader may leave stored (transforms/format/sample.py
@@ -402,11 +408,10 @@ def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
         fingerprints += _stage("fingerprint", near_fingerprints, sample, cut.audio_fields,
                                cut.video_field, cut.audio)
     measured = cut.measured_features
-    transcribed = recipe.transcripts and not recipe.transcripts.dropped(cut.mode)
     augmented = cut.augment and split in cut.augment.splits
     built = Built(split, iter(()), group, label, fingerprints, content, near,
                   StatisticsTap(measured) if measured else None,
-                  collections.Counter() if transcribed else None,
+                  collections.Counter() if recipe.transcribed else None,
                   collections.Counter() if augmented else None)
     return dataclasses.replace(built, examples=_examples(
         sample, recipe, encoder, example_fn, stats if stats is not None else {}, built))

@@ -212,7 +212,7 @@ def _split_durations(tallies: Mapping[tuple, int]) -> dict:
 def _transcripts(recipe, tallies: Mapping[tuple, int]) -> dict | None:
     """The manifest's transcripts section, from the ("characters", (split,
     character)) tallies; None without a transcript."""
-    if not recipe.transcripts or recipe.transcripts.dropped(recipe.cut.mode):
+    if not recipe.transcribed:
         return None
     counts: dict = {}
     for (what, detail), n in tallies.items():
