@@ -44,7 +44,7 @@ from transforms.recipe.transcripts import TranscriptOptions
 from transforms.runner import beam_internals, progress
 from transforms.runner.runtime import announce_job, make_pipeline, runs_locally, wait_for
 from transforms.runner.worker_count import local_workers
-from transforms.sources.noise_corpus import list_noise
+from transforms.sources.augment_corpus import list_recordings
 from transforms.sources.units import Source
 from transforms.tft.preprocessing import Preprocessing
 from transforms.writer import launch
@@ -130,9 +130,12 @@ def cut_options(options: PipelineOptions) -> CutOptions:
             gain_db=_number_list(opts.gain_db, "--gain_db"),
             seed=opts.augment_seed,
             splits=comma_list(opts.augment_splits),
-            noise=list_noise(comma_list(opts.noise_input)) if opts.noise_input else (),
+            noise=list_recordings(comma_list(opts.noise_input)) if opts.noise_input else (),
             snr_db=_number_list(opts.snr_db, "--snr_db"),
             cache_mb=opts.augment_cache_mb,
+            rirs=list_recordings(comma_list(opts.rir_input), "RIR") if opts.rir_input else (),
+            rir_max_s=opts.rir_max_s,
+            speed_as_new_speaker=opts.speed_perturb_as_new_speaker,
         ),
         audio_features=AudioFeatures(
             kind=opts.audio_features,

@@ -233,8 +233,9 @@ class DatasetOptions(FlagTable, PipelineOptions):
         Flag("augment_copies", "augmentation", type=int, default=0, example="2",
              recorded="cut", parameters=("augment.copies",),
              help="Augmented copies of each sample of --augment_splits, besides its original "
-                  "examples: each copy's audio is speed-perturbed (--speed_perturb) and gained "
-                  "(--gain_db) before it is cut, every choice drawn from the stable hash of "
+                  "examples: each copy's audio is speed-perturbed (--speed_perturb), "
+                  "reverberated (--rir_input), gained (--gain_db) and given noise "
+                  "(--noise_input) before it is cut, every choice drawn from the stable hash of "
                   "the sample's key, the copy and --augment_seed (the same dataset on every "
                   "run); a copy stays in its sample's split, and each example records what was "
                   "done to it (aug.copy, aug.kind, aug.speed, aug.gain_db, aug.peak_normalized)."),
@@ -248,17 +249,32 @@ class DatasetOptions(FlagTable, PipelineOptions):
                   "the copy is scaled to a 0.99 peak instead (aug.peak_normalized)."),
         Flag("noise_input", "augmentation", default="", example="gs://my-bucket/noise/*.tar",
              regex=GS_PATH, recorded="cut", label="Noise corpus", parameters=("augment.noise",),
-             help="Tar shards of noise recordings (uncompressed; local or gs://), listed when "
-                  "the job starts: each copy adds one, drawn for it, from a drawn offset, at an "
-                  "SNR drawn from --snr_db (aug.noise_key, aug.snr_db)."),
+             help="A noise corpus: tar shards (uncompressed), audio files, or CSV/JSONL listings "
+                  "naming files (audio_filepath, audio or path column), local or gs://, listed "
+                  "when the job starts: each copy adds one recording, drawn for it, from a "
+                  "drawn offset, at an SNR drawn from --snr_db (aug.noise_key, aug.snr_db)."),
         Flag("snr_db", "augmentation", default="", example="0,15",
              regex="^-?[0-9.]+,-?[0-9.]+$", recorded="cut", parameters=("augment.snr_db",),
              help="LOW,HIGH: the speech-to-noise ratio range, dB; the speech's power is that of "
                   "its active part (its 20 ms frames within 40 dB of its loudest)."),
+        Flag("rir_input", "augmentation", default="", example="gs://my-bucket/rirs/*.tar",
+             regex=GS_PATH, recorded="cut", label="RIR corpus", parameters=("augment.rirs",),
+             help="A corpus of room impulse responses, in any form --noise_input takes: each "
+                  "copy's speech is convolved with one, drawn for it, scaled to unit energy and "
+                  "aligned on its direct path (aug.rir_key)."),
+        Flag("rir_max_s", "augmentation", type=float, default=2.0,
+             parameters=("augment.rir_max_s",), label="Longest RIR (s)",
+             help="The longest RIR --rir_input may hold, seconds: a longer one stops the job "
+                  "before any work, naming it."),
+        Flag("speed_perturb_as_new_speaker", "augmentation", default="", example="speaker",
+             recorded="cut", parameters=("augment.speed_as_new_speaker",),
+             help="A string feature (the speaker) that a speed-perturbed copy prefixes with "
+                  "sp<factor>-, Kaldi's naming, so it counts as a new speaker (WeSpeaker's "
+                  "recipe); the manifest says so."),
         Flag("augment_cache_mb", "augmentation", type=int, default=256,
-             parameters=("augment.cache_mb",), label="Noise cache per worker (MiB)",
-             help="Decoded noise recordings a worker keeps, at most (MiB); the rest are read "
-                  "again when a copy draws them."),
+             parameters=("augment.cache_mb",), label="Corpus cache per worker (MiB)",
+             help="Decoded noise and RIR recordings a worker keeps, at most (MiB); the rest are "
+                  "read again when a copy draws them."),
         Flag("augment_seed", "augmentation", type=int, default=0, recorded="cut",
              parameters=("augment.seed",),
              help="Seed of the augmentation's choices, with each sample's key and copy."),

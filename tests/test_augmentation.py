@@ -1,9 +1,11 @@
-"""Offline augmentation: speed perturbation, gain and noise.
+"""Offline augmentation: speed perturbation, reverberation, gain and noise.
 
 The speech is espeak-ng's, stored by sox, packed by GNU tar; the noise is
-sox's (`synth pinknoise`, `brownnoise`, one at another sample rate). sox's
+sox's (`synth pinknoise`, `brownnoise`, one at another sample rate), and so
+are the room impulse responses (decaying noise with a direct path). sox's
 own `speed` effect is the independent speed perturbation the job's is held
-to, numpy's arithmetic the gain and the SNR. The dataset is the same on every
+to, numpy's arithmetic the gain and the SNR, numpy's `convolve` the
+reverberation. The dataset is the same on every
 run and worker count; a copy never leaves its sample's split; the manifest
 counts what the shards hold.
 """
@@ -20,14 +22,16 @@ import soundfile
 
 import transforms as dg
 from pipelines import tar_to_tfrecord
-from transforms.media.augment import active_power
+from transforms.media.augment import Recording, active_power
+from transforms.sources.augment_corpus import list_recordings
 from transforms.testing.spoken import sentences, speak
 
 SAMPLES = 8
 FLAGS = ["--cut", "utterances", "--audio_fields", "flac",
          "--features", "speaker=json.speaker:string", "--split_by", "__key__",
          "--splits", "train=0.5,test=0.5", "--augment_copies", "2",
-         "--speed_perturb", "0.9,1.1", "--gain_db", "-6,6", "--augment_seed", "3"]
+         "--speed_perturb", "0.9,1.1", "--gain_db", "-6,6", "--augment_seed", "3",
+         "--speed_perturb_as_new_speaker", "speaker"]
 
 
 def _shell(command: str, cwd) -> None:
@@ -45,6 +49,11 @@ def corpus(tmp_path_factory):
         members += [f"s{i}.flac", f"s{i}.json"]
     _shell("tar -cf speech.tar " + " ".join(members), root)
     return root
+
+
+def _dead_letters(output) -> list:
+    path = output / "failures" / "failures.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def _examples(output) -> dict:
@@ -75,6 +84,12 @@ def test_each_train_sample_has_its_copies_in_its_split_and_test_stays_clean(augm
         kind = example["aug.kind"].numpy().decode()
         assert kind == ("none" if copy == 0 else "speed+gain")
         assert float(example["aug.speed"]) == pytest.approx({0: 1.0, 1: 0.9, 2: 1.1}[copy])
+        # Kaldi's naming: a speed-perturbed copy's speaker is a new one.
+        speaker = f"v{int(key[1:]) % 4}"
+        assert example["speaker"].numpy().decode() == {0: speaker, 1: f"sp0.9-{speaker}",
+                                                       2: f"sp1.1-{speaker}"}[copy]
+    said = dg.load_info(augmented).document["augmentation"]["speed_as_new_speaker"]
+    assert said == {"field": "speaker", "value": "sp<factor>-<value>", "factors": ["0.9", "1.1"]}
 
 
 def test_speed_is_soxs_and_gain_is_the_recorded_decibels(corpus, augmented, tmp_path):
@@ -173,7 +188,17 @@ def noise(tmp_path_factory):
            "sox -n -r 22050 -b 16 -c 1 brown.flac synth 1.5 brownnoise vol 0.3 && "
            "tar -cf noise.tar pink.flac brown.flac && "
            "printf 'no noise here' > readme.txt && tar -cf empty.tar readme.txt && "
-           "head -c 3000 /dev/urandom > static.flac && tar -cf garbage.tar static.flac", root)
+           "head -c 3000 /dev/urandom > static.flac && tar -cf garbage.tar static.flac && "
+           # Room impulse responses: a direct path 5 ms in, then a decaying tail.
+           "sox -n -r 16000 -b 16 -c 1 tail.wav synth 0.3 whitenoise fade q 0 0.3 0.3 vol 0.2 && "
+           "sox -n -r 16000 -b 16 -c 1 click.wav synth 0.001 sine 1000 vol 0.9 && "
+           "sox click.wav tail.wav room.wav pad 0.005 0 && "
+           "sox -n -r 16000 -b 16 -c 1 hall.wav synth 0.5 brownnoise fade q 0 0.5 0.5 && "
+           "tar -cf rirs.tar room.wav hall.wav && "
+           # A recording whose header is whole and whose audio is cut short.
+           "head -c 6000 pink.flac > cut.flac && tar -cf cut.tar cut.flac && "
+           "printf '{\"audio_filepath\": \"pink.flac\", \"duration\": 4.0}\\n"
+           "{\"audio_filepath\": \"brown.flac\"}\\n' > noise.jsonl", root)
     return root
 
 
@@ -204,11 +229,8 @@ def test_noise_is_added_at_the_recorded_snr_the_same_on_every_worker_count(
         if bool(example["aug.peak_normalized"]):
             continue   # speech and noise scaled down alike: the SNR holds, unmeasured here
         clean = examples[(key, 0)]["audio"].numpy().astype(np.float64)
-        added = example["audio"].numpy().astype(np.float64) - clean
-        # The stated definition: the speech's 20 ms frames within 40 dB of its loudest.
-        frames = clean[:len(clean) // 320 * 320].reshape(-1, 320)
-        snr = 10 * np.log10(active_power(np.mean(frames ** 2, axis=1)) / np.mean(added ** 2))
-        assert snr == pytest.approx(float(example["aug.snr_db"]), abs=0.1)
+        assert _snr(clean, example["audio"].numpy()) == pytest.approx(
+            float(example["aug.snr_db"]), abs=0.1)
         measured += 1
     assert measured >= 4 and used == {"pink", "brown"}
     assert dg.verify_dataset(outputs[0]).ok
@@ -218,9 +240,12 @@ def test_noise_is_added_at_the_recorded_snr_the_same_on_every_worker_count(
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--noise_input", "{noise}/empty.tar"], "noise corpus .*: no audio member"),
-    (["--noise_input", "{noise}/garbage.tar"],
-     "noise corpus .*garbage.tar, member static.flac: not audio"),
+    (["--noise_input", "{noise}/empty.tar"], "noise corpus .*empty.tar: no recording"),
+    (["--noise_input", "{noise}/garbage.tar"], "noise corpus .*garbage.tar:static.flac: not audio"),
+    (["--noise_input", "{noise}/noise.tar", "--rir_input", "{noise}/rirs.tar",
+      "--rir_max_s", "0.4"], "--rir_input .*rirs.tar:hall.wav is 0.5 s, longer than "
+                             "--rir_max_s 0.4 s \\(1 such RIRs\\)"),
+    (["--noise_input", "{noise}/readme.txt"], "noise corpus .*readme.txt: neither a tar file"),
     ([], "--snr_db and --noise_input go together"),
 ])
 def test_bad_noise_corpora_are_refused_before_any_work(corpus, noise, tmp_path, flags, message):
@@ -236,8 +261,110 @@ def test_bad_noise_corpora_are_refused_before_any_work(corpus, noise, tmp_path, 
     ({"speeds": 0.9}, "augment.speeds must be a tuple of numbers, got 0.9; for one: (0.9,)"),
     ({"gain_db": None}, "augment.gain_db must be a tuple of numbers, got None"),
     ({"gain_db": (-6, 6), "splits": "train"}, "augment.splits must be a tuple of field names"),
-    ({"noise": ("hiss.flac",), "snr_db": (0, 5)}, "augment.noise must be NoiseRecordings"),
+    ({"noise": ("hiss.flac",), "snr_db": (0, 5)}, "augment.noise must be Recordings"),
+    ({"rirs": (Recording("hall", b"", 3.0, "rirs.tar:hall.wav"),)},
+     "augment.rirs rirs.tar:hall.wav is 3 s, longer than augment.rir_max_s 2 s"),
+    ({"gain_db": (0, 1), "speed_as_new_speaker": "speaker"},
+     "augment.speed_as_new_speaker renames the speakers of speed-perturbed copies"),
 ])
 def test_the_python_api_refuses_wrong_types_by_their_parameter(arguments, message):
     with pytest.raises(dg.ArgumentError, match="^" + re.escape(message)):
         dg.AugmentOptions(copies=1, **arguments)
+
+
+def test_a_noise_corpus_is_the_same_from_tar_shards_audio_files_or_a_listing(noise):
+    listed = {form: [(r.key, r.seconds) for r in list_recordings(str(noise / pattern))]
+              for form, pattern in (("tar", "noise.tar"), ("listing", "noise.jsonl"))}
+    # Matched files come in path order; a tar's members and a listing's rows in theirs.
+    listed["files"] = [(r.key, r.seconds) for r in list_recordings(str(noise / "[pb]*.flac"))]
+    assert listed["tar"] == listed["listing"] == [("pink", 4.0), ("brown", 1.5)]
+    assert listed["files"] == [("brown", 1.5), ("pink", 4.0)]
+
+
+def _snr(speech: np.ndarray, written: np.ndarray) -> float:
+    """The stated definition: the power of the speech's 20 ms frames within
+    40 dB of its loudest, over that of what was added to it."""
+    added = written.astype(np.float64) - speech
+    frames = speech[:len(speech) // 320 * 320].reshape(-1, 320)
+    return 10 * np.log10(active_power(np.mean(frames ** 2, axis=1)) / np.mean(added ** 2))
+
+
+def _reverberate(rir_file, clean: np.ndarray) -> np.ndarray:
+    """numpy's convolution by the RIR scaled to unit energy, aligned on its
+    largest magnitude, as long as the speech."""
+    rir, _ = soundfile.read(rir_file, dtype="float64")
+    rir /= np.sqrt(np.sum(rir ** 2))
+    delay = int(np.argmax(np.abs(rir)))
+    return np.convolve(clean, rir)[delay:delay + len(clean)]
+
+
+def _reverberated(corpus, noise, output, *flags):
+    tar_to_tfrecord.run(["--input", f"{corpus}/speech.tar", "--output", str(output),
+                         "--cut", "utterances", "--audio_fields", "flac", "--features", "none",
+                         "--splits", "train=1", "--augment_copies", "2",
+                         "--rir_input", f"{noise}/rirs.tar", "--direct_num_workers", "1", *flags])
+    return {(e["source_key"].numpy().decode(), int(e["aug.copy"])): e
+            for e in dg.load(output, "train", batch_size=None)}
+
+
+def test_reverberation_is_numpys_convolution_by_the_unit_energy_rir(corpus, noise, tmp_path):
+    reverberated = tmp_path / "ds"
+    examples = _reverberated(corpus, noise, reverberated, "--gain_db", "-6,6")
+    normalized = 0
+    for (key, copy), example in examples.items():
+        if not copy:
+            continue
+        assert example["aug.kind"].numpy().decode() == "reverb+gain"
+        wet = _reverberate(noise / f"{example['aug.rir_key'].numpy().decode()}.wav",
+                           examples[(key, 0)]["audio"].numpy().astype(np.float64))
+        written = example["audio"].numpy()
+        assert len(written) == len(wet)
+        if bool(example["aug.peak_normalized"]):
+            # Would clip: the reverberated speech's own peak is scaled to 0.99.
+            expected, normalized = wet * 0.99 / np.max(np.abs(wet)), normalized + 1
+        else:
+            expected = wet * 10 ** (float(example["aug.gain_db"]) / 20)
+        np.testing.assert_allclose(written, expected, atol=2e-5)
+    assert 0 < normalized < 2 * SAMPLES
+    info = dg.load_info(reverberated)
+    assert info.document["augmentation"] == {"rirs": {"recordings": 2, "seconds": 0.806}}
+    accounting = info.accounting["augmentation"]
+    assert accounting["rir_recordings_used"] == {"train": 2}
+    assert accounting["peak_normalized"] == ({"train": normalized} if normalized else {})
+    assert dg.verify_dataset(reverberated).ok
+
+
+def test_noise_on_reverberated_speech_is_at_the_snr_of_the_reverberated_speech(
+        corpus, noise, tmp_path):
+    examples = _reverberated(corpus, noise, tmp_path / "ds", "--noise_input",
+                             f"{noise}/noise.tar", "--snr_db", "0,15")
+    measured = 0
+    for (key, copy), example in examples.items():
+        if copy and not bool(example["aug.peak_normalized"]):
+            assert example["aug.kind"].numpy().decode() == "reverb+noise"
+            wet = _reverberate(noise / f"{example['aug.rir_key'].numpy().decode()}.wav",
+                               examples[(key, 0)]["audio"].numpy().astype(np.float64))
+            assert _snr(wet, example["audio"].numpy()) == pytest.approx(
+                float(example["aug.snr_db"]), abs=0.1)
+            measured += 1
+    assert measured >= 4
+
+
+def test_an_unreadable_noise_recording_is_a_dead_letter_naming_it(corpus, noise, tmp_path):
+    output = tmp_path / "ds"
+    tar_to_tfrecord.run(["--input", f"{corpus}/speech.tar", "--output", str(output),
+                         *NOISE_FLAGS, "--splits", "train=0.5,test=0.5",
+                         "--noise_input", f"{noise}/cut.tar,{corpus}/speech.tar",
+                         "--max_failure_fraction", "1", "--augment_seed", "1"])
+    failures = _dead_letters(output)
+    assert failures and {(f["stage"], f["member"]) for f in failures} == {
+        ("augment", f"{noise}/cut.tar:cut.flac")}
+    assert all(f["message"].startswith(f"cannot decode '{noise}/cut.tar:cut.flac'")
+               and f["key"] in {f"s{i}" for i in range(SAMPLES)} for f in failures)
+    info = dg.load_info(output)
+    accounting = info.accounting
+    assert accounting["samples_read"] == SAMPLES
+    assert accounting["samples_written"] + accounting["samples_failed"] == SAMPLES
+    # The speech drawn on as noise is reported.
+    assert any(w.startswith("the augmentation's noise or RIR corpora hold 1 file(s) that are "
+                            f"also inputs: {corpus}/speech.tar") for w in info.warnings)

@@ -52,8 +52,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(scope="module")
 def inputs(gcs_emulator, bigtable_emulator, tmp_path_factory):
-    """gs:// locations of a tar shard, a CSV manifest and a Parquet file; Bigtable
-    table datagen-test/i/raw."""
+    """gs:// locations of a tar shard, a CSV manifest, a Parquet file, a noise
+    corpus and an RIR listing; Bigtable table datagen-test/i/raw."""
     root = tmp_path_factory.mktemp("inputs")
     shard = write_corpus(str(root), shards=1, samples_per_shard=2, payload_bytes=64)[0]
     (root / "clips.csv").write_text("audio,label,speaker\nclips/a.flac,1,spk01\n")
@@ -62,11 +62,16 @@ def inputs(gcs_emulator, bigtable_emulator, tmp_path_factory):
     soundfile.write(root / "hiss.flac", np.zeros(8000, np.float32), 16000)
     with tarfile.open(root / "noise.tar", "w") as tar:
         tar.add(root / "hiss.flac", "hiss.flac")
+    # An RIR corpus as a listing, naming its file relative to itself.
+    soundfile.write(root / "impulse.wav", np.eye(1, 800)[0].astype(np.float32), 16000)
+    (root / "rirs.jsonl").write_text('{"audio_filepath": "impulse.wav"}\n')
+    gcs_emulator.upload(root / "impulse.wav", "translate/rirs/impulse.wav")
     ensure_table(BigtableTable("datagen-test", "i", "raw"), ["raw"], create=True)
     return {"tar": gcs_emulator.upload(shard, "translate/raw/corpus-00000.tar"),
             "csv": gcs_emulator.upload(root / "clips.csv", "translate/lists/clips.csv"),
             "parquet": gcs_emulator.upload(root / "rows.parquet", "translate/rows.parquet"),
             "noise": gcs_emulator.upload(root / "noise.tar", "translate/noise.tar"),
+            "rirs": gcs_emulator.upload(root / "rirs.jsonl", "translate/rirs/rirs.jsonl"),
             "out": gcs_emulator.url("translate/out")}
 
 
@@ -77,7 +82,8 @@ def _jobs(inputs) -> dict:
         "tar_to_tfrecord": (tar_to_tfrecord, [
             "--input", inputs["tar"], "--output", f"{out}/tar", "--audio_fields", "flac",
             *cut, "--features", "label=cls:int64", "--split_by", "json.speaker",
-            "--augment_copies", "1", "--noise_input", inputs["noise"], "--snr_db", "0,10"]),
+            "--augment_copies", "1", "--noise_input", inputs["noise"], "--snr_db", "0,10",
+            "--rir_input", inputs["rirs"]]),
         "manifest_to_tfrecord": (manifest_to_tfrecord, [
             "--input", inputs["csv"], "--media_columns", "audio", "--output", f"{out}/csv",
             "--audio_fields", "audio", *cut, "--features", "label:int64",

@@ -30,7 +30,7 @@ BELOW = {
     "runner": {"runner"},
     "storage": {"format", "storage"},
     "report": {"format", "media", "report"},  # media: it decodes whole recordings
-    # media: a noise corpus is listed by probing its members' audio headers
+    # media: a noise or RIR corpus is listed by probing its recordings' audio headers
     "sources": {"format", "media", "recipe", "runner", "sources", "storage"},
     "tft": {"format", "media", "recipe", "runner", "sources", "tft"},
     "writer": {"format", "media", "recipe", "runner", "sources", "storage", "tft", "writer"},

@@ -1,4 +1,4 @@
-"""Offline augmentation of a sample's decoded audio: speed, gain and noise.
+"""Offline augmentation of a sample's decoded audio: speed, reverberation, gain and noise.
 
 Beam-free. `AugmentOptions` says what a job does; `plan(key, copy)` gives
 the `Augmentation` of one copy of one sample, every choice drawn from the
@@ -12,10 +12,19 @@ segments and features all see the augmented audio.
   `rate` to `rate / factor` and played at `rate`, so its duration is divided
   by the factor and its pitch multiplied. Copy c takes the factors in turn
   (`speeds[(c - 1) % len(speeds)]`), as Kaldi writes one copy per factor.
+- Reverberation by a room impulse response (a `Recording` of an RIR
+  corpus) drawn for the copy: the RIR, mixed to mono at the cut's rate, is
+  scaled to unit energy (the sum of its squares 1), and the speech is
+  convolved with it, aligned on its direct path: the copy's sample n is the
+  full convolution's sample n + d, d the index of the RIR's largest
+  magnitude, and the copy keeps the speech's length. The convolution is
+  done block by block (overlap-add), so memory stays flat.
 - Gain in dB, drawn uniformly from `gain_db`'s range. When the gained audio
   would clip (its peak above full scale) it is scaled to a peak of 0.99
   instead, and the example says so (`aug.peak_normalized`); the peak is the
-  sample's, measured as its original examples were cut.
+  sample's, measured as its original examples were cut, or for a
+  reverberated copy that of its reverberated speech, measured by a first
+  pass over it (`plan`'s `hear`), as no bound on it short of that is tight.
 
 - Additive noise from a noise corpus (`NoiseRecording`s, listed when the
   job starts: transforms/sources/noise_corpus.py): a recording drawn for the
@@ -23,16 +32,18 @@ segments and features all see the augmented audio.
   the speech), scaled so that the speech-to-noise ratio is an SNR drawn from
   `snr_db`. The speech's power is that of its active part: the mean power
   of its 20 ms frames whose power is within 40 dB of its loudest frame's
-  (`ActivePower`), measured as the original's examples are cut, times the
-  copy's gain squared; the noise's is the mean power of the excerpt. Where
+  (`ActivePower`), measured as the original's examples are cut (for a
+  reverberated copy, of its reverberated speech), times the copy's gain
+  squared; the noise's is the mean power of the excerpt. Where
   speech and noise together would clip, both are scaled down alike (the
-  SNR kept). Noise recordings are decoded where they are used, a recording
-  at a time, and kept in a cache of at most `cache_mb` per process.
+  SNR kept). The noise is not reverberated.
 
-Every example records what was done to it: `aug.copy` (0 for the original),
-`aug.kind` (none, or speed, gain and noise joined by +), `aug.speed`,
-`aug.gain_db`, `aug.peak_normalized`, and with noise `aug.noise_key` and
-`aug.snr_db`.
+Noise and RIR recordings (transforms/sources/augment_corpus.py) are decoded
+where they are used, a recording at a time, and kept in a cache of at most
+`cache_mb` per process. Every example records what was done to it:
+`aug.copy` (0 for the original), `aug.kind` (none, or speed, reverb, gain
+and noise joined by +), `aug.speed`, `aug.gain_db`, `aug.peak_normalized`,
+with noise `aug.noise_key` and `aug.snr_db`, with RIRs `aug.rir_key`.
 """
 
 from __future__ import annotations
@@ -42,7 +53,7 @@ import dataclasses
 import itertools
 import math
 import threading
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import numpy as np
 import soxr
@@ -51,16 +62,18 @@ from transforms.format.arguments import ArgumentError, ArgumentTypeError, check_
 from transforms.format.spec import Feature
 from transforms.format.stable_hash import stable_hash64
 from transforms.media.audio import AudioOptions, decode_audio
-from transforms.media.decoded import Audio
+from transforms.media.decoded import Audio, MediaError, staged
 
 __all__ = ["AUGMENT_FEATURES", "ORIGINAL", "ActivePower", "AugmentOptions", "Augmentation",
-           "Heard", "Mix", "NOISE_FEATURES", "NOTHING_HEARD", "NoiseRecording", "active_power",
-           "augment_blocks", "augmentation_fields", "augmentation_tallies", "mix_of"]
+           "Heard", "Mix", "NOISE_FEATURES", "NOTHING_HEARD", "RIR_FEATURES", "Recording",
+           "active_power", "augment_blocks", "augmentation_fields", "augmentation_tallies",
+           "Reverb", "mix_of", "new_speaker", "perturbed_blocks"]
 
 AUGMENT_FEATURES = (Feature("aug.copy", "int64"), Feature("aug.kind", "string"),
                     Feature("aug.speed", "float"), Feature("aug.gain_db", "float"),
                     Feature("aug.peak_normalized", "bool"))
 NOISE_FEATURES = (Feature("aug.noise_key", "string"), Feature("aug.snr_db", "float"))
+RIR_FEATURES = (Feature("aug.rir_key", "string"),)
 _PEAK = 0.99
 _INT16 = 32767
 # The speech's active part: 20 ms frames within 40 dB of the loudest.
@@ -68,34 +81,40 @@ _FRAME_S = 0.02
 _ACTIVE_DB = 40.0
 
 
-class NoiseRecording(NamedTuple):
-    """One recording of a noise corpus: its key, its bytes where they are
-    stored (read when used), its length."""
+class Recording(NamedTuple):
+    """One recording of a noise or RIR corpus: its key, its bytes where they
+    are stored (read when used), its length, and where it is (for messages)."""
 
     key: str
     audio: Any          # bytes or StoredBytes
     seconds: float
+    where: str = ""     # "noise/a.tar:hum.flac"
 
 
 class Heard(NamedTuple):
-    """What the original's cut measured of the sample's audio (`ActivePower`)."""
+    """What was measured of a sample's audio (`ActivePower`): the original's
+    by its cut, or a reverberated copy's speech by a first pass."""
 
     peak: float = 0.0       # full scale 1
     power: float = 0.0      # of its active part
     samples: int = 0        # at the cut's rate
+    speed: float = 1.0      # the speed perturbation of the audio heard
 
 
 NOTHING_HEARD = Heard()
 
 
 class Mix(NamedTuple):
-    """How a copy's audio is made: speech times `speech_scale`, plus `excerpt`
-    (the noise at the cut's rate, as long as the copy) times `noise_scale`."""
+    """How a copy's audio is made: speech (reverberated by `rir`, the RIR at
+    the cut's rate scaled to unit energy) times `speech_scale`, plus
+    `excerpt` (the noise at the cut's rate, as long as the copy) times
+    `noise_scale`."""
 
     speech_scale: float
     noise_scale: float = 0.0
     excerpt: np.ndarray | None = None
     peak_normalized: bool = False
+    rir: np.ndarray | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,14 +124,16 @@ class Augmentation:
     copy: int
     speed: float = 1.0
     gain_db: float = 0.0
-    noise: NoiseRecording | None = None
+    noise: Recording | None = None
     snr_db: float = 0.0
     noise_start: float = 0.0     # where its noise excerpt starts, 0 to 1 of the room left
     mix: Mix | None = None       # how its audio is made (None: the original's)
+    rir: Recording | None = None
 
     @property
     def kind(self) -> str:
-        kinds = [name for name, on in (("speed", self.speed != 1.0), ("gain", self.gain_db),
+        kinds = [name for name, on in (("speed", self.speed != 1.0),
+                                       ("reverb", self.rir is not None), ("gain", self.gain_db),
                                        ("noise", self.noise is not None)) if on]
         return "+".join(kinds) or "none"
 
@@ -121,13 +142,13 @@ ORIGINAL = Augmentation(0)
 
 
 def mix_of(augmentation: Augmentation, heard: Heard, rate: int, cache_mb: int) -> Mix:
-    """How a copy's audio is made at `rate`, from what the original's cut
-    `heard` (see the module docstring)."""
+    """How a copy's audio is made at `rate`, from what was `heard` of its
+    speech: the original's, or a reverberated copy's (module docstring)."""
     gain = 10 ** (augmentation.gain_db / 20)
     noise_scale, excerpt, noise_peak = 0.0, None, 0.0
     if augmentation.noise is not None:
-        length = max(1, round(heard.samples / augmentation.speed))
-        excerpt = _excerpt(_noise_samples(augmentation.noise, rate, cache_mb),
+        length = max(1, round(heard.samples * heard.speed / augmentation.speed))
+        excerpt = _excerpt(_recording_samples(augmentation.noise, rate, cache_mb),
                            augmentation.noise_start, length)
         noise_power = float(np.mean(excerpt.astype(np.float64) ** 2))
         if noise_power > 0:
@@ -136,7 +157,20 @@ def mix_of(augmentation: Augmentation, heard: Heard, rate: int, cache_mb: int) -
         noise_peak = float(np.max(np.abs(excerpt)))
     peak = heard.peak * gain + noise_peak * noise_scale
     shrink = _PEAK / peak if peak > 1 else 1.0
-    return Mix(gain * shrink, noise_scale * shrink, excerpt, peak > 1)
+    return Mix(gain * shrink, noise_scale * shrink, excerpt, peak > 1,
+               _rir(augmentation, rate, cache_mb))
+
+
+def _rir(augmentation: Augmentation, rate: int, cache_mb: int) -> np.ndarray | None:
+    """The copy's RIR at `rate`, scaled to unit energy (None without one)."""
+    if augmentation.rir is None:
+        return None
+    rir = _recording_samples(augmentation.rir, rate, cache_mb).astype(np.float64)
+    energy = float(np.sum(rir ** 2))
+    if not energy > 0:
+        raise MediaError(f"RIR {augmentation.rir.where}: silent, nothing to convolve with",
+                         stage="augment", member=augmentation.rir.where)
+    return (rir / math.sqrt(energy)).astype(np.float32)
 
 
 def _excerpt(noise: np.ndarray, start: float, length: int) -> np.ndarray:
@@ -148,39 +182,44 @@ def _excerpt(noise: np.ndarray, start: float, length: int) -> np.ndarray:
     return np.resize(noise, length)
 
 
-# Decoded noise recordings by (recording, rate), least recently used first; a
-# Dataflow worker's threads share it.
-_NOISE_CACHE: collections.OrderedDict = collections.OrderedDict()
-_NOISE_CACHE_LOCK = threading.Lock()
+# Decoded noise and RIR recordings by (recording, rate), least recently used
+# first; a Dataflow worker's threads share it.
+_CACHE: collections.OrderedDict = collections.OrderedDict()
+_CACHE_LOCK = threading.Lock()
 
 
-def _noise_samples(noise: NoiseRecording, rate: int, cache_mb: int) -> np.ndarray:
-    """A noise recording decoded (mono float32 at `rate`), through the cache:
-    at most `cache_mb` of them kept in this process (one, if it alone is more)."""
-    key = (noise.audio, rate)   # a StoredMember, or bytes: both hash
-    with _NOISE_CACHE_LOCK:
-        if key in _NOISE_CACHE:
-            _NOISE_CACHE.move_to_end(key)
-            return _NOISE_CACHE[key]
-    samples = decode_audio(noise.audio, AudioOptions(sample_rate=rate), name=noise.key).samples
-    with _NOISE_CACHE_LOCK:
-        _NOISE_CACHE[key] = samples
-        while (sum(a.nbytes for a in _NOISE_CACHE.values()) > cache_mb << 20
-               and len(_NOISE_CACHE) > 1):
-            _NOISE_CACHE.popitem(last=False)
+def _recording_samples(recording: Recording, rate: int, cache_mb: int) -> np.ndarray:
+    """A corpus recording decoded (mono float32 at `rate`), through the cache:
+    at most `cache_mb` of them kept in this process (one, if it alone is
+    more). MediaError, stage `augment`, naming the recording where it is."""
+    key = (recording.audio, rate)   # a StoredMember, or bytes: both hash
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    samples = staged("augment", recording.where or recording.key, decode_audio,
+                     recording.audio, AudioOptions(sample_rate=rate),
+                     name=recording.where or recording.key).samples
+    with _CACHE_LOCK:
+        _CACHE[key] = samples
+        while (sum(a.nbytes for a in _CACHE.values()) > cache_mb << 20
+               and len(_CACHE) > 1):
+            _CACHE.popitem(last=False)
     return samples
 
 
-def augmentation_fields(augmentation: Augmentation, noise: bool) -> dict:
-    """The aug.* values of a copy's examples, with the noise's when the job adds
-    noise."""
+def augmentation_fields(augmentation: Augmentation, options: "AugmentOptions") -> dict:
+    """The aug.* values of a copy's examples: the noise's when the job adds
+    noise, the RIR's when it reverberates."""
     mix = augmentation.mix
     fields = {"aug.copy": augmentation.copy, "aug.kind": augmentation.kind,
               "aug.speed": augmentation.speed, "aug.gain_db": augmentation.gain_db,
               "aug.peak_normalized": bool(mix and mix.peak_normalized)}
-    if noise:
+    if options.noise:
         fields.update({"aug.noise_key": augmentation.noise.key if augmentation.noise else "",
                        "aug.snr_db": augmentation.snr_db if augmentation.noise else 0.0})
+    if options.rirs:
+        fields["aug.rir_key"] = augmentation.rir.key if augmentation.rir else ""
     return fields
 
 
@@ -203,9 +242,10 @@ class ActivePower:
             frames = samples[:whole].reshape(-1, size)
             self._frames.append(np.square(frames).mean(axis=1, dtype=np.float64))
 
-    def heard(self) -> Heard:
+    def heard(self, speed: float = 1.0) -> Heard:
+        """What it heard, of audio perturbed by `speed`."""
         powers = np.concatenate(self._frames) if self._frames else np.empty(0)
-        return Heard(self._peak, active_power(powers), self._samples)
+        return Heard(self._peak, active_power(powers), self._samples, speed)
 
 
 def active_power(frame_powers: np.ndarray) -> float:
@@ -225,10 +265,15 @@ def _floats(samples: np.ndarray) -> np.ndarray:
 class AugmentOptions:
     """Augmented copies of the samples of `splits`: `copies` each, every copy
     speed-perturbed by one of `speeds` (factors > 0, none for no
-    perturbation), gained by a draw from `gain_db` ((low, high) dB, or ()),
-    and with `noise` (NoiseRecordings: `transforms.sources.noise_corpus.list_noise`)
-    one of them added at an SNR drawn from `snr_db`, decoded through a cache
-    of at most `cache_mb` per process.
+    perturbation), reverberated with one of `rirs` (Recordings, none longer
+    than `rir_max_s`), gained by a draw from `gain_db` ((low, high) dB, or
+    ()), and with `noise` (Recordings) one of them added at an SNR drawn from
+    `snr_db`; corpus recordings are decoded through a cache of at most
+    `cache_mb` per process. Recordings come from
+    `transforms.sources.augment_corpus.list_recordings`. With
+    `speed_as_new_speaker` (a string feature), a speed-perturbed copy's value
+    of it is prefixed `sp<factor>-`, Kaldi's naming, so it counts as a new
+    speaker.
 
     >>> import transforms as dg
     >>> augment = dg.AugmentOptions(copies=2, speeds=(0.9, 1.1), gain_db=(-6, 6), seed=1)
@@ -242,27 +287,23 @@ class AugmentOptions:
     gain_db: tuple = ()
     seed: int = 0
     splits: tuple = ("train",)
-    # NoiseRecordings (transforms/sources/noise_corpus.py) and the SNR range, dB.
     noise: tuple = ()
     snr_db: tuple = ()
     cache_mb: int = 256
+    rirs: tuple = ()
+    rir_max_s: float = 2.0
+    speed_as_new_speaker: str = ""
 
     def __post_init__(self):
         for name in ("speeds", "gain_db", "snr_db"):
             object.__setattr__(self, name, _numbers(f"augment.{name}", getattr(self, name)))
         object.__setattr__(self, "splits", check_names("augment.splits", self.splits))
-        if not isinstance(self.noise, (tuple, list)) or not all(
-                isinstance(n, NoiseRecording) for n in self.noise):
-            raise ArgumentTypeError("augment.noise", "must be NoiseRecordings "
-                                    "(transforms.sources.noise_corpus.list_noise)")
-        object.__setattr__(self, "noise", tuple(self.noise))
-        if self.snr_db and (len(self.snr_db) != 2 or self.snr_db[0] > self.snr_db[1]
-                            or not all(map(math.isfinite, self.snr_db))):
-            raise ArgumentError("augment.snr_db", f"{list(self.snr_db)}: a range LOW,HIGH in "
-                                "dB, LOW not above HIGH")
-        if bool(self.noise) != bool(self.snr_db):
-            raise ArgumentError("augment.snr_db", "and {augment.noise} go together: noise "
-                                "recordings, and the SNR range to add them at")
+        for name, value in (("snr_db", self.snr_db), ("gain_db", self.gain_db)):
+            if value and (len(value) != 2 or value[0] > value[1]
+                          or not all(map(math.isfinite, value))):
+                raise ArgumentError(f"augment.{name}", f"{list(value)}: a range LOW,HIGH in "
+                                    "dB, LOW not above HIGH")
+        self._check_corpora()
         if not isinstance(self.cache_mb, int) or self.cache_mb < 1:
             raise ArgumentError("augment.cache_mb", f"must be an int >= 1, got "
                                 f"{self.cache_mb!r}")
@@ -271,18 +312,40 @@ class AugmentOptions:
         bad = [f for f in self.speeds if not (math.isfinite(f) and f > 0)]
         if bad:
             raise ArgumentError("augment.speeds", f"{bad[0]:g}: a speed factor must be above 0")
-        if self.gain_db and (len(self.gain_db) != 2 or self.gain_db[0] > self.gain_db[1]
-                             or not all(map(math.isfinite, self.gain_db))):
-            raise ArgumentError("augment.gain_db", f"{list(self.gain_db)}: a range LOW,HIGH in dB, "
-                                "LOW not above HIGH")
-        if self.copies and not (self.speeds or self.gain_db or self.noise):
+        if not isinstance(self.speed_as_new_speaker, str):
+            raise ArgumentTypeError("augment.speed_as_new_speaker", "must be a feature's name "
+                                    f"(a str), got {self.speed_as_new_speaker!r}")
+        if self.speed_as_new_speaker and not self.speeds:
+            raise ArgumentError("augment.speed_as_new_speaker", "renames the speakers of "
+                                "speed-perturbed copies: give {augment.speeds}")
+        kinds = self.speeds or self.gain_db or self.noise or self.rirs
+        if self.copies and not kinds:
             raise ArgumentError("augment.copies", f"{self.copies} augmented copies of what? give "
-                                "{augment.speeds}, {augment.gain_db} or {augment.noise}")
-        if (self.speeds or self.gain_db or self.noise) and not self.copies:
+                                "{augment.speeds}, {augment.gain_db}, {augment.noise} or "
+                                "{augment.rirs}")
+        if kinds and not self.copies:
             raise ArgumentError("augment.copies", "must be at least 1 for {augment.speeds}, "
-                                "{augment.gain_db} or {augment.noise} to make anything")
+                                "{augment.gain_db}, {augment.noise} or {augment.rirs} to make "
+                                "anything")
         if self.copies and not self.splits:
             raise ArgumentError("augment.splits", "names no split to augment")
+
+    def _check_corpora(self) -> None:
+        for name in ("noise", "rirs"):
+            object.__setattr__(self, name, _recordings(f"augment.{name}", getattr(self, name)))
+        if bool(self.noise) != bool(self.snr_db):
+            raise ArgumentError("augment.snr_db", "and {augment.noise} go together: noise "
+                                "recordings, and the SNR range to add them at")
+        if (not isinstance(self.rir_max_s, (int, float)) or isinstance(self.rir_max_s, bool)
+                or not self.rir_max_s > 0):
+            raise ArgumentError("augment.rir_max_s", f"must be a number of seconds above 0, "
+                                f"got {self.rir_max_s!r}")
+        long = [r for r in self.rirs if r.seconds > self.rir_max_s]
+        if long:
+            raise ArgumentError("augment.rirs", f"{long[0].where or long[0].key} is "
+                                f"{long[0].seconds:g} s, longer than {{augment.rir_max_s}} "
+                                f"{self.rir_max_s:g} s ({len(long)} such RIRs); trim them or "
+                                "raise the limit")
 
     def __bool__(self) -> bool:
         return self.copies > 0
@@ -290,31 +353,63 @@ class AugmentOptions:
     @property
     def features(self) -> tuple:
         """The aug.* features every example gets."""
-        return AUGMENT_FEATURES + (NOISE_FEATURES if self.noise else ())
+        return (AUGMENT_FEATURES + (NOISE_FEATURES if self.noise else ())
+                + (RIR_FEATURES if self.rirs else ()))
 
     def describe(self) -> dict:
-        """What the manifest says of the augmentation's corpora."""
-        if not self.noise:
-            return {}
-        return {"noise": {"recordings": len(self.noise),
-                          "seconds": round(sum(n.seconds for n in self.noise), 3)}}
+        """What the manifest says of the augmentation's corpora, and of
+        speakers renamed."""
+        described = {name: {"recordings": len(recordings),
+                            "seconds": round(sum(r.seconds for r in recordings), 3)}
+                     for name, recordings in (("noise", self.noise), ("rirs", self.rirs))
+                     if recordings}
+        if self.speed_as_new_speaker:
+            described["speed_as_new_speaker"] = {
+                "field": self.speed_as_new_speaker, "value": "sp<factor>-<value>",
+                "factors": [f"{f:g}" for f in self.speeds if f != 1.0]}
+        return described
 
-    def plan(self, key: str, copy: int, heard: Heard = NOTHING_HEARD,
-             rate: int = 16000) -> Augmentation:
+    def plan(self, key: str, copy: int, heard: Heard = NOTHING_HEARD, rate: int = 16000,
+             hear: Callable[[Augmentation], Heard] | None = None) -> Augmentation:
         """Copy `copy` (1..copies) of the sample `key`, whose audio the
-        original's cut `heard` at `rate`: the same on every run."""
+        original's cut `heard` at `rate`: the same on every run. A
+        reverberated copy's speech is heard by `hear` instead: given the
+        copy with its speed and RIR only, it measures the audio they make."""
         draw = np.random.Generator(np.random.PCG64(
             stable_hash64(f"{key}#{copy}#{self.seed}", b"datagen-augment")))
         speed = self.speeds[(copy - 1) % len(self.speeds)] if self.speeds else 1.0
         gain = float(draw.uniform(*self.gain_db)) if self.gain_db else 0.0
-        noise = {}
+        drawn = {}
         if self.noise:
-            noise = {"noise": self.noise[int(draw.integers(len(self.noise)))],
+            drawn = {"noise": self.noise[int(draw.integers(len(self.noise)))],
                      "snr_db": float(draw.uniform(*self.snr_db)),
                      "noise_start": float(draw.uniform())}
-        augmentation = Augmentation(copy, speed, gain, **noise)
+        if self.rirs:
+            drawn["rir"] = self.rirs[int(draw.integers(len(self.rirs)))]
+        augmentation = Augmentation(copy, speed, gain, **drawn)
+        if augmentation.rir is not None:
+            dry = Augmentation(copy, speed, rir=augmentation.rir)
+            heard = hear(dataclasses.replace(dry, mix=mix_of(dry, NOTHING_HEARD, rate,
+                                                             self.cache_mb)))
         return dataclasses.replace(augmentation,
                                    mix=mix_of(augmentation, heard, rate, self.cache_mb))
+
+
+
+def new_speaker(value: str | bytes, speed: float) -> str | bytes:
+    """A speaker as a copy perturbed by `speed` is a new one: Kaldi's
+    `sp0.9-spk1` (AugmentOptions.speed_as_new_speaker)."""
+    if isinstance(value, bytes):
+        return f"sp{speed:g}-".encode() + value
+    return f"sp{speed:g}-{value}"
+
+
+def _recordings(parameter: str, value) -> tuple:
+    """`value`, Recordings, as a tuple; ArgumentTypeError otherwise."""
+    if isinstance(value, (tuple, list)) and all(isinstance(r, Recording) for r in value):
+        return tuple(value)
+    raise ArgumentTypeError(parameter, "must be Recordings "
+                            "(transforms.sources.augment_corpus.list_recordings)")
 
 
 def _numbers(parameter: str, value) -> tuple:
@@ -337,6 +432,8 @@ def augmentation_tallies(split: str, augmentation: Augmentation) -> dict:
     if augmentation.noise is not None:
         tallies[("augment_snr_db", (split, f"{round(augmentation.snr_db):d}"))] = 1
         tallies[("augment_noise", (split, augmentation.noise.key))] = 1
+    if augmentation.rir is not None:
+        tallies[("augment_rir", (split, augmentation.rir.key))] = 1
     if augmentation.mix.peak_normalized:
         tallies[("augment_peak_normalized", split)] = 1
     return tallies
@@ -346,34 +443,94 @@ def augment_blocks(blocks: Iterator[Audio], augmentation: Augmentation) -> Itera
     """The blocks of a sample's audio, augmented as its mix says; in the dtype
     they came in, the first starting where they started, each on the
     augmented timeline."""
-    mix = augmentation.mix
-    resampler = origin = rate = dtype = None
+    blocks = iter(blocks)
+    first = next(blocks, None)
+    if first is None:
+        return
+    mix, dtype, emitted = augmentation.mix, first.samples.dtype, 0
+    scale, noise_scale = np.float32(mix.speech_scale), np.float32(mix.noise_scale)
+    for block in perturbed_blocks(itertools.chain([first], blocks), augmentation):
+        out = block.samples * scale
+        if mix.excerpt is not None:
+            out += _looped(mix.excerpt, emitted, len(out)) * noise_scale
+        np.clip(out, -1.0, 1.0, out=out)
+        out = np.rint(out * _INT16).astype(np.int16) if dtype == np.int16 else out
+        yield Audio(out, block.sample_rate, block.start)
+        emitted += len(out)
+
+
+def perturbed_blocks(blocks: Iterator[Audio], augmentation: Augmentation) -> Iterator[Audio]:
+    """The blocks speed-perturbed and reverberated as the copy says: float32,
+    not yet scaled or clipped, on the copy's timeline from where the first
+    block started."""
+    steps = origin = rate = None
     emitted = 0
-    scale = np.float32(mix.speech_scale)
-    noise_scale = np.float32(mix.noise_scale)
-    # A None after the last block is the resampler's cue to flush.
+    # A None after the last block is the steps' cue to flush.
     for block in itertools.chain(blocks, [None]):
         if block is not None and origin is None:
-            origin, rate, dtype = block.start, block.sample_rate, block.samples.dtype
-            if augmentation.speed != 1.0:
-                resampler = soxr.ResampleStream(rate, rate / augmentation.speed, 1,
-                                                dtype="float32", quality="HQ")
+            origin, rate = block.start, block.sample_rate
+            steps = _steps(augmentation, rate)
         if origin is None:
             return
         samples = np.empty(0, np.float32) if block is None else _floats(block.samples)
-        if resampler is not None:
-            samples = resampler.resample_chunk(samples, last=block is None)
-        elif block is None:
-            return
-        out = samples * scale
-        if mix.excerpt is not None and len(out):
-            out += _looped(mix.excerpt, emitted, len(out)) * noise_scale
-        np.clip(out, -1.0, 1.0, out=out)
-        out = (np.rint(out * _INT16).astype(np.int16) if dtype == np.int16
-               else out.astype(np.float32))
-        if len(out):
-            yield Audio(out, rate, origin + emitted / rate)
-            emitted += len(out)
+        for step in steps:
+            samples = step(samples, block is None)
+        if len(samples):
+            yield Audio(samples, rate, origin + emitted / rate)
+            emitted += len(samples)
+
+
+def _steps(augmentation: Augmentation, rate: int) -> list:
+    """The copy's perturbations, each a (samples, last) -> samples stream."""
+    steps = []
+    if augmentation.speed != 1.0:
+        resampler = soxr.ResampleStream(rate, rate / augmentation.speed, 1,
+                                        dtype="float32", quality="HQ")
+        steps.append(lambda samples, last: resampler.resample_chunk(samples, last=last))
+    if augmentation.mix.rir is not None:
+        steps.append(Reverb(augmentation.mix.rir))
+    return steps
+
+
+class Reverb:
+    """Convolution with an RIR as the audio streams (overlap-add in FFT
+    blocks), aligned on the RIR's direct path and as long as its input: the
+    output's sample n is the full convolution's sample n + d, d the index of
+    the RIR's largest magnitude (module docstring)."""
+
+    def __init__(self, rir: np.ndarray):
+        self._delay = int(np.argmax(np.abs(rir)))
+        self._fft_size = 1 << max(12, (2 * len(rir) - 1).bit_length())
+        self._block = self._fft_size - len(rir) + 1
+        self._spectrum = np.fft.rfft(rir.astype(np.float32), self._fft_size)
+        self._tail = np.zeros(len(rir) - 1, np.float32)
+        self._pending = np.empty(0, np.float32)
+        self._received = self._produced = 0   # input samples; full-convolution samples made
+
+    def __call__(self, samples: np.ndarray, last: bool) -> np.ndarray:
+        self._received += len(samples)
+        pending = np.concatenate([self._pending, samples]) if len(self._pending) else samples
+        made = []
+        while len(pending) >= self._block or (last and len(pending)):
+            chunk, pending = pending[:self._block], pending[self._block:]
+            full = np.fft.irfft(np.fft.rfft(chunk, self._fft_size) * self._spectrum,
+                                self._fft_size)[:len(chunk) + len(self._tail)]
+            full[:len(self._tail)] += self._tail
+            made.append(full[:len(chunk)])
+            self._tail = full[len(chunk):]
+        if last:
+            made.append(self._tail)
+        self._pending = pending
+        return self._aligned(np.concatenate(made) if made else np.empty(0, np.float32), last)
+
+    def _aligned(self, full: np.ndarray, last: bool) -> np.ndarray:
+        """The part of the full convolution's next samples `full` that the
+        output keeps: from the direct path on, no more than the input's length."""
+        start = self._produced
+        self._produced += len(full)
+        end = self._delay + self._received if last else self._produced
+        return full[max(0, self._delay - start):max(0, end - start)].astype(np.float32,
+                                                                            copy=False)
 
 
 def _looped(excerpt: np.ndarray, start: int, length: int) -> np.ndarray:

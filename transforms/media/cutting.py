@@ -57,10 +57,13 @@ from transforms.format.spec import Feature
 from transforms.media.audio import AudioOptions, stream_audio
 from transforms.media.augment import (
     ORIGINAL,
+    ActivePower,
     Augmentation,
     AugmentOptions,
+    Heard,
     augment_blocks,
     augmentation_fields,
+    perturbed_blocks,
 )
 from transforms.media.decoded import MediaError, staged
 from transforms.media.features import FEATURE_KINDS, AudioFeatures, compute_features
@@ -490,7 +493,7 @@ def cut_sample(sample: Mapping[str, Any], options: CutOptions,
     span = sample.get(SPAN)
     base[SOURCE_KEY] = sample[KEY] if span is None else span.recording
     if options.augment:
-        base.update(augmentation_fields(augmentation or ORIGINAL, bool(options.augment.noise)))
+        base.update(augmentation_fields(augmentation or ORIGINAL, options.augment))
     span = None if span is None else _checked_span(span)
     cut = {"audio_windows": _audio_windows, "segments": _segment_example,
            "utterances": _utterance_example, "frames": _frame_examples,
@@ -498,6 +501,21 @@ def cut_sample(sample: Mapping[str, Any], options: CutOptions,
     examples = cut(sample, base, options, span, stats, _AudioRoute(audio_tap, augmentation))
     yield from (_with_features(examples, options, sample) if options.audio_features
                 else examples)
+
+
+def hear_copy(sample: Mapping[str, Any], options: CutOptions, augmentation: Augmentation,
+              stats: dict) -> Heard:
+    """What a copy's speech sounds like as its speed and RIR make it, before
+    gain and noise: a pass over the sample's audio (its span's) that cuts
+    nothing, for the copy's plan (AugmentOptions.plan's `hear`)."""
+    span = sample.get(SPAN)
+    span = None if span is None else _checked_span(span)
+    heard = ActivePower()
+    blocks = _audio_stream(sample, options, span, stats, _AudioRoute())
+    for block in _staged_iter("augment", _audio_source(sample, options),
+                              perturbed_blocks(blocks, augmentation)):
+        heard(block)
+    return heard.heard(augmentation.speed)
 
 
 def _with_features(examples: Iterator[dict], options: CutOptions,

@@ -32,8 +32,20 @@ from transforms.format.example_check import example_problems, parse_example, sto
 from transforms.format.sample import KEY, SPAN, FieldReader, read_stored
 from transforms.format.spec import FeatureSpec
 from transforms.format.stable_hash import stable_hash64
-from transforms.media.augment import ActivePower, augmentation_tallies
-from transforms.media.cutting import CutOptions, cut_sample, media_fields, with_cut_features
+from transforms.media.augment import (
+    ActivePower,
+    Augmentation,
+    Heard,
+    augmentation_tallies,
+    new_speaker,
+)
+from transforms.media.cutting import (
+    CutOptions,
+    cut_sample,
+    hear_copy,
+    media_fields,
+    with_cut_features,
+)
 from transforms.media.decoded import NoSamples
 from transforms.media.length import MediaLength, probe_length
 from transforms.recipe import sample_ops
@@ -119,6 +131,10 @@ class ExampleRecipe:
         if self.cut.augment and unknown:
             raise ArgumentError("augment.splits", f"name {', '.join(sorted(unknown))}, which "
                                 f"{{splits}} does not: {', '.join(self.split_plan.names)}")
+        renamed = self.cut.augment.speed_as_new_speaker
+        if renamed and not any(f.name == renamed and f.dtype == "string" for f in features):
+            raise ArgumentError("augment.speed_as_new_speaker", f"{renamed!r} is not a string "
+                                "feature of the spec: name the speaker feature")
 
     @property
     def transcribed(self) -> bool:
@@ -279,8 +295,11 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
         examples = itertools.chain(
             cut_sample(sample, recipe.cut, stats, _taps(built.near, heard)),
             _copies(sample, recipe.cut, stats, heard, built))
+    renamed = recipe.cut.augment.speed_as_new_speaker
     for index, example in enumerate(_stage_iter("cut", examples)):
         values = _stage("features", _feature_values, example, recipe.spec)
+        if renamed and example["aug.speed"] != 1.0 and values.get(renamed) is not None:
+            values[renamed] = new_speaker(values[renamed], example["aug.speed"])
         if transcripts is not None:
             text = values[transcripts.field] = _stage(
                 "transcript", transcripts.normalize, values[transcripts.field],
@@ -321,8 +340,12 @@ def _copies(sample: Mapping[str, Any], cut: CutOptions, stats: dict, heard: Acti
     """The examples of the sample's augmented copies, each planned once the
     original's examples are cut (its audio's peak and power `heard`); each
     copy's tallies counted into `built.augmented`."""
+    def hear(dry: Augmentation) -> Heard:
+        return hear_copy(sample, cut, dry, stats)
+
     for copy in range(1, cut.augment.copies + 1):
-        augmentation = cut.augment.plan(sample[KEY], copy, heard.heard(), cut.audio.sample_rate)
+        augmentation = cut.augment.plan(sample[KEY], copy, heard.heard(),
+                                        cut.audio.sample_rate, hear)
         built.augmented.update(augmentation_tallies(built.split, augmentation))
         yield from cut_sample(sample, cut, stats, None, augmentation)
 

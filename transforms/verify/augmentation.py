@@ -1,8 +1,8 @@
 """Augmented examples (transforms/media/augment.py) against the manifest.
 
 Each record's `aug.*` values must say one story: an original (copy 0) is
-kind `none` at speed 1 and 0 dB, with no noise; a copy's kind names what its
-speed, gain and noise did, its speed is one of the job's `--speed_perturb`
+kind `none` at speed 1 and 0 dB, with no noise or RIR; a copy's kind names
+what its speed, RIR, gain and noise did, its speed is one of the job's `--speed_perturb`
 factors, its gain within `--gain_db`'s range and its SNR within `--snr_db`'s
 (`record_problems`). Counted per split, the
 copies must be what the manifest's accounting says (`count_problems`).
@@ -47,18 +47,17 @@ def record_problems(example, expected: AugmentedRange) -> tuple[bool, list]:
     kind = stored_values(example, "aug.kind", "bytes")[0].decode("utf-8", "replace")
     speed = stored_values(example, "aug.speed", "float")[0]
     gain = stored_values(example, "aug.gain_db", "float")[0]
-    noised = "aug.noise_key" in example.features.feature and bool(
-        stored_values(example, "aug.noise_key", "bytes")[0])
+    noised, reverberated = (_named(example, "aug.noise_key"), _named(example, "aug.rir_key"))
     sped, gained = abs(speed - 1) > _TOLERANCE, abs(gain) > _TOLERANCE
-    said = "+".join(name for name, done in (("speed", sped), ("gain", gained),
-                                            ("noise", noised)) if done) or "none"
+    said = "+".join(name for name, done in (("speed", sped), ("reverb", reverberated),
+                                            ("gain", gained), ("noise", noised))
+                    if done) or "none"
     problems = []
     if kind != said:
-        problems.append(f"aug.kind {kind!r}, but aug.speed {speed:g} and aug.gain_db {gain:g} "
-                        f"say {said!r}")
+        problems.append(f"aug.kind {kind!r}, but aug.speed {speed:g}, aug.gain_db {gain:g} "
+                        f"and its noise and RIR keys say {said!r}")
     if copy == 0 and said != "none":
-        problems.append(f"an original (aug.copy 0) with aug.speed {speed:g}, aug.gain_db "
-                        f"{gain:g}")
+        problems.append(f"an original (aug.copy 0) that is {said}")
     if copy > 0:
         if sped and not any(abs(speed - f) < _TOLERANCE for f in expected.speeds):
             problems.append(f"aug.speed {speed:g} is none of the job's {list(expected.speeds)}")
@@ -68,6 +67,12 @@ def record_problems(example, expected: AugmentedRange) -> tuple[bool, list]:
                              <= bounds[1] + _TOLERANCE):
                 problems.append(f"{name} {value:g} is outside the job's {list(bounds)}")
     return copy > 0, problems
+
+
+def _named(example, key_feature: str) -> bool:
+    """Whether the example names a recording in `key_feature` (a noise's, an RIR's)."""
+    return key_feature in example.features.feature and bool(
+        stored_values(example, key_feature, "bytes")[0])
 
 
 def _snr(example) -> float:

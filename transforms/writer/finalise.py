@@ -53,10 +53,13 @@ from transforms.format.dead_letters import (
 from transforms.format.durations import split_durations
 from transforms.format.manifest import summary_line
 from transforms.format.spec import FeatureSpec
+from transforms.format.text import comma_list
 from transforms.media.features import describe_in_words
 from transforms.recipe.splits import split_balance
 from transforms.recipe.statistics import Moments, merge_moments, statistics_entry
 from transforms.recipe.transcripts import transcripts_section
+from transforms.sources.augment_corpus import files_shared
+from transforms.sources.file_match import match_files
 from transforms.storage.folders import (
     delete_if_exists,
     ensure_dir,
@@ -145,8 +148,8 @@ def account(tallies: Mapping[tuple, int]) -> dict:
 def _augmentation(by_detail) -> dict:
     """The accounting of augmented copies (transforms/media/augment.py): per
     split, its original and augmented examples, its copies, and how many
-    copies took each speed, each gain (dB, rounded) and a peak
-    normalisation."""
+    copies took each speed, each gain and SNR (dB, rounded) and a peak
+    normalisation, and how many noise and RIR recordings they used."""
     augmented, examples = by_detail("augmented_examples"), by_detail("examples")
 
     def per_split(what, numeric=True):  # {split: {value: copies}}, numbers in order
@@ -163,9 +166,10 @@ def _augmentation(by_detail) -> dict:
             "speed": per_split("augment_speed"),
             "gain_db": per_split("augment_gain_db"),
             "snr_db": per_split("augment_snr_db"),
-            "noise_recordings_used": {split: len(used)
-                                      for split, used in per_split("augment_noise",
-                                                                   numeric=False).items()},
+            **{f"{corpus}_recordings_used": {
+                split: len(used) for split, used in per_split(f"augment_{corpus}",
+                                                              numeric=False).items()}
+               for corpus in ("noise", "rir")},
             "peak_normalized": by_detail("augment_peak_normalized")}
 
 
@@ -207,6 +211,21 @@ def _split_durations(tallies: Mapping[tuple, int]) -> dict:
             bins.setdefault(detail[0], {})[detail[1]] = n
     return {split: split_durations(counts, tallies.get(("duration_ms", split), 0))
             for split, counts in sorted(bins.items())}
+
+
+def _corpora_in_input(config) -> list:
+    """A warning when the augmentation's noise or RIR corpora share files
+    with the input: speech drawn on as noise, or a split's data in another's
+    copies."""
+    augment = config.recipe.cut.augment
+    patterns = config.source.get("input")
+    if not (augment.noise or augment.rirs) or not patterns:
+        return []
+    shared = files_shared(augment.noise + augment.rirs, match_files(comma_list(patterns)))
+    if not shared:
+        return []
+    return [f"the augmentation's noise or RIR corpora hold {len(shared)} file(s) that are "
+            f"also inputs: {', '.join(shared[:3])}{', ...' if len(shared) > 3 else ''}"]
 
 
 def _transcripts(recipe, tallies: Mapping[tuple, int]) -> dict | None:
@@ -372,7 +391,8 @@ class _CheckFn(beam.DoFn):
         yield CommitPlan(tuple(named), accounting,
                          _label_counts(tallies) if config.recipe.split_plan.label_source else None,
                          num_failures, group_counts,
-                         tuple(empty + lopsided + ([copied] if copied else [])),
+                         tuple(empty + lopsided + ([copied] if copied else [])
+                               + _corpora_in_input(config)),
                          _split_durations(tallies), final_files, copies,
                          _transcripts(config.recipe, tallies))
 

@@ -1,0 +1,135 @@
+"""Noise and RIR corpora for augmentation, listed once at launch.
+
+`list_recordings(patterns, corpus)` gives a `Recording` for each recording
+of the files matching `patterns`, in file order:
+
+- an uncompressed tar file: each audio member, by its headers (the reader
+  seeks past the members' data), where it lies in the file;
+- an audio file (.flac, .wav, ...): itself;
+- a CSV, TSV or JSONL listing: the file each row names in its
+  `audio_filepath` column (NeMo's noise manifests as they are), else its
+  `audio` or `path` column; a relative path is from the listing's folder.
+
+Each recording's audio header is probed for its length. The list is the
+job's configuration, so every worker draws from the same recordings in the
+same order; a worker reads a recording only when a copy uses it
+(transforms/media/augment.py keeps a bounded cache of decoded ones). A file
+or member that does not probe as audio, a compressed tar (whose members
+cannot be read where they lie), a listing without a path column, or a
+corpus of no recording stops the job before any work, naming it.
+`files_shared` names the corpus files that are also speech inputs.
+"""
+
+from __future__ import annotations
+
+import functools
+import posixpath
+import tarfile
+from typing import Iterator, Sequence
+
+from transforms.media.audio import probe_audio
+from transforms.media.augment import Recording
+from transforms.media.decoded import MediaError
+from transforms.sources.compression import codec_of_name
+from transforms.sources.file_match import as_patterns, match_files
+from transforms.sources.input_files import open_input
+from transforms.sources.listing_rows import (
+    ListingLayout,
+    header_columns,
+    listing_format,
+    parse_row,
+    resolve,
+)
+from transforms.sources.stored import StoredMember, stored_or_read
+
+__all__ = ["AUDIO_EXTENSIONS", "PATH_COLUMNS", "files_shared", "list_recordings"]
+
+AUDIO_EXTENSIONS = frozenset({"flac", "wav", "ogg", "mp3", "opus", "m4a"})
+# A listing's column naming each recording's file, the first found.
+PATH_COLUMNS = ("audio_filepath", "audio", "path")
+
+
+def _extension(path: str) -> str:
+    return path.rsplit("/", 1)[-1].rsplit(".", 1)[-1].lower()
+
+
+def _stem(path: str) -> str:
+    return posixpath.basename(path).split(".", 1)[0]
+
+
+def _tar_members(path: str) -> Iterator[tuple]:
+    with open_input(path) as f, tarfile.open(fileobj=f, mode="r:") as tar:
+        members = [m for m in tar if m.isfile() and _extension(m.name) in AUDIO_EXTENSIONS]
+    for member in members:
+        yield (_stem(member.name), StoredMember(path, member.offset_data, member.size),
+               f"{path}:{member.name}")
+
+
+def _listing_format(path: str) -> str | None:
+    try:
+        return listing_format(path)
+    except ValueError:
+        return None
+
+
+def _listed_files(path: str, corpus: str) -> Iterator[tuple]:
+    fmt = _listing_format(path)
+    if fmt not in ("csv", "tsv", "jsonl"):
+        raise ValueError(f"{corpus} corpus {path}: neither a tar file, an audio file "
+                         f"({', '.join(sorted(AUDIO_EXTENSIONS))}) nor a CSV, TSV or JSONL "
+                         "listing")
+    with open_input(path) as f:
+        lines = [line for line in f.read().splitlines() if line.strip()]
+    columns = header_columns(lines[0], fmt) if lines else ()
+    column = next((c for c in PATH_COLUMNS if c in columns), None)
+    if column is None:
+        raise ValueError(f"{corpus} corpus {path}: a listing names its recordings in a column "
+                         f"{' or '.join(PATH_COLUMNS)}; it has {', '.join(columns) or 'none'}")
+    layout = ListingLayout(fmt, columns, (column,))
+    for line in lines if fmt == "jsonl" else lines[1:]:
+        file = resolve(path, str(parse_row(line, layout)[column]))
+        try:
+            yield _stem(file), stored_or_read(file, 0), file
+        except OSError as e:
+            raise ValueError(f"{corpus} corpus {path}: {file} cannot be read ({e})") from None
+
+
+def _recordings(path: str, corpus: str) -> Iterator[tuple]:
+    """(key, stored audio, where) of each recording a matched file holds."""
+    if codec_of_name(path) is not None:
+        raise ValueError(f"{corpus} corpus {path}: compressed, so its recordings cannot be "
+                         "read where they lie; give it uncompressed")
+    if _extension(path) == "tar":
+        return _tar_members(path)
+    if _extension(path) in AUDIO_EXTENSIONS:
+        return iter([(_stem(path), stored_or_read(path, 0), path)])
+    return _listed_files(path, corpus)
+
+
+@functools.lru_cache(maxsize=8)
+def _listed(patterns: tuple, corpus: str) -> tuple:
+    recordings = []
+    for path in match_files(patterns):
+        for key, stored, where in _recordings(path, corpus):
+            try:
+                frames, rate = probe_audio(stored, name=where)
+            except MediaError as e:
+                raise ValueError(f"{corpus} corpus {where}: not audio ({e})") from None
+            recordings.append(Recording(key, stored, frames / rate, where))
+    if not recordings:
+        raise ValueError(f"{corpus} corpus {', '.join(patterns)}: no recording (tar members "
+                         f"or files ending {', '.join(sorted(AUDIO_EXTENSIONS))})")
+    return tuple(recordings)
+
+
+def list_recordings(patterns: str | Sequence[str], corpus: str = "noise") -> tuple:
+    """The Recordings of the files matching `patterns` (tar shards, audio
+    files, listings), in file and member order; ValueError naming what
+    cannot be one (module docstring). `corpus` names it in messages."""
+    return _listed(tuple(as_patterns(patterns)), corpus)
+
+
+def files_shared(recordings: Sequence[Recording], input_files: Sequence[str]) -> list:
+    """The files of `recordings` that are also among `input_files` (the
+    speech), sorted: a corpus drawn from the data it augments."""
+    return sorted({getattr(r.audio, "url", None) for r in recordings} & set(input_files))
