@@ -21,8 +21,10 @@ import pytest
 import soundfile
 
 import transforms as dg
-from pipelines import tar_to_tfrecord
+from pipelines import inspect, tar_to_tfrecord
 from transforms.media.augment import Recording, active_power
+from transforms.report.figure import panels
+from transforms.report.gather import gather
 from transforms.sources.augment_corpus import list_recordings
 from transforms.testing.spoken import sentences, speak
 
@@ -368,3 +370,19 @@ def test_an_unreadable_noise_recording_is_a_dead_letter_naming_it(corpus, noise,
     # The speech drawn on as noise is reported.
     assert any(w.startswith("the augmentation's noise or RIR corpora hold 1 file(s) that are "
                             f"also inputs: {corpus}/speech.tar") for w in info.warnings)
+
+
+def test_the_report_draws_an_original_beside_its_copies(augmented, tmp_path):
+    view = gather(str(augmented))
+    assert [clip.caption.split(":")[0] for clip in view.family] == ["original", "copy 1",
+                                                                    "copy 2"]
+    key = view.family[0].source.split(" ")[0]
+    held = _examples(augmented)
+    for copy, clip in enumerate(view.family):
+        assert clip.source.split(" ")[0] == key
+        np.testing.assert_array_equal(clip.samples, held[(key, copy)][1]["audio"].numpy())
+    assert view.family[1].caption.startswith("copy 1: speed+gain, x0.9, ")
+    assert ("augmentation", ["original and copies"]) in panels(view)
+    page = tmp_path / "report.html"
+    inspect.run([str(augmented), "--examples", "0", "--report", str(page)])
+    assert page.read_text().count("<figure id='copy-") == 3

@@ -6,9 +6,10 @@ examples, hours of audio, bytes and bucket boundaries; examples per split
 split's share of every label; histograms per split of example durations
 (the bucket boundaries marked), start times (a negative start is an audio
 window padded before the media began) and example sizes; a contact sheet of
-frames with their labels, keys and times; and audio, windows or whole
-recordings, as waveforms over their log-mel spectrograms. A panel is drawn
-only when it has data (`panels` says which).
+frames with their labels, keys and times; audio, windows or whole
+recordings, as waveforms over their log-mel spectrograms; and in an
+augmented dataset, one sample's original beside its copies, drawn the same
+way. A panel is drawn only when it has data (`panels` says which).
 """
 
 from __future__ import annotations
@@ -191,7 +192,8 @@ def panels(view: DatasetView) -> list:
             *([("labels", ["labels"])] if any(s.label_counts for s in view.splits) else []),
             *([("histograms", histograms)] if histograms else []),
             *([("frames", ["contact sheet"])] if view.thumbnails else []),
-            *([("audio", [audio])] if view.audio else [])]
+            *([("audio", [audio])] if view.audio else []),
+            *([("augmentation", ["original and copies"])] if view.family else [])]
 
 
 def _contact_sheet(figure, grid, view: DatasetView) -> None:
@@ -219,8 +221,8 @@ def _waveform(ax, samples: np.ndarray, rate: int) -> None:
     ax.fill_between(times, rows.min(axis=1), rows.max(axis=1), lw=0)
 
 
-def _audio(figure, grid, view: DatasetView) -> None:
-    for i, clip in enumerate(view.audio):
+def _audio(figure, grid, clips: tuple) -> None:
+    for i, clip in enumerate(clips):
         _clip(figure, grid[0, i], grid[1, i], clip)
 
 
@@ -271,7 +273,7 @@ def draw(view: DatasetView, dpi: int = 100) -> bytes:
     layout = panels(view)
     sheet_rows = -(-len(view.thumbnails) // _COLUMNS)
     heights = {"summary": 2.6 + 0.12 * len(view.splits), "labels": 2.6, "histograms": 2.6,
-               "frames": 1.9 * sheet_rows, "audio": 3.6}
+               "frames": 1.9 * sheet_rows, "audio": 3.6, "augmentation": 3.6}
     rows = [(row, names, heights[row]) for row, names in layout]
     figure = pyplot.figure(figsize=(16, sum(h for _, _, h in rows) + 0.6), dpi=dpi,
                            layout="constrained")
@@ -302,6 +304,10 @@ def draw(view: DatasetView, dpi: int = 100) -> bytes:
                 fontsize=10, color="red" if boxed else "black")
             _contact_sheet(part, part.add_gridspec(sheet_rows, _COLUMNS), view)
         else:
-            part.suptitle(f"{names[0]}: waveform over log-mel spectrogram", fontsize=10)
-            _audio(part, part.add_gridspec(2, len(view.audio)), view)
+            clips = view.audio if row == "audio" else view.family
+            title = (f"{names[0]}: waveform over log-mel spectrogram" if row == "audio" else
+                     f"one sample ({view.family[0].source.split(' ')[0]}), its original beside "
+                     "its copies: waveform over log-mel spectrogram")
+            part.suptitle(title, fontsize=10)
+            _audio(part, part.add_gridspec(2, len(clips)), clips)
     return _png(figure, dpi)

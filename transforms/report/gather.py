@@ -9,7 +9,9 @@ bytes and bucket boundaries. A few examples picked at random (through the
 indexes when there are some) give the frames of the contact sheet and the
 audio: the windows a cut made, or, for whole samples (no --cut), their
 recordings decoded from the stored bytes (the first _WHOLE_AUDIO_S seconds);
-the dead letters are counted by stage.
+the dead letters are counted by stage. In an augmented dataset, one sample
+with copies is shown as a family: the first example of its original and of
+each copy, found within `max_examples` examples of its split.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ class DatasetView(NamedTuple):
     audio: tuple
     dead_letters: dict   # stage -> count
     filtered: dict       # reason -> samples
+    family: tuple = ()   # AudioClips of one augmented sample: its original, then its copies
 
 
 def _media_features(info: DatasetInfo) -> tuple:
@@ -244,7 +247,55 @@ def gather(root: str, *, max_examples: int = 5000, frames: int = 24, audio_windo
                 clips += [clip] if clip is not None else []
     return DatasetView(root, info, tuple(splits), tuple(thumbnails[:frames]), tuple(clips),
                        _dead_letters(root, info), info.document["accounting"].get(
-                           "samples_filtered_per_reason", {}))
+                           "samples_filtered_per_reason", {}),
+                       _family(root, info, audio, max_examples))
+
+
+def _family(root: str, info: DatasetInfo, audio, max_examples: int) -> tuple:
+    """AudioClips of the first sample with augmented copies among the first
+    `max_examples` examples of the first split that has copies: the first
+    example (earliest start) of its original and of each copy, captioned
+    with what was done to it."""
+    augmented = info.accounting.get("augmentation", {}).get("examples", {})
+    split = next((name for name in info.splits if augmented.get(name, {}).get("augmented")),
+                 None)
+    if audio is None or split is None:
+        return ()
+    marks = reader.load(root, split, batch_size=None, features=["source_key", "aug.copy"])
+    key = next((mark["source_key"].numpy() for mark in marks.take(max_examples)
+                if int(mark["aug.copy"])), None)
+    if key is None:
+        return ()
+    first: dict = {}   # copy -> its earliest example
+    for example in reader.load(root, split, batch_size=None).take(max_examples):
+        if example["source_key"].numpy() != key:
+            continue
+        copy, start = int(example["aug.copy"]), float(example.get("start_time", 0.0))
+        if copy not in first or start < float(first[copy].get("start_time", 0.0)):
+            first[copy] = example
+    return tuple(_clip(first[copy], audio, None, AudioClip(
+        split, None, 0, _augmentation_caption(first[copy]), _source(first[copy], "source_key")))
+        for copy in sorted(first))
+
+
+def _augmentation_caption(example: dict) -> str:
+    """What was done to the example: 'copy 1: speed+noise, x0.9, +2.1 dB, noise hum at 7.3 dB'."""
+    copy = int(example["aug.copy"])
+    if not copy:
+        return "original"
+    parts = [f"copy {copy}: {_text(example['aug.kind'])}"]
+    if float(example["aug.speed"]) != 1.0:
+        parts.append(f"x{float(example['aug.speed']):g}")
+    if float(example["aug.gain_db"]):
+        parts.append(f"{float(example['aug.gain_db']):+.1f} dB")
+    if "aug.rir_key" in example and _text(example["aug.rir_key"]):
+        parts.append(f"RIR {_text(example['aug.rir_key'])}")
+    if "aug.noise_key" in example and _text(example["aug.noise_key"]):
+        parts.append(f"noise {_text(example['aug.noise_key'])} at "
+                     f"{float(example['aug.snr_db']):.1f} dB SNR")
+    if bool(example["aug.peak_normalized"]):
+        parts.append("peak-normalised")
+    return ", ".join(parts)
 
 
 def _dead_letters(root: str, info: DatasetInfo) -> dict:

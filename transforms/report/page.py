@@ -41,9 +41,12 @@ def html_page(view: DatasetView, text: str, png: bytes) -> str:
               for i, t in enumerate(view.thumbnails)]
     clips = [_figure("audio", i, clip_png(c), c.split, c.caption, c.source)
              for i, c in enumerate(view.audio)]
+    family = [_figure("copy", i, clip_png(c), c.split, c.caption, c.source)
+              for i, c in enumerate(view.family)]
     sections = "".join(
         f"<h2>{title}</h2><div class=grid>{''.join(items)}</div>"
-        for title, items in (("Frames in the picture", frames), ("Audio in the picture", clips))
+        for title, items in (("Frames in the picture", frames), ("Audio in the picture", clips),
+                             ("An original beside its copies", family))
         if items)
     return (f"<!doctype html><meta charset=utf-8><title>{html.escape(view.root)}</title>"
             "<style>.grid{display:flex;flex-wrap:wrap;gap:8px}figure{margin:0;font:11px sans-serif}"
