@@ -10,7 +10,9 @@ each run after a sync with the corpus in the page cache:
   gain    the same and one copy of every sample, gained (--gain_db -6,6);
   speed   the same and one copy of every sample, speed-perturbed (1.1);
   noise   the same and one copy of every sample with noise at 0-15 dB SNR,
-          from a corpus of four 30 s recordings (a tar of FLACs made here).
+          from a corpus of four 30 s recordings (a tar of FLACs made here);
+  reverb  the same and one copy of every sample reverberated, by one of four
+          synthetic RIRs of 0.3 to 0.8 s (exponentially decaying noise).
 
 An augmented example's cost is the time a run adds to plain's over the
 augmented examples it adds; an original's is plain's time over its examples.
@@ -43,22 +45,39 @@ RUNS = {
     "gain": [*EVERY_SPLIT, "--gain_db", "-6,6"],
     "speed": [*EVERY_SPLIT, "--speed_perturb", "1.1"],
     "noise": [*EVERY_SPLIT, "--noise_input", "{noise}", "--snr_db", "0,15"],
+    "reverb": [*EVERY_SPLIT, "--rir_input", "{rirs}"],
 }
-TARGETS = {"gain": 1.2, "speed": 1.5, "noise": 1.2}
+TARGETS = {"gain": 1.2, "speed": 1.5, "noise": 1.2, "reverb": 1.5}
 
 
-def noise_corpus(path: str) -> str:
-    """A tar of four 30 s noise recordings (16 kHz FLAC): the noise corpus."""
-    rng = np.random.default_rng(0)
+def _tar_of_flacs(path: str, recordings: dict) -> str:
+    """A tar of 16 kHz FLACs, {name: samples}."""
     with tarfile.open(path, "w") as tar:
-        for i in range(4):
+        for name, samples in recordings.items():
             flac = io.BytesIO()
-            sf.write(flac, (0.05 * rng.standard_normal(16000 * 30)).astype(np.float32), 16000,
-                     format="FLAC")
-            member = tarfile.TarInfo(f"noise{i}.flac")
+            sf.write(flac, samples.astype(np.float32), 16000, format="FLAC")
+            member = tarfile.TarInfo(f"{name}.flac")
             member.size = len(flac.getvalue())
             tar.addfile(member, io.BytesIO(flac.getvalue()))
     return path
+
+
+def noise_corpus(path: str) -> str:
+    """Four 30 s noise recordings: the noise corpus."""
+    rng = np.random.default_rng(0)
+    return _tar_of_flacs(path, {f"noise{i}": 0.05 * rng.standard_normal(16000 * 30)
+                                for i in range(4)})
+
+
+def rir_corpus(path: str) -> str:
+    """Four RIRs of 0.3 to 0.8 s: a direct path, then noise decaying 60 dB by the end."""
+    rng = np.random.default_rng(1)
+    rirs = {}
+    for i, rt60 in enumerate((0.3, 0.45, 0.6, 0.8)):
+        t = np.arange(int(16000 * rt60)) / 16000
+        rirs[f"rir{i}"] = 0.05 * rng.standard_normal(len(t)) * 10 ** (-3 * t / rt60)
+        rirs[f"rir{i}"][32] = 0.8
+    return _tar_of_flacs(path, rirs)
 
 
 def main(argv=None) -> None:
@@ -71,13 +90,14 @@ def main(argv=None) -> None:
     corpus = os.path.join(workdir, "speech")
     shutil.rmtree(corpus, ignore_errors=True)
     megabytes = write_shards(speech_corpus(args.speech_mb), corpus, shards=8)
-    noise = noise_corpus(os.path.join(workdir, "noise.tar"))
+    corpora = {"noise": noise_corpus(os.path.join(workdir, "noise.tar")),
+               "rirs": rir_corpus(os.path.join(workdir, "rirs.tar"))}
     print(f"speech: {megabytes:.0f} MB in 8 files, one core a run, median of {args.repeats}")
     output = os.path.join(workdir, "out")
     runs = interleaved({name: [sys.executable, "-m", "pipelines.tar_to_tfrecord",
                                "--direct_num_workers", "1", "--input", f"{corpus}/*.tar",
                                "--output", output, *SPEECH_FLAGS,
-                               *(flag.format(noise=noise) for flag in flags)]
+                               *(flag.format(**corpora) for flag in flags)]
                         for name, flags in RUNS.items()}, corpus, output, args.repeats)
     median = {name: statistics.median(r.seconds for r in measured)
               for name, measured in runs.items()}
