@@ -22,7 +22,8 @@ import soundfile
 
 import transforms as dg
 from pipelines import inspect, tar_to_tfrecord
-from transforms.media.augment import Recording, active_power
+from transforms.media.augment import RecordedAudio, Recording, active_power
+from transforms.media.decoded import Audio
 from transforms.report.figure import panels
 from transforms.report.gather import gather
 from transforms.sources.augment_corpus import list_recordings
@@ -107,9 +108,9 @@ def test_speed_is_soxs_and_gain_is_the_recorded_decibels(corpus, augmented, tmp_
             slowed, _ = soundfile.read(tmp_path / f"{key}-{copy}.wav", dtype="float32")
             audio = example["audio"].numpy()
             assert len(audio) == len(slowed) == pytest.approx(len(original) / factor, abs=2)
-            gain, peak = float(example["aug.gain_db"]), np.abs(original).max()
+            gain, peak = float(example["aug.gain_db"]), np.abs(slowed).max()
             assert -6 <= gain <= 6
-            # Where the gain would clip, the sample's peak is scaled to 0.99 instead.
+            # Where the gain would clip the perturbed speech, its peak is scaled to 0.99 instead.
             clips = peak * 10 ** (gain / 20) > 1
             assert bool(example["aug.peak_normalized"]) == clips
             scale = 0.99 / peak if clips else 10 ** (gain / 20)
@@ -386,3 +387,53 @@ def test_the_report_draws_an_original_beside_its_copies(augmented, tmp_path):
     page = tmp_path / "report.html"
     inspect.run([str(augmented), "--examples", "0", "--report", str(page)])
     assert page.read_text().count("<figure id='copy-") == 3
+
+
+def test_a_speed_perturbed_copy_near_full_scale_is_normalised_not_clipped(tmp_path):
+    # A square wave at full scale: resampling it overshoots (Gibbs), by ~9%.
+    _shell("sox -r 16000 -n -b 16 -c 1 loud.flac synth 1 square 300 vol 0.98 && "
+           "tar -cf loud.tar loud.flac", tmp_path)
+    tar_to_tfrecord.run(["--input", f"{tmp_path}/loud.tar", "--output", str(tmp_path / "ds"),
+                         "--cut", "utterances", "--audio_fields", "flac", "--features", "none",
+                         "--splits", "train=1", "--augment_copies", "1",
+                         "--speed_perturb", "1.1"])
+    original, copy = dg.load(tmp_path / "ds", "train", batch_size=None)
+    assert np.max(np.abs(original["audio"].numpy())) == pytest.approx(0.98, abs=1e-3)
+    assert bool(copy["aug.peak_normalized"])
+    assert np.max(np.abs(copy["audio"].numpy())) == pytest.approx(0.99, abs=1e-6)
+
+
+@pytest.mark.slow  # a job against the storage emulator
+def test_corpora_on_gs_make_the_dataset_they_make_on_disk(corpus, noise, gcs_emulator, tmp_path):
+    for name in ("noise.tar", "rirs.tar"):
+        gcs_emulator.upload(noise / name, f"augment/{name}")
+    gcs_emulator.upload(corpus / "speech.tar", "augment/speech.tar")
+    flags = [*NOISE_FLAGS, "--rir_input", "{}/rirs.tar", "--noise_input", "{}/noise.tar"]
+    outputs = {}
+    for where, root, output in (("disk", str(noise), str(tmp_path / "ds")),
+                                ("gs", gcs_emulator.url("augment"),
+                                 gcs_emulator.url("augment/ds"))):
+        speech = f"{corpus}/speech.tar" if where == "disk" else f"{root}/speech.tar"
+        tar_to_tfrecord.run(["--input", speech, "--output", output,
+                             *(flag.format(root) for flag in flags)])
+        outputs[where] = {(e["source_key"].numpy(), int(e["aug.copy"])): (
+            e["aug.kind"].numpy(), e["aug.rir_key"].numpy(), e["aug.noise_key"].numpy(),
+            e["audio"].numpy().tobytes()) for e in dg.load(output, "train", batch_size=None)}
+    assert len(outputs["disk"]) == 3 * SAMPLES
+    assert outputs["gs"] == outputs["disk"]
+
+
+def test_recorded_speech_replays_as_it_was_recorded_and_spills_past_16_mib():
+    rng = np.random.default_rng(0)
+    blocks = [Audio(rng.standard_normal(160000).astype(np.float32), 16000, 2.0 + 10 * i)
+              for i in range(30)]   # 5 minutes, 19 MB as float32
+    recorded = RecordedAudio("int16")
+    for block in blocks:
+        recorded(block)
+    assert recorded._file._rolled   # on local disk, not in memory
+    replayed = list(recorded.blocks())
+    assert [b.start for b in replayed] == [b.start for b in blocks]
+    np.testing.assert_array_equal(np.concatenate([b.samples for b in replayed]),
+                                  np.concatenate([b.samples for b in blocks]))
+    assert recorded.dtype == np.int16
+    recorded.close()

@@ -22,12 +22,13 @@ segments and features all see the augmented audio.
 - Gain in dB, drawn uniformly from `gain_db`'s range. When the gained audio
   would clip (its peak above full scale) it is scaled to a peak of 0.99
   instead, and the example says so (`aug.peak_normalized`); the peak is the
-  sample's, measured as its original examples were cut, or for a
-  reverberated copy that of its reverberated speech, measured by a first
-  pass over it (`plan`'s `hear`), as no bound on it short of that is tight.
-
-- Additive noise from a noise corpus (`NoiseRecording`s, listed when the
-  job starts: transforms/sources/noise_corpus.py): a recording drawn for the
+  sample's, measured as its original examples were cut. A reverberated
+  copy's speech is measured by a first pass over it (`plan`'s `hear`), as
+  no bound on its peak short of the convolution is tight; so is a
+  speed-perturbed copy's that may come within 10% of full scale, where
+  the resampler's overshoot could clip it.
+- Additive noise from a noise corpus (`Recording`s, listed when the job
+  starts: transforms/sources/augment_corpus.py): a recording drawn for the
   copy, an excerpt of it from a drawn offset (looped when it is shorter than
   the speech), scaled so that the speech-to-noise ratio is an SNR drawn from
   `snr_db`. The speech's power is that of its active part: the mean power
@@ -52,6 +53,7 @@ import collections
 import dataclasses
 import itertools
 import math
+import tempfile
 import threading
 from typing import Any, Callable, Iterator, NamedTuple
 
@@ -67,7 +69,7 @@ from transforms.media.decoded import Audio, MediaError, staged
 __all__ = ["AUGMENT_FEATURES", "ORIGINAL", "ActivePower", "AugmentOptions", "Augmentation",
            "Heard", "Mix", "NOISE_FEATURES", "NOTHING_HEARD", "RIR_FEATURES", "Recording",
            "active_power", "augment_blocks", "augmentation_fields", "augmentation_tallies",
-           "Reverb", "mix_of", "new_speaker", "perturbed_blocks"]
+           "RecordedAudio", "Reverb", "mix_of", "new_speaker", "perturbed_blocks"]
 
 AUGMENT_FEATURES = (Feature("aug.copy", "int64"), Feature("aug.kind", "string"),
                     Feature("aug.speed", "float"), Feature("aug.gain_db", "float"),
@@ -75,6 +77,10 @@ AUGMENT_FEATURES = (Feature("aug.copy", "int64"), Feature("aug.kind", "string"),
 NOISE_FEATURES = (Feature("aug.noise_key", "string"), Feature("aug.snr_db", "float"))
 RIR_FEATURES = (Feature("aug.rir_key", "string"),)
 _PEAK = 0.99
+# Resampling can overshoot the peak it was given (a Gibbs overshoot stays
+# below 9%): a speed-perturbed copy that may come within this of full scale
+# is heard before it is made.
+_RESAMPLED_HEADROOM = 0.9
 _INT16 = 32767
 # The speech's active part: 20 ms frames within 40 dB of the loudest.
 _FRAME_S = 0.02
@@ -91,14 +97,47 @@ class Recording(NamedTuple):
     where: str = ""     # "noise/a.tar:hum.flac"
 
 
+class RecordedAudio:
+    """A copy's perturbed speech as a first pass made it, kept to be replayed
+    rather than made again (the convolution is most of a reverberated copy's
+    cost): in memory up to 16 MiB, beyond that in a local temporary file, so
+    memory stays flat. A tap while recording; `blocks()` replays it."""
+
+    _IN_MEMORY = 16 << 20
+
+    def __init__(self, dtype: str):
+        self.dtype = np.dtype(dtype)   # of the decoded audio, which the copy is written in
+        self._file = tempfile.SpooledTemporaryFile(max_size=self._IN_MEMORY)
+        self._origin = self._rate = None
+
+    def __call__(self, block: Audio) -> None:
+        if self._origin is None:
+            self._origin, self._rate = block.start, block.sample_rate
+        self._file.write(np.ascontiguousarray(block.samples, np.float32).data)
+
+    def blocks(self, block_seconds: float = 10.0) -> Iterator[Audio]:
+        """The recorded audio, in blocks on its timeline."""
+        self._file.seek(0)
+        size, emitted = 4 * round(block_seconds * (self._rate or 1)), 0
+        while chunk := self._file.read(size):
+            samples = np.frombuffer(chunk, np.float32)
+            yield Audio(samples, self._rate, self._origin + emitted / self._rate)
+            emitted += len(samples)
+
+    def close(self) -> None:
+        self._file.close()
+
+
 class Heard(NamedTuple):
     """What was measured of a sample's audio (`ActivePower`): the original's
-    by its cut, or a reverberated copy's speech by a first pass."""
+    by its cut, or a copy's perturbed speech by a first pass, which
+    `recorded` keeps."""
 
     peak: float = 0.0       # full scale 1
     power: float = 0.0      # of its active part
     samples: int = 0        # at the cut's rate
     speed: float = 1.0      # the speed perturbation of the audio heard
+    recorded: RecordedAudio | None = None
 
 
 NOTHING_HEARD = Heard()
@@ -106,15 +145,16 @@ NOTHING_HEARD = Heard()
 
 class Mix(NamedTuple):
     """How a copy's audio is made: speech (reverberated by `rir`, the RIR at
-    the cut's rate scaled to unit energy) times `speech_scale`, plus
-    `excerpt` (the noise at the cut's rate, as long as the copy) times
-    `noise_scale`."""
+    the cut's rate scaled to unit energy; or as `recorded`, perturbed
+    already) times `speech_scale`, plus `excerpt` (the noise at the cut's
+    rate, as long as the copy) times `noise_scale`."""
 
     speech_scale: float
     noise_scale: float = 0.0
     excerpt: np.ndarray | None = None
     peak_normalized: bool = False
     rir: np.ndarray | None = None
+    recorded: RecordedAudio | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,7 +198,7 @@ def mix_of(augmentation: Augmentation, heard: Heard, rate: int, cache_mb: int) -
     peak = heard.peak * gain + noise_peak * noise_scale
     shrink = _PEAK / peak if peak > 1 else 1.0
     return Mix(gain * shrink, noise_scale * shrink, excerpt, peak > 1,
-               _rir(augmentation, rate, cache_mb))
+               _rir(augmentation, rate, cache_mb), heard.recorded)
 
 
 def _rir(augmentation: Augmentation, rate: int, cache_mb: int) -> np.ndarray | None:
@@ -242,10 +282,10 @@ class ActivePower:
             frames = samples[:whole].reshape(-1, size)
             self._frames.append(np.square(frames).mean(axis=1, dtype=np.float64))
 
-    def heard(self, speed: float = 1.0) -> Heard:
-        """What it heard, of audio perturbed by `speed`."""
+    def heard(self, speed: float = 1.0, recorded: RecordedAudio | None = None) -> Heard:
+        """What it heard, of audio perturbed by `speed` (and kept in `recorded`)."""
         powers = np.concatenate(self._frames) if self._frames else np.empty(0)
-        return Heard(self._peak, active_power(powers), self._samples, speed)
+        return Heard(self._peak, active_power(powers), self._samples, speed, recorded)
 
 
 def active_power(frame_powers: np.ndarray) -> float:
@@ -373,8 +413,10 @@ class AugmentOptions:
              hear: Callable[[Augmentation], Heard] | None = None) -> Augmentation:
         """Copy `copy` (1..copies) of the sample `key`, whose audio the
         original's cut `heard` at `rate`: the same on every run. A
-        reverberated copy's speech is heard by `hear` instead: given the
-        copy with its speed and RIR only, it measures the audio they make."""
+        reverberated copy's speech, or a speed-perturbed one's that may
+        come near full scale, is heard by `hear` instead: given the copy
+        with its speed and RIR only, it measures the audio they make, and
+        may record it for the copy to replay (whose caller closes it)."""
         draw = np.random.Generator(np.random.PCG64(
             stable_hash64(f"{key}#{copy}#{self.seed}", b"datagen-augment")))
         speed = self.speeds[(copy - 1) % len(self.speeds)] if self.speeds else 1.0
@@ -387,7 +429,11 @@ class AugmentOptions:
         if self.rirs:
             drawn["rir"] = self.rirs[int(draw.integers(len(self.rirs)))]
         augmentation = Augmentation(copy, speed, gain, **drawn)
-        if augmentation.rir is not None:
+        if augmentation.rir is not None or (
+                speed != 1.0 and heard.peak * 10 ** (gain / 20) > _RESAMPLED_HEADROOM):
+            if hear is None:
+                raise ValueError(f"copy {copy} of {key} must be heard before it is made: "
+                                 "plan it with `hear`")
             dry = Augmentation(copy, speed, rir=augmentation.rir)
             heard = hear(dataclasses.replace(dry, mix=mix_of(dry, NOTHING_HEARD, rate,
                                                              self.cache_mb)))
@@ -442,14 +488,20 @@ def augmentation_tallies(split: str, augmentation: Augmentation) -> dict:
 def augment_blocks(blocks: Iterator[Audio], augmentation: Augmentation) -> Iterator[Audio]:
     """The blocks of a sample's audio, augmented as its mix says; in the dtype
     they came in, the first starting where they started, each on the
-    augmented timeline."""
-    blocks = iter(blocks)
-    first = next(blocks, None)
-    if first is None:
-        return
-    mix, dtype, emitted = augmentation.mix, first.samples.dtype, 0
+    augmented timeline. A mix whose speech was `recorded` replays it and
+    reads none of `blocks`."""
+    mix, emitted = augmentation.mix, 0
+    if mix.recorded is not None:
+        speech, dtype = mix.recorded.blocks(), mix.recorded.dtype
+    else:
+        blocks = iter(blocks)
+        first = next(blocks, None)
+        if first is None:
+            return
+        speech = perturbed_blocks(itertools.chain([first], blocks), augmentation)
+        dtype = first.samples.dtype
     scale, noise_scale = np.float32(mix.speech_scale), np.float32(mix.noise_scale)
-    for block in perturbed_blocks(itertools.chain([first], blocks), augmentation):
+    for block in speech:
         out = block.samples * scale
         if mix.excerpt is not None:
             out += _looped(mix.excerpt, emitted, len(out)) * noise_scale

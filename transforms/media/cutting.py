@@ -61,6 +61,7 @@ from transforms.media.augment import (
     Augmentation,
     AugmentOptions,
     Heard,
+    RecordedAudio,
     augment_blocks,
     augmentation_fields,
     perturbed_blocks,
@@ -507,15 +508,21 @@ def hear_copy(sample: Mapping[str, Any], options: CutOptions, augmentation: Augm
               stats: dict) -> Heard:
     """What a copy's speech sounds like as its speed and RIR make it, before
     gain and noise: a pass over the sample's audio (its span's) that cuts
-    nothing, for the copy's plan (AugmentOptions.plan's `hear`)."""
+    nothing, for the copy's plan (AugmentOptions.plan's `hear`); the audio
+    is recorded for the copy to replay (the caller closes it)."""
     span = sample.get(SPAN)
     span = None if span is None else _checked_span(span)
-    heard = ActivePower()
+    heard, recorded = ActivePower(), RecordedAudio(options.audio.dtype)
     blocks = _audio_stream(sample, options, span, stats, _AudioRoute())
-    for block in _staged_iter("augment", _audio_source(sample, options),
-                              perturbed_blocks(blocks, augmentation)):
-        heard(block)
-    return heard.heard(augmentation.speed)
+    try:
+        for block in _staged_iter("augment", _audio_source(sample, options),
+                                  perturbed_blocks(blocks, augmentation)):
+            heard(block)
+            recorded(block)
+    except BaseException:
+        recorded.close()
+        raise
+    return heard.heard(augmentation.speed, recorded)
 
 
 def _with_features(examples: Iterator[dict], options: CutOptions,

@@ -347,7 +347,11 @@ def _copies(sample: Mapping[str, Any], cut: CutOptions, stats: dict, heard: Acti
         augmentation = cut.augment.plan(sample[KEY], copy, heard.heard(),
                                         cut.audio.sample_rate, hear)
         built.augmented.update(augmentation_tallies(built.split, augmentation))
-        yield from cut_sample(sample, cut, stats, None, augmentation)
+        try:
+            yield from cut_sample(sample, cut, stats, None, augmentation)
+        finally:
+            if augmentation.mix.recorded is not None:
+                augmentation.mix.recorded.close()
 
 
 def recipe_samples(sample: Mapping[str, Any], recipe: ExampleRecipe) -> Iterator[Mapping]:
