@@ -101,8 +101,10 @@ def main(argv=None) -> None:
                         for name, flags in RUNS.items()}, corpus, output, args.repeats)
     median = {name: statistics.median(r.seconds for r in measured)
               for name, measured in runs.items()}
-    # The job's summary line counts the examples; the originals are plain's in every run.
-    totals = {name: int(re.search(r"(\d+) examples written", measured[-1].output).group(1))
+    # The job's summary line counts the examples (its progress lines count them so far);
+    # the originals are plain's in every run.
+    totals = {name: int(re.search(r"^datagen: \d+ samples read, (\d+) examples written",
+                                  measured[-1].output, re.M).group(1))
               for name, measured in runs.items()}
     examples = {name: (total, total - totals["plain"]) for name, total in totals.items()}
     original = median["plain"] / totals["plain"]
