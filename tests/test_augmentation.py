@@ -404,18 +404,19 @@ def test_a_speed_perturbed_copy_near_full_scale_is_normalised_not_clipped(tmp_pa
 
 
 @pytest.mark.slow  # a job against the storage emulator
-def test_corpora_on_gs_make_the_dataset_they_make_on_disk(corpus, noise, gcs_emulator, tmp_path):
+def test_corpora_on_gs_and_two_workers_make_the_dataset_one_makes_on_disk(
+        corpus, noise, gcs_emulator, tmp_path):
     for name in ("noise.tar", "rirs.tar"):
         gcs_emulator.upload(noise / name, f"augment/{name}")
     gcs_emulator.upload(corpus / "speech.tar", "augment/speech.tar")
     flags = [*NOISE_FLAGS, "--rir_input", "{}/rirs.tar", "--noise_input", "{}/noise.tar"]
     outputs = {}
-    for where, root, output in (("disk", str(noise), str(tmp_path / "ds")),
-                                ("gs", gcs_emulator.url("augment"),
-                                 gcs_emulator.url("augment/ds"))):
+    for where, root, output, workers in (
+            ("disk", str(noise), str(tmp_path / "ds"), "1"),
+            ("gs", gcs_emulator.url("augment"), gcs_emulator.url("augment/ds"), "2")):
         speech = f"{corpus}/speech.tar" if where == "disk" else f"{root}/speech.tar"
-        tar_to_tfrecord.run(["--input", speech, "--output", output,
-                             *(flag.format(root) for flag in flags)])
+        tar_to_tfrecord.run(["--input", speech, "--output", output, "--direct_num_workers",
+                             workers, *(flag.format(root) for flag in flags)])
         outputs[where] = {(e["source_key"].numpy(), int(e["aug.copy"])): (
             e["aug.kind"].numpy(), e["aug.rir_key"].numpy(), e["aug.noise_key"].numpy(),
             e["audio"].numpy().tobytes()) for e in dg.load(output, "train", batch_size=None)}

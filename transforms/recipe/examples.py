@@ -338,8 +338,10 @@ def _taps(*taps: Callable | None) -> Callable | None:
 def _copies(sample: Mapping[str, Any], cut: CutOptions, stats: dict, heard: ActivePower,
             built: Built) -> Iterator[dict]:
     """The examples of the sample's augmented copies, each planned once the
-    original's examples are cut (its audio's peak and power `heard`); each
-    copy's tallies counted into `built.augmented`."""
+    original's examples are cut (its audio's peak and power `heard`), or,
+    for a copy its plan must hear, once a first pass has measured and
+    recorded its perturbed speech; each copy's tallies counted into
+    `built.augmented`."""
     def hear(dry: Augmentation) -> Heard:
         return hear_copy(sample, cut, dry, stats)
 
