@@ -431,7 +431,7 @@ def test_recorded_speech_replays_as_it_was_recorded_and_spills_past_16_mib():
     recorded = RecordedAudio("int16")
     for block in blocks:
         recorded(block)
-    assert recorded._file._rolled   # on local disk, not in memory
+    assert recorded.on_disk   # past 16 MiB: in a local temporary file, not in memory
     replayed = list(recorded.blocks())
     assert [b.start for b in replayed] == [b.start for b in blocks]
     np.testing.assert_array_equal(np.concatenate([b.samples for b in replayed]),

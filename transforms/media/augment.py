@@ -100,32 +100,53 @@ class Recording(NamedTuple):
 class RecordedAudio:
     """A copy's perturbed speech as a first pass made it, kept to be replayed
     rather than made again (the convolution is most of a reverberated copy's
-    cost): in memory up to 16 MiB, beyond that in a local temporary file, so
-    memory stays flat. A tap while recording; `blocks()` replays it."""
+    cost): its blocks in memory up to 16 MiB, then all of it in a local
+    temporary file, so memory stays flat. A tap while recording; `blocks()`
+    replays it."""
 
     _IN_MEMORY = 16 << 20
 
     def __init__(self, dtype: str):
         self.dtype = np.dtype(dtype)   # of the decoded audio, which the copy is written in
-        self._file = tempfile.SpooledTemporaryFile(max_size=self._IN_MEMORY)
+        self._blocks: list = []        # Audio, until they pass _IN_MEMORY
+        self._held = 0
+        self._file = None
         self._origin = self._rate = None
 
     def __call__(self, block: Audio) -> None:
         if self._origin is None:
             self._origin, self._rate = block.start, block.sample_rate
-        self._file.write(np.ascontiguousarray(block.samples, np.float32).data)
+        samples = np.ascontiguousarray(block.samples, np.float32)
+        if self._file is None:
+            self._blocks.append(Audio(samples, block.sample_rate, block.start))
+            self._held += samples.nbytes
+            if self._held <= self._IN_MEMORY:
+                return
+            self._file = tempfile.TemporaryFile()
+            samples = np.concatenate([b.samples for b in self._blocks])
+            self._blocks = []
+        self._file.write(samples.data)
 
     def blocks(self, block_seconds: float = 10.0) -> Iterator[Audio]:
         """The recorded audio, in blocks on its timeline."""
+        if self._file is None:
+            yield from self._blocks
+            return
         self._file.seek(0)
-        size, emitted = 4 * round(block_seconds * (self._rate or 1)), 0
+        size, emitted = 4 * round(block_seconds * self._rate), 0
         while chunk := self._file.read(size):
             samples = np.frombuffer(chunk, np.float32)
             yield Audio(samples, self._rate, self._origin + emitted / self._rate)
             emitted += len(samples)
 
+    @property
+    def on_disk(self) -> bool:
+        return self._file is not None
+
     def close(self) -> None:
-        self._file.close()
+        self._blocks = []
+        if self._file is not None:
+            self._file.close()
 
 
 class Heard(NamedTuple):
@@ -275,12 +296,13 @@ class ActivePower:
         samples = _floats(block.samples)
         self._samples += len(samples)
         if len(samples):
-            self._peak = max(self._peak, float(np.max(np.abs(samples))))
+            self._peak = max(self._peak, float(samples.max()), -float(samples.min()))
         size = max(1, round(_FRAME_S * block.sample_rate))
         whole = len(samples) // size * size
         if whole:
+            # float32 sums of 320 squares: 3e-7 from float64's, at a fifth of the time.
             frames = samples[:whole].reshape(-1, size)
-            self._frames.append(np.square(frames).mean(axis=1, dtype=np.float64))
+            self._frames.append(np.einsum("ij,ij->i", frames, frames) / size)
 
     def heard(self, speed: float = 1.0, recorded: RecordedAudio | None = None) -> Heard:
         """What it heard, of audio perturbed by `speed` (and kept in `recorded`)."""
