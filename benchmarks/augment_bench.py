@@ -4,7 +4,8 @@
 
 writer_bench's speech corpus (16 kHz mono FLAC, 95 s files, 8 tar shards)
 through the windows job on one core, interleaved and repeated (medians),
-each run after a sync with the corpus in the page cache:
+each run after a sync with the corpus in the page cache, with the peak
+memory of its whole process tree:
 
   plain   1 s windows, no augmentation;
   gain    the same and one copy of every sample, gained (--gain_db -6,6);
@@ -101,6 +102,8 @@ def main(argv=None) -> None:
                         for name, flags in RUNS.items()}, corpus, output, args.repeats)
     median = {name: statistics.median(r.seconds for r in measured)
               for name, measured in runs.items()}
+    peak_mib = {name: max(r.peak_rss for r in measured) / (1 << 20)
+                for name, measured in runs.items()}
     # The job's summary line counts the examples (its progress lines count them so far);
     # the originals are plain's in every run.
     totals = {name: int(re.search(r"^datagen: \d+ samples read, (\d+) examples written",
@@ -110,7 +113,8 @@ def main(argv=None) -> None:
     original = median["plain"] / totals["plain"]
     missed = []
     for name, (total, augmented) in examples.items():
-        line = f"{name:6s} {median[name]:7.1f} s  {total:6d} examples ({augmented} augmented)"
+        line = (f"{name:6s} {median[name]:7.1f} s  {peak_mib[name]:4.0f} MiB peak  {total:6d} "
+                f"examples ({augmented} augmented)")
         if augmented:
             cost = (median[name] - median["plain"]) / augmented / original
             line += f"  an augmented example: {cost:.2f}x an original (target <= {TARGETS[name]}x)"

@@ -249,10 +249,11 @@ class DatasetOptions(FlagTable, PipelineOptions):
                   "the copy is scaled to a 0.99 peak instead (aug.peak_normalized)."),
         Flag("noise_input", "augmentation", default="", example="gs://my-bucket/noise/*.tar",
              regex=GS_PATH, recorded="cut", label="Noise corpus", parameters=("augment.noise",),
-             help="A noise corpus: tar shards (uncompressed), audio files, or CSV/JSONL listings "
-                  "naming files (audio_filepath, audio or path column), local or gs://, listed "
-                  "when the job starts: each copy adds one recording, drawn for it, from a "
-                  "drawn offset, at an SNR drawn from --snr_db (aug.noise_key, aug.snr_db)."),
+             help="A noise corpus: tar shards (uncompressed), audio files, CSV/JSONL listings "
+                  "naming files (audio_filepath, audio or path column) or Kaldi wav.scp files, "
+                  "local or gs://, listed when the job starts: each copy adds one recording, "
+                  "drawn for it, from a drawn offset, at an SNR drawn from --snr_db "
+                  "(aug.noise_key, aug.snr_db)."),
         Flag("snr_db", "augmentation", default="", example="0,15",
              regex="^-?[0-9.]+,-?[0-9.]+$", recorded="cut", parameters=("augment.snr_db",),
              help="LOW,HIGH: the speech-to-noise ratio range, dB; the speech's power is that of "

@@ -201,7 +201,9 @@ def noise(tmp_path_factory):
            # A recording whose header is whole and whose audio is cut short.
            "head -c 6000 pink.flac > cut.flac && tar -cf cut.tar cut.flac && "
            "printf '{\"audio_filepath\": \"pink.flac\", \"duration\": 4.0}\\n"
-           "{\"audio_filepath\": \"brown.flac\"}\\n' > noise.jsonl", root)
+           "{\"audio_filepath\": \"brown.flac\"}\\n' > noise.jsonl && "
+           "printf 'pink pink.flac\\nbrown brown.flac\\n' > wav.scp && mkdir piped && "
+           "printf 'hum sox -n -t wav - synth 3 sine 50 |\\n' > piped/wav.scp", root)
     return root
 
 
@@ -249,6 +251,8 @@ def test_noise_is_added_at_the_recorded_snr_the_same_on_every_worker_count(
       "--rir_max_s", "0.4"], "--rir_input .*rirs.tar:hall.wav is 0.5 s, longer than "
                              "--rir_max_s 0.4 s \\(1 such RIRs\\)"),
     (["--noise_input", "{noise}/readme.txt"], "noise corpus .*readme.txt: neither a tar file"),
+    (["--noise_input", "{noise}/piped/wav.scp"],
+     "noise corpus .*piped/wav.scp: wav.scp entry of recording 'hum' is a command"),
     ([], "--snr_db and --noise_input go together"),
 ])
 def test_bad_noise_corpora_are_refused_before_any_work(corpus, noise, tmp_path, flags, message):
@@ -275,12 +279,14 @@ def test_the_python_api_refuses_wrong_types_by_their_parameter(arguments, messag
         dg.AugmentOptions(copies=1, **arguments)
 
 
-def test_a_noise_corpus_is_the_same_from_tar_shards_audio_files_or_a_listing(noise):
+def test_a_noise_corpus_is_the_same_from_tar_shards_audio_files_or_listings(noise):
     listed = {form: [(r.key, r.seconds) for r in list_recordings(str(noise / pattern))]
-              for form, pattern in (("tar", "noise.tar"), ("listing", "noise.jsonl"))}
+              for form, pattern in (("tar", "noise.tar"), ("listing", "noise.jsonl"),
+                                    ("kaldi", "wav.scp"))}
     # Matched files come in path order; a tar's members and a listing's rows in theirs.
     listed["files"] = [(r.key, r.seconds) for r in list_recordings(str(noise / "[pb]*.flac"))]
-    assert listed["tar"] == listed["listing"] == [("pink", 4.0), ("brown", 1.5)]
+    assert listed["tar"] == listed["listing"] == listed["kaldi"] == [("pink", 4.0),
+                                                                     ("brown", 1.5)]
     assert listed["files"] == [("brown", 1.5), ("pink", 4.0)]
 
 

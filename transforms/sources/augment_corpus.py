@@ -8,7 +8,11 @@ of the files matching `patterns`, in file order:
 - an audio file (.flac, .wav, ...): itself;
 - a CSV, TSV or JSONL listing: the file each row names in its
   `audio_filepath` column (NeMo's noise manifests as they are), else its
-  `audio` or `path` column; a relative path is from the listing's folder.
+  `audio` or `path` column;
+- a Kaldi `wav.scp` (`data/musan_noise/wav.scp`): each recording's file,
+  keyed by its id (a command instead of a file stops the job).
+
+A relative path is from the listing's folder.
 
 Each recording's audio header is probed for its length. The list is the
 job's configuration, so every worker draws from the same recordings in the
@@ -33,6 +37,7 @@ from transforms.media.decoded import MediaError
 from transforms.sources.compression import codec_of_name
 from transforms.sources.file_match import as_patterns, match_files
 from transforms.sources.input_files import open_input
+from transforms.sources.kaldi_dir import recording_path
 from transforms.sources.listing_rows import (
     ListingLayout,
     header_columns,
@@ -74,24 +79,41 @@ def _listing_format(path: str) -> str | None:
 
 def _listed_files(path: str, corpus: str) -> Iterator[tuple]:
     fmt = _listing_format(path)
-    if fmt not in ("csv", "tsv", "jsonl"):
+    if fmt not in ("csv", "tsv", "jsonl", "kaldi"):
         raise ValueError(f"{corpus} corpus {path}: neither a tar file, an audio file "
-                         f"({', '.join(sorted(AUDIO_EXTENSIONS))}) nor a CSV, TSV or JSONL "
-                         "listing")
+                         f"({', '.join(sorted(AUDIO_EXTENSIONS))}), a CSV, TSV or JSONL "
+                         "listing nor a Kaldi wav.scp")
     with open_input(path) as f:
         lines = [line for line in f.read().splitlines() if line.strip()]
+    named = _kaldi_paths(lines) if fmt == "kaldi" else _column_paths(lines, fmt)
+    try:
+        for key, written in named:
+            file = resolve(path, written)
+            yield key, stored_or_read(file, 0), file
+    except OSError as e:
+        raise ValueError(f"{corpus} corpus {path}: {file} cannot be read ({e})") from None
+    except ValueError as e:   # a line that is not a row
+        raise ValueError(f"{corpus} corpus {path}: {e}") from None
+
+
+def _kaldi_paths(lines: list) -> Iterator[tuple]:
+    """(recording id, path) of each `<id> <path>` line of a wav.scp."""
+    for line in lines:
+        key, entry = (line.decode("utf-8").split(maxsplit=1) + [""])[:2]
+        yield key, recording_path(key, entry.strip())
+
+
+def _column_paths(lines: list, fmt: str) -> Iterator[tuple]:
+    """(file stem, path) of each row of a CSV, TSV or JSONL listing."""
     columns = header_columns(lines[0], fmt) if lines else ()
     column = next((c for c in PATH_COLUMNS if c in columns), None)
     if column is None:
-        raise ValueError(f"{corpus} corpus {path}: a listing names its recordings in a column "
+        raise ValueError(f"a listing names its recordings in a column "
                          f"{' or '.join(PATH_COLUMNS)}; it has {', '.join(columns) or 'none'}")
     layout = ListingLayout(fmt, columns, (column,))
     for line in lines if fmt == "jsonl" else lines[1:]:
-        file = resolve(path, str(parse_row(line, layout)[column]))
-        try:
-            yield _stem(file), stored_or_read(file, 0), file
-        except OSError as e:
-            raise ValueError(f"{corpus} corpus {path}: {file} cannot be read ({e})") from None
+        written = str(parse_row(line, layout)[column])
+        yield _stem(written), written
 
 
 def _recordings(path: str, corpus: str) -> Iterator[tuple]:
