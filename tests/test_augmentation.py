@@ -187,16 +187,17 @@ def noise(tmp_path_factory):
     kHz (shorter than most sentences: looped); empty.tar: a text member
     only; garbage.tar: a .flac member that is not audio."""
     root = tmp_path_factory.mktemp("noise")
-    _shell("sox -n -r 16000 -b 16 -c 1 pink.flac synth 4 pinknoise vol 0.3 && "
-           "sox -n -r 22050 -b 16 -c 1 brown.flac synth 1.5 brownnoise vol 0.3 && "
+    _shell("sox -R -n -r 16000 -b 16 -c 1 pink.flac synth 4 pinknoise vol 0.3 && "
+           "sox -R -n -r 22050 -b 16 -c 1 brown.flac synth 1.5 brownnoise vol 0.3 && "
            "tar -cf noise.tar pink.flac brown.flac && "
            "printf 'no noise here' > readme.txt && tar -cf empty.tar readme.txt && "
            "head -c 3000 /dev/urandom > static.flac && tar -cf garbage.tar static.flac && "
            # Room impulse responses: a direct path 5 ms in, then a decaying tail.
-           "sox -n -r 16000 -b 16 -c 1 tail.wav synth 0.3 whitenoise fade q 0 0.3 0.3 vol 0.2 && "
+           "sox -R -n -r 16000 -b 16 -c 1 tail.wav synth 0.3 whitenoise fade q 0 0.3 0.3 "
+           "vol 0.2 && "
            "sox -n -r 16000 -b 16 -c 1 click.wav synth 0.001 sine 1000 vol 0.9 && "
            "sox click.wav tail.wav room.wav pad 0.005 0 && "
-           "sox -n -r 16000 -b 16 -c 1 hall.wav synth 0.5 brownnoise fade q 0 0.5 0.5 && "
+           "sox -R -n -r 16000 -b 16 -c 1 hall.wav synth 0.5 brownnoise fade q 0 0.5 0.5 && "
            "tar -cf rirs.tar room.wav hall.wav && "
            # A recording whose header is whole and whose audio is cut short.
            "head -c 6000 pink.flac > cut.flac && tar -cf cut.tar cut.flac && "
@@ -235,7 +236,7 @@ def test_noise_is_added_at_the_recorded_snr_the_same_on_every_worker_count(
             continue   # speech and noise scaled down alike: the SNR holds, unmeasured here
         clean = examples[(key, 0)]["audio"].numpy().astype(np.float64)
         assert _snr(clean, example["audio"].numpy()) == pytest.approx(
-            float(example["aug.snr_db"]), abs=0.1)
+            float(example["aug.snr_db"]), abs=0.01)
         measured += 1
     assert measured >= 4 and used == {"pink", "brown"}
     assert dg.verify_dataset(outputs[0]).ok
@@ -354,7 +355,7 @@ def test_noise_on_reverberated_speech_is_at_the_snr_of_the_reverberated_speech(
             wet = _reverberate(noise / f"{example['aug.rir_key'].numpy().decode()}.wav",
                                examples[(key, 0)]["audio"].numpy().astype(np.float64))
             assert _snr(wet, example["audio"].numpy()) == pytest.approx(
-                float(example["aug.snr_db"]), abs=0.1)
+                float(example["aug.snr_db"]), abs=0.01)
             measured += 1
     assert measured >= 4
 

@@ -291,14 +291,20 @@ class ActivePower:
     def __init__(self):
         self._peak, self._samples = 0.0, 0
         self._frames: list = []   # each 20 ms frame's mean power
+        # The samples after the last whole frame: frames run on across blocks,
+        # whose lengths (a resampler's, a convolution's) need not be whole frames.
+        self._rest = np.empty(0, np.float32)
 
     def __call__(self, block: Audio) -> None:
         samples = _floats(block.samples)
         self._samples += len(samples)
         if len(samples):
             self._peak = max(self._peak, float(samples.max()), -float(samples.min()))
+        if len(self._rest):
+            samples = np.concatenate([self._rest, samples])
         size = max(1, round(_FRAME_S * block.sample_rate))
         whole = len(samples) // size * size
+        self._rest = samples[whole:]
         if whole:
             # float32 sums of 320 squares: 3e-7 from float64's, at a fifth of the time.
             frames = samples[:whole].reshape(-1, size)
