@@ -69,7 +69,7 @@ from transforms.media.decoded import Audio, MediaError, staged
 __all__ = ["AUGMENT_FEATURES", "ORIGINAL", "ActivePower", "AugmentOptions", "Augmentation",
            "Heard", "Mix", "NOISE_FEATURES", "NOTHING_HEARD", "RIR_FEATURES", "Recording",
            "active_power", "augment_blocks", "augmentation_fields", "augmentation_tallies",
-           "RecordedAudio", "Reverb", "mix_of", "new_speaker", "perturbed_blocks"]
+           "RecordedAudio", "mix_of", "new_speaker", "perturbed_blocks"]
 
 AUGMENT_FEATURES = (Feature("aug.copy", "int64"), Feature("aug.kind", "string"),
                     Feature("aug.speed", "float"), Feature("aug.gain_db", "float"),
@@ -573,11 +573,11 @@ def _steps(augmentation: Augmentation, rate: int) -> list:
                                         dtype="float32", quality="HQ")
         steps.append(lambda samples, last: resampler.resample_chunk(samples, last=last))
     if augmentation.mix.rir is not None:
-        steps.append(Reverb(augmentation.mix.rir))
+        steps.append(_Reverb(augmentation.mix.rir))
     return steps
 
 
-class Reverb:
+class _Reverb:
     """Convolution with an RIR as the audio streams (overlap-add in FFT
     blocks), aligned on the RIR's direct path and as long as its input: the
     output's sample n is the full convolution's sample n + d, d the index of
