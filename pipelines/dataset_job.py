@@ -202,9 +202,10 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
     segment_options(options).check(opts.cut)
     # The input is read from here on: the flags that need no input are checked.
     source = read.describe()
-    spec = feature_spec(options, read.first_samples())
+    cut = cut_options(options)   # lists the augmentation's corpora, once
+    spec = feature_spec(options, read.first_samples(), cut)
     recipe = ExampleRecipe(
-        cut=cut_options(options),
+        cut=cut,
         spec=spec,
         split_plan=SplitPlan.from_flags(
             opts.splits, opts.split_by, opts.split_column, opts.stratify_by, opts.label_field,
@@ -263,15 +264,15 @@ def named_fields(config: DatasetConfig) -> list:
     return [(flag, field) for flag, field in fields if not (field and segments.makes(field))]
 
 
-def feature_spec(options: PipelineOptions, samples: Iterable) -> FeatureSpec:
-    """The spec: what --cut adds, plus --features parsed, or inferred from the
-    first of `samples` (a lazy iterable) when it is 'auto'.
+def feature_spec(options: PipelineOptions, samples: Iterable, cut: CutOptions) -> FeatureSpec:
+    """The spec: what `cut` (the flags' cut_options) adds, plus --features
+    parsed, or inferred from the first of `samples` (a lazy iterable) when it
+    is 'auto'.
 
     With a cut, inference looks only at the fields the cut does not consume
     (labels, metadata); 'none' adds nothing beyond the cut's features.
     """
     opts = options.view_as(DatasetOptions)
-    cut = cut_options(options)
     text = opts.features.strip()
     if text == "none":
         return FeatureSpec(with_cut_features((), cut))

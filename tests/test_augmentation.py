@@ -223,7 +223,9 @@ def test_noise_is_added_at_the_recorded_snr_the_same_on_every_worker_count(
     shards = [sorted((output / "train").iterdir()) for output in outputs]
     assert [f.read_bytes() for f in shards[0]] == [f.read_bytes() for f in shards[1]]
     info = dg.load_info(outputs[0])
-    assert info.document["augmentation"] == {"noise": {"recordings": 2, "seconds": 5.5}}
+    described = info.document["augmentation"]["noise"]
+    assert described == {"recordings": 2, "seconds": 5.5, "version": described["version"]}
+    assert re.fullmatch("[0-9a-f]{16}", described["version"])
     examples = {(e["source_key"].numpy().decode(), int(e["aug.copy"])): e
                 for e in dg.load(outputs[0], "train", batch_size=None)}
     measured, used = 0, set()
@@ -243,6 +245,19 @@ def test_noise_is_added_at_the_recorded_snr_the_same_on_every_worker_count(
     accounting = info.accounting["augmentation"]
     assert accounting["noise_recordings_used"] == {"train": 2}
     assert sum(accounting["snr_db"]["train"].values()) == accounting["copies"]["train"]
+
+
+def test_a_resume_after_the_noise_corpus_changed_is_refused_naming_it(corpus, noise, tmp_path):
+    shutil.copy(noise / "noise.tar", tmp_path)
+    job = ["--input", f"{corpus}/speech.tar", "--output", str(tmp_path / "ds"), *NOISE_FLAGS,
+           "--noise_input", str(tmp_path / "noise.tar"), "--direct_num_workers", "1"]
+    tar_to_tfrecord.run(job)
+    tar_to_tfrecord.run([*job, "--resume"])   # the same corpus: every unit reused
+    # The same recordings packed again in another order: other draws, same flags.
+    _shell(f"tar -cf {tmp_path}/noise.tar brown.flac pink.flac", noise)
+    with pytest.raises(ValueError, match="^--resume: .*ds was written by another recipe: the "
+                                         "noise corpus's recordings; run without --resume"):
+        tar_to_tfrecord.run([*job, "--resume"])
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -337,7 +352,8 @@ def test_reverberation_is_numpys_convolution_by_the_unit_energy_rir(corpus, nois
         np.testing.assert_allclose(written, expected, atol=2e-5)
     assert 0 < normalized < 2 * SAMPLES
     info = dg.load_info(reverberated)
-    assert info.document["augmentation"] == {"rirs": {"recordings": 2, "seconds": 0.806}}
+    rirs = info.document["augmentation"]["rirs"]
+    assert (rirs["recordings"], rirs["seconds"]) == (2, 0.806)
     accounting = info.accounting["augmentation"]
     assert accounting["rir_recordings_used"] == {"train": 2}
     assert accounting["peak_normalized"] == ({"train": normalized} if normalized else {})

@@ -51,11 +51,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import hashlib
 import itertools
+import json
 import math
 import tempfile
 import threading
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 import soxr
@@ -89,12 +91,20 @@ _ACTIVE_DB = 40.0
 
 class Recording(NamedTuple):
     """One recording of a noise or RIR corpus: its key, its bytes where they
-    are stored (read when used), its length, and where it is (for messages)."""
+    are stored (read when used), its length, where it is (for messages), and
+    the version of the file holding it when listed (a --resume of a changed
+    corpus converts afresh)."""
 
     key: str
     audio: Any          # bytes or StoredBytes
     seconds: float
     where: str = ""     # "noise/a.tar:hum.flac"
+    version: str = ""   # transforms/sources/file_match.py file_version
+
+
+def _corpus_version(recordings: Sequence[Recording]) -> str:
+    listed = json.dumps([(r.key, r.where, r.version) for r in recordings])
+    return hashlib.sha256(listed.encode("utf-8")).hexdigest()[:16]
 
 
 class RecordedAudio:
@@ -425,10 +435,12 @@ class AugmentOptions:
                 + (RIR_FEATURES if self.rirs else ()))
 
     def describe(self) -> dict:
-        """What the manifest says of the augmentation's corpora, and of
-        speakers renamed."""
+        """What the manifest says of the augmentation's corpora (their
+        `version`, a digest of their recordings' keys, places and file
+        versions, changes with any of them), and of speakers renamed."""
         described = {name: {"recordings": len(recordings),
-                            "seconds": round(sum(r.seconds for r in recordings), 3)}
+                            "seconds": round(sum(r.seconds for r in recordings), 3),
+                            "version": _corpus_version(recordings)}
                      for name, recordings in (("noise", self.noise), ("rirs", self.rirs))
                      if recordings}
         if self.speed_as_new_speaker:

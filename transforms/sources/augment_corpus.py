@@ -26,7 +26,6 @@ corpus of no recording stops the job before any work, naming it.
 
 from __future__ import annotations
 
-import functools
 import posixpath
 import tarfile
 from typing import Iterator, Sequence
@@ -35,7 +34,7 @@ from transforms.media.audio import probe_audio
 from transforms.media.augment import Recording
 from transforms.media.decoded import MediaError
 from transforms.sources.compression import codec_of_name
-from transforms.sources.file_match import as_patterns, match_files
+from transforms.sources.file_match import as_patterns, file_version, match_files, matched_files
 from transforms.sources.input_files import open_input
 from transforms.sources.kaldi_dir import recording_path
 from transforms.sources.listing_rows import (
@@ -128,8 +127,18 @@ def _recordings(path: str, corpus: str) -> Iterator[tuple]:
     return _listed_files(path, corpus)
 
 
-@functools.lru_cache(maxsize=8)
-def _listed(patterns: tuple, corpus: str) -> tuple:
+def _versioned(recordings: list) -> tuple:
+    """`recordings`, each with the version of the file holding it."""
+    files = sorted({r.audio.url for r in recordings})
+    versions = {file: file_version(matched_files(file)[0]) for file in files}
+    return tuple(r._replace(version=versions[r.audio.url]) for r in recordings)
+
+
+def list_recordings(patterns: str | Sequence[str], corpus: str = "noise") -> tuple:
+    """The Recordings of the files matching `patterns` (tar shards, audio
+    files, listings), in file and member order; ValueError naming what
+    cannot be one (module docstring). `corpus` names it in messages."""
+    patterns = as_patterns(patterns)
     recordings = []
     for path in match_files(patterns):
         for key, stored, where in _recordings(path, corpus):
@@ -141,14 +150,7 @@ def _listed(patterns: tuple, corpus: str) -> tuple:
     if not recordings:
         raise ValueError(f"{corpus} corpus {', '.join(patterns)}: no recording (tar members "
                          f"or files ending {', '.join(sorted(AUDIO_EXTENSIONS))})")
-    return tuple(recordings)
-
-
-def list_recordings(patterns: str | Sequence[str], corpus: str = "noise") -> tuple:
-    """The Recordings of the files matching `patterns` (tar shards, audio
-    files, listings), in file and member order; ValueError naming what
-    cannot be one (module docstring). `corpus` names it in messages."""
-    return _listed(tuple(as_patterns(patterns)), corpus)
+    return _versioned(recordings)
 
 
 def files_shared(recordings: Sequence[Recording], input_files: Sequence[str]) -> list:

@@ -22,8 +22,9 @@ A receipt is reused only for the planned unit of the same index, inputs
 it was read is converted again), and a key range only when its receipts tile
 it, so the dataset is the one a clean run makes: byte for byte, names and
 all. The fingerprint (`recipe_fingerprint`) is over the recorded
-flags that shape examples and shards, the source and the feature spec; a
-rerun whose fingerprint differs is refused, naming the flags that changed.
+flags that shape examples and shards, the source, the feature spec and the
+augmentation's corpora (their recordings and file versions); a rerun whose
+fingerprint differs is refused, naming the flags or the corpus that changed.
 """
 
 from __future__ import annotations
@@ -177,14 +178,16 @@ def _ledger_receipts(text: str, output: str) -> Iterator[UnitReceipt]:
 
 
 def recipe_fingerprint(options: Mapping[str, Any], source: Mapping[str, Any],
-                       features: Any) -> str:
+                       features: Any, corpora: Mapping[str, Any] | None = None) -> str:
     """sha256 (16 hex digits) of what decides a unit's shards: the recorded
-    flags but the publishing policy, the source but the input's size, and the
-    feature spec (`features`, its JSON)."""
+    flags but the publishing policy, the source but the input's size, the
+    feature spec (`features`, its JSON) and the augmentation's `corpora`
+    (AugmentOptions.describe(), which holds their versions)."""
     recipe = {
         "options": _deciding(options),
         "source": {k: v for k, v in source.items() if k not in _SOURCE_FACTS},
         "features": features,
+        **({"corpora": dict(corpora)} if corpora else {}),
     }
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode("utf-8")).hexdigest()[:16]
 
@@ -234,20 +237,31 @@ def _run_folders(output: str) -> list:
     return found
 
 
+def _corpus_differences(earlier: Mapping[str, Any], now: Mapping[str, Any]) -> list:
+    """'the noise corpus's recordings' for each augmentation corpus whose
+    version (AugmentOptions.describe()) differs."""
+    return [f"the {'RIR' if name == 'rirs' else name} corpus's recordings"
+            for name in sorted(set(earlier) | set(now)) if isinstance(now.get(name), dict)
+            and earlier.get(name, {}).get("version") != now[name].get("version")]
+
+
 def _another_recipe(flag: str, what: str, earlier: Mapping[str, Any],
-                    options: Mapping[str, Any], advice: str) -> ValueError:
+                    options: Mapping[str, Any], corpora: Mapping[str, Any],
+                    advice: str) -> ValueError:
     """The one-line refusal of earlier work of another recipe, naming what changed."""
     if "recipe_fingerprint" not in earlier and "fingerprint" not in earlier:
         changed = ["a version that kept no recipe fingerprint"]
     else:
-        changed = flag_differences(earlier.get("options", {}), options) or [
-            "the source or the feature spec"]
+        changed = (flag_differences(earlier.get("options", {}), options)
+                   or _corpus_differences(earlier.get("augmentation", {}), corpora)
+                   or ["the source or the feature spec"])
     return ValueError(f"{flag}: {what} another recipe: {', '.join(changed)}; "
                       f"run without {flag} to {advice}")
 
 
-def plan_run_folder(output: str, fingerprint: str, options: Mapping[str, Any], *,
-                    resume: bool, retry_failed: bool) -> tuple[RunFolder, str]:
+def plan_run_folder(output: str, fingerprint: str, options: Mapping[str, Any],
+                    corpora: Mapping[str, Any], *, resume: bool,
+                    retry_failed: bool) -> tuple[RunFolder, str]:
     """This run's folder, and a line saying what it picks up.
 
     Without `resume` or `retry_failed`: a fresh folder. Otherwise the unfinished
@@ -264,13 +278,14 @@ def plan_run_folder(output: str, fingerprint: str, options: Mapping[str, Any], *
         raise ValueError(f"--retry_failed: {output} holds no published dataset to retry the "
                          "failures of; --resume continues an unfinished run")
     if info is not None and info.get("recipe_fingerprint") != fingerprint:
-        raise _another_recipe(flag, f"{output} was written by", info, options, "replace it")
+        raise _another_recipe(flag, f"{output} was written by", info, options, corpora,
+                              "replace it")
     runs = _run_folders(output)
     mine = [folder for folder, run in runs if run.get("fingerprint") == fingerprint]
     others = [run for _, run in runs if run.get("fingerprint") != fingerprint]
     if not mine and others and info is None:
         raise _another_recipe(flag, f"the unfinished run in {output} used", others[0], options,
-                              "start afresh")
+                              corpora, "start afresh")
     counts = {folder: len(FileSystems.match([FileSystems.join(folder, _RECEIPTS, "*.json")])[0]
                           .metadata_list) for folder in mine}
     reuse, said = [], []
@@ -285,11 +300,13 @@ def plan_run_folder(output: str, fingerprint: str, options: Mapping[str, Any], *
     return run, f"{flag}: reusing " + (" and ".join(said) if said else "nothing: a full run")
 
 
-def start_run(run: RunFolder, fingerprint: str, options: Mapping[str, Any]) -> None:
-    """Marks the run's folder with its recipe, so a later --resume knows it."""
+def start_run(run: RunFolder, fingerprint: str, options: Mapping[str, Any],
+              corpora: Mapping[str, Any]) -> None:
+    """Marks the run's folder with its recipe, so a later --resume knows it:
+    its fingerprint, and to say what changed, its flags and corpora."""
     with FileSystems.create(FileSystems.join(run.temp_dir, _RUN_FILE)) as f:
-        f.write(json.dumps({"fingerprint": fingerprint, "options": dict(options)},
-                           sort_keys=True).encode("utf-8"))
+        f.write(json.dumps({"fingerprint": fingerprint, "options": dict(options),
+                            "augmentation": dict(corpora)}, sort_keys=True).encode("utf-8"))
 
 
 def _tiling(receipts: Sequence[UnitReceipt], span: tuple | None) -> tuple | None:

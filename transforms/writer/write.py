@@ -138,7 +138,8 @@ class DatasetConfig:
     @property
     def fingerprint(self) -> str:
         """The recipe's fingerprint, recorded in the manifest (ledger.recipe_fingerprint)."""
-        return recipe_fingerprint(self.options, self.source, self.recipe.spec.to_json())
+        return recipe_fingerprint(self.options, self.source, self.recipe.spec.to_json(),
+                                  self.recipe.cut.augment.describe())
 
     def __post_init__(self):
         object.__setattr__(self, "output", check_path("output", self.output))
