@@ -22,8 +22,10 @@ import soundfile
 
 import transforms as dg
 from pipelines import inspect, tar_to_tfrecord
-from transforms.media.augment import RecordedAudio, Recording, active_power
+from transforms.media.augment import Recording
 from transforms.media.decoded import Audio
+from transforms.media.loudness import active_power
+from transforms.media.recorded import RecordedAudio
 from transforms.report.figure import panels
 from transforms.report.gather import gather
 from transforms.sources.augment_corpus import list_recordings

@@ -33,9 +33,9 @@ segments and features all see the augmented audio.
   the speech), scaled so that the speech-to-noise ratio is an SNR drawn from
   `snr_db`. The speech's power is that of its active part: the mean power
   of its 20 ms frames whose power is within 40 dB of its loudest frame's
-  (`ActivePower`), measured as the original's examples are cut (for a
-  reverberated copy, of its reverberated speech), times the copy's gain
-  squared; the noise's is the mean power of the excerpt. Where
+  (transforms/media/loudness.py), measured as the original's examples are
+  cut (for a reverberated copy, of its reverberated speech), times the
+  copy's gain squared; the noise's is the mean power of the excerpt. Where
   speech and noise together would clip, both are scaled down alike (the
   SNR kept). The noise is not reverberated.
 
@@ -55,7 +55,6 @@ import hashlib
 import itertools
 import json
 import math
-import tempfile
 import threading
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
@@ -66,12 +65,14 @@ from transforms.format.arguments import ArgumentError, ArgumentTypeError, check_
 from transforms.format.spec import Feature
 from transforms.format.stable_hash import stable_hash64
 from transforms.media.audio import AudioOptions, decode_audio
-from transforms.media.decoded import Audio, MediaError, staged
+from transforms.media.decoded import INT16_FULL_SCALE, Audio, MediaError, full_scale_floats, staged
+from transforms.media.loudness import NOTHING_HEARD, Heard
+from transforms.media.recorded import RecordedAudio
+from transforms.media.reverb import Reverb
 
-__all__ = ["AUGMENT_FEATURES", "ORIGINAL", "ActivePower", "AugmentOptions", "Augmentation",
-           "Heard", "Mix", "NOISE_FEATURES", "NOTHING_HEARD", "RIR_FEATURES", "Recording",
-           "active_power", "augment_blocks", "augmentation_fields", "augmentation_tallies",
-           "RecordedAudio", "mix_of", "new_speaker", "perturbed_blocks"]
+__all__ = ["AUGMENT_FEATURES", "ORIGINAL", "AugmentOptions", "Augmentation", "Mix",
+           "NOISE_FEATURES", "RIR_FEATURES", "Recording", "augment_blocks", "augmentation_fields",
+           "augmentation_tallies", "mix_of", "new_speaker", "perturbed_blocks"]
 
 AUGMENT_FEATURES = (Feature("aug.copy", "int64"), Feature("aug.kind", "string"),
                     Feature("aug.speed", "float"), Feature("aug.gain_db", "float"),
@@ -83,17 +84,13 @@ _PEAK = 0.99
 # below 9%): a speed-perturbed copy that may come within this of full scale
 # is heard before it is made.
 _RESAMPLED_HEADROOM = 0.9
-_INT16 = 32767
-# The speech's active part: 20 ms frames within 40 dB of the loudest.
-_FRAME_S = 0.02
-_ACTIVE_DB = 40.0
 
 
 class Recording(NamedTuple):
     """One recording of a noise or RIR corpus: its key, its bytes where they
     are stored (read when used), its length, where it is (for messages), and
-    the version of the file holding it when listed (a --resume of a changed
-    corpus converts afresh)."""
+    the version of the file holding it when listed (a --resume after the
+    corpus changed is refused)."""
 
     key: str
     audio: Any          # bytes or StoredBytes
@@ -105,73 +102,6 @@ class Recording(NamedTuple):
 def _corpus_version(recordings: Sequence[Recording]) -> str:
     listed = json.dumps([(r.key, r.where, r.version) for r in recordings])
     return hashlib.sha256(listed.encode("utf-8")).hexdigest()[:16]
-
-
-class RecordedAudio:
-    """A copy's perturbed speech as a first pass made it, kept to be replayed
-    rather than made again (the convolution is most of a reverberated copy's
-    cost): its blocks in memory up to 16 MiB, then all of it in a local
-    temporary file, so memory stays flat. A tap while recording; `blocks()`
-    replays it."""
-
-    _IN_MEMORY = 16 << 20
-
-    def __init__(self, dtype: str):
-        self.dtype = np.dtype(dtype)   # of the decoded audio, which the copy is written in
-        self._blocks: list = []        # Audio, until they pass _IN_MEMORY
-        self._held = 0
-        self._file = None
-        self._origin = self._rate = None
-
-    def __call__(self, block: Audio) -> None:
-        if self._origin is None:
-            self._origin, self._rate = block.start, block.sample_rate
-        samples = np.ascontiguousarray(block.samples, np.float32)
-        if self._file is None:
-            self._blocks.append(Audio(samples, block.sample_rate, block.start))
-            self._held += samples.nbytes
-            if self._held <= self._IN_MEMORY:
-                return
-            self._file = tempfile.TemporaryFile()
-            samples = np.concatenate([b.samples for b in self._blocks])
-            self._blocks = []
-        self._file.write(samples.data)
-
-    def blocks(self, block_seconds: float = 10.0) -> Iterator[Audio]:
-        """The recorded audio, in blocks on its timeline."""
-        if self._file is None:
-            yield from self._blocks
-            return
-        self._file.seek(0)
-        size, emitted = 4 * round(block_seconds * self._rate), 0
-        while chunk := self._file.read(size):
-            samples = np.frombuffer(chunk, np.float32)
-            yield Audio(samples, self._rate, self._origin + emitted / self._rate)
-            emitted += len(samples)
-
-    @property
-    def on_disk(self) -> bool:
-        return self._file is not None
-
-    def close(self) -> None:
-        self._blocks = []
-        if self._file is not None:
-            self._file.close()
-
-
-class Heard(NamedTuple):
-    """What was measured of a sample's audio (`ActivePower`): the original's
-    by its cut, or a copy's perturbed speech by a first pass, which
-    `recorded` keeps."""
-
-    peak: float = 0.0       # full scale 1
-    power: float = 0.0      # of its active part
-    samples: int = 0        # at the cut's rate
-    speed: float = 1.0      # the speed perturbation of the audio heard
-    recorded: RecordedAudio | None = None
-
-
-NOTHING_HEARD = Heard()
 
 
 class Mix(NamedTuple):
@@ -292,51 +222,6 @@ def augmentation_fields(augmentation: Augmentation, options: "AugmentOptions") -
     if options.rirs:
         fields["aug.rir_key"] = augmentation.rir.key if augmentation.rir else ""
     return fields
-
-
-class ActivePower:
-    """A tap measuring the audio a cut decodes: its peak, and the power of its
-    active part (see the module docstring)."""
-
-    def __init__(self):
-        self._peak, self._samples = 0.0, 0
-        self._frames: list = []   # each 20 ms frame's mean power
-        # The samples after the last whole frame: frames run on across blocks,
-        # whose lengths (a resampler's, a convolution's) need not be whole frames.
-        self._rest = np.empty(0, np.float32)
-
-    def __call__(self, block: Audio) -> None:
-        samples = _floats(block.samples)
-        self._samples += len(samples)
-        if len(samples):
-            self._peak = max(self._peak, float(samples.max()), -float(samples.min()))
-        if len(self._rest):
-            samples = np.concatenate([self._rest, samples])
-        size = max(1, round(_FRAME_S * block.sample_rate))
-        whole = len(samples) // size * size
-        self._rest = samples[whole:]
-        if whole:
-            # float32 sums of 320 squares: 3e-7 from float64's, at a fifth of the time.
-            frames = samples[:whole].reshape(-1, size)
-            self._frames.append(np.einsum("ij,ij->i", frames, frames) / size)
-
-    def heard(self, speed: float = 1.0, recorded: RecordedAudio | None = None) -> Heard:
-        """What it heard, of audio perturbed by `speed` (and kept in `recorded`)."""
-        powers = np.concatenate(self._frames) if self._frames else np.empty(0)
-        return Heard(self._peak, active_power(powers), self._samples, speed, recorded)
-
-
-def active_power(frame_powers: np.ndarray) -> float:
-    """The mean of the frame powers within 40 dB of the largest (0 for silence)."""
-    if not len(frame_powers) or not frame_powers.max() > 0:
-        return 0.0
-    active = frame_powers[frame_powers >= frame_powers.max() * 10 ** (-_ACTIVE_DB / 10)]
-    return float(active.mean())
-
-
-def _floats(samples: np.ndarray) -> np.ndarray:
-    """Samples as float32 at full scale 1 (int16 as the decoder scales them)."""
-    return samples.astype(np.float32) / _INT16 if samples.dtype == np.int16 else samples
 
 
 @dataclasses.dataclass(frozen=True)
@@ -551,7 +436,7 @@ def augment_blocks(blocks: Iterator[Audio], augmentation: Augmentation) -> Itera
         if mix.excerpt is not None:
             out += _looped(mix.excerpt, emitted, len(out)) * noise_scale
         np.clip(out, -1.0, 1.0, out=out)
-        out = np.rint(out * _INT16).astype(np.int16) if dtype == np.int16 else out
+        out = np.rint(out * INT16_FULL_SCALE).astype(np.int16) if dtype == np.int16 else out
         yield Audio(out, block.sample_rate, block.start)
         emitted += len(out)
 
@@ -569,7 +454,7 @@ def perturbed_blocks(blocks: Iterator[Audio], augmentation: Augmentation) -> Ite
             steps = _steps(augmentation, rate)
         if origin is None:
             return
-        samples = np.empty(0, np.float32) if block is None else _floats(block.samples)
+        samples = np.empty(0, np.float32) if block is None else full_scale_floats(block.samples)
         for step in steps:
             samples = step(samples, block is None)
         if len(samples):
@@ -585,52 +470,8 @@ def _steps(augmentation: Augmentation, rate: int) -> list:
                                         dtype="float32", quality="HQ")
         steps.append(lambda samples, last: resampler.resample_chunk(samples, last=last))
     if augmentation.mix.rir is not None:
-        steps.append(_Reverb(augmentation.mix.rir))
+        steps.append(Reverb(augmentation.mix.rir))
     return steps
-
-
-class _Reverb:
-    """Convolution with an RIR as the audio streams (overlap-add in FFT
-    blocks), aligned on the RIR's direct path and as long as its input: the
-    output's sample n is the full convolution's sample n + d, d the index of
-    the RIR's largest magnitude (module docstring)."""
-
-    def __init__(self, rir: np.ndarray):
-        self._delay = int(np.argmax(np.abs(rir)))
-        # Four times the RIR: measured fastest with numpy's FFT (fewer blocks, each not
-        # much dearer), 10-15% faster than twice.
-        self._fft_size = 1 << max(12, (4 * len(rir) - 1).bit_length())
-        self._block = self._fft_size - len(rir) + 1
-        self._spectrum = np.fft.rfft(rir.astype(np.float32), self._fft_size)
-        self._tail = np.zeros(len(rir) - 1, np.float32)
-        self._pending = np.empty(0, np.float32)
-        self._received = self._produced = 0   # input samples; full-convolution samples made
-
-    def __call__(self, samples: np.ndarray, last: bool) -> np.ndarray:
-        self._received += len(samples)
-        pending = np.concatenate([self._pending, samples]) if len(self._pending) else samples
-        made = []
-        while len(pending) >= self._block or (last and len(pending)):
-            chunk, pending = pending[:self._block], pending[self._block:]
-            spectrum = np.fft.rfft(chunk, self._fft_size)
-            spectrum *= self._spectrum
-            full = np.fft.irfft(spectrum, self._fft_size)[:len(chunk) + len(self._tail)]
-            full[:len(self._tail)] += self._tail
-            made.append(full[:len(chunk)])
-            self._tail = full[len(chunk):]
-        if last:
-            made.append(self._tail)
-        self._pending = pending
-        return self._aligned(np.concatenate(made) if made else np.empty(0, np.float32), last)
-
-    def _aligned(self, full: np.ndarray, last: bool) -> np.ndarray:
-        """The part of the full convolution's next samples `full` that the
-        output keeps: from the direct path on, no more than the input's length."""
-        start = self._produced
-        self._produced += len(full)
-        end = self._delay + self._received if last else self._produced
-        return full[max(0, self._delay - start):max(0, end - start)].astype(np.float32,
-                                                                            copy=False)
 
 
 def _looped(excerpt: np.ndarray, start: int, length: int) -> np.ndarray:

@@ -57,11 +57,8 @@ from transforms.format.spec import Feature
 from transforms.media.audio import AudioOptions, stream_audio
 from transforms.media.augment import (
     ORIGINAL,
-    ActivePower,
     Augmentation,
     AugmentOptions,
-    Heard,
-    RecordedAudio,
     augment_blocks,
     augmentation_fields,
     perturbed_blocks,
@@ -75,6 +72,8 @@ from transforms.media.image_sequence import (
     iter_image_sequence,
 )
 from transforms.media.length import length_features
+from transforms.media.loudness import ActivePower, Heard
+from transforms.media.recorded import RecordedAudio
 from transforms.media.video import iter_frames
 from transforms.media.windows import AudioTimeline, OutsideAudio, WindowOptions, audio_windows
 

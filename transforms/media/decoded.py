@@ -22,8 +22,16 @@ SPAN_SLACK_S = 0.001
 # int16 audio is float32 audio times this (transforms/media/audio.py).
 INT16_FULL_SCALE = 32767
 
-__all__ = ["Audio", "Frame", "INT16_FULL_SCALE", "MediaError", "NoSamples", "media_file",
-           "staged"]
+__all__ = ["Audio", "Frame", "INT16_FULL_SCALE", "MediaError", "NoSamples", "full_scale_floats",
+           "media_file", "staged"]
+
+
+def full_scale_floats(samples: np.ndarray) -> np.ndarray:
+    """Audio samples as float32 at full scale 1: int16 scaled back as the
+    decoder scaled it, float32 as they are."""
+    if samples.dtype == np.int16:
+        return samples.astype(np.float32) / INT16_FULL_SCALE
+    return np.asarray(samples, np.float32)
 
 
 @contextlib.contextmanager

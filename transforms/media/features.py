@@ -35,7 +35,7 @@ import functools
 import numpy as np
 
 from transforms.format.arguments import ArgumentError, ArgumentTypeError, check_choice
-from transforms.media.decoded import MediaError
+from transforms.media.decoded import MediaError, full_scale_floats
 
 __all__ = ["AudioFeatures", "FEATURE_KINDS", "compute_features", "describe_in_words"]
 
@@ -134,8 +134,7 @@ def compute_features(audio: np.ndarray, sample_rate: int, options: AudioFeatures
     if not frames:
         raise MediaError(f"{len(audio)} samples at {sample_rate} Hz is shorter than one "
                          f"{options.frame_ms:g} ms feature frame", stage="features")
-    floats = (audio.astype(np.float32) / 32767 if audio.dtype == np.int16
-              else np.asarray(audio, np.float32))
+    floats = full_scale_floats(audio)
     if options.kind == "logmel":
         return _logmel(floats, sample_rate, options)
     return _kaldi(floats * np.float32(_KALDI_SCALE), sample_rate, options, frames)

@@ -32,13 +32,7 @@ from transforms.format.example_check import example_problems, parse_example, sto
 from transforms.format.sample import KEY, SPAN, FieldReader, read_stored
 from transforms.format.spec import FeatureSpec
 from transforms.format.stable_hash import stable_hash64
-from transforms.media.augment import (
-    ActivePower,
-    Augmentation,
-    Heard,
-    augmentation_tallies,
-    new_speaker,
-)
+from transforms.media.augment import Augmentation, augmentation_tallies, new_speaker
 from transforms.media.cutting import (
     CutOptions,
     cut_sample,
@@ -48,6 +42,7 @@ from transforms.media.cutting import (
 )
 from transforms.media.decoded import NoSamples
 from transforms.media.length import MediaLength, probe_length
+from transforms.media.loudness import ActivePower, Heard
 from transforms.recipe import sample_ops
 from transforms.recipe.fingerprints import ContentHash, member_fingerprints, stream_fingerprints
 from transforms.recipe.near_duplicates import NEAR, NearTap, near_fingerprints

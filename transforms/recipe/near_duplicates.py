@@ -26,7 +26,7 @@ import soxr
 
 from transforms.format.sample import SPAN
 from transforms.media.audio import AudioOptions, stream_audio
-from transforms.media.decoded import INT16_FULL_SCALE, Audio, MediaError, staged
+from transforms.media.decoded import Audio, MediaError, full_scale_floats, staged
 
 __all__ = ["NEAR", "NearTap", "near_bands", "near_fingerprints", "near_similarity"]
 
@@ -123,9 +123,7 @@ class NearTap:
         self._rate = None
 
     def __call__(self, block: Audio) -> None:
-        samples = block.samples
-        if samples.dtype == np.int16:
-            samples = samples.astype(np.float32) / INT16_FULL_SCALE
+        samples = full_scale_floats(block.samples)
         if self._rate is None:
             self._rate = block.sample_rate
             if self._rate != _NEAR_RATE:
