@@ -15,6 +15,7 @@ import json
 import re
 import shutil
 import subprocess
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -22,9 +23,9 @@ import soundfile
 
 import transforms as dg
 from pipelines import inspect, tar_to_tfrecord
-from transforms.media.augment import Recording
+from transforms.media.augment import NoiseExcerpt, Recording, augment_blocks
 from transforms.media.decoded import Audio
-from transforms.media.loudness import active_power
+from transforms.media.loudness import Heard, active_power
 from transforms.media.recorded import RecordedAudio
 from transforms.report.figure import panels
 from transforms.report.gather import gather
@@ -463,3 +464,40 @@ def test_recorded_speech_replays_as_it_was_recorded_and_spills_past_16_mib():
                                   np.concatenate([b.samples for b in blocks]))
     assert recorded.dtype == np.int16
     recorded.close()
+
+
+@pytest.mark.parametrize("size, offset, length", [(1000, 300, 500), (1000, 0, 2750),
+                                                  (1000, 999, 1)])
+def test_a_noise_excerpt_is_the_recording_cut_and_looped_without_copying_it(size, offset, length):
+    recording = np.random.default_rng(size + length).standard_normal(size).astype(np.float32)
+    excerpt = NoiseExcerpt(recording, offset, length)
+    # Written out whole, as the copy's noise is defined: looped from the offset.
+    whole = np.concatenate([recording[offset:]] + [recording] * (length // size + 1))[:length]
+    assert excerpt.power() == pytest.approx(np.mean(whole.astype(np.float64) ** 2), rel=1e-12)
+    assert excerpt.peak() == np.max(np.abs(whole))
+    for start, count in ((0, length), (length // 3, length // 2 + 1), (length - 1, 3)):
+        expected = np.take(whole, np.arange(start, start + count) % length)
+        np.testing.assert_array_equal(excerpt.at(start, count), expected)
+
+
+def test_noise_on_a_long_recording_costs_no_memory_of_its_length(noise):
+    # Twenty minutes at 16 kHz (77 MB as float32) under 4 s of pink noise, looped.
+    recording = Recording("pink", (noise / "pink.flac").read_bytes(), 4.0, "pink.flac")
+    options = dg.AugmentOptions(copies=1, noise=(recording,), snr_db=(10, 10), seed=1)
+    rate, seconds = 16000, 1200
+    copy = options.plan("long", 1, Heard(peak=0.1, power=0.01, samples=rate * seconds), rate)
+    speech = np.full(rate // 2, 0.1, np.float32)
+    written, noise_energy = 0, 0.0
+    tracemalloc.start()
+    try:
+        for block in augment_blocks((Audio(speech, rate, i / 2) for i in range(2 * seconds)),
+                                    copy):
+            added = block.samples.astype(np.float64) - 0.1 * copy.mix.speech_scale
+            written, noise_energy = written + len(added), noise_energy + float(added @ added)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert written == rate * seconds and not copy.mix.peak_normalized
+    # The looped noise's power over all twenty minutes is the drawn SNR's: 10 dB under 0.01.
+    assert noise_energy / written == pytest.approx(0.001, rel=1e-4)
+    assert peak < 4 << 20   # a few blocks, where the whole excerpt was 77 MB (231 in float64)

@@ -71,8 +71,9 @@ from transforms.media.recorded import RecordedAudio
 from transforms.media.reverb import Reverb
 
 __all__ = ["AUGMENT_FEATURES", "ORIGINAL", "AugmentOptions", "Augmentation", "Mix",
-           "NOISE_FEATURES", "RIR_FEATURES", "Recording", "augment_blocks", "augmentation_fields",
-           "augmentation_tallies", "mix_of", "new_speaker", "perturbed_blocks"]
+           "NOISE_FEATURES", "NoiseExcerpt", "RIR_FEATURES", "Recording", "augment_blocks",
+           "augmentation_fields", "augmentation_tallies", "mix_of", "new_speaker",
+           "perturbed_blocks"]
 
 AUGMENT_FEATURES = (Feature("aug.copy", "int64"), Feature("aug.kind", "string"),
                     Feature("aug.speed", "float"), Feature("aug.gain_db", "float"),
@@ -84,6 +85,8 @@ _PEAK = 0.99
 # below 9%): a speed-perturbed copy that may come within this of full scale
 # is heard before it is made.
 _RESAMPLED_HEADROOM = 0.9
+# Samples a noise excerpt's power is summed over at a time, in float64.
+_CHUNK = 1 << 20
 
 
 class Recording(NamedTuple):
@@ -104,15 +107,62 @@ def _corpus_version(recordings: Sequence[Recording]) -> str:
     return hashlib.sha256(listed.encode("utf-8")).hexdigest()[:16]
 
 
+class NoiseExcerpt(NamedTuple):
+    """`length` samples of a decoded noise `recording` from `offset`, looped
+    when the recording is shorter: its sample p is the recording's
+    (offset + p % length) % len(recording). Never copied whole, so a long
+    recording's copy costs no memory of its length."""
+
+    recording: np.ndarray
+    offset: int
+    length: int
+
+    @classmethod
+    def drawn(cls, recording: np.ndarray, start: float, length: int) -> "NoiseExcerpt":
+        """The excerpt from `start`, 0 to 1 of the room the recording leaves."""
+        return cls(recording, round(start * max(0, len(recording) - length)), length)
+
+    def _periods(self) -> Iterator[tuple]:
+        """(piece of the recording, times it recurs) that make up the excerpt."""
+        size, tail = len(self.recording), self.recording[self.offset:self.offset + self.length]
+        yield tail, 1
+        rest = self.length - len(tail)
+        if rest >= size:
+            yield self.recording, rest // size
+        if rest % size:
+            yield self.recording[:rest % size], 1
+
+    def power(self) -> float:
+        """Its mean power (float64 sums, a chunk at a time)."""
+        energy = sum(times * sum(float(np.dot(chunk, chunk)) for chunk in (
+            piece[i:i + _CHUNK].astype(np.float64) for i in range(0, len(piece), _CHUNK)))
+            for piece, times in self._periods())
+        return energy / self.length
+
+    def peak(self) -> float:
+        return max(float(np.max(np.abs(piece))) for piece, _ in self._periods())
+
+    def at(self, start: int, count: int) -> np.ndarray:
+        """Its samples start..start + count, wrapping round its end (a copy
+        may come out a few samples longer than planned); a view where
+        neither it nor the recording wraps."""
+        start %= self.length
+        if start + count <= self.length and self.offset + start + count <= len(self.recording):
+            return self.recording[self.offset + start:self.offset + start + count]
+        where = (self.offset + np.arange(start, start + count) % self.length) % len(
+            self.recording)
+        return np.take(self.recording, where)
+
+
 class Mix(NamedTuple):
     """How a copy's audio is made: speech (reverberated by `rir`, the RIR at
     the cut's rate scaled to unit energy; or as `recorded`, perturbed
-    already) times `speech_scale`, plus `excerpt` (the noise at the cut's
-    rate, as long as the copy) times `noise_scale`."""
+    already) times `speech_scale`, plus `excerpt` (of the noise at the
+    cut's rate, as long as the copy) times `noise_scale`."""
 
     speech_scale: float
     noise_scale: float = 0.0
-    excerpt: np.ndarray | None = None
+    excerpt: NoiseExcerpt | None = None
     peak_normalized: bool = False
     rir: np.ndarray | None = None
     recorded: RecordedAudio | None = None
@@ -149,13 +199,13 @@ def mix_of(augmentation: Augmentation, heard: Heard, rate: int, cache_mb: int) -
     noise_scale, excerpt, noise_peak = 0.0, None, 0.0
     if augmentation.noise is not None:
         length = max(1, round(heard.samples * heard.speed / augmentation.speed))
-        excerpt = _excerpt(_recording_samples(augmentation.noise, rate, cache_mb),
-                           augmentation.noise_start, length)
-        noise_power = float(np.mean(excerpt.astype(np.float64) ** 2))
+        excerpt = NoiseExcerpt.drawn(_recording_samples(augmentation.noise, rate, cache_mb),
+                                     augmentation.noise_start, length)
+        noise_power = excerpt.power()
         if noise_power > 0:
             noise_scale = math.sqrt(heard.power * gain ** 2
                                     / (noise_power * 10 ** (augmentation.snr_db / 10)))
-        noise_peak = float(np.max(np.abs(excerpt)))
+        noise_peak = excerpt.peak()
     peak = heard.peak * gain + noise_peak * noise_scale
     shrink = _PEAK / peak if peak > 1 else 1.0
     return Mix(gain * shrink, noise_scale * shrink, excerpt, peak > 1,
@@ -172,15 +222,6 @@ def _rir(augmentation: Augmentation, rate: int, cache_mb: int) -> np.ndarray | N
         raise MediaError(f"RIR {augmentation.rir.where}: silent, nothing to convolve with",
                          stage="augment", member=augmentation.rir.where)
     return (rir / math.sqrt(energy)).astype(np.float32)
-
-
-def _excerpt(noise: np.ndarray, start: float, length: int) -> np.ndarray:
-    """`length` samples of `noise` from `start` (0 to 1 of the room it leaves),
-    the recording looped when it is shorter."""
-    offset = round(start * max(0, len(noise) - length))
-    if offset + length <= len(noise):
-        return noise[offset:offset + length]
-    return np.resize(noise, length)
 
 
 # Decoded noise and RIR recordings by (recording, rate), least recently used
@@ -434,7 +475,7 @@ def augment_blocks(blocks: Iterator[Audio], augmentation: Augmentation) -> Itera
     for block in speech:
         out = block.samples * scale
         if mix.excerpt is not None:
-            out += _looped(mix.excerpt, emitted, len(out)) * noise_scale
+            out += mix.excerpt.at(emitted, len(out)) * noise_scale
         np.clip(out, -1.0, 1.0, out=out)
         out = np.rint(out * INT16_FULL_SCALE).astype(np.int16) if dtype == np.int16 else out
         yield Audio(out, block.sample_rate, block.start)
@@ -472,13 +513,3 @@ def _steps(augmentation: Augmentation, rate: int) -> list:
     if augmentation.mix.rir is not None:
         steps.append(Reverb(augmentation.mix.rir))
     return steps
-
-
-def _looped(excerpt: np.ndarray, start: int, length: int) -> np.ndarray:
-    """`length` samples of `excerpt` from `start`, wrapping round its end (the
-    copy may come out a few samples longer than planned); a view where it
-    does not wrap."""
-    start %= len(excerpt)
-    if start + length <= len(excerpt):
-        return excerpt[start:start + length]
-    return np.take(excerpt, np.arange(start, start + length) % len(excerpt))
