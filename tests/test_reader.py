@@ -151,7 +151,8 @@ def test_the_beam_free_layers_import_with_beam_blocked():
             "print(len(names))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == "39"  # #38 and #39 added five: features, statistics, ...
+    # #38 and #39 added eight: features, statistics, ..., loudness, recorded, reverb.
+    assert out.stdout.strip() == "42"
 
 
 def test_inspect_shows_counts_and_decoded_examples(dataset):
