@@ -377,6 +377,13 @@ def _soundfile_source(data: bytes | StoredBytes, name: str, ext: str) -> Iterato
         expected = _SOUNDFILE_FORMATS.get(ext)
         if expected is not None and file.format not in expected:
             raise MediaError(f"member {name!r} holds {file.format} data, not {ext.upper()}")
+        if file.frames >= _UNKNOWN_FRAMES:
+            # A file whose header leaves its length unknown (a FLAC written to a
+            # pipe): libsndfile seeks after every read, and fails to. FFmpeg reads it.
+            stack.close()
+            with _av_source(data, name, ext) as source:
+                yield source
+            return
         yield _Source(file.samplerate, file.channels, 0.0,
                       functools.partial(_soundfile_blocks, file, what), file.frames)
 

@@ -134,9 +134,11 @@ class NoiseExcerpt(NamedTuple):
 
     def power(self) -> float:
         """Its mean power (float64 sums, a chunk at a time)."""
-        energy = sum(times * sum(float(np.dot(chunk, chunk)) for chunk in (
-            piece[i:i + _CHUNK].astype(np.float64) for i in range(0, len(piece), _CHUNK)))
-            for piece, times in self._periods())
+        energy = 0.0
+        for piece, times in self._periods():
+            for i in range(0, len(piece), _CHUNK):
+                chunk = piece[i:i + _CHUNK].astype(np.float64)
+                energy += times * float(chunk @ chunk)
         return energy / self.length
 
     def peak(self) -> float:
