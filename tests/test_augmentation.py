@@ -475,7 +475,7 @@ def test_a_noise_excerpt_is_the_recording_cut_and_looped_without_copying_it(size
     whole = np.concatenate([recording[offset:]] + [recording] * (length // size + 1))[:length]
     assert excerpt.power() == pytest.approx(np.mean(whole.astype(np.float64) ** 2), rel=1e-12)
     assert excerpt.peak() == np.max(np.abs(whole))
-    for start, count in ((0, length), (length // 3, length // 2 + 1), (length - 1, 3)):
+    for start, count in ((0, length), (length // 3, length // 2 + 1), (length - 1, 3), (5, 0)):
         expected = np.take(whole, np.arange(start, start + count) % length)
         np.testing.assert_array_equal(excerpt.at(start, count), expected)
 

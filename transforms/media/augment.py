@@ -146,14 +146,16 @@ class NoiseExcerpt(NamedTuple):
 
     def at(self, start: int, count: int) -> np.ndarray:
         """Its samples start..start + count, wrapping round its end (a copy
-        may come out a few samples longer than planned); a view where
-        neither it nor the recording wraps."""
-        start %= self.length
-        if start + count <= self.length and self.offset + start + count <= len(self.recording):
-            return self.recording[self.offset + start:self.offset + start + count]
-        where = (self.offset + np.arange(start, start + count) % self.length) % len(
-            self.recording)
-        return np.take(self.recording, where)
+        may come out a few samples longer than planned): a view of the
+        recording where neither wraps, else its pieces joined."""
+        pieces = []
+        while count:
+            start %= self.length
+            place = (self.offset + start) % len(self.recording)
+            piece = self.recording[place:place + min(count, self.length - start)]
+            pieces.append(piece)
+            start, count = start + len(piece), count - len(piece)
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces or [self.recording[:0]])
 
 
 class Mix(NamedTuple):
