@@ -11,7 +11,11 @@ memory of its whole process tree:
   gain    the same and one copy of every sample, gained (--gain_db -6,6);
   speed   the same and one copy of every sample, speed-perturbed (1.1);
   noise   the same and one copy of every sample with noise at 0-15 dB SNR,
-          from a corpus of four 30 s recordings (a tar of FLACs made here);
+          from a corpus of four 30 s recordings (a tar of FLACs made here),
+          each decoded whole once and cached;
+  noise_long  the same from four recordings of 400 to 700 s (MUSAN's
+          music is minutes long), over four times a sample's 95 s: only
+          each copy's excerpt is decoded;
   reverb  the same and one copy of every sample reverberated, by one of four
           synthetic RIRs of 0.3 to 0.8 s (exponentially decaying noise).
 
@@ -46,9 +50,10 @@ RUNS = {
     "gain": [*EVERY_SPLIT, "--gain_db", "-6,6"],
     "speed": [*EVERY_SPLIT, "--speed_perturb", "1.1"],
     "noise": [*EVERY_SPLIT, "--noise_input", "{noise}", "--snr_db", "0,15"],
+    "noise_long": [*EVERY_SPLIT, "--noise_input", "{long_noise}", "--snr_db", "0,15"],
     "reverb": [*EVERY_SPLIT, "--rir_input", "{rirs}"],
 }
-TARGETS = {"gain": 1.2, "speed": 1.5, "noise": 1.2, "reverb": 1.5}
+TARGETS = {"gain": 1.2, "speed": 1.5, "noise": 1.2, "noise_long": 1.2, "reverb": 1.5}
 
 
 def _tar_of_flacs(path: str, recordings: dict) -> str:
@@ -63,11 +68,11 @@ def _tar_of_flacs(path: str, recordings: dict) -> str:
     return path
 
 
-def noise_corpus(path: str) -> str:
-    """Four 30 s noise recordings: the noise corpus."""
+def noise_corpus(path: str, seconds: tuple = (30, 30, 30, 30)) -> str:
+    """A noise recording of each of `seconds`: the noise corpus."""
     rng = np.random.default_rng(0)
-    return _tar_of_flacs(path, {f"noise{i}": 0.05 * rng.standard_normal(16000 * 30)
-                                for i in range(4)})
+    return _tar_of_flacs(path, {f"noise{i}": 0.05 * rng.standard_normal(16000 * length)
+                                for i, length in enumerate(seconds)})
 
 
 def rir_corpus(path: str) -> str:
@@ -92,6 +97,8 @@ def main(argv=None) -> None:
     shutil.rmtree(corpus, ignore_errors=True)
     megabytes = write_shards(speech_corpus(args.speech_mb), corpus, shards=8)
     corpora = {"noise": noise_corpus(os.path.join(workdir, "noise.tar")),
+               "long_noise": noise_corpus(os.path.join(workdir, "long_noise.tar"),
+                                          (400, 500, 600, 700)),
                "rirs": rir_corpus(os.path.join(workdir, "rirs.tar"))}
     print(f"speech: {megabytes:.0f} MB in 8 files, one core a run, median of {args.repeats}")
     output = os.path.join(workdir, "out")
@@ -113,7 +120,7 @@ def main(argv=None) -> None:
     original = median["plain"] / totals["plain"]
     missed = []
     for name, (total, augmented) in examples.items():
-        line = (f"{name:6s} {median[name]:7.1f} s  {peak_mib[name]:4.0f} MiB peak  {total:6d} "
+        line = (f"{name:10s} {median[name]:7.1f} s  {peak_mib[name]:4.0f} MiB peak  {total:6d} "
                 f"examples ({augmented} augmented)")
         if augmented:
             cost = (median[name] - median["plain"]) / augmented / original

@@ -187,14 +187,16 @@ def test_verify_checks_every_copy_against_the_manifest(augmented, tmp_path):
 @pytest.fixture(scope="module")
 def noise(tmp_path_factory):
     """noise.tar: 4 s of pink noise at 16 kHz and 1.5 s of brown noise at 22.05
-    kHz (shorter than most sentences: looped); empty.tar: a text member
-    only; garbage.tar: a .flac member that is not audio."""
+    kHz (shorter than most sentences: looped); long.flac: a minute of pink
+    noise; empty.tar: a text member only; garbage.tar: a .flac member that
+    is not audio."""
     root = tmp_path_factory.mktemp("noise")
     _shell("sox -R -n -r 16000 -b 16 -c 1 pink.flac synth 4 pinknoise vol 0.3 && "
            "sox -R -n -r 22050 -b 16 -c 1 brown.flac synth 1.5 brownnoise vol 0.3 && "
            "tar -cf noise.tar pink.flac brown.flac && "
            "printf 'no noise here' > readme.txt && tar -cf empty.tar readme.txt && "
            "head -c 3000 /dev/urandom > static.flac && tar -cf garbage.tar static.flac && "
+           "sox -R -n -r 16000 -b 16 -c 1 long.flac synth 60 pinknoise vol 0.3 && "
            # Room impulse responses: a direct path 5 ms in, then a decaying tail.
            "sox -R -n -r 16000 -b 16 -c 1 tail.wav synth 0.3 whitenoise fade q 0 0.3 0.3 "
            "vol 0.2 && "
@@ -501,3 +503,19 @@ def test_noise_on_a_long_recording_costs_no_memory_of_its_length(noise):
     # The looped noise's power over all twenty minutes is the drawn SNR's: 10 dB under 0.01.
     assert noise_energy / written == pytest.approx(0.001, rel=1e-4)
     assert peak < 4 << 20   # a few blocks, where the whole excerpt was 77 MB (231 in float64)
+
+
+def test_a_long_noise_recording_has_only_the_copys_excerpt_decoded(noise):
+    rate, length = 16000, 3 * 16000   # a 3 s copy under a minute of noise
+    options = dg.AugmentOptions(copies=1, noise=list_recordings(str(noise / "long.flac")),
+                                snr_db=(10, 10), seed=1)
+    copy = options.plan("s0", 1, Heard(peak=0.1, power=0.01, samples=length), rate)
+    whole, _ = soundfile.read(noise / "long.flac", dtype="float32")
+    # The excerpt's place: its drawn start, 0 to 1 of the room the recording
+    # leaves, which ends 2% short of its end.
+    room = len(whole) - length - len(whole) // 50
+    offset = round(copy.noise_start * room)
+    assert 0 < offset < room
+    excerpt = copy.mix.excerpt
+    assert len(excerpt.recording) <= length + 1   # the excerpt alone was decoded
+    np.testing.assert_array_equal(excerpt.at(0, length), whole[offset:offset + length])

@@ -41,10 +41,12 @@ segments and features all see the augmented audio.
 
 Noise and RIR recordings (transforms/sources/augment_corpus.py) are decoded
 where they are used, a recording at a time, and kept in a cache of at most
-`cache_mb` per process. Every example records what was done to it:
-`aug.copy` (0 for the original), `aug.kind` (none, or speed, reverb, gain
-and noise joined by +), `aug.speed`, `aug.gain_db`, `aug.peak_normalized`,
-with noise `aug.noise_key` and `aug.snr_db`, with RIRs `aug.rir_key`.
+`cache_mb` per process; a noise recording over four times as long as the
+copy has only the copy's excerpt decoded, and is not cached. Every example
+records what was done to it: `aug.copy` (0 for the original), `aug.kind`
+(none, or speed, reverb, gain and noise joined by +), `aug.speed`,
+`aug.gain_db`, `aug.peak_normalized`, with noise `aug.noise_key` and
+`aug.snr_db`, with RIRs `aug.rir_key`.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ import soxr
 from transforms.format.arguments import ArgumentError, ArgumentTypeError, check_names
 from transforms.format.spec import Feature
 from transforms.format.stable_hash import stable_hash64
-from transforms.media.audio import AudioOptions, decode_audio
+from transforms.media.audio import AudioOptions, decode_audio, stream_audio
 from transforms.media.decoded import INT16_FULL_SCALE, Audio, MediaError, full_scale_floats, staged
 from transforms.media.loudness import NOTHING_HEARD, Heard
 from transforms.media.recorded import RecordedAudio
@@ -87,6 +89,10 @@ _PEAK = 0.99
 _RESAMPLED_HEADROOM = 0.9
 # Samples a noise excerpt's power is summed over at a time, in float64.
 _CHUNK = 1 << 20
+# A noise recording longer than this many times its excerpt has only the
+# excerpt decoded: decoded whole, it would cost more than the copy each time
+# the cache had let it go (MUSAN's minutes-long music under 10 s utterances).
+_WHOLE_NOISE = 4
 
 
 class Recording(NamedTuple):
@@ -203,8 +209,8 @@ def mix_of(augmentation: Augmentation, heard: Heard, rate: int, cache_mb: int) -
     noise_scale, excerpt, noise_peak = 0.0, None, 0.0
     if augmentation.noise is not None:
         length = max(1, round(heard.samples * heard.speed / augmentation.speed))
-        excerpt = NoiseExcerpt.drawn(_recording_samples(augmentation.noise, rate, cache_mb),
-                                     augmentation.noise_start, length)
+        excerpt = _noise_excerpt(augmentation.noise, augmentation.noise_start, length, rate,
+                                 cache_mb)
         noise_power = excerpt.power()
         if noise_power > 0:
             noise_scale = math.sqrt(heard.power * gain ** 2
@@ -214,6 +220,32 @@ def mix_of(augmentation: Augmentation, heard: Heard, rate: int, cache_mb: int) -
     shrink = _PEAK / peak if peak > 1 else 1.0
     return Mix(gain * shrink, noise_scale * shrink, excerpt, peak > 1,
                _rir(augmentation, rate, cache_mb), heard.recorded)
+
+
+def _noise_excerpt(recording: Recording, start: float, length: int, rate: int,
+                   cache_mb: int) -> NoiseExcerpt:
+    """A copy's `length` samples of noise from `recording`, at `start` (0 to 1
+    of the room it leaves). A recording up to _WHOLE_NOISE times as long is
+    decoded whole, through the cache (NoiseExcerpt.drawn); of a longer one
+    only the excerpt is decoded, where it lies. The lengths alone decide
+    which, so a copy's noise is the same on every worker, whatever its
+    cache holds."""
+    size = round(recording.seconds * rate)
+    if size <= _WHOLE_NOISE * length:
+        return NoiseExcerpt.drawn(_recording_samples(recording, rate, cache_mb), start, length)
+    # The room left ends 2% short of the recording: an MP3's length is
+    # estimated from its header (up to 0.75% off), and the excerpt must be in it.
+    offset = round(start * (size - length - size // 50))
+    name = recording.where or recording.key
+    samples = staged("augment", name, _decoded_span, recording.audio, rate,
+                     (offset / rate, (offset + length) / rate), name)
+    return NoiseExcerpt(samples, 0, length)
+
+
+def _decoded_span(audio: Any, rate: int, span: tuple, name: str) -> np.ndarray:
+    """The part `span` (seconds) of a recording, decoded mono at `rate`."""
+    return np.concatenate([block.samples for block in stream_audio(
+        audio, AudioOptions(sample_rate=rate), name=name, span=span)])
 
 
 def _rir(augmentation: Augmentation, rate: int, cache_mb: int) -> np.ndarray | None:
