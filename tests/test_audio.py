@@ -18,7 +18,7 @@ import pytest
 import soundfile as sf
 
 from transforms.media.audio import AudioOptions, decode_audio, stream_audio
-from transforms.media.decoded import MediaError
+from transforms.media.decoded import MediaError, NoSamples
 
 RATE = 44100
 AMPLITUDE = 0.5
@@ -278,6 +278,16 @@ def test_a_flac_written_to_a_pipe_decodes_as_the_same_flac_written_to_a_file(tmp
                                                               span=(1.0, 1.5))])
              for data in (piped, whole)]
     np.testing.assert_array_equal(*spans)
+
+
+def test_a_span_shorter_than_half_a_sample_holds_none():
+    data = sf_bytes(tone(seconds=2.0))   # RATE samples a second
+    one = list(stream_audio(data, AudioOptions(sample_rate=None), name="x.flac",
+                            span=(1.0, 1.0 + 1 / RATE)))
+    assert [len(b.samples) for b in one] == [1]
+    with pytest.raises(NoSamples, match="no audio samples in 'x.flac'"):   # not "truncated"
+        list(stream_audio(data, AudioOptions(sample_rate=None), name="x.flac",
+                          span=(1.0, 1.0 + 0.4 / RATE)))
 
 
 # -- streaming -----------------------------------------------------------------------

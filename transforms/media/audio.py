@@ -248,6 +248,8 @@ def _span_blocks(source: "_Source", size: int, first: int, last: int,
     """Source frames [first, last) in blocks of about `size`; MediaError when
     the member ends before `last` (more than SPAN_SLACK_S before)."""
     remaining = last - first
+    if remaining <= 0:   # shorter than half a source sample: none to read
+        return
     # A short span is one read of its own length, not a block's.
     for block in source.blocks(min(size, remaining), first):
         if len(block) >= remaining:

@@ -226,12 +226,13 @@ def _noise_excerpt(recording: Recording, start: float, length: int, rate: int,
                    cache_mb: int) -> NoiseExcerpt:
     """A copy's `length` samples of noise from `recording`, at `start` (0 to 1
     of the room it leaves). A recording up to _WHOLE_NOISE times as long is
-    decoded whole, through the cache (NoiseExcerpt.drawn); of a longer one
-    only the excerpt is decoded, where it lies. The lengths alone decide
+    decoded whole, through the cache (NoiseExcerpt.drawn), as it is under a
+    copy too short to seek for (0.1 s); of a longer one only the excerpt is
+    decoded, where it lies. The lengths alone decide
     which, so a copy's noise is the same on every worker, whatever its
     cache holds."""
     size = round(recording.seconds * rate)
-    if size <= _WHOLE_NOISE * length:
+    if size <= _WHOLE_NOISE * length or length < rate // 10:
         return NoiseExcerpt.drawn(_recording_samples(recording, rate, cache_mb), start, length)
     # The room left ends 2% short of the recording: an MP3's length is
     # estimated from its header (up to 0.75% off), and the excerpt must be in it.
