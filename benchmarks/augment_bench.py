@@ -13,9 +13,9 @@ memory of its whole process tree:
   noise   the same and one copy of every sample with noise at 0-15 dB SNR,
           from a corpus of four 30 s recordings (a tar of FLACs made here),
           each decoded whole once and cached;
-  noise_long  the same from four recordings of 400 to 700 s (MUSAN's
-          music is minutes long), over four times a sample's 95 s: only
-          each copy's excerpt is decoded;
+  noise_long  the same from a corpus too big to stay decoded (over 256 MiB:
+          twelve recordings of 400 to 700 s; MUSAN is 9.7 GB), each over
+          four times a sample's 95 s: only each copy's excerpt is decoded;
   reverb  the same and one copy of every sample reverberated, by one of four
           synthetic RIRs of 0.3 to 0.8 s (exponentially decaying noise).
 
@@ -98,7 +98,7 @@ def main(argv=None) -> None:
     megabytes = write_shards(speech_corpus(args.speech_mb), corpus, shards=8)
     corpora = {"noise": noise_corpus(os.path.join(workdir, "noise.tar")),
                "long_noise": noise_corpus(os.path.join(workdir, "long_noise.tar"),
-                                          (400, 500, 600, 700)),
+                                          (400, 500, 600, 700) * 3),
                "rirs": rir_corpus(os.path.join(workdir, "rirs.tar"))}
     print(f"speech: {megabytes:.0f} MB in 8 files, one core a run, median of {args.repeats}")
     output = os.path.join(workdir, "out")

@@ -23,6 +23,7 @@ import soundfile
 
 import transforms as dg
 from pipelines import inspect, tar_to_tfrecord
+from transforms.media import augment
 from transforms.media.augment import NoiseExcerpt, Recording, augment_blocks
 from transforms.media.decoded import Audio
 from transforms.media.loudness import Heard, active_power
@@ -505,12 +506,17 @@ def test_noise_on_a_long_recording_costs_no_memory_of_its_length(noise):
     assert peak < 4 << 20   # a few blocks, where the whole excerpt was 77 MB (231 in float64)
 
 
-def test_a_long_noise_recording_has_only_the_copys_excerpt_decoded(noise):
+def test_a_long_noise_recording_of_a_big_corpus_has_only_the_copys_excerpt_decoded(
+        noise, monkeypatch):
     rate, length = 16000, 3 * 16000   # a 3 s copy under a minute of noise
     options = dg.AugmentOptions(copies=1, noise=list_recordings(str(noise / "long.flac")),
                                 snr_db=(10, 10), seed=1)
-    copy = options.plan("s0", 1, Heard(peak=0.1, power=0.01, samples=length), rate)
+    heard = Heard(peak=0.1, power=0.01, samples=length)
     whole, _ = soundfile.read(noise / "long.flac", dtype="float32")
+    # A small corpus stays decoded: the recording whole, in the cache.
+    assert len(options.plan("s0", 1, heard, rate).mix.excerpt.recording) == len(whole)
+    monkeypatch.setattr(augment, "_SMALL_NOISE_CORPUS", 0)   # as big as MUSAN (9.7 GB decoded)
+    copy = options.plan("s0", 1, heard, rate)
     # The excerpt's place: its drawn start, 0 to 1 of the room the recording
     # leaves, which ends 2% short of its end.
     room = len(whole) - length - len(whole) // 50

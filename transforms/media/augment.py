@@ -41,8 +41,9 @@ segments and features all see the augmented audio.
 
 Noise and RIR recordings (transforms/sources/augment_corpus.py) are decoded
 where they are used, a recording at a time, and kept in a cache of at most
-`cache_mb` per process; a noise recording over four times as long as the
-copy has only the copy's excerpt decoded, and is not cached. Every example
+`cache_mb` per process. In a noise corpus of over 256 MiB decoded, a
+recording over four times as long as the copy has only the copy's excerpt
+decoded, and is not cached. Every example
 records what was done to it: `aug.copy` (0 for the original), `aug.kind`
 (none, or speed, reverb, gain and noise joined by +), `aug.speed`,
 `aug.gain_db`, `aug.peak_normalized`, with noise `aug.noise_key` and
@@ -53,6 +54,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
@@ -89,10 +91,16 @@ _PEAK = 0.99
 _RESAMPLED_HEADROOM = 0.9
 # Samples a noise excerpt's power is summed over at a time, in float64.
 _CHUNK = 1 << 20
-# A noise recording longer than this many times its excerpt has only the
-# excerpt decoded: decoded whole, it would cost more than the copy each time
-# the cache had let it go (MUSAN's minutes-long music under 10 s utterances).
+# In a noise corpus too big to stay decoded, a recording longer than this many
+# times its excerpt has only the excerpt decoded: decoded whole, it would
+# cost more than the copy each time the cache had let it go (MUSAN's
+# minutes-long music under 8 s utterances).
 _WHOLE_NOISE = 4
+# A noise corpus of at most this much decoded audio (float32 at the cut's
+# rate) is decoded a recording at a time, whole, and kept: each recording
+# costs one decode a worker. A constant, not --augment_cache_mb, so that a
+# worker's memory never changes the dataset.
+_SMALL_NOISE_CORPUS = 256 << 20
 
 
 class Recording(NamedTuple):
@@ -202,7 +210,8 @@ class Augmentation:
 ORIGINAL = Augmentation(0)
 
 
-def mix_of(augmentation: Augmentation, heard: Heard, rate: int, cache_mb: int) -> Mix:
+def mix_of(augmentation: Augmentation, heard: Heard, rate: int,
+           options: AugmentOptions) -> Mix:
     """How a copy's audio is made at `rate`, from what was `heard` of its
     speech: the original's, or a reverberated copy's (module docstring)."""
     gain = 10 ** (augmentation.gain_db / 20)
@@ -210,7 +219,7 @@ def mix_of(augmentation: Augmentation, heard: Heard, rate: int, cache_mb: int) -
     if augmentation.noise is not None:
         length = max(1, round(heard.samples * heard.speed / augmentation.speed))
         excerpt = _noise_excerpt(augmentation.noise, augmentation.noise_start, length, rate,
-                                 cache_mb)
+                                 options)
         noise_power = excerpt.power()
         if noise_power > 0:
             noise_scale = math.sqrt(heard.power * gain ** 2
@@ -219,21 +228,23 @@ def mix_of(augmentation: Augmentation, heard: Heard, rate: int, cache_mb: int) -
     peak = heard.peak * gain + noise_peak * noise_scale
     shrink = _PEAK / peak if peak > 1 else 1.0
     return Mix(gain * shrink, noise_scale * shrink, excerpt, peak > 1,
-               _rir(augmentation, rate, cache_mb), heard.recorded)
+               _rir(augmentation, rate, options.cache_mb), heard.recorded)
 
 
 def _noise_excerpt(recording: Recording, start: float, length: int, rate: int,
-                   cache_mb: int) -> NoiseExcerpt:
+                   options: AugmentOptions) -> NoiseExcerpt:
     """A copy's `length` samples of noise from `recording`, at `start` (0 to 1
-    of the room it leaves). A recording up to _WHOLE_NOISE times as long is
-    decoded whole, through the cache (NoiseExcerpt.drawn), as it is under a
-    copy too short to seek for (0.1 s); of a longer one only the excerpt is
-    decoded, where it lies. The lengths alone decide
-    which, so a copy's noise is the same on every worker, whatever its
-    cache holds."""
+    of the room it leaves). The recordings of a small corpus
+    (_SMALL_NOISE_CORPUS), one up to _WHOLE_NOISE times as long as the copy,
+    and any under a copy too short to seek for (0.1 s) are decoded whole,
+    through the cache (NoiseExcerpt.drawn); of the others only the excerpt
+    is decoded, where it lies. The corpus and the lengths alone decide which,
+    so a copy's noise is the same on every worker, whatever its cache holds."""
     size = round(recording.seconds * rate)
-    if size <= _WHOLE_NOISE * length or length < rate // 10:
-        return NoiseExcerpt.drawn(_recording_samples(recording, rate, cache_mb), start, length)
+    if (options.noise_seconds * rate * 4 <= _SMALL_NOISE_CORPUS
+            or size <= _WHOLE_NOISE * length or length < rate // 10):
+        return NoiseExcerpt.drawn(_recording_samples(recording, rate, options.cache_mb), start,
+                                  length)
     # The room left ends 2% short of the recording: an MP3's length is
     # estimated from its header (up to 0.75% off), and the excerpt must be in it.
     offset = round(start * (size - length - size // 50))
@@ -391,6 +402,11 @@ class AugmentOptions:
     def __bool__(self) -> bool:
         return self.copies > 0
 
+    @functools.cached_property
+    def noise_seconds(self) -> float:
+        """How long the noise corpus is, in all."""
+        return sum(r.seconds for r in self.noise)
+
     @property
     def features(self) -> tuple:
         """The aug.* features every example gets."""
@@ -438,11 +454,10 @@ class AugmentOptions:
                 raise ValueError(f"copy {copy} of {key} must be heard before it is made: "
                                  "plan it with `hear`")
             dry = Augmentation(copy, speed, rir=augmentation.rir)
-            heard = hear(dataclasses.replace(dry, mix=mix_of(dry, NOTHING_HEARD, rate,
-                                                             self.cache_mb)))
+            heard = hear(dataclasses.replace(dry, mix=mix_of(dry, NOTHING_HEARD, rate, self)))
         try:
             return dataclasses.replace(augmentation,
-                                       mix=mix_of(augmentation, heard, rate, self.cache_mb))
+                                       mix=mix_of(augmentation, heard, rate, self))
         except BaseException:
             if heard.recorded is not None:
                 heard.recorded.close()
