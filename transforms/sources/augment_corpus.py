@@ -30,11 +30,14 @@ import posixpath
 import tarfile
 from typing import Iterator, Sequence
 
+from apache_beam.io.filesystem import FileMetadata
+from apache_beam.io.filesystems import FileSystems
+
 from transforms.media.audio import probe_audio
 from transforms.media.augment import Recording
 from transforms.media.decoded import MediaError
 from transforms.sources.compression import codec_of_name
-from transforms.sources.file_match import as_patterns, file_version, match_files, matched_files
+from transforms.sources.file_match import as_patterns, file_version, matched_files
 from transforms.sources.input_files import open_input
 from transforms.sources.kaldi_dir import recording_path
 from transforms.sources.listing_rows import (
@@ -44,7 +47,7 @@ from transforms.sources.listing_rows import (
     parse_row,
     resolve,
 )
-from transforms.sources.stored import StoredMember, stored_or_read
+from transforms.sources.stored import StoredMember
 
 __all__ = ["AUDIO_EXTENSIONS", "PATH_COLUMNS", "files_shared", "list_recordings"]
 
@@ -61,12 +64,18 @@ def _stem(path: str) -> str:
     return posixpath.basename(path).split(".", 1)[0]
 
 
-def _tar_members(path: str) -> Iterator[tuple]:
+def _tar_members(matched: FileMetadata) -> Iterator[Recording]:
+    path, version = matched.path, file_version(matched)
     with open_input(path) as f, tarfile.open(fileobj=f, mode="r:") as tar:
         members = [m for m in tar if m.isfile() and _extension(m.name) in AUDIO_EXTENSIONS]
     for member in members:
-        yield (_stem(member.name), StoredMember(path, member.offset_data, member.size),
-               f"{path}:{member.name}")
+        yield Recording(_stem(member.name), StoredMember(path, member.offset_data, member.size),
+                        0.0, f"{path}:{member.name}", version)
+
+
+def _audio_file(matched: FileMetadata, key: str) -> Recording:
+    return Recording(key, StoredMember(matched.path, 0, matched.size_in_bytes), 0.0,
+                     matched.path, file_version(matched))
 
 
 def _listing_format(path: str) -> str | None:
@@ -76,7 +85,7 @@ def _listing_format(path: str) -> str | None:
         return None
 
 
-def _listed_files(path: str, corpus: str) -> Iterator[tuple]:
+def _listed_files(path: str, corpus: str) -> Iterator[Recording]:
     fmt = _listing_format(path)
     if fmt not in ("csv", "tsv", "jsonl", "kaldi"):
         raise ValueError(f"{corpus} corpus {path}: neither a tar file, an audio file "
@@ -88,10 +97,13 @@ def _listed_files(path: str, corpus: str) -> Iterator[tuple]:
     try:
         for key, written in named:
             file = resolve(path, written)
-            yield key, stored_or_read(file, 0), file
+            found = FileSystems.match([file])[0].metadata_list
+            if not found:
+                raise ValueError(f"{file} cannot be read (no such file)")
+            yield _audio_file(found[0], key)
     except OSError as e:
         raise ValueError(f"{corpus} corpus {path}: {file} cannot be read ({e})") from None
-    except ValueError as e:   # a line that is not a row
+    except ValueError as e:   # a line that is not a row, a file that is not there
         raise ValueError(f"{corpus} corpus {path}: {e}") from None
 
 
@@ -115,23 +127,18 @@ def _column_paths(lines: list, fmt: str) -> Iterator[tuple]:
         yield _stem(written), written
 
 
-def _recordings(path: str, corpus: str) -> Iterator[tuple]:
-    """(key, stored audio, where) of each recording a matched file holds."""
+def _recordings(matched: FileMetadata, corpus: str) -> Iterator[Recording]:
+    """Each recording a matched file holds, with the version of the file
+    holding it; its length is still to be probed."""
+    path = matched.path
     if codec_of_name(path) is not None:
         raise ValueError(f"{corpus} corpus {path}: compressed, so its recordings cannot be "
                          "read where they lie; give it uncompressed")
     if _extension(path) == "tar":
-        return _tar_members(path)
+        return _tar_members(matched)
     if _extension(path) in AUDIO_EXTENSIONS:
-        return iter([(_stem(path), stored_or_read(path, 0), path)])
+        return iter([_audio_file(matched, _stem(path))])
     return _listed_files(path, corpus)
-
-
-def _versioned(recordings: list) -> tuple:
-    """`recordings`, each with the version of the file holding it."""
-    files = sorted({r.audio.url for r in recordings})
-    versions = {file: file_version(matched_files(file)[0]) for file in files}
-    return tuple(r._replace(version=versions[r.audio.url]) for r in recordings)
 
 
 def list_recordings(patterns: str | Sequence[str], corpus: str = "noise") -> tuple:
@@ -140,17 +147,17 @@ def list_recordings(patterns: str | Sequence[str], corpus: str = "noise") -> tup
     cannot be one (module docstring). `corpus` names it in messages."""
     patterns = as_patterns(patterns)
     recordings = []
-    for path in match_files(patterns):
-        for key, stored, where in _recordings(path, corpus):
+    for matched in matched_files(patterns):
+        for recording in _recordings(matched, corpus):
             try:
-                frames, rate = probe_audio(stored, name=where)
+                frames, rate = probe_audio(recording.audio, name=recording.where)
             except MediaError as e:
-                raise ValueError(f"{corpus} corpus {where}: not audio ({e})") from None
-            recordings.append(Recording(key, stored, frames / rate, where))
+                raise ValueError(f"{corpus} corpus {recording.where}: not audio ({e})") from None
+            recordings.append(recording._replace(seconds=frames / rate))
     if not recordings:
         raise ValueError(f"{corpus} corpus {', '.join(patterns)}: no recording (tar members "
                          f"or files ending {', '.join(sorted(AUDIO_EXTENSIONS))})")
-    return _versioned(recordings)
+    return tuple(recordings)
 
 
 def files_shared(recordings: Sequence[Recording], input_files: Sequence[str]) -> list:
