@@ -359,6 +359,8 @@ class AugmentOptions:
         if not isinstance(self.cache_mb, int) or self.cache_mb < 1:
             raise ArgumentError("augment.cache_mb", f"must be an int >= 1, got "
                                 f"{self.cache_mb!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ArgumentTypeError("augment.seed", f"must be an int, got {self.seed!r}")
         if not isinstance(self.copies, int) or self.copies < 0:
             raise ArgumentError("augment.copies", f"must be an int >= 0, got {self.copies!r}")
         bad = [f for f in self.speeds if not (math.isfinite(f) and f > 0)]
