@@ -53,7 +53,8 @@ from transforms.runner import progress
 from transforms.runner.beam_internals import BeamArgumentParser, declare_flags
 
 __all__ = ["EXIT_BUG", "EXIT_DATA", "EXIT_FLAGS", "EXIT_INFRASTRUCTURE", "FlagError",
-           "checked_flags", "command_parser", "job_parser", "main", "native_stderr_silenced"]
+           "checked_flags", "command_parser", "in_job_terms", "job_parser", "main",
+           "native_stderr_silenced"]
 
 EXIT_BUG, EXIT_FLAGS, EXIT_DATA, EXIT_INFRASTRUCTURE = 1, 2, 3, 4
 # A local run prints a progress line this often (transforms/runner/progress.py).
@@ -242,6 +243,13 @@ def in_flag_terms(flags: Sequence[Flag]) -> Iterator[None]:
         yield
     except ArgumentError as e:
         raise FlagError(e.said(flag_names(flags))) from e
+
+
+def in_job_terms(job: str):
+    """`in_flag_terms` of every flag `job` (e.g. 'tar_to_tfrecord') takes: a
+    reader's ArgumentError, made before the shared flags are read, names the
+    job's flag (--input for a reader's `file_pattern`)."""
+    return in_flag_terms(TEMPLATES[job].flags)
 
 
 def _one_line(error: BaseException) -> str:

@@ -50,8 +50,8 @@ from transforms.tft.preprocessing import Preprocessing
 from transforms.writer import launch
 from transforms.writer.write import DatasetConfig, WriteDataset
 
-__all__ = ["cut_options", "dataset_config", "feature_spec", "named_fields", "run_dataset_job",
-           "run_rows_job", "segment_options", "target_shard_bytes"]
+__all__ = ["cut_options", "dataset_config", "feature_spec", "media_roots", "named_fields",
+           "run_dataset_job", "run_rows_job", "segment_options", "target_shard_bytes"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -130,10 +130,12 @@ def cut_options(options: PipelineOptions) -> CutOptions:
             gain_db=_number_list(opts.gain_db, "--gain_db"),
             seed=opts.augment_seed,
             splits=comma_list(opts.augment_splits),
-            noise=list_recordings(comma_list(opts.noise_input)) if opts.noise_input else (),
+            noise=(list_recordings(comma_list(opts.noise_input), "noise", media_roots(options),
+                                   "noise_input") if opts.noise_input else ()),
             snr_db=_number_list(opts.snr_db, "--snr_db"),
             cache_mb=opts.augment_cache_mb,
-            rirs=list_recordings(comma_list(opts.rir_input), "RIR") if opts.rir_input else (),
+            rirs=(list_recordings(comma_list(opts.rir_input), "RIR", media_roots(options),
+                                  "rir_input") if opts.rir_input else ()),
             rir_max_s=opts.rir_max_s,
             speed_as_new_speaker=opts.speed_perturb_as_new_speaker,
         ),
@@ -146,6 +148,12 @@ def cut_options(options: PipelineOptions) -> CutOptions:
             keep_waveform=opts.keep_waveform,
         ),
     )
+
+
+def media_roots(options: PipelineOptions) -> list:
+    """--media_root's folders: each given, each a comma-separated list."""
+    return [root for given in options.view_as(DatasetOptions).media_root or ()
+            for root in comma_list(given)]
 
 
 def segment_options(options: PipelineOptions) -> SegmentOptions:
@@ -301,13 +309,14 @@ def feature_spec(options: PipelineOptions, samples: Iterable, cut: CutOptions) -
 
 def run_rows_job(job: str, argv, read_rows, what: str) -> dict | None:
     """A dataset job over rows that name or hold media (listings, Parquet):
-    `read_rows(patterns, media_columns, key_column, target_bytes)` reads
-    --input, which holds `what`; the flags' fields are checked against its
-    columns before any work."""
+    `read_rows(patterns, media_columns, key_column, target_bytes, media_root)`
+    reads --input, which holds `what`; the flags' fields are checked against
+    its columns before any work."""
     options = PipelineOptions(cli.checked_flags(job, argv))
     columns = options.view_as(ListingOptions)
-    read = read_rows(input_patterns(options, what), columns.media_columns, columns.key_column,
-                     target_shard_bytes(options))
+    with cli.in_job_terms(job):
+        read = read_rows(input_patterns(options, what), columns.media_columns,
+                         columns.key_column, target_shard_bytes(options), media_roots(options))
     config = dataset_config(options, read)
     read.check_fields(named_fields(config))
     return run_dataset_job(options, config, read.source)

@@ -27,6 +27,11 @@ class DatasetOptions(FlagTable, PipelineOptions):
              label="Output directory",
              help="Output directory (local or gs://): split folders, manifest.json, TFDS's "
                   "dataset_info.json, schema.pbtxt and failures/ go here. Required."),
+        Flag("media_root", "input", repeated=True, example="/data/librispeech",
+             help="A folder (local or gs://) that the media paths of a listing, Parquet file, "
+                  "Kaldi wav.scp or noise/RIR listing may lead into, besides that file's own "
+                  "folder; repeat it or comma separate several. A path anywhere else is a dead "
+                  "letter, and a first row already outside stops the job before any work."),
         Flag("features", "features", default="auto", recorded=True,
              help="Feature spec, comma separated [name=]source:dtype[shape], e.g. "
                   "'flac:bytes,cls:int64,speaker=json.speaker:bytes,emb:float[128]'; 'auto' infers "

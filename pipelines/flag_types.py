@@ -21,7 +21,9 @@ record may give:
 - `label`: the template form's label, when the flag's name in words is not one;
 - `recorded`: True for a flag the manifest records, "cut" for one it records
   when there is a --cut;
-- `switch`: a flag that is off by default (below).
+- `switch`: a flag that is off by default (below);
+- `repeated`: a flag that may be given more than once, each value also a
+  comma-separated list (a template gives it once): its values are a list.
 
 Types, so that a flex template can set every flag:
 
@@ -102,6 +104,7 @@ class Flag:
     regex: str | None = None
     label: str | None = None
     recorded: bool | str = False
+    repeated: bool = False
     # The Python parameters it sets, where named otherwise (an ArgumentError names them).
     parameters: tuple = ()
 
@@ -124,6 +127,8 @@ class Flag:
         its group there: `flag_group`)."""
         kinds = _SWITCH if self.switch else {"type": self.type, "default": self.default,
                                              "choices": self.choices}
+        if self.repeated:
+            kinds = {**kinds, "action": "append"}
         flag_group(parser, self.group).add_argument(
             self.option, help=self.help_text(),
             **{k: v for k, v in kinds.items() if v is not None})

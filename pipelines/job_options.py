@@ -34,6 +34,7 @@ class InputOptions(FlagTable, PipelineOptions):
     FLAGS = (
         Flag("input", "input", example="gs://my-bucket/raw/train-*.tar",
              regex="^gs://[^,]+(,gs://[^,]+)*$", label="Input files",
+             parameters=("file_pattern",),
              help="Tar shards (CSV/JSONL manifests for manifest_to_tfrecord, Parquet files for "
                   "parquet_to_tfrecord): a file pattern (local or gs://), or several comma "
                   "separated, e.g. 'data/train-*.tar.gz'. Required."),

@@ -143,11 +143,12 @@ def run(argv=None) -> PipelineResult:
     options = PipelineOptions(cli.checked_flags("tar_to_bigtable", argv))
     load = options.view_as(BigtableLoadOptions)
     max_failure_fraction = options.view_as(DatasetOptions).max_failure_fraction
-    read = dg.ReadTarSamples(input_patterns(options, "a tar file pattern"))
-    table = bigtable_table(options)
-    if not 0 <= max_failure_fraction <= 1:
-        raise ValueError("--max_failure_fraction must be between 0 and 1")
-    read.describe()  # a pattern that matches nothing fails now
+    with cli.in_job_terms("tar_to_bigtable"):
+        read = dg.ReadTarSamples(input_patterns(options, "a tar file pattern"))
+        table = bigtable_table(options)
+        if not 0 <= max_failure_fraction <= 1:
+            raise ValueError("--max_failure_fraction must be between 0 and 1")
+        read.describe()  # a pattern that matches nothing fails now
     if load.failures_output:
         check_writable(FileSystems.split(load.failures_output)[0], "--failures_output")
     write = WriteSamplesToBigtable(table, family=load.family)

@@ -37,8 +37,9 @@ __all__ = ["run"]
 def run(argv=None) -> dict | None:
     """Builds and runs the job; returns the manifest once it has finished."""
     options = PipelineOptions(cli.checked_flags("tar_to_tfrecord", argv))
-    read = dg.ReadTarSamples(input_patterns(options, "a tar file pattern"),
-                             target_shard_bytes(options))
+    with cli.in_job_terms("tar_to_tfrecord"):
+        read = dg.ReadTarSamples(input_patterns(options, "a tar file pattern"),
+                                 target_shard_bytes(options))
     config = dataset_config(options, read)
     return run_dataset_job(options, config, read.source)
 

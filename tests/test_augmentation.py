@@ -276,6 +276,9 @@ def test_a_resume_after_the_noise_corpus_changed_is_refused_naming_it(corpus, no
     (["--noise_input", "{noise}/piped/wav.scp"],
      "noise corpus .*piped/wav.scp: wav.scp entry of recording 'hum' is a command"),
     ([], "--snr_db and --noise_input go together"),
+    (["--noise_input", "{noise}/noise-*.tar"], "^--noise_input '.*noise-\\*.tar' matches no file$"),
+    (["--noise_input", "{noise}/noise.tar", "--rir_input", "{noise}/room-*.tar"],
+     "^--rir_input '.*room-\\*.tar' matches no file$"),
 ])
 def test_bad_noise_corpora_are_refused_before_any_work(corpus, noise, tmp_path, flags, message):
     flags = [flag.format(noise=noise) for flag in flags]
@@ -381,6 +384,30 @@ def test_noise_on_reverberated_speech_is_at_the_snr_of_the_reverberated_speech(
                 float(example["aug.snr_db"]), abs=0.01)
             measured += 1
     assert measured >= 4
+
+
+def test_silent_speech_has_no_snr_so_its_copies_get_no_noise(corpus, noise, tmp_path):
+    """A silent sample (sox's `synth ... vol 0`, undithered) beside speech:
+    its copies are written without noise and say so (no noise key, no SNR,
+    kind gain), and the accounting counts them; they carried a drawn SNR
+    over pure noise before."""
+    _shell(f"sox -D -n -r 16000 -b 16 -c 1 quiet.flac synth 1.5 sine 300 vol 0 && "
+           f"cp {corpus}/s0.flac s0.flac && tar -cf mixed.tar quiet.flac s0.flac", tmp_path)
+    info = tar_to_tfrecord.run(["--input", f"{tmp_path}/mixed.tar", "--output",
+                                str(tmp_path / "ds"), *NOISE_FLAGS, "--gain_db", "-3,3",
+                                "--noise_input", f"{noise}/noise.tar"])
+    examples = {(e["source_key"].numpy().decode(), int(e["aug.copy"])): e
+                for e in dg.load(tmp_path / "ds", "train", batch_size=None)}
+    for copy in (1, 2):
+        quiet, spoken = examples[("quiet", copy)], examples[("s0", copy)]
+        assert (quiet["aug.kind"].numpy(), quiet["aug.noise_key"].numpy(),
+                float(quiet["aug.snr_db"])) == (b"gain", b"", 0.0)
+        assert not np.any(quiet["audio"].numpy())
+        assert spoken["aug.kind"].numpy() == b"gain+noise" and spoken["aug.noise_key"].numpy()
+    augmentation = info["accounting"]["augmentation"]
+    assert augmentation["silent"] == {"train": 2}
+    assert sum(augmentation["snr_db"]["train"].values()) == 2
+    assert dg.verify_dataset(tmp_path / "ds").ok
 
 
 def test_an_unreadable_noise_recording_is_a_dead_letter_naming_it(corpus, noise, tmp_path):

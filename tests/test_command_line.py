@@ -92,8 +92,12 @@ def test_beams_own_flags_pass_and_the_job_runs(corpus, tmp_path):
     assert done.stderr == ""  # a clean run shows the job's own lines and nothing else
 
 
-def test_too_many_dead_letters_is_one_line_naming_them(corpus, tmp_path):
-    done = _tar_job(corpus, tmp_path / "out", "--max_failure_fraction", "0")
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_too_many_dead_letters_is_one_line_naming_them(corpus, tmp_path, workers):
+    """With worker processes too: their failure reached the launcher as the
+    runner's error, exit 1 (a bug) after Beam's traceback, ~100 lines."""
+    done = _tar_job(corpus, tmp_path / "out", "--max_failure_fraction", "0",
+                    "--direct_num_workers", workers)
     assert done.returncode == EXIT_DATA
     [line] = _lines(done.stderr)
     assert line.startswith("failed: 1 of 40 inputs failed (2.50% > --max_failure_fraction "

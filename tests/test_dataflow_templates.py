@@ -106,7 +106,7 @@ def test_the_pipeline_parses_every_parameter_as_a_launch_passes_it(name):
     for n, a in flags.items():
         value = template_metadata.example(a) or "x"
         parse = boolean if a.switch else a.type or str
-        assert options[n] == parse(value), n
+        assert options[n] == ([parse(value)] if a.repeated else parse(value)), n
     switches = [n for n, a in flags.items() if a.switch]
     for n in switches:
         assert PipelineOptions([f"--{n}=false"]).get_all_options()[n] is False

@@ -16,6 +16,7 @@ import sys
 import numpy as np
 import pytest
 
+import transforms as dg
 from pipelines import (
     bigtable_to_tfrecord,
     inspect,
@@ -85,6 +86,7 @@ def test_every_planted_copy_is_found_and_nothing_else(corpus, tmp_path):
                                          (["k02", "wav02"], ["content"])]
     found = info["duplicates"]
     assert found["groups"] == 2 and found["kinds"] == ["bytes", "content"]
+    assert found["features"] == ["audio"]
     assert found["file"] == "duplicates.jsonl"
     # Each group is across splits or within one, as the keys' splits fell.
     splits = {ex["source_key"].numpy().decode(): split
@@ -95,6 +97,31 @@ def test_every_planted_copy_is_found_and_nothing_else(corpus, tmp_path):
     assert sum(found["within_split"].values()) == 2 - across
     warned = [w for w in info["warnings"] if "more than one split" in w]
     assert len(warned) == (1 if across else 0)
+
+
+def test_media_written_whole_are_fingerprinted_with_no_cut_on_every_way_in(corpus, tmp_path):
+    """k01.flac copied as copy01.flac into b.tar, written whole as `flac:bytes`
+    with no cut and no --audio_fields: found by the job and by the Python API
+    (it was not: no fingerprint was taken). wav02, with no .flac, is a dead
+    letter. A spec of text only says it fingerprinted no feature."""
+    flags = ["--features", "flac:bytes,label=cls:int64", "--splits", "train=0.5,test=0.5",
+             "--allow_empty_splits", "--max_failure_fraction", "0.1"]
+    cli = tar_to_tfrecord.run(["--input", f"{corpus}/*.tar", "--output", str(tmp_path / "cli"),
+                               *flags])
+    with dg.make_pipeline() as p:
+        _ = (p | dg.ReadTarSamples(f"{corpus}/*.tar")
+               | dg.WriteDataset(str(tmp_path / "api"), features="flac:bytes,label=cls:int64",
+                                 splits="train=0.5,test=0.5", allow_empty_splits=True,
+                                 max_failure_fraction=0.1))
+    api = dg.load_info(tmp_path / "api").document
+    for info, output in ((cli, tmp_path / "cli"), (api, tmp_path / "api")):
+        assert _groups(output) == [(["copy01", "k01"], ["feature:flac"])]
+        assert (info["duplicates"]["kinds"], info["duplicates"]["features"]) == (
+            ["feature"], ["flac"])
+    text = tar_to_tfrecord.run(["--input", f"{corpus}/*.tar", "--output",
+                                str(tmp_path / "text"), "--features",
+                                "label=cls:int64,split:string", "--splits", "train=1"])
+    assert (text["duplicates"]["kinds"], text["duplicates"]["features"]) == ([], [])
 
 
 def test_a_clean_corpus_has_none(corpus, tmp_path):
@@ -216,6 +243,7 @@ def test_a_listing_naming_one_file_twice(corpus, tmp_path):
          f"again,{files}/k05.flac,1\\nother,{files}/k06.flac,1\\n' > list.csv", cwd=tmp_path)
     info = manifest_to_tfrecord.run([
         "--input", f"{tmp_path}/list.csv", "--output", str(tmp_path / "out"),
+        "--media_root", str(files),
         "--media_columns", "audio", "--key_column", "id", "--cut", "audio_windows",
         "--audio_fields", "audio", "--features", "label:int64", "--allow_empty_splits"])
     assert info["duplicates"]["groups"] == 1

@@ -11,10 +11,13 @@ their gs:// urls), and the reader reads it back from gs://.
 import json
 import os
 import shutil
+import time
 
+import apache_beam as beam
 import pytest
 import tensorflow as tf
 
+import transforms as dg
 from pipelines import tar_to_tfrecord
 from transforms.format import manifest, reader, tfds_metadata
 from transforms.format.tf_paths import tf_readable
@@ -149,6 +152,24 @@ def test_resume_converts_again_an_object_rewritten_since(corpus, gcs_emulator, c
     tar_to_tfrecord.run([*args, "--resume"])
     assert ("resume: 2 work units reused, 1 converted (1 whose input files changed since "
             "they were read)") in capsys.readouterr().out
+
+
+def test_an_output_in_no_bucket_is_refused_before_any_work_on_every_way_in(corpus, gcs_emulator,
+                                                                          tmp_path):
+    """gs://nope/x: the job, a Source's and a PCollection's WriteDataset each
+    refuse it in one line naming it, at once (a Source's retried for minutes
+    before, and named no output)."""
+    nowhere = "gs://datagen-no-such-bucket/x"
+    started = time.monotonic()
+    with pytest.raises(ValueError, match=f"^--output '{nowhere}' is not writable: "):
+        tar_to_tfrecord.run(["--input", f"{corpus}/*.tar", "--output", nowhere, *FLAGS])
+    read = dg.ReadTarSamples(f"{corpus}/*.tar")
+    for make in (lambda p: p | dg.WriteDataset(nowhere, read.source, features="cls:int64"),
+                 lambda p: (p | beam.Create([{"cls": 1}])
+                            | dg.WriteDataset(nowhere, features="cls:int64"))):
+        with pytest.raises(ValueError, match=f"^output '{nowhere}' is not writable: "):
+            make(dg.make_pipeline())
+    assert time.monotonic() - started < 20
 
 
 def test_missing_dataset_on_gs_is_a_clear_error(gcs_emulator):

@@ -24,6 +24,7 @@ import time
 
 import numpy as np
 import pytest
+import soundfile
 
 from benchmarks.process_tree import measure
 from pipelines import manifest_to_tfrecord, tar_to_tfrecord
@@ -38,6 +39,14 @@ def _payload(key: str) -> bytes:
     """Random bytes: deflate stores them as they are, so a flipped byte inflates
     to a changed payload without any error - only a checksum can tell."""
     return random.Random(key.encode("utf-8", "surrogateescape")).randbytes(3000)
+
+
+def _media_payload(key: str) -> bytes:
+    """A payload a listing's media column may name (its file must be media): a
+    WAV, written by libsndfile, of the random bytes as 16-bit samples."""
+    out = io.BytesIO()
+    soundfile.write(out, np.frombuffer(_payload(key), np.int16), 16000, format="WAV")
+    return out.getvalue()
 
 
 def _tar(samples, encoding_errors="surrogateescape") -> bytes:
@@ -112,7 +121,7 @@ def test_a_compressed_listing_failing_its_checksum_gives_no_row(tmp_path):
     media.mkdir()
     rows = ["audio,speaker"]
     for i in range(8):
-        (media / f"clip{i}.bin").write_bytes(_payload(f"clip{i}"))
+        (media / f"clip{i}.bin").write_bytes(_media_payload(f"clip{i}"))
         rows.append(f"../media/clip{i}.bin,s{i % 3}")
     text = ("\n".join(rows) + "\n").encode()
     lists = tmp_path / "lists"
@@ -125,6 +134,7 @@ def test_a_compressed_listing_failing_its_checksum_gives_no_row(tmp_path):
 
     info = manifest_to_tfrecord.run([
         "--input", f"{lists}/*", "--output", str(tmp_path / "out"), "--media_columns", "audio",
+        "--media_root", str(media),
         "--features", "payload=audio:bytes,speaker:bytes", "--split_by", "speaker",
         "--splits", "train=1", "--max_failure_fraction", "0.9"])
     failures = _dead_letters(tmp_path / "out")
@@ -174,18 +184,19 @@ def test_a_fifo_matched_by_input_is_refused_before_any_work(tmp_path):
 
 
 def test_a_fifo_named_by_a_listing_row_is_a_dead_letter(tmp_path):
-    (tmp_path / "clip.bin").write_bytes(_payload("clip"))
+    (tmp_path / "clip.bin").write_bytes(_media_payload("clip"))
     os.mkfifo(tmp_path / "pipe.bin")
     (tmp_path / "rows.csv").write_text("audio,speaker\nclip.bin,s1\npipe.bin,s2\n/dev/zero,s3\n")
     info = manifest_to_tfrecord.run([
         "--input", str(tmp_path / "rows.csv"), "--output", str(tmp_path / "out"),
-        "--media_columns", "audio", "--features", "payload=audio:bytes,speaker:bytes",
+        "--media_columns", "audio", "--media_root", "/dev",   # so /dev/zero is opened, and refused
+        "--features", "payload=audio:bytes,speaker:bytes",
         "--split_by", "speaker", "--splits", "train=1", "--max_failure_fraction", "0.9"])
     failures = _dead_letters(tmp_path / "out")
     assert sorted((f["member"], f["stage"]) for f in failures) == [
         ("/dev/zero", "read_media"), (str(tmp_path / "pipe.bin"), "read_media")]
     assert any("a FIFO, not a regular file" in f["message"] for f in failures)
-    assert list(_written(tmp_path / "out", info)) == [_payload("clip")]
+    assert list(_written(tmp_path / "out", info)) == [_media_payload("clip")]
     _assert_totals_add_up(info, failures)
 
 

@@ -55,7 +55,8 @@ def corpus(tmp_path_factory):
 def test_each_utterance_is_its_stretch_of_its_recording(corpus, tmp_path):
     output = tmp_path / "ds"
     manifest_to_tfrecord.run(["--input", f"{corpus}/data/*/wav.scp", "--output", str(output),
-                              "--segment_columns", "start,end", *FLAGS])
+                              "--segment_columns", "start,end", "--media_root",
+                              str(corpus / "wav"), *FLAGS])
     info = dg.load_info(output)
     assert info.document["source"]["format"] == "kaldi"
     written = {}
@@ -87,8 +88,8 @@ def test_segments_without_segment_columns_are_refused_on_every_way_in(corpus, tm
     with pytest.raises(ValueError, match="^--segment_columns must be start,end for a Kaldi "
                                          "data directory with a segments file"):
         manifest_to_tfrecord.run(["--input", f"{corpus}/data/train/wav.scp", "--output",
-                                  str(tmp_path / "cli"), *FLAGS])
-    read = dg.ReadListingSamples(f"{corpus}/data/train/wav.scp", [])
+                                  str(tmp_path / "cli"), "--media_root", str(corpus), *FLAGS])
+    read = dg.ReadListingSamples(f"{corpus}/data/train/wav.scp", [], media_root=corpus)
     with pytest.raises(dg.ArgumentError, match="^segments.columns must be start,end"):
         dg.WriteDataset(str(tmp_path / "api"), read.source, features="text:string")
     assert not (tmp_path / "cli").exists() and not (tmp_path / "api").exists()
@@ -105,7 +106,8 @@ def test_a_command_in_wav_scp_is_refused_first_and_a_dead_letter_later(corpus, t
                                   str(tmp_path / "out1"), *FLAGS[:4], "--features", "none"])
     _shell(f"printf 'r0 {corpus}/wav/r0.wav\\nr1 flac -dc r1.flac |\\n' > wav.scp", later)
     info = manifest_to_tfrecord.run(["--input", str(later / "wav.scp"), "--output",
-                                     str(tmp_path / "out2"), "--cut", "utterances",
+                                     str(tmp_path / "out2"), "--media_root", str(corpus),
+                                     "--cut", "utterances",
                                      "--audio_fields", "audio", "--features", "none",
                                      "--splits", "train=1", "--max_failure_fraction", "0.5"])
     assert info["accounting"]["samples_failed"] == 1
@@ -113,3 +115,41 @@ def test_a_command_in_wav_scp_is_refused_first_and_a_dead_letter_later(corpus, t
         (letter,) = map(json.loads, f)
     assert letter["stage"] == "read_manifest"
     assert "recording 'r1' is a command" in letter["message"]
+
+
+def test_an_id_on_two_lines_and_a_transcript_not_utf8_fail_their_utterances_alone(
+        corpus, tmp_path):
+    """printf'd files: `dup` twice in segments, `twice` twice in text, `spk2`
+    twice in utt2spk, recording r2 twice in wav.scp, `latin` a transcript in
+    Latin-1. Each is a dead letter naming the file and its lines (or stage
+    `transcript`); the other utterances are written (two of one text went
+    out with the second before)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    _shell(f"printf 'r0 {corpus}/wav/r0.wav\\nr2 {corpus}/wav/r1.wav\\nr2 {corpus}/wav/r0.wav\\n'"
+           " > wav.scp;"
+           " printf 'ok r0 0.00 1.25\\ndup r0 1.25 2.00\\ndup r0 2.00 2.50\\ntwice r0 0.2 1.0\\n"
+           "spk2 r0 0.3 1.0\\nr2-a r2 0.0 1.0\\nlatin r0 0.5 1.5\\n' > segments;"
+           " printf 'ok THE BIRCH CANOE\\ndup ONE\\ntwice FIRST\\ntwice SECOND\\nspk2 X\\n"
+           "r2-a Y\\nlatin caf\\351\\n' > text;"
+           " printf 'ok a\\ndup a\\ntwice a\\nspk2 a\\nspk2 b\\nr2-a a\\nlatin a\\n' > utt2spk",
+           data)
+    info = manifest_to_tfrecord.run(["--input", str(data / "wav.scp"), "--output",
+                                     str(tmp_path / "ds"), "--segment_columns", "start,end",
+                                     "--media_root", str(corpus), *FLAGS,
+                                     "--max_failure_fraction", "0.9"])
+    written = [example["source_key"].numpy().decode() for split in ("train", "test")
+               for example in dg.load(tmp_path / "ds", split, batch_size=None)]
+    assert written == ["ok"]
+    with open(tmp_path / "ds" / "failures" / "failures.jsonl") as f:
+        letters = sorted((d["key"], d["stage"], d["message"]) for d in map(json.loads, f))
+    lines = "which line holds it is unknown; give each id one line"
+    assert letters == [
+        ("dup", "duplicate_key", f"utterance 'dup' is on lines 2 and 3 of segments: {lines}"),
+        ("dup", "duplicate_key", f"utterance 'dup' is on lines 2 and 3 of segments: {lines}"),
+        ("latin@500-1500", "transcript", letters[2][2]),   # a segment of its recording
+        ("r2-a", "duplicate_key", f"recording 'r2' is on lines 2 and 3 of wav.scp: {lines}"),
+        ("spk2", "duplicate_key", f"utterance 'spk2' is on lines 4 and 5 of utt2spk: {lines}"),
+        ("twice", "duplicate_key", f"utterance 'twice' is on lines 3 and 4 of text: {lines}")]
+    assert "not UTF-8" in letters[2][2]
+    assert info["accounting"]["samples_failed"] == 6

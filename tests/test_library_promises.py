@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import pathlib
+import re
 import subprocess
 
 import apache_beam as beam
@@ -112,6 +113,81 @@ def test_a_result_piped_in_brings_its_failures(speech_tars, tmp_path):
     assert (accounting["samples_read"], accounting["samples_failed"]) == (7, 1)
 
 
+def test_failures_given_twice_are_counted_once(speech_tars, tmp_path):
+    """A result piped in and its failures given too: 7 samples read, not 8."""
+    output = tmp_path / "twice"
+    with dg.make_pipeline() as p:
+        read = p | dg.ReadTarSamples(str(speech_tars / "*.tar"))
+        _ = read | dg.WriteDataset(output, features="flac:bytes,label=cls:int64",
+                                   max_failure_fraction=0.5, splits="train=1",
+                                   failures=[read.failures, read])
+    accounting = _manifest(output)["accounting"]
+    assert (accounting["samples_read"], accounting["samples_failed"]) == (7, 1)
+    assert len(_dead_letters(output)) == 1
+
+
+def test_failures_of_a_library_step_not_given_are_refused_before_work(speech_tars, tmp_path):
+    """The reader's and the cut's dead letters: leaving out either is refused at
+    construction, naming the step; given through a step of the user's they
+    count; `unwired_failures='drop'` writes without them and says so."""
+    def write(failures, **keywords):
+        with dg.make_pipeline() as p:
+            read = p | "Read" >> dg.ReadTarSamples(str(speech_tars / "*.tar"))
+            cut = read.samples | "Cut" >> dg.CutSamples(WINDOWS)
+            (cut.examples
+             | dg.WriteDataset(tmp_path / str(len(list(tmp_path.iterdir()))),
+                               features="label=cls:int64", cut_by=WINDOWS, splits="train=1",
+                               max_failure_fraction=0.5, failures=failures(read, cut),
+                               **keywords))
+        return _manifest(tmp_path / str(len(list(tmp_path.iterdir())) - 1))
+
+    for failures, missing in ((lambda read, cut: None, "'Read' (ReadTarSamples), 'Cut' "
+                                                       "(CutSamples)"),
+                              (lambda read, cut: read.failures, "'Cut' (CutSamples)"),
+                              (lambda read, cut: [cut], "'Read' (ReadTarSamples)")):
+        with pytest.raises(dg.ArgumentError, match=re.escape(
+                f"failures misses the dead letters of {missing}, before this WriteDataset")):
+            write(failures)
+    assert not list(tmp_path.iterdir())
+    # Through a step of the user's (here, one that notes where they came from).
+    info = write(lambda read, cut: [read.failures | beam.Map(lambda r: {**r, "seen": 1}),
+                                    cut])
+    assert (info["accounting"]["samples_read"], info["accounting"]["samples_failed"]) == (7, 1)
+    dropped = write(lambda read, cut: cut, unwired_failures="drop")
+    assert dropped["source"]["failures_dropped_from"] == ["Read"]
+    assert any("the dead letters of Read were not given" in w for w in dropped["warnings"])
+
+
+def test_examples_a_users_step_drops_are_counted_and_a_sample_left_with_none_filtered(
+        speech_tars, tmp_path):
+    """Windows of one recording dropped by a Filter of the user's, then every
+    window: read = written + filtered + failed in samples and in windows, the
+    failure fraction over the samples read (it failed the job, "1 of 1
+    inputs", before)."""
+    def write(output, keep):
+        with dg.make_pipeline() as p:
+            read = p | dg.ReadTarSamples(str(speech_tars / "*.tar"))
+            cut = read.samples | dg.CutSamples(WINDOWS)
+            (cut.examples
+             | beam.Filter(keep)
+             | dg.WriteDataset(output, features="label=cls:int64", cut_by=WINDOWS,
+                               splits="train=1", failures=[read, cut],
+                               max_failure_fraction=0.2, allow_empty_splits=True))
+        return _manifest(output)["accounting"]
+
+    some = write(tmp_path / "some", lambda w: not (w["source_key"] == "spk0_1"
+                                                   or w["start_time"] >= 2.0))
+    assert (some["samples_read"], some["samples_written"], some["samples_filtered"],
+            some["samples_failed"]) == (7, 5, 1, 1)
+    assert some["samples_filtered_per_reason"] == {"dropped_by_your_step": 1}
+    # 6 recordings of 3 windows: the filtered one's 3 and the third of 5 others.
+    assert some["cut_examples"] == {"read": 18, "written": 10, "filtered": 8, "failed": 0,
+                                    "filtered_per_reason": {"dropped_by_your_step": 8}}
+    none = write(tmp_path / "none", lambda w: False)
+    assert (none["samples_read"], none["samples_filtered"], none["samples_failed"]) == (7, 6, 1)
+    assert none["cut_examples"]["filtered_per_reason"] == {"dropped_by_your_step": 18}
+
+
 def test_the_same_sample_in_two_tars_is_a_duplicate_group(speech_tars, tmp_path):
     copy = tmp_path / "copy"
     copy.mkdir()
@@ -201,10 +277,41 @@ def test_two_writes_into_one_folder_are_refused(tmp_path):
     (dict(features={"x": "int64"}), TypeError, "^features must be a FeatureSpec"),
     (dict(splits="train=0.5"), ValueError, "^splits 'train=0.5': ratios sum to 0.5, not 1"),
     (dict(compression="zip"), ValueError, "^compression 'zip': expected one of"),
+    (dict(shard_size_bytes="64MB"), TypeError, "^shard_size_bytes must be an int, got '64MB'"),
+    (dict(text_field="text"), ValueError, "^text_field 'text' must name a string feature"),
+    (dict(segments="start,end"), TypeError, "^segments must be a SegmentOptions"),
 ])
 def test_bad_arguments_are_refused_in_python_terms(keywords, error, message):
     with pytest.raises(error, match=message):
         dg.WriteDataset("out", **{"features": "x:int64", **keywords})
+
+
+class _V0Reader:
+    """A reader as the v0 docs wrote one: read() alone, no base class."""
+
+    def read(self, unit, tracker=None):
+        yield {"__key__": "a", "x": 1}
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: dg.WriteDataset("out", features="x:int64", splits={"train": "0.5", "test": 0.5}),
+     r"^splits\['train'\] must be a number, got '0.5'"),
+    (lambda: dg.SplitPlan.from_flags({"train": 0.5, "eval": 0.2}, "__key__"),
+     "^splits 'train=0.5,eval=0.2': ratios sum to 0.7, not 1"),
+    (lambda: dg.SplitPlan.from_flags(None, "__key__"), "^splits must be 'train=0.8"),
+    (lambda: dg.WindowOptions(window_s="1"), "^window_s must be a number, got '1'"),
+    (lambda: dg.WindowOptions(hop_s=-1.0), "^hop_s must be above 0, got -1.0"),
+    (lambda: dg.AudioOptions(sample_rate="16000"), "^sample_rate must be an int or None"),
+    (lambda: dg.decode_audio(pathlib.Path("a.flac"), dg.AudioOptions()),
+     r"^data must be a file's encoded bytes, got PosixPath; read the file first"),
+    (lambda: dg.load("out", "train", batch_size="8"), "^batch_size must be an int or None, "
+                                                      "got '8'"),
+    (lambda: dg.Source(list, _V0Reader()), r"^reader must be a UnitReader, got _V0Reader: "
+                                           r"subclass it, class _V0Reader\(dg.UnitReader\)"),
+])
+def test_a_wrong_argument_is_an_argument_error_naming_it_not_an_internal_error(make, message):
+    with pytest.raises(dg.ArgumentError, match=message):
+        make()
 
 
 def test_paths_lists_and_dicts_are_taken(tmp_path):

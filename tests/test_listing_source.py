@@ -27,9 +27,12 @@ from transforms.sources.listing_rows import (
     MediaReadError,
     listing_format,
     parse_row,
-    resolve,
     row_to_sample,
 )
+from transforms.sources.media_paths import resolve
+
+# The first bytes of a FLAC and of a WAV file: a media column's file must start so.
+FLAC, WAV = b"fLaC", b"RIFF\x24\x00\x00\x00WAVE"
 
 CSV = ListingLayout("csv", ("path", "label", "note"), ("path",))
 
@@ -100,13 +103,13 @@ def test_unknown_format_is_an_error(path):
 
 
 def test_row_to_sample_fields_and_keys():
-    files = {"/m/clips/spk1_001.flac": b"FLAC", "/m/v/x.mp4": b"MP4"}
+    files = {"/m/clips/spk1_001.flac": FLAC, "/m/v/x.mp4": b"\x00\x00\x00\x18ftypisom"}
     layout = ListingLayout("jsonl", ("audio", "video"), ("audio", "video"))
     row = {"audio": "clips/spk1_001.flac", "video": "v/x.mp4", "label": 3, "tags": ["a", "b"],
            "meta": {"age": 30}, "text": "hé", "gone": None, "ok": True}
     sample = row_to_sample(row, "/m/list.jsonl", layout, files.__getitem__)
-    assert sample == {"__key__": "clips/spk1_001", "__url__": "/m/list.jsonl", "audio": b"FLAC",
-                      "video": b"MP4", "label": 3, "tags": ["a", "b"],
+    assert sample == {"__key__": "clips/spk1_001", "__url__": "/m/list.jsonl", "audio": FLAC,
+                      "video": files["/m/v/x.mp4"], "label": 3, "tags": ["a", "b"],
                       "meta": b'{"age": 30}', "text": "hé".encode(), "ok": True}
     keyed = ListingLayout("jsonl", ("audio", "id"), ("audio",), key_column="id")
     assert row_to_sample({"audio": "/m/clips/spk1_001.flac", "id": 17}, "/m/list.jsonl", keyed,
@@ -173,7 +176,7 @@ def test_inspect_reads_headers_and_names_what_is_missing(tmp_path):
     _write(tmp_path / "e.csv", ["z.wav,1"], header="path,__key__")
     with pytest.raises(ValueError, match="reserved: __key__"):
         inspect_listings([str(tmp_path / "e.csv")], ["path"])
-    with pytest.raises(ValueError, match="no files match"):
+    with pytest.raises(ValueError, match="matches no file"):
         inspect_listings([str(tmp_path / "none-*.csv")], ["path"])
 
 
@@ -186,8 +189,8 @@ def test_missing_fields():
 
 
 # A manifest of 300 rows in a nested folder, made here: media files media/NNN.bin
-# holding b"payload NNN", every seventh missing; CRLF line ends and blank lines,
-# read in 1 KiB ranges so rows straddle many range boundaries.
+# holding a FLAC signature and b"payload NNN", every seventh missing; CRLF line
+# ends and blank lines, read in short ranges so rows straddle many range boundaries.
 ROWS = 300
 
 
@@ -198,7 +201,7 @@ def _corpus(tmp_path):
         if i % 7 == 3:
             missing.add(f"media/{i:03d}")
         else:
-            (tmp_path / "media" / f"{i:03d}.bin").write_bytes(f"payload {i:03d}".encode())
+            (tmp_path / "media" / f"{i:03d}.bin").write_bytes(FLAC + f"payload {i:03d}".encode())
         lines.append(f'media/{i:03d}.bin,{i % 5},"spk{i % 11}, ""the {i % 2}"""')
         if i % 50 == 0:
             lines.append("")
@@ -215,14 +218,14 @@ def _counter(result, name):
 def test_every_row_read_once_across_range_boundaries(tmp_path, pipeline):
     missing = _corpus(tmp_path)
     files, layout = inspect_listings([str(tmp_path / "list.csv")], ["path"])
-    # 300 bytes of media a unit: rows of 11-byte files make ranges of about 1 KB.
+    # 300 bytes of media a unit: rows of 15-byte files make ranges of about 700 bytes.
     units = plan_listing_units(files, layout, target_bytes=300)
     assert len(units) > 10 and sum(u.inputs[2] - u.inputs[1] for u in units) == (
         tmp_path / "list.csv").stat().st_size
     read = pipeline | ReadListingSamples(files, ["path"], target_bytes=300)
     assert_that(read.samples | "Keys" >> beam.Map(
         lambda s: (s["__key__"], s["path"], s["label"], s["speaker"])),
-        equal_to([(f"media/{i:03d}", f"payload {i:03d}".encode(), str(i % 5).encode(),
+        equal_to([(f"media/{i:03d}", FLAC + f"payload {i:03d}".encode(), str(i % 5).encode(),
                    f'spk{i % 11}, "the {i % 2}"'.encode())
                   for i in range(ROWS) if f"media/{i:03d}" not in missing]),
         label="samples")
@@ -234,7 +237,8 @@ def test_every_row_read_once_across_range_boundaries(tmp_path, pipeline):
     result = pipeline.run()
     assert _counter(result, "samples_read") == _counter(result, "manifest_rows_read") == ROWS
     assert _counter(result, "media_files_read") == ROWS - len(missing)
-    assert _counter(result, "media_bytes_read") == len(b"payload 000") * (ROWS - len(missing))
+    assert _counter(result, "media_bytes_read") == len(FLAC + b"payload 000") * (
+        ROWS - len(missing))
 
 
 def test_units_name_the_version_of_their_listing(tmp_path):
@@ -253,14 +257,14 @@ def test_units_name_the_version_of_their_listing(tmp_path):
 
 
 def test_jsonl_gz_manifest_with_bad_lines(tmp_path, pipeline):
-    (tmp_path / "a.wav").write_bytes(b"RIFF")
+    (tmp_path / "a.wav").write_bytes(WAV)
     rows = [json.dumps({"file": "a.wav", "label": 1, "tags": ["x"]}),
             "not json", json.dumps({"file": 7}), json.dumps({"label": 2})]
     _write(tmp_path / "m.jsonl.gz", rows, header=None, opener=gzip.open)
     files, layout = inspect_listings([str(tmp_path / "m.jsonl.gz")], ["file"])
     assert layout.columns == ("file", "label", "tags")
     read = pipeline | ReadListingSamples(files, ["file"])
-    assert_that(read.samples, equal_to([{"__key__": "a", "__url__": files[0], "file": b"RIFF",
+    assert_that(read.samples, equal_to([{"__key__": "a", "__url__": files[0], "file": WAV,
                                          "label": 1, "tags": ["x"]}]), label="samples")
     assert_that(read.failures | beam.Map(lambda r: (r["stage"], r["message"].split(":")[0])),
                 equal_to([("read_manifest", "line is not JSON (Expecting value"),
@@ -272,12 +276,12 @@ def test_jsonl_gz_manifest_with_bad_lines(tmp_path, pipeline):
 
 def test_a_jsonl_files_byte_order_mark_does_not_cost_its_first_row(tmp_path, pipeline):
     # Made here: a JSONL file as some Windows editors save it, a UTF-8 BOM first.
-    (tmp_path / "a.wav").write_bytes(b"RIFF")
+    (tmp_path / "a.wav").write_bytes(WAV)
     _write(tmp_path / "m.jsonl", ["\ufeff" + json.dumps({"file": "a.wav", "label": 1})],
            header=None)
     files, layout = inspect_listings([str(tmp_path / "m.jsonl")], ["file"])
     assert layout.columns == ("file", "label")
-    expected = {"__key__": "a", "__url__": files[0], "file": b"RIFF", "label": 1}
+    expected = {"__key__": "a", "__url__": files[0], "file": WAV, "label": 1}
     assert list(iter_samples(files, layout)) == [expected]
     read = pipeline | ReadListingSamples(files, ["file"])
     assert_that(read.samples, equal_to([expected]), label="samples")

@@ -5,6 +5,7 @@ stratified, dead letters that add up, and flag errors before any work."""
 import collections
 import json
 import os
+import posixpath
 
 import numpy as np
 import pytest
@@ -50,10 +51,12 @@ def corpus(tmp_path_factory):
 
 
 def _run(manifest, output, *flags):
-    # 50 KB shards: units of a few rows (their 8-16 KB audio files), several shards.
+    # 50 KB shards: units of a few rows (their 8-16 KB audio files), several shards;
+    # the rows' media lie in the listing folder's sibling media/.
+    media = posixpath.join(posixpath.dirname(posixpath.dirname(str(manifest))), "media")
     return manifest_to_tfrecord.run(["--input", str(manifest), "--output", str(output),
                                      "--media_columns", "audio", "--shard_size_mb", "0.05",
-                                     *flags])
+                                     "--media_root", media, *flags])
 
 
 def _examples(output, info):
@@ -115,14 +118,15 @@ def test_one_column_of_wav_and_flac_decoded_into_audio_windows(corpus, tmp_path)
 
 def _stratified_manifest(root):
     """A JSONL manifest made here: 30 speakers, label = 'a' for 18 of them, 'b' for 8,
-    'c' for 4; speaker s has 1 + s % 4 clips (tiny payload files, keys from an id)."""
+    'c' for 4; speaker s has 1 + s % 4 clips (tiny WAV files of two samples, s and
+    the clip's number, written by libsndfile; keys from an id)."""
     (root / "m").mkdir()
     lines = []
     for s in range(30):
         label = "a" if s < 18 else "b" if s < 26 else "c"
         for j in range(1 + s % 4):
-            (root / "m" / f"{s}_{j}.bin").write_bytes(f"{s}/{j}".encode())
-            lines.append(json.dumps({"id": f"{s}-{j}", "file": f"m/{s}_{j}.bin",
+            sf.write(root / "m" / f"{s}_{j}.wav", np.array([s, j], np.int16), RATE)
+            lines.append(json.dumps({"id": f"{s}-{j}", "file": f"m/{s}_{j}.wav",
                                      "label": label, "speaker": f"spk{s:02d}", "n": j}))
     (root / "list.jsonl").write_text("\n".join(lines) + "\n")
     return len(lines)
@@ -130,7 +134,7 @@ def _stratified_manifest(root):
 
 def test_stratified_splits_from_a_jsonl_manifest_are_deterministic(tmp_path):
     rows = _stratified_manifest(tmp_path)
-    # 200-byte units of 3-5 byte files: ranges of the manifest of about 5 KB.
+    # 200-byte units of 48-byte files: ranges of the manifest of about four rows.
     flags = ["--media_columns", "file", "--key_column", "id",
              "--features", "file:bytes,label:bytes,speaker:bytes,n:int64",
              "--split_by", "speaker", "--stratify_by", "label",
@@ -179,7 +183,8 @@ def test_stratified_splits_from_a_jsonl_manifest_are_deterministic(tmp_path):
 def test_flag_errors_before_any_work(corpus, tmp_path, flags, message):
     root, _ = corpus
     args = ["--input", str(root / "lists" / "clips.csv"), "--output", str(tmp_path / "bad"),
-            "--media_columns", "audio", "--features", "audio:bytes,label:int64"] + flags
+            "--media_columns", "audio", "--media_root", str(root / "media"),
+            "--features", "audio:bytes,label:int64"] + flags
     with pytest.raises(ValueError, match=message):
         manifest_to_tfrecord.run(args)
     assert not (tmp_path / "bad").exists()
@@ -189,7 +194,7 @@ def test_input_errors_before_any_work(tmp_path):
     (tmp_path / "list.txt").write_text("audio\nx.wav\n")
     with pytest.raises(ValueError, match="--input is required"):
         manifest_to_tfrecord.run(["--output", str(tmp_path / "o"), "--media_columns", "audio"])
-    with pytest.raises(ValueError, match="no files match"):
+    with pytest.raises(ValueError, match="matches no file"):
         manifest_to_tfrecord.run(["--input", str(tmp_path / "none.csv"), "--output",
                                   str(tmp_path / "o"), "--media_columns", "audio"])
     with pytest.raises(ValueError, match="cannot tell its format"):

@@ -123,3 +123,37 @@ def test_parquet_and_its_media_on_gs_give_the_local_dataset(corpus, dataset, gcs
     local = dg.load_info(dataset)
     assert info["splits"] == local.splits
     assert info["statistics"] == local.document["statistics"]
+
+
+def test_a_row_group_that_does_not_decode_is_its_rows_dead_letters(corpus, tmp_path):
+    """rows.parquet with the first page header of its second row group
+    overwritten (the footer intact): that row group's rows are dead letters
+    naming it, the others are written, the totals add up, by the job and the
+    Python API (it failed the whole job, "infrastructure error", before)."""
+    data = bytearray((corpus / "rows.parquet").read_bytes())
+    column = pq.ParquetFile(corpus / "rows.parquet").metadata.row_group(1).column(0)
+    start = column.dictionary_page_offset or column.data_page_offset
+    data[start:start + 8] = b"\xff" * 8
+    (tmp_path / "clips").symlink_to(corpus / "clips")
+    (tmp_path / "damaged.parquet").write_bytes(bytes(data))
+    keywords = dict(features="text:string", splits="train=1", max_failure_fraction=0.9)
+    info = parquet_to_tfrecord.run(["--input", str(tmp_path / "damaged.parquet"),
+                                    "--media_columns", "audio", "--media_root", str(corpus),
+                                    "--output", str(tmp_path / "cli"), "--features", "text:string",
+                                    "--splits", "train=1", "--max_failure_fraction", "0.9"])
+    with dg.make_pipeline() as p:
+        _ = p | dg.WriteDataset(str(tmp_path / "api"), dg.ReadParquetSamples(
+            str(tmp_path / "damaged.parquet"), "audio", media_root=corpus).source, **keywords)
+    for output in ("cli", "api"):
+        with open(tmp_path / output / "failures" / "failures.jsonl") as f:
+            letters = {d["key"]: d for d in map(json.loads, f)}
+        lost = {f"damaged-{row:07d}" for row in (3, 4, 5)}
+        assert lost <= set(letters)
+        assert {letters[key]["member"] for key in lost} == {"row group 1"}
+        assert all("row group 1 does not decode from row 3 on" in letters[key]["message"]
+                   for key in lost)
+        accounting = dg.load_info(tmp_path / output).accounting
+        assert accounting["samples_read"] == 9
+        assert accounting["samples_read"] == (accounting["samples_written"]
+                                              + accounting["samples_failed"])
+    assert info["accounting"]["samples_written"] == 4   # rows 0-2 and 8 (6 and 7 are bad)

@@ -165,7 +165,8 @@ def test_a_reader_then_a_users_dofn_then_the_writer(corpus, tmp_path):
              | beam.ParDo(_LoudOnly())
              | dg.WriteDataset(output, split_by="json.speaker",
                                features="payload=bin:bytes,label=cls:int64,first_byte:int64",
-                               max_failure_fraction=0.2, allow_empty_splits=True))
+                               max_failure_fraction=0.2, allow_empty_splits=True,
+                               failures=read))
     info = json.load(open(os.path.join(output, "manifest.json")))
     kept = 0
     for path in sorted(corpus.glob("*.tar")):
@@ -320,7 +321,8 @@ def test_runinference_embeddings_are_added_to_each_window_before_writing(tmp_pat
              | beam.MapTuple(lambda window, result: {**window, "emb": result.inference.numpy()})
              | dg.WriteDataset(output, split_by="json.speaker", splits="train=0.5,test=0.5",
                                features="audio:float32[8000],emb:float32[4],source_key:string,"
-                                        "start_time:float"))
+                                        "start_time:float", failures=[read, cut],
+                               max_failure_fraction=0.5))
     info = json.load(open(os.path.join(output, "manifest.json")))
     _accounting_holds(info)
     _read_back(output, info)

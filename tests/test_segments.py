@@ -8,6 +8,7 @@ resampled by sox (a resampler of its own), and the accounting, the dead
 letters and the splits by speaker against what the annotations say.
 """
 
+import collections
 import json
 import subprocess
 import sys
@@ -143,6 +144,10 @@ def test_one_example_per_segment_matches_sox_trim(corpus, tmp_path):
     assert segments["overlapping"] == 4
     examples = _examples(tmp_path / "out")
     assert len(examples) == 7
+    # Each segment is a sample of its own, in its speaker's split (it was empty).
+    written = collections.Counter(split for split, _ in examples)
+    assert info["accounting"]["samples_written_per_split"] == segments["written_per_split"] \
+        == dict(written)
     seen = set()
     for _, ex in examples:
         recording = ex["source_key"].numpy().decode()
@@ -256,6 +261,7 @@ def test_a_nemo_row_whose_segment_is_bad_is_a_failed_sample(corpus, tmp_path):
     info = manifest_to_tfrecord.run([
         "--input", f"{tmp_path}/all.jsonl", "--output", str(tmp_path / "out"),
         "--media_columns", "audio_filepath", "--audio_fields", "audio_filepath",
+        "--media_root", str(corpus / "files"),
         "--key_column", "id", "--segment_columns", "offset,duration", "--cut", "segments",
         "--features", "speaker:bytes", "--split_by", "speaker", "--allow_empty_splits",
         "--max_failure_fraction", "0.3"])
@@ -273,6 +279,7 @@ def test_a_nemo_row_whose_segment_is_bad_is_a_failed_sample(corpus, tmp_path):
         manifest_to_tfrecord.run([
             "--input", f"{tmp_path}/all.jsonl", "--output", str(tmp_path / "strict"),
             "--media_columns", "audio_filepath", "--audio_fields", "audio_filepath",
+            "--media_root", str(corpus / "files"),
             "--key_column", "id", "--segment_columns", "offset,duration", "--cut", "segments",
             "--features", "speaker:bytes", "--split_by", "speaker", "--allow_empty_splits",
             "--max_failure_fraction", "0.25"])

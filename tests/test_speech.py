@@ -21,6 +21,7 @@ import soundfile
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+import transforms as dg
 from pipelines import tar_to_tfrecord
 from transforms.format import reader
 from transforms.media.features import AudioFeatures, compute_features
@@ -257,7 +258,7 @@ def test_the_character_vocabulary_is_trains_and_unseen_characters_are_counted(ut
     assert section["splits"]["train"]["unseen"] == 0
 
 
-def test_a_transcript_with_a_cut_into_windows_is_refused_or_dropped(speech, tmp_path, caplog):
+def test_a_transcript_with_a_cut_into_windows_is_refused_or_dropped(speech, tmp_path):
     flags = ["--input", f"{speech}/speech.tar", "--cut", "audio_windows", *FLAGS,
              "--features", "text=txt:string", "--text_field", "text"]
     with pytest.raises(ValueError, match="^--text_field 'text' is an utterance's text, and "
@@ -265,8 +266,17 @@ def test_a_transcript_with_a_cut_into_windows_is_refused_or_dropped(speech, tmp_
         tar_to_tfrecord.run([*flags, "--output", str(tmp_path / "refused")])
     assert not (tmp_path / "refused").exists()
     tar_to_tfrecord.run([*flags, "--output", str(tmp_path / "dropped"), "--drop_transcript"])
-    assert "text" not in reader.load_info(tmp_path / "dropped").spec.names
-    assert "the transcript 'text' is left out" in caplog.text
+    info = reader.load_info(tmp_path / "dropped")
+    assert "text" not in info.spec.names
+    assert ("the transcript 'text' is left out: audio_windows examples do not hold their "
+            "utterance's words (--drop_transcript)") in info.warnings
+    with dg.make_pipeline() as p:   # the same in Python, by WriteDataset's keywords
+        _ = (p | dg.ReadTarSamples(f"{speech}/speech.tar")
+               | dg.WriteDataset(tmp_path / "api", features="text=txt:string",
+                                 cut=dg.CutOptions(mode="audio_windows", audio_fields=("flac",)),
+                                 text_field="text", drop_transcript=True, splits="train=1"))
+    assert ("the transcript 'text' is left out: audio_windows examples do not hold their "
+            "utterance's words (drop_transcript)") in dg.load_info(tmp_path / "api").warnings
 
 
 def test_statistics_are_numpys_over_each_written_split(utterances):
@@ -332,3 +342,39 @@ def test_fixed_windows_of_mfcc_train_a_keras_model_and_resume_keeps_the_statisti
     before = info.statistics
     tar_to_tfrecord.run([*flags, "--resume"])   # every unit's receipt reused
     assert reader.load_info(output).statistics == before
+
+
+@pytest.mark.parametrize("kind", ["fbank", "mfcc", "logmel"])
+def test_mel_bins_with_no_fft_bin_are_refused_before_work_where_kaldi_refuses_them(
+        speech, tmp_path, kind):
+    """At 8 kHz with 25 ms frames, kaldi-native-fbank takes 95 bins and refuses
+    96: so do we, before any work, naming the bins and the most the rate allows
+    (128 bins wrote 4 constant at the log floor in every frame)."""
+    def kaldi_takes(bins):
+        opts = knf.FbankOptions()
+        opts.frame_opts.samp_freq, opts.frame_opts.dither, opts.mel_opts.num_bins = 8000, 0, bins
+        try:
+            knf.OnlineFbank(opts)
+        except Exception:  # noqa: BLE001 - its refusal is what is compared
+            return False
+        return True
+    assert kaldi_takes(95) and not kaldi_takes(96)
+    flags = ["--input", f"{speech}/speech.tar", "--cut", "utterances", *FLAGS,
+             "--sample_rate", "8000", "--audio_features", kind]
+    with pytest.raises(ValueError, match=r"^--num_mel_bins 96 is too many for 8000 Hz audio in "
+                                         r"25 ms frames: 1 mel bins would hold no FFT bin .*; "
+                                         r"at most 95 at that rate$"):
+        tar_to_tfrecord.run([*flags, "--num_mel_bins", "96", "--output", str(tmp_path / "no")])
+    assert not (tmp_path / "no").exists()
+    info = tar_to_tfrecord.run([*flags, "--num_mel_bins", "95", "--output", str(tmp_path / "ok")])
+    assert info["accounting"]["samples_written"] == UTTERANCES
+
+
+def test_features_of_windows_shorter_than_a_frame_are_refused_before_work(speech, tmp_path):
+    with pytest.raises(ValueError, match=r"^--audio_features fbank: audio_windows of 0.02 s are "
+                                         r"shorter than one 25 ms feature frame: longer "
+                                         r"examples, or a shorter --feature_frame_ms$"):
+        tar_to_tfrecord.run(["--input", f"{speech}/speech.tar", "--cut", "audio_windows",
+                             "--window_s", "0.02", *FLAGS, "--audio_features", "fbank",
+                             "--output", str(tmp_path / "no")])
+    assert not (tmp_path / "no").exists()

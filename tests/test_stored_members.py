@@ -97,17 +97,19 @@ def test_members_of_a_tar_in_a_bucket_are_left_stored_and_cut_alike(corpus, gcs_
 
 def test_a_listings_large_media_files_are_left_stored(corpus, tmp_path):
     files = corpus / "files"
+    _run("sox", "-n", "-r", "8000", "-b", "16", str(tmp_path / "tiny.wav"), "synth", "0.01",
+         "sine", "300")
     listing = tmp_path / "clips.csv"
-    listing.write_text(f"audio,label\n{files / 'a.flac'},1\n{files / 'a.cls'},2\n"
+    listing.write_text(f"audio,label\n{files / 'a.flac'},1\n{tmp_path / 'tiny.wav'},2\n"
                        f"{tmp_path / 'gone.flac'},3\n")
-    read = ReadListingSamples(str(listing), ["audio"])
+    read = ReadListingSamples(str(listing), ["audio"], media_root=files)
     [unit] = read.source.plan()
     reader = read.source.reader.leaving_stored(1000)
     reader.setup(counting=False)
-    flac, cls, gone = reader.read(unit)
+    flac, tiny, gone = reader.read(unit)
     assert isinstance(flac["audio"], StoredMember)
     assert flac["audio"].read() == (files / "a.flac").read_bytes()
-    assert cls["audio"] == b"3\n"                            # small: its bytes
+    assert tiny["audio"] == (tmp_path / "tiny.wav").read_bytes()   # small: its bytes
     assert gone.record["stage"] == "read_media"               # missing: as before
     whole = read.source.reader
     whole.setup(counting=False)

@@ -205,7 +205,7 @@ def test_bad_flags_fail_before_any_work(corpus, tmp_path, flags, message):
 
 
 def test_missing_input_is_a_clear_error(tmp_path):
-    with pytest.raises(ValueError, match="no files match"):
+    with pytest.raises(ValueError, match="matches no file"):
         tar_to_tfrecord.run(["--input", str(tmp_path / "nothing-*.tar"),
                              "--output", str(tmp_path / "out")])
 

@@ -14,12 +14,14 @@ import shutil
 import subprocess
 import sys
 
+import apache_beam as beam
 import numpy as np
 import pytest
 import soundfile
 import tensorflow as tf
 from PIL import Image
 
+import transforms as dg
 from pipelines import tar_to_tfrecord
 from transforms.format.example_check import example_problems
 from transforms.format.records import RecordStream
@@ -325,3 +327,48 @@ def test_the_command_line(copy):
     typo = subprocess.run([sys.executable, "-m", "pipelines.verify", str(path), "--sed", "3"],
                           capture_output=True, text=True)
     assert typo.returncode == 2 and "did you mean --seed?" in typo.stderr
+
+
+def test_media_kept_whole_that_do_not_decode_are_dead_letters_not_published(tmp_path):
+    """Samples of a FLAC (sox), a PNG (Pillow) and a label (printf), packed by
+    GNU tar, written whole as `bytes` (no cut): `noise` has a FLAC of random
+    bytes, `short` one cut short, `cut` a PNG cut short. By the job, by
+    ReadTarSamples into WriteDataset, and as a PCollection's dicts, each of
+    them is a dead letter (stage `decode`) and what is published verifies
+    (they were published before, and verify failed the dataset)."""
+    files = tmp_path / "files"
+    files.mkdir()
+    png = io.BytesIO()
+    Image.new("RGB", (64, 64), (200, 10, 10)).save(png, "PNG")
+    for name in ("good0", "good1", "noise", "short", "cut"):
+        (files / f"{name}.png").write_bytes(png.getvalue()[:60] if name == "cut"
+                                            else png.getvalue())
+    subprocess.run("for k in good0 good1 cut; do sox -n -r 16000 -b 16 $k.flac synth 0.3 "
+                   "sine 440; done; (printf 'fLaC'; head -c 4000 /dev/urandom) > noise.flac; "
+                   "head -c 600 good0.flac > short.flac; for k in good0 good1 noise short cut;"
+                   " do printf '1' > $k.cls; done; tar -cf ../corpus.tar *",
+                   shell=True, check=True, cwd=files)
+    keywords = dict(features="flac:bytes,png:bytes,label=cls:int64", splits="train=1",
+                    max_failure_fraction=0.9, duplicates="off")
+    tar_to_tfrecord.run(["--input", str(tmp_path / "corpus.tar"), "--output",
+                         str(tmp_path / "cli"), "--features", keywords["features"],
+                         "--splits", "train=1", "--max_failure_fraction", "0.9",
+                         "--duplicates", "off"])
+    with dg.make_pipeline() as p:
+        _ = (p | dg.ReadTarSamples(str(tmp_path / "corpus.tar"))
+               | dg.WriteDataset(str(tmp_path / "api"), **keywords))
+    elements = [{"__key__": name, **{ext: (files / f"{name}.{ext}").read_bytes()
+                                     for ext in ("flac", "png", "cls")}}
+                for name in ("good0", "good1", "noise", "short", "cut")]
+    with dg.make_pipeline() as p:
+        _ = p | beam.Create(elements) | dg.WriteDataset(str(tmp_path / "dicts"), **keywords)
+    for output in ("cli", "api", "dicts"):
+        with open(tmp_path / output / "failures" / "failures.jsonl") as f:
+            letters = sorted((d["key"], d["stage"], d["member"]) for d in map(json.loads, f))
+        assert letters == [("cut", "decode", "png"), ("noise", "decode", "flac"),
+                           ("short", "decode", "flac")], output
+        written = [ex["label"].numpy() for ex in dg.load(tmp_path / output, "train",
+                                                         batch_size=None)]
+        assert len(written) == 2
+        verification = verify_dataset(tmp_path / output)
+        assert verification.ok, verification.problems

@@ -25,7 +25,7 @@ them); everything else is internal. Each is imported when first used, so
 - building examples: `CutSamples` (example dicts) and `BuildExamples`
   (encoded), each giving an `ExampleResult` (`.examples`, `.failures`);
   `ExampleRecipe`, `FeatureSpec`, `SplitPlan`, `SegmentOptions`,
-  `CutOptions` (with its `AudioOptions`, `WindowOptions`, `FrameOptions`,
+  `TranscriptOptions`, `CutOptions` (with its `AudioOptions`, `WindowOptions`, `FrameOptions`,
   `AudioFeatures`, `AugmentOptions`),
   `decode_audio`, `Preprocessing` (tf.Transform);
 - writing a dataset: `WriteDataset` over a Source, a result or any
@@ -70,6 +70,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see of the names loaded on firs
     from transforms.recipe.examples import ExampleRecipe
     from transforms.recipe.segments import SegmentOptions
     from transforms.recipe.splits import SplitPlan
+    from transforms.recipe.transcripts import TranscriptOptions
     from transforms.runner.runtime import make_pipeline
     from transforms.sources.bigtable.source import ReadBigtableSamples
     from transforms.sources.listing import ReadListingSamples
@@ -99,6 +100,7 @@ _EXPORTS = {
     "FeatureSpec": "transforms.format.spec",
     "SplitPlan": "transforms.recipe.splits",
     "SegmentOptions": "transforms.recipe.segments",
+    "TranscriptOptions": "transforms.recipe.transcripts",
     "Preprocessing": "transforms.tft.preprocessing",
     "decode_audio": "transforms.media.audio",
     "CutOptions": "transforms.media.cutting",

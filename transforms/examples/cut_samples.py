@@ -4,6 +4,7 @@ cutting and writing (an embedding model run with Beam's RunInference, a filter).
     cut = samples | "Cut" >> CutSamples(CutOptions(mode="audio_windows", audio_fields=("flac",)))
     cut.examples     # dicts: the sample's fields, `audio`, `source_key`, `start_time`, ...
     cut.failures     # dead letters of samples whose media did not decode or cut
+    cut.cut          # a CutCount per sample: its key and how many examples it gave
 
 The cut is transforms/media/cutting.py's `cut_sample`, the one WriteDataset
 runs; each example is keyed `<sample key>#<n>`, so WriteDataset orders and
@@ -19,7 +20,7 @@ import apache_beam as beam
 
 from transforms.format.arguments import ArgumentTypeError
 from transforms.format.dead_letters import FAILURES, StorageReadError, dead_letter
-from transforms.format.outputs import ExampleResult
+from transforms.format.outputs import CUT, CutCount, ExampleResult
 from transforms.format.sample import KEY, URL, as_sample
 from transforms.media.cutting import CutOptions, cut_sample
 
@@ -38,7 +39,7 @@ class _CutFn(beam.DoFn):
         except TypeError as e:
             yield beam.pvalue.TaggedOutput(FAILURES, dead_letter("read_element", e, url=""))
             return
-        key, emitted = sample[KEY], 0
+        key, url, emitted = sample[KEY], sample.get(URL, ""), 0
         try:
             for example in cut_sample(sample, self._cut):
                 yield {**example, KEY: f"{key}#{emitted}"}
@@ -47,8 +48,11 @@ class _CutFn(beam.DoFn):
             raise
         except Exception as e:  # noqa: BLE001 - every failure of the data becomes a dead letter
             yield beam.pvalue.TaggedOutput(FAILURES, dead_letter(
-                getattr(e, "stage", "cut"), e, url=sample.get(URL, ""), key=key,
+                getattr(e, "stage", "cut"), e, url=url, key=key,
                 member=getattr(e, "member", None), examples_written=emitted))
+            yield beam.pvalue.TaggedOutput(CUT, CutCount(url, str(key), emitted, True))
+            return
+        yield beam.pvalue.TaggedOutput(CUT, CutCount(url, str(key), emitted))
 
 
 class CutSamples(beam.PTransform):
@@ -78,5 +82,5 @@ class CutSamples(beam.PTransform):
 
     def expand(self, samples):
         cut = samples | "CutSamples" >> beam.ParDo(_CutFn(self._cut)).with_outputs(
-            FAILURES, main="examples")
-        return ExampleResult(cut.examples, cut[FAILURES])
+            FAILURES, CUT, main="examples")
+        return ExampleResult(cut.examples, cut[FAILURES], cut[CUT])

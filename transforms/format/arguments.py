@@ -19,7 +19,7 @@ import re
 from typing import Any, Callable, Sequence
 
 __all__ = ["ArgumentError", "ArgumentTypeError", "check_choice", "check_fraction",
-           "check_names", "check_path", "said"]
+           "check_names", "check_number", "check_path", "said"]
 
 
 _REFERENCE = re.compile(r"\{([A-Za-z_][\w.]*)\}")
@@ -63,6 +63,24 @@ def check_fraction(parameter: str, value: Any) -> float:
     if not 0 <= value <= 1:
         raise ArgumentError(parameter, f"must be a float in [0, 1], got {value!r}")
     return float(value)
+
+
+def check_number(parameter: str, value: Any, *, integer: bool = False, least: float | None = None,
+                 above: float | None = None, optional: bool = False) -> Any:
+    """`value` when it is a number (an int with `integer`), at `least` or
+    `above` a bound where given, or None with `optional`; text, bools and the
+    rest are refused, naming the parameter."""
+    if optional and value is None:
+        return value
+    kinds = (int,) if integer else (int, float)
+    what = ("an int" if integer else "a number") + (" or None" if optional else "")
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise ArgumentTypeError(parameter, f"must be {what}, got {value!r}")
+    if least is not None and not value >= least:
+        raise ArgumentError(parameter, f"must be >= {least:g}, got {value!r}")
+    if above is not None and not value > above:
+        raise ArgumentError(parameter, f"must be above {above:g}, got {value!r}")
+    return value
 
 
 def check_names(parameter: str, value: Any) -> tuple:

@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterable, Mapping
 from transforms.format.arguments import said
 from transforms.format.sample import escape_name, is_text
 
-__all__ = ["DatasetFailed", "EXAMPLE", "FAILURES", "FILE", "MAX_MESSAGE", "SAMPLE", "SEGMENT",
+__all__ = ["DUPLICATE_KEY", "DatasetFailed", "EXAMPLE", "FAILURES", "FILE", "MAX_MESSAGE",
+           "SAMPLE", "SEGMENT",
            "StorageReadError", "check_failure_fraction", "dead_letter", "describe",
            "failure_line", "failures_jsonl", "sorted_failures"]
 
@@ -32,6 +33,9 @@ EXAMPLE = "example"
 SEGMENT = "segment"
 
 MAX_MESSAGE = 2000
+
+# The stage of a sample whose key another sample of the input has too.
+DUPLICATE_KEY = "duplicate_key"
 
 
 class StorageReadError(Exception):

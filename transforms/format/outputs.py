@@ -15,7 +15,11 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["ExampleResult", "SampleResult"]
+__all__ = ["CUT", "CutCount", "ExampleResult", "SampleResult"]
+
+# The field of an ExampleResult with CutSamples' CutCounts: a composite's
+# outputs are named by its result's fields, so a step after finds them by it.
+CUT = "cut"
 
 
 class SampleResult(NamedTuple):
@@ -36,9 +40,22 @@ class SampleResult(NamedTuple):
     failures: Any   # PCollection of dead letters
 
 
+class CutCount(NamedTuple):
+    """What CutSamples cut of one sample: its url and key (its examples'
+    `source_key`), and how many examples it gave (before a failure, if it
+    failed). The writer counts from them what a step between dropped."""
+
+    url: str
+    key: str
+    examples: int
+    failed: bool = False
+
+
 class ExampleResult(NamedTuple):
     """Examples made of samples (CutSamples' dicts, BuildExamples' encoded
-    Examples), and the dead letters of the samples that failed.
+    Examples), and the dead letters of the samples that failed; CutSamples'
+    also says what it cut of each sample (`cut`, CutCounts), which
+    WriteDataset finds by itself.
 
     >>> import apache_beam as beam, transforms as dg
     >>> recipe = dg.ExampleRecipe(spec=dg.FeatureSpec.parse("label:int64"))
@@ -51,3 +68,4 @@ class ExampleResult(NamedTuple):
 
     examples: Any   # PCollection of example dicts or Examples
     failures: Any   # PCollection of dead letters
+    cut: Any = None  # PCollection of CutCounts (CutSamples')

@@ -44,6 +44,7 @@ import random
 
 import tensorflow as tf
 
+from transforms.format.arguments import check_number
 from transforms.format.manifest import LEGACY_MANIFEST, MANIFEST, DatasetInfo
 from transforms.format.record_index import RecordTable
 from transforms.format.spec import FeatureSpec
@@ -443,6 +444,10 @@ def load(output_dir: str | os.PathLike, split: str = "train", batch_size: int | 
     >>> features["emb"].shape, labels.shape, len(batches)
     (TensorShape([8, 4]), TensorShape([8]), 4)
     """
+    check_number("batch_size", batch_size, integer=True, above=0, optional=True)
+    check_number("start", start, integer=True, least=0)
+    check_number("seed", seed, integer=True, optional=True)
+    check_number("shuffle_buffer", shuffle_buffer, integer=True, above=0, optional=True)
     info = load_info(output_dir)
     names, single = _selection(info.spec, features, label_key)
     normalized = _normalizer(info, names, normalize)

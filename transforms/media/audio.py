@@ -36,6 +36,7 @@ import dataclasses
 import functools
 import itertools
 import math
+import os
 from typing import Callable, Iterator
 
 import av
@@ -43,6 +44,12 @@ import numpy as np
 import soundfile as sf
 import soxr
 
+from transforms.format.arguments import (
+    ArgumentError,
+    ArgumentTypeError,
+    check_choice,
+    check_number,
+)
 from transforms.format.sample import StoredBytes
 from transforms.media.decoded import (
     INT16_FULL_SCALE,
@@ -53,7 +60,7 @@ from transforms.media.decoded import (
     media_file,
 )
 
-__all__ = ["AudioOptions", "decode_audio", "probe_audio", "stream_audio"]
+__all__ = ["AudioOptions", "decode_audio", "decoded_frames", "probe_audio", "stream_audio"]
 
 _DTYPES = ("float32", "int16")
 
@@ -108,17 +115,12 @@ class AudioOptions:
     dtype: str = "float32"
 
     def __post_init__(self):
-        if self.sample_rate is not None and (
-                not isinstance(self.sample_rate, int) or self.sample_rate <= 0):
-            raise ValueError(f"sample_rate must be a positive int or None, got "
-                             f"{self.sample_rate!r}")
-        if self.channel != "mono" and (
-                not isinstance(self.channel, int) or isinstance(self.channel, bool)
-                or self.channel < 0):
-            raise ValueError(f"channel must be 'mono' or a channel index >= 0, got "
-                             f"{self.channel!r}")
-        if self.dtype not in _DTYPES:
-            raise ValueError(f"dtype must be one of {_DTYPES}, got {self.dtype!r}")
+        check_number("sample_rate", self.sample_rate, integer=True, above=0, optional=True)
+        if self.channel != "mono" and (isinstance(self.channel, bool) or not isinstance(
+                self.channel, int) or self.channel < 0):
+            raise ArgumentError("channel", f"must be 'mono' or a channel index >= 0, got "
+                                           f"{self.channel!r}")
+        check_choice("dtype", self.dtype, _DTYPES)
 
 
 def decode_audio(data: bytes | StoredBytes, options: AudioOptions, *, name: str = "") -> Audio:
@@ -131,6 +133,12 @@ def decode_audio(data: bytes | StoredBytes, options: AudioOptions, *, name: str 
     >>> audio.sample_rate, audio.samples.shape, audio.source_rate   # resampled to 16 kHz
     (16000, (32000,), 44100)
     """
+    if not isinstance(data, (bytes, bytearray, memoryview, StoredBytes)):
+        hint = "; read the file first: its .read_bytes()" if isinstance(data, os.PathLike) else ""
+        raise ArgumentTypeError("data", f"must be a file's encoded bytes, got "
+                                        f"{type(data).__name__}{hint}")
+    if not isinstance(options, AudioOptions):
+        raise ArgumentTypeError("options", f"must be an AudioOptions, got {options!r}")
     with _open(data, name) as source:
         _check_channel(source, options.channel, name)
         parts = [_select(block, options.channel)
@@ -157,6 +165,17 @@ def probe_audio(data: bytes | StoredBytes, *, name: str = "") -> tuple[int, int]
     if not frames:
         raise NoSamples(f"no audio samples in {name!r}")
     return frames, source.rate
+
+
+def decoded_frames(data: bytes | StoredBytes, *, name: str = "") -> int:
+    """Samples per channel of the member, counted by decoding every one, a block
+    at a time (what a header says is not taken); MediaError where it does not
+    decode, NoSamples for a recording of no length."""
+    with _open(data, name) as source:
+        frames = sum(len(block) for block in source.blocks(_WHOLE_READ_FRAMES))
+    if not frames:
+        raise NoSamples(f"no audio samples in {name!r}")
+    return frames
 
 
 def stream_audio(data: bytes | StoredBytes, options: AudioOptions, *, name: str = "",

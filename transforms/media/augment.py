@@ -37,7 +37,10 @@ segments and features all see the augmented audio.
   cut (for a reverberated copy, of its reverberated speech), times the
   copy's gain squared; the noise's is the mean power of the excerpt. Where
   speech and noise together would clip, both are scaled down alike (the
-  SNR kept). The noise is not reverberated.
+  SNR kept). The noise is not reverberated. Speech with no active power (a
+  silent sample) has no SNR to keep: its copies get no noise (no
+  `aug.noise_key`, `aug.snr_db` 0), and the accounting counts them
+  (`silent`).
 
 Noise and RIR recordings (transforms/sources/augment_corpus.py) are decoded
 where they are used, a recording at a time, and kept in a cache of at most
@@ -198,6 +201,9 @@ class Augmentation:
     noise_start: float = 0.0     # where its noise excerpt starts, 0 to 1 of the room left
     mix: Mix | None = None       # how its audio is made (None: the original's)
     rir: Recording | None = None
+    # Noise was drawn, but the speech is silent (no active power): no SNR can be
+    # kept, so the copy has no noise.
+    silent: bool = False
 
     @property
     def kind(self) -> str:
@@ -457,6 +463,9 @@ class AugmentOptions:
                                  "plan it with `hear`")
             dry = Augmentation(copy, speed, rir=augmentation.rir)
             heard = hear(dataclasses.replace(dry, mix=mix_of(dry, NOTHING_HEARD, rate, self)))
+        if augmentation.noise is not None and not heard.power > 0:
+            augmentation = dataclasses.replace(augmentation, noise=None, snr_db=0.0,
+                                               noise_start=0.0, silent=True)
         try:
             return dataclasses.replace(augmentation,
                                        mix=mix_of(augmentation, heard, rate, self))
@@ -507,6 +516,8 @@ def augmentation_tallies(split: str, augmentation: Augmentation) -> dict:
         tallies[("augment_rir", (split, augmentation.rir.key))] = 1
     if augmentation.mix.peak_normalized:
         tallies[("augment_peak_normalized", split)] = 1
+    if augmentation.silent:
+        tallies[("augment_silent", split)] = 1
     return tallies
 
 

@@ -88,8 +88,11 @@ _MEDIA_FEATURES = ("audio", "frame", "frames", *FEATURE_KINDS)
 class CutOptions:
     """How to decode and cut; pickled to workers, so configuration only.
 
-    `mode` is "none" (whole samples), "audio_windows", "frames" (one frame and
-    the audio window around it) or "clips" (K frames and their audio); the
+    `mode` is "none" (whole samples, their media kept as stored), "audio_windows",
+    "frames" (one frame and the audio window around it), "clips" (K frames and
+    their audio), "utterances" (a sample's whole audio as one example, with
+    its duration: speech with transcripts) or "segments" (each time-aligned
+    segment of a recording whole: SegmentOptions say where they are); the
     rest says which fields hold the media and how to decode and cut them.
 
     >>> import transforms as dg
@@ -158,6 +161,12 @@ class CutOptions:
             raise ArgumentError("mode", f"{mode} samples at {{frames.fps}} (not "
                                 "{frames.num_frames} or {frames.timestamps}) and needs "
                                 "{clip_frames} >= 1")
+        made = next((f for f in self.features if f.name == self.audio_features.kind), None)
+        if made is not None and made.shape[0] == 0:
+            raise ArgumentError("audio_features", f"{self.audio_features.kind}: {mode} of "
+                                f"{_example_seconds(self):g} s are shorter than one "
+                                f"{self.audio_features.frame_ms:g} ms feature frame: longer "
+                                "examples, or a shorter {frame_ms}")
 
     def _check_audio_work(self) -> None:
         """Audio features and augmentation work on the audio a cut decodes, at a
@@ -174,6 +183,8 @@ class CutOptions:
                               ("audio_features", self.audio_features)):
             if on and self.audio.sample_rate is None:
                 raise ArgumentError(parameter, "need a fixed {audio.sample_rate}")
+        if self.audio_features and self.audio.sample_rate:
+            self.audio_features.check_rate(self.audio.sample_rate)
         if self.augment.speeds and self._uses_frames:
             raise ArgumentError("augment.speeds", f"change the audio's timeline and not the "
                                 f"video's: not with {{mode}} {self.mode} of video frames")
@@ -237,15 +248,20 @@ class CutOptions:
         return round(seconds * self.audio.sample_rate)
 
 
+def _example_seconds(options: CutOptions) -> float | None:
+    """How long each example's audio is; None where it is as long as its sample."""
+    return {"audio_windows": options.windows.window_s, "frames": options.av_window_s,
+            "clips": options.clip_frames / (options.frames.fps or 1),
+            "segments": None, "utterances": None}[options.mode]
+
+
 def media_features(options: CutOptions) -> tuple:
     """The features a cut adds to every example (the rest come from --features);
     whole samples with media fields get their length (transforms/media/length.py)."""
     if options.mode == "none":
         return length_features(options.audio_fields, options.video_field)
     audio_dtype = "int16" if options.audio.dtype == "int16" else "float"
-    audio_seconds = {"audio_windows": options.windows.window_s, "frames": options.av_window_s,
-                     "clips": options.clip_frames / (options.frames.fps or 1),
-                     "segments": None, "utterances": None}[options.mode]
+    audio_seconds = _example_seconds(options)
     features = []
     if options._uses_audio:
         length = None if audio_seconds is None else options.samples_in(audio_seconds)

@@ -105,6 +105,21 @@ class AudioFeatures:
         length, shift = self.frame_samples(sample_rate)
         return 0 if num_samples < length else 1 + (num_samples - length) // shift
 
+    def check_rate(self, sample_rate: int) -> None:
+        """ArgumentError when a mel bin would hold no FFT bin at `sample_rate`
+        (too many bins for the rate and frame length: the bin's energy would be
+        the log floor in every frame, which Kaldi refuses as "num-mel-bins too
+        large"), naming the most bins that rate allows."""
+        if not self or not _empty_mel_bins(sample_rate, self):
+            return
+        allowed = next(n for n in range(self.num_mel_bins - 1, 0, -1)
+                       if not _empty_mel_bins(sample_rate, dataclasses.replace(
+                           self, num_mel_bins=n, num_ceps=min(self.num_ceps, n))))
+        raise ArgumentError("num_mel_bins", f"{self.num_mel_bins} is too many for {sample_rate} "
+                            f"Hz audio in {self.frame_ms:g} ms frames: "
+                            f"{_empty_mel_bins(sample_rate, self)} mel bins would hold no "
+                            f"FFT bin (Kaldi refuses this); at most {allowed} at that rate")
+
     def describe(self, sample_rate: int) -> dict:
         """What the manifest and TFDS's metadata say of the feature."""
         matches = {"fbank": "Kaldi's compute-fbank-feats --dither=0",
@@ -194,6 +209,13 @@ def _kaldi(audio: np.ndarray, sample_rate: int, options: AudioFeatures,
     # The first coefficient is the frame's log energy, before pre-emphasis.
     mfcc[:, 0] = np.log(np.maximum(np.einsum("ij,ij->i", framed, framed), _FLOAT_EPSILON))
     return mfcc
+
+
+def _empty_mel_bins(sample_rate: int, options: AudioFeatures) -> int:
+    """How many of the mel bins `options.kind` lays over the FFT bins at
+    `sample_rate` weigh none of them."""
+    parts = (_tf_signal_parts if options.kind == "logmel" else _kaldi_parts)(sample_rate, options)
+    return int(np.count_nonzero(~parts[2].any(axis=0)))
 
 
 @functools.lru_cache(maxsize=16)

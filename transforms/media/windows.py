@@ -26,6 +26,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
+from transforms.format.arguments import check_choice, check_number
 from transforms.format.stable_hash import stable_hash64
 from transforms.media.decoded import INT16_FULL_SCALE, Audio, MediaError
 
@@ -72,14 +73,13 @@ class WindowOptions:
     min_rms_db: float | None = None
 
     def __post_init__(self):
-        if not self.window_s > 0:
-            raise ValueError(f"window_s must be positive, got {self.window_s!r}")
-        if self.hop_s is not None and not self.hop_s > 0:
-            raise ValueError(f"hop_s must be positive or None, got {self.hop_s!r}")
-        if self.remainder not in _REMAINDERS:
-            raise ValueError(f"remainder must be one of {_REMAINDERS}, got {self.remainder!r}")
-        if self.max_windows < 0 or self.random_crops < 0:
-            raise ValueError("max_windows and random_crops must be >= 0")
+        check_number("window_s", self.window_s, above=0)
+        check_number("hop_s", self.hop_s, above=0, optional=True)
+        check_choice("remainder", self.remainder, _REMAINDERS)
+        for name in ("max_windows", "random_crops"):
+            check_number(name, getattr(self, name), integer=True, least=0)
+        check_number("seed", self.seed, integer=True)
+        check_number("min_rms_db", self.min_rms_db, optional=True)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -22,7 +22,6 @@ import collections
 import dataclasses
 import functools
 import itertools
-import logging
 from typing import Any, Callable, Generator, Iterator, Mapping, NamedTuple
 
 from transforms.format.arguments import ArgumentError, ArgumentTypeError
@@ -41,17 +40,22 @@ from transforms.media.cutting import (
     with_cut_features,
 )
 from transforms.media.decoded import NoSamples
+from transforms.media.encoded import check_encoded
 from transforms.media.length import MediaLength, probe_length
 from transforms.media.loudness import ActivePower, Heard
 from transforms.recipe import sample_ops
-from transforms.recipe.fingerprints import ContentHash, member_fingerprints, stream_fingerprints
+from transforms.recipe.fingerprints import (
+    FEATURE,
+    ContentHash,
+    feature_fingerprints,
+    member_fingerprints,
+    stream_fingerprints,
+)
 from transforms.recipe.near_duplicates import NEAR, NearTap, near_fingerprints
 from transforms.recipe.segments import SegmentOptions, segment_samples
 from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan, Strata
 from transforms.recipe.statistics import StatisticsTap
 from transforms.recipe.transcripts import TranscriptOptions
-
-_LOG = logging.getLogger(__name__)
 
 # Protobuf parses no message of 2 GiB or more: an example that large could be
 # written but never read back.
@@ -115,9 +119,7 @@ class ExampleRecipe:
         field = self.transcripts.field
         if not self.transcripts.dropped(self.cut.mode):
             self.transcripts.check(features, self.cut.mode)
-        elif any(f.name == field for f in features):
-            _LOG.warning("the transcript %r is left out: %s examples do not hold their "
-                         "utterance's words", field, self.cut.mode)
+        else:   # the manifest warns of it (`dropped_transcript`)
             features = tuple(f for f in features if f.name != field)
         if features != self.spec.features:
             object.__setattr__(self, "spec", FeatureSpec(features))
@@ -130,6 +132,15 @@ class ExampleRecipe:
         if renamed and not any(f.name == renamed and f.dtype == "string" for f in features):
             raise ArgumentError("augment.speed_as_new_speaker", f"{renamed!r} is not a string "
                                 "feature of the spec: name the speaker feature")
+
+    @property
+    def dropped_transcript(self) -> str:
+        """Why the transcript named is left out of the examples ('' when it is
+        not): the manifest's warning."""
+        if not self.transcripts.dropped(self.cut.mode):
+            return ""
+        return (f"the transcript {self.transcripts.field!r} is left out: {self.cut.mode} "
+                "examples do not hold their utterance's words ({drop_transcript})")
 
     @property
     def transcribed(self) -> bool:
@@ -150,13 +161,26 @@ class ExampleRecipe:
             term == field or term.startswith(f"{field}.") for term, _ in self.where))
 
     @property
+    def fingerprinted_features(self) -> tuple:
+        """The features whose media fingerprints find a sample's copies: the
+        media a cut makes (`content`), or with no cut each bytes feature that
+        holds media (`feature`: media kept whole, under whatever field or
+        key); none for a spec of text and numbers."""
+        if self.cut.mode != "none":
+            return self.cut.media_feature_names
+        return tuple(f.name for f in self.spec if f.dtype == "bytes")
+
+    @property
     def fingerprint_kinds(self) -> tuple:
-        """The content fingerprints its samples get: their media members' bytes,
-        their video's coded streams, with a cut the media of their examples
-        (transforms/recipe/fingerprints.py), and when asked the landmarks of
-        their audio (near_duplicates.py)."""
-        kinds = ("bytes",) + (("streams",) if self.cut.video_field else ()) + (
-            ("content",) if self.cut.mode != "none" else ())
+        """The content fingerprints its samples get: their media members' bytes
+        (of the audio and video fields named), their video's coded streams,
+        their `fingerprinted_features` (transforms/recipe/fingerprints.py), and
+        when asked the landmarks of their audio (near_duplicates.py)."""
+        cut = self.cut
+        features = (("content" if cut.mode != "none" else FEATURE,)
+                    if self.fingerprinted_features else ())
+        kinds = (("bytes",) if cut.audio_fields or cut.video_field else ()) + (
+            ("streams",) if cut.video_field else ()) + features
         return kinds + (NEAR,) if self.near_fingerprints else kinds
 
     def load_functions(self) -> tuple:
@@ -248,8 +272,9 @@ _IMMUTABLE = (bytes, str, int, float)
 
 class _SampleCoercion:
     """One sample's examples' values -> what the encoder takes, feature by
-    feature; an immutable value the previous example had too is not checked
-    and converted again."""
+    feature, an image or audio file kept whole in a bytes feature decoded
+    first (transforms/media/encoded.py); an immutable value the previous
+    example had too is not checked and converted again."""
 
     def __init__(self, spec: FeatureSpec):
         self._spec = spec
@@ -267,6 +292,9 @@ class _SampleCoercion:
             # came from (a CSV column, a JSON member) as the dead letter's member.
             coerced[feature.name] = _stage("encode", feature.coerce, value,
                                            member=feature.source)
+            if feature.dtype == "bytes":  # media kept whole must decode, as verify decodes it
+                for item in coerced[feature.name]:
+                    _stage("decode", check_encoded, item, member=feature.source)
             if type(value) in _IMMUTABLE:
                 self._last[feature.name] = (value, coerced[feature.name])
         return coerced
@@ -424,7 +452,11 @@ def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
         fingerprints = (_stage("fingerprint", member_fingerprints, sample,
                                _media_members(sample, cut))
                         + stream_fingerprints(sample, cut.video_field))
-        content = ContentHash(cut.media_feature_names)
+        if cut.mode == "none":
+            fingerprints += _stage("fingerprint", feature_fingerprints, sample,
+                                   [f for f in recipe.spec if f.dtype == "bytes"])
+        else:
+            content = ContentHash(cut.media_feature_names)
     near = None
     if recipe.near_fingerprints and cut.streams_audio:
         near = NearTap()   # fed the audio the cut decodes: no second decode

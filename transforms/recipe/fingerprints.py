@@ -1,6 +1,6 @@
 """Content fingerprints: what finds the same recording under two keys.
 
-Beam-free. Three kinds, each a 128-bit xxh3 digest (hex), fast enough to take
+Beam-free. Four kinds, each a 128-bit xxh3 digest (hex), fast enough to take
 on every sample (about 18 GB/s, against the converter's ~100 MB/s):
 
 - `bytes:<field>`: the bytes of one media member as stored, so a file copied
@@ -11,7 +11,12 @@ on every sample (about 18 GB/s, against the converter's ~100 MB/s):
   remux may move its frames on the timeline (an MP4 edit list dropped);
 - `content`: the media a sample's examples hold, in order (the cut's audio,
   after resampling and channel choice, and its frames), so a FLAC and a WAV
-  of one take match.
+  of one take match;
+- `feature:<name>`: with no cut, the bytes of each bytes feature whose value
+  is media (by its first bytes: transforms/media/sniff.py), wherever in the
+  sample it comes from: a FLAC written whole matches itself under another
+  member name or key. A feature of other bytes (a payload, JSON) is not
+  fingerprinted: the same metadata is no copy.
 
 A segment of a recording (transforms/recipe/segments.py) gets only `content`:
 its recording's bytes and streams are every segment's, and would make them
@@ -23,16 +28,21 @@ transforms/recipe/near_duplicates.py's.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import av
 import numpy as np
 import xxhash
 
-from transforms.format.sample import SPAN, StoredBytes
+from transforms.format.sample import SPAN, FieldReader, StoredBytes
+from transforms.format.spec import Feature
 from transforms.media.decoded import media_file
+from transforms.media.sniff import head_of, media_format
 
-__all__ = ["ContentHash", "member_fingerprints", "stream_fingerprints"]
+__all__ = ["ContentHash", "FEATURE", "feature_fingerprints", "member_fingerprints",
+           "stream_fingerprints"]
+
+FEATURE = "feature"
 
 _READ = 1 << 24
 
@@ -55,6 +65,23 @@ def member_fingerprints(sample: Mapping[str, Any], fields: Iterable[str]) -> tup
         return ()
     return tuple((f"bytes:{field}", _member_digest(sample[field]))
                  for field in sorted(fields) if field in sample)
+
+
+def feature_fingerprints(sample: Mapping[str, Any], features: Sequence[Feature]) -> tuple:
+    """(`feature:<name>`, digest) of each of the bytes `features` whose value in
+    the sample is media; none for a segment."""
+    if SPAN in sample:
+        return ()
+    reader, found = FieldReader(sample), []
+    for feature in features:
+        try:
+            value = reader.get(feature.source)
+        except KeyError:
+            continue   # the encoder names the missing feature
+        if isinstance(value, (bytes, bytearray, memoryview, StoredBytes)) and media_format(
+                head_of(value)):
+            found.append((f"{FEATURE}:{feature.name}", _member_digest(value)))
+    return tuple(found)
 
 
 def _streams_digest(value: Any) -> str | None:

@@ -31,7 +31,7 @@ import math
 import re
 from typing import Any, Iterable, Mapping
 
-from transforms.format.arguments import ArgumentError
+from transforms.format.arguments import ArgumentError, ArgumentTypeError, check_number
 from transforms.format.sample import FieldReader, field_text
 from transforms.format.spec import Feature, FeatureSpec
 from transforms.format.stable_hash import stable_hash64
@@ -58,11 +58,26 @@ def group_hash(group_key: str) -> int:
     return stable_hash64(group_key, b"datagen-split")
 
 
-def parse_splits(text: str) -> tuple:
-    """'train=0.8,eval=0.1,test=0.1' -> (('train', 0.8), ('eval', 0.1), ('test', 0.1)).
+def _splits_text(splits: str | Mapping[str, float]) -> str:
+    """'train=0.8,test=0.2' from itself or {'train': 0.8, 'test': 0.2}, whose
+    ratios are numbers (text is refused, as for every number a parameter takes)."""
+    if isinstance(splits, Mapping):
+        for name, ratio in splits.items():
+            check_number(f"splits[{name!r}]", ratio)
+        return ",".join(f"{name}={ratio}" for name, ratio in splits.items())
+    if not isinstance(splits, str):
+        raise ArgumentTypeError("splits", "must be 'train=0.8,test=0.2' or {'train': 0.8, "
+                                          f"'test': 0.2}}, got {splits!r}")
+    return splits
+
+
+def parse_splits(given: str | Mapping[str, float]) -> tuple:
+    """'train=0.8,eval=0.1,test=0.1' (or {'train': 0.8, ...}) -> (('train',
+    0.8), ('eval', 0.1), ('test', 0.1)).
 
     Ratios must be positive and sum to 1; names unique and path-safe.
     """
+    text = _splits_text(given)
     splits = []
     for term in (t.strip() for t in text.split(",")):
         name, sep, ratio = term.partition("=")
@@ -89,6 +104,8 @@ def parse_split_by(text: str) -> tuple:
 
     The regex must have a capture group; its first capture is the group key.
     """
+    if not isinstance(text, str):
+        raise ArgumentTypeError("split_by", f"must be a field name, FIELD[:REGEX], got {text!r}")
     field, sep, pattern = text.partition(":")
     if not field:
         raise ArgumentError("split_by", f"{text!r} names no field")
@@ -197,7 +214,7 @@ class SplitPlan:
                              f"{{splits}} names {', '.join(self.names)}")
 
     @classmethod
-    def from_flags(cls, splits: str, split_by: str, split_column: str = "",
+    def from_flags(cls, splits: str | Mapping[str, float], split_by: str, split_column: str = "",
                    stratify_by: str = "", label_field: str = "",
                    spec: FeatureSpec | None = None) -> "SplitPlan":
         """The plan the flags describe; `spec` finds the label's integer feature,

@@ -22,7 +22,12 @@ needs both, and reaches into Beam here and nowhere else:
   harness from the environment variables Beam's worker boot program sets,
   for the local worker pool's workers (transforms/runner/worker_zygote.py);
   `serve`: the harness's data channels, to leave only once the runner has
-  closed them.
+  closed them;
+- `raised_in_worker`: a worker process's exception reaches the FnApiRunner as
+  a RuntimeError holding the worker's traceback as text; the project's own
+  exception (a DatasetFailed: too many dead letters) is raised again from
+  its last line, so a job's exit code and one-line error do not depend on
+  how many worker processes it ran.
 
 `SUPPORTED` says whether the installed Beam is the one these were written for
 (setup.py pins it). On another version the jobs still run: the progress
@@ -32,8 +37,10 @@ lines are left out, with one warning saying why.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import itertools
 import logging
+import re
 from typing import Callable, Iterator
 
 import apache_beam
@@ -49,7 +56,7 @@ from apache_beam.runners.worker.channel_factory import GRPCChannelFactory
 from google.protobuf import json_format, text_format
 
 __all__ = ["BEAM_VERSION", "BeamArgumentParser", "SUPPORTED", "declare_flags", "given_flags",
-           "sdk_harness", "serve", "watching_bundles"]
+           "raised_in_worker", "sdk_harness", "serve", "watching_bundles"]
 
 # The Beam release these internals were read from and tested with.
 BEAM_VERSION = "2.77"
@@ -163,3 +170,26 @@ def watching_bundles(on_answer: Callable[[int, list], None]) -> Iterator[Callabl
     finally:
         fn_runner.ProgressRequester = requester
         worker_handlers.EmbeddedWorkerHandler.__init__ = embedded_init
+
+
+# The last line of a worker's traceback: `module.Class: message [while running 'step']`.
+_RAISED = re.compile(r"^(transforms(?:\.\w+)+)\.(\w+): (.*?)(?: \[while running '[^']*'\])?$")
+
+
+def raised_in_worker(error: BaseException) -> BaseException | None:
+    """The exception of the project's (a class of `transforms`, taking its
+    message alone) that a worker process raised, when `error` is the
+    runner's RuntimeError carrying its traceback; None otherwise."""
+    if type(error) is not RuntimeError or not error.args or not isinstance(error.args[0], str):
+        return None
+    lines = error.args[0].rstrip().splitlines()
+    found = _RAISED.match(lines[-1]) if lines else None
+    if found is None:
+        return None
+    module, name, message = found.groups()
+    try:
+        kind = getattr(importlib.import_module(module), name)
+        raised = kind(message)
+    except Exception:  # noqa: BLE001 - not a class made from its message alone: left as it is
+        return None
+    return raised if isinstance(raised, Exception) else None

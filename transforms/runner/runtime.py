@@ -39,6 +39,7 @@ from apache_beam.options.pipeline_options import (
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
+from transforms.runner.beam_internals import raised_in_worker
 from transforms.runner.worker_pool import LocalWorkerPool
 
 __all__ = ["announce_job", "make_pipeline", "local_runner", "runs_locally", "wait_for"]
@@ -76,6 +77,12 @@ class _PooledRunner(FnApiRunner):
             if self._pool.died:  # the pool's signal (transforms/runner/worker_pool.py)
                 raise RuntimeError(self._pool.died) from None
             raise
+        except RuntimeError as e:
+            raised = raised_in_worker(e)
+            if raised is None:
+                raise
+            _LOG.debug("raised in a worker process: %s", e)
+            raise raised from None
         finally:
             beam_runner_log.removeFilter(_not_about_running_mode)
             self._close_pool()

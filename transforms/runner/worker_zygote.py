@@ -8,7 +8,8 @@ its steps come from) and reads Beam's StartWorkerRequests from stdin (each a 4-b
 message), forks a child per request that runs Beam's own SDK harness against
 the runner's endpoints, and writes a line to the pipe REPORT_FD for every
 child that ends badly ("<worker id> <exit status>"). Its children log what
-the launcher's loggers would (the LOGGER=LEVEL pairs), to its stderr.
+the launcher's loggers would (the LOGGER=LEVEL pairs), to its stderr; what
+Beam prints to sys.stderr (a failed bundle's traceback) is logged at DEBUG.
 
 A child inherits every module imported here, so it is ready in milliseconds
 where a fresh interpreter spends a second importing Beam; and it leaves with
@@ -73,6 +74,23 @@ class _LauncherLevels(logging.Filter):
         return record.levelno >= self._levels[name]
 
 
+class _DebugLog:
+    """A stream whose text goes to a logger at DEBUG: where Beam's harness prints
+    a failed bundle's traceback (to sys.stderr, besides logging it at ERROR),
+    so that a job's error is the launcher's one line unless it logs DEBUG."""
+
+    def __init__(self, logger: logging.Logger):
+        self._logger = logger
+
+    def write(self, text: str) -> int:
+        if text.strip():
+            self._logger.debug("%s", text.rstrip())
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
 def main() -> None:
     reports = os.fdopen(int(sys.argv[1]), "w")
     for module in filter(None, sys.argv[2].split(",")):
@@ -80,10 +98,11 @@ def main() -> None:
     levels = {name: int(level) for name, level in
               (item.rsplit("=", 1) for item in sys.argv[3:])}
     levels.setdefault("", logging.WARNING)
-    handler = logging.StreamHandler()
+    handler = logging.StreamHandler()   # the zygote's stderr, whatever sys.stderr becomes
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     handler.addFilter(_LauncherLevels(levels))
     logging.getLogger().addHandler(handler)
+    sys.stderr = _DebugLog(logging.getLogger("transforms.runner.worker"))
     requests = sys.stdin.buffer
     children: dict = {}
 

@@ -12,7 +12,9 @@ of the files matching `patterns`, in file order:
 - a Kaldi `wav.scp` (`data/musan_noise/wav.scp`): each recording's file,
   keyed by its id (a command instead of a file stops the job).
 
-A relative path is from the listing's folder.
+A relative path is from the listing's folder; a path leading out of it and
+of every media root (`--media_root`: transforms/sources/media_paths.py)
+stops the job, naming it.
 
 Each recording's audio header is probed for its length. The list is the
 job's configuration, so every worker draws from the same recordings in the
@@ -33,6 +35,7 @@ from typing import Iterator, Sequence
 from apache_beam.io.filesystem import FileMetadata
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.format.arguments import ArgumentError
 from transforms.media.audio import probe_audio
 from transforms.media.augment import Recording
 from transforms.media.decoded import MediaError
@@ -45,8 +48,8 @@ from transforms.sources.listing_rows import (
     header_columns,
     listing_format,
     parse_row,
-    resolve,
 )
+from transforms.sources.media_paths import MediaRoots, OutsideCorpus
 from transforms.sources.stored import StoredMember
 
 __all__ = ["AUDIO_EXTENSIONS", "PATH_COLUMNS", "files_shared", "list_recordings"]
@@ -85,7 +88,7 @@ def _listing_format(path: str) -> str | None:
         return None
 
 
-def _listed_files(path: str, corpus: str) -> Iterator[Recording]:
+def _listed_files(path: str, corpus: str, roots: MediaRoots) -> Iterator[Recording]:
     fmt = _listing_format(path)
     if fmt not in ("csv", "tsv", "jsonl", "kaldi"):
         raise ValueError(f"{corpus} corpus {path}: neither a tar file, an audio file "
@@ -96,13 +99,19 @@ def _listed_files(path: str, corpus: str) -> Iterator[Recording]:
     named = _kaldi_paths(lines) if fmt == "kaldi" else _column_paths(lines, fmt)
     try:
         for key, written in named:
-            file = resolve(path, written)
+            try:
+                file = roots.place(path, written)
+            except OutsideCorpus as e:
+                raise ArgumentError("media_root", f"is needed: {corpus} corpus {path}: "
+                                                  f"{e}") from None
             found = FileSystems.match([file])[0].metadata_list
             if not found:
                 raise ValueError(f"{file} cannot be read (no such file)")
             yield _audio_file(found[0], key)
     except OSError as e:
         raise ValueError(f"{corpus} corpus {path}: {file} cannot be read ({e})") from None
+    except ArgumentError:
+        raise
     except ValueError as e:   # a line that is not a row, a file that is not there
         raise ValueError(f"{corpus} corpus {path}: {e}") from None
 
@@ -127,7 +136,7 @@ def _column_paths(lines: list, fmt: str) -> Iterator[tuple]:
         yield _stem(written), written
 
 
-def _recordings(matched: FileMetadata, corpus: str) -> Iterator[Recording]:
+def _recordings(matched: FileMetadata, corpus: str, roots: MediaRoots) -> Iterator[Recording]:
     """Each recording a matched file holds, with the version of the file
     holding it; its length is still to be probed."""
     path = matched.path
@@ -138,17 +147,22 @@ def _recordings(matched: FileMetadata, corpus: str) -> Iterator[Recording]:
         return _tar_members(matched)
     if _extension(path) in AUDIO_EXTENSIONS:
         return iter([_audio_file(matched, _stem(path))])
-    return _listed_files(path, corpus)
+    return _listed_files(path, corpus, roots)
 
 
-def list_recordings(patterns: str | Sequence[str], corpus: str = "noise") -> tuple:
+def list_recordings(patterns: str | Sequence[str], corpus: str = "noise",
+                    media_root: str | Sequence[str] | None = None,
+                    parameter: str = "patterns") -> tuple:
     """The Recordings of the files matching `patterns` (tar shards, audio
-    files, listings), in file and member order; ValueError naming what
-    cannot be one (module docstring). `corpus` names it in messages."""
-    patterns = as_patterns(patterns)
+    files, listings whose paths lie under their folder or a `media_root`), in
+    file and member order; ValueError naming what cannot be one (module
+    docstring). `corpus` names it in messages, `parameter` the patterns (the
+    command line: --noise_input, --rir_input)."""
+    patterns = as_patterns(patterns, parameter)
+    roots = MediaRoots.of(media_root)
     recordings = []
-    for matched in matched_files(patterns):
-        for recording in _recordings(matched, corpus):
+    for matched in matched_files(patterns, parameter):
+        for recording in _recordings(matched, corpus, roots):
             try:
                 frames, rate = probe_audio(recording.audio, name=recording.where)
             except MediaError as e:

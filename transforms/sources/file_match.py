@@ -14,51 +14,58 @@ from typing import Iterable, Sequence
 from apache_beam.io.filesystem import FileMetadata
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.format.arguments import ArgumentTypeError
+from transforms.format.arguments import ArgumentError, ArgumentTypeError
 from transforms.sources.input_files import NotARegularFile, check_regular, is_local
 
-__all__ = ["as_patterns", "file_version", "match_files", "matched_files"]
+__all__ = ["FILE_PATTERN", "as_patterns", "file_version", "match_files", "matched_files"]
 
 
-def as_patterns(file_pattern: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:
+# The parameter a reader's patterns are given by (the command line's --input).
+FILE_PATTERN = "file_pattern"
+
+
+def as_patterns(file_pattern: str | os.PathLike | Iterable[str | os.PathLike],
+                parameter: str = FILE_PATTERN) -> list[str]:
     """A pattern (str or os.PathLike) or a list of them as a non-empty list of
-    str; ArgumentError naming `patterns` otherwise."""
+    str; ArgumentError naming `parameter` otherwise."""
     single = isinstance(file_pattern, (str, os.PathLike))
     patterns = [file_pattern] if single else list(file_pattern) if isinstance(
         file_pattern, Iterable) else []
     patterns = [os.fspath(p) if isinstance(p, os.PathLike) else p for p in patterns]
     if not patterns or not all(isinstance(p, str) and p for p in patterns):
-        raise ArgumentTypeError("patterns", f"must be a file pattern or a list of them, got "
-                                            f"{file_pattern!r}")
+        raise ArgumentTypeError(parameter, f"must be a file pattern or a list of them, got "
+                                           f"{file_pattern!r}")
     return patterns
 
 
-def matched_files(patterns: str | Sequence[str]) -> list[FileMetadata]:
+def matched_files(patterns: str | Sequence[str],
+                  parameter: str = FILE_PATTERN) -> list[FileMetadata]:
     """The files matching `patterns` with their sizes, sorted by path, each once;
-    ValueError naming a pattern that matches none (`no files match --input
-    'X'`) or that matches something other than a regular file."""
+    ArgumentError naming `parameter` (the command line: its flag, --input,
+    --noise_input, ...) and a pattern that matches none or that matches
+    something other than a regular file."""
     found = {}
-    for pattern in as_patterns(patterns):
+    for pattern in as_patterns(patterns, parameter):
         # One call per pattern: FileSystems.match picks the filesystem of the
         # first pattern for all of them, which breaks mixed local/gs:// lists.
         # Beam's local glob finds nothing for a bare name ("c*.tar"): it needs a folder.
         local_bare = "://" not in pattern and "/" not in pattern
         result = FileSystems.match(["./" + pattern if local_bare else pattern])[0]
         if not result.metadata_list:
-            raise ValueError(f"no files match --input {pattern!r}")
+            raise ArgumentError(parameter, f"{pattern!r} matches no file")
         for m in result.metadata_list:
             try:
                 check_regular(m.path)
             except NotARegularFile as e:
-                raise ValueError(f"--input {pattern!r} matches {e.path}, {e.kind}, not a "
-                                 f"regular file; narrow the pattern to the input files") from None
+                raise ArgumentError(parameter, f"{pattern!r} matches {e.path}, {e.kind}, not "
+                                    f"a regular file; narrow the pattern to the files") from None
         found.update((m.path, m) for m in result.metadata_list)
     return [found[path] for path in sorted(found)]
 
 
-def match_files(patterns: str | Sequence[str]) -> list[str]:
-    """The paths of `matched_files(patterns)`."""
-    return [m.path for m in matched_files(patterns)]
+def match_files(patterns: str | Sequence[str], parameter: str = FILE_PATTERN) -> list[str]:
+    """The paths of `matched_files(patterns, parameter)`."""
+    return [m.path for m in matched_files(patterns, parameter)]
 
 
 def file_version(metadata: FileMetadata) -> str:

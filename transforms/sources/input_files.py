@@ -121,6 +121,10 @@ class StorageGuard:
         self._head = b""
         return self._fileobj.seek(offset, whence)
 
+    @property
+    def closed(self) -> bool:
+        return self._fileobj.closed
+
     def close(self) -> None:
         pass
 

@@ -28,15 +28,23 @@ first, and is a dead letter naming its recording wherever else (convert the
 audio first, or list the files the command reads). A `segments` end of -1
 (to the recording's end) and an utterance missing from `text` or `utt2spk`
 are dead letters too.
+
+An id is on one line of each file: an utterance given twice in `segments`
+(or `wav.scp`), `text` or `utt2spk`, or a recording twice in a segmented
+directory's `wav.scp`, leaves it unknown which line holds it, so each row
+of it is a dead letter, stage `duplicate_key`, naming the file and its lines.
+A line of `text` or `utt2spk` in no UTF-8 fails its utterance alone: a
+transcript's is a dead letter of stage `transcript`, as a tar's is.
 """
 
 from __future__ import annotations
 
 import posixpath
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.format.dead_letters import DUPLICATE_KEY
 from transforms.sources.input_files import read_whole
 
 __all__ = ["KALDI", "KaldiRowError", "KaldiTables", "is_kaldi_listing", "kaldi_columns",
@@ -91,22 +99,59 @@ def _split(line: bytes, parts: int, name: str) -> list:
     return fields
 
 
-def _table(path: str | None, name: str) -> dict:
-    """A Kaldi table file (`<id> <rest of the line>` a line) as a dict."""
-    table = {}
-    for line in read_whole(path).splitlines() if path else ():
-        fields = _decode(line, name).split(maxsplit=1)
-        if fields:
-            table[fields[0]] = fields[1].strip() if len(fields) > 1 else ""
-    return table
+class _Table(NamedTuple):
+    """A Kaldi table file (`<id> <rest of the line>` a line): each id's value,
+    and the line numbers of the ids on more than one line."""
+
+    values: dict    # id -> its value: text, or the bytes of a value in no UTF-8
+    repeated: dict  # id -> its line numbers (1-based), for ids on two lines or more
+
+
+def _table(path: str | None) -> _Table:
+    """A table file read whole; a value in no UTF-8 is kept as bytes (a transcript's
+    is the dead letter of its utterance, stage `transcript`, not the directory's)."""
+    values, first, repeated = {}, {}, {}
+    for number, line in enumerate(read_whole(path).splitlines() if path else (), 1):
+        fields = line.split(maxsplit=1)
+        if not fields:
+            continue
+        key = fields[0].decode("utf-8", "surrogateescape")
+        if key in first:
+            repeated.setdefault(key, [first[key]]).append(number)
+            continue
+        first[key] = number
+        value = fields[1].strip() if len(fields) > 1 else b""
+        try:
+            values[key] = value.decode("utf-8")
+        except UnicodeDecodeError:
+            values[key] = value
+    return _Table(values, repeated)
+
+
+def _ids_repeated(path: str) -> dict:
+    """{id: its line numbers} of the ids on two lines or more of a rows file."""
+    return _table(path).repeated
 
 
 class KaldiRowError(ValueError):
-    """A row that cannot be read, and the utterance it is (its dead letter's key)."""
+    """A row that cannot be read, the utterance it is (its dead letter's key)
+    and the stage it failed at."""
 
-    def __init__(self, key: str, message: str):
+    def __init__(self, key: str, message: str, stage: str | None = None):
         super().__init__(message)
         self.key = key
+        if stage:
+            self.stage = stage
+
+
+def _duplicate(utterance: str, kind: str, name: str, file: str, table: _Table) -> KaldiRowError:
+    """The dead letter of `utterance`, whose row needs the `kind` (utterance,
+    recording) `name`, which `table`, the data directory's `file`, has on
+    several lines."""
+    lines = table.repeated[name]
+    where = ", ".join(map(str, lines[:-1])) + f" and {lines[-1]}"
+    return KaldiRowError(utterance, f"{kind} {name!r} is on lines {where} of {file}: which line "
+                                    "holds it is unknown; give each id one line", DUPLICATE_KEY)
 
 
 def recording_path(recording: str, entry: str) -> str:
@@ -119,13 +164,16 @@ def recording_path(recording: str, entry: str) -> str:
 
 
 class KaldiTables:
-    """One data directory's files loaded whole (but the rows file), to complete its rows."""
+    """One data directory's files loaded whole (of the rows file, its repeated
+    ids), to complete its rows."""
 
     def __init__(self, files: Mapping[str, str]):
         self.segmented = "segments" in files
-        self.recordings = _table(files[_LISTING], _LISTING) if self.segmented else None
-        self.text = _table(files.get("text"), "text")
-        self.speakers = _table(files.get("utt2spk"), "utt2spk")
+        self.recordings = _table(files[_LISTING]) if self.segmented else None
+        self._rows = _Table({}, _ids_repeated(rows_file(files)))
+        self._rows_name = posixpath.basename(rows_file(files))
+        self.text = _table(files.get("text"))
+        self.speakers = _table(files.get("utt2spk"))
         self._has_text, self._has_speakers = "text" in files, "utt2spk" in files
 
     def row(self, line: bytes) -> dict:
@@ -135,30 +183,42 @@ class KaldiTables:
             utterance, recording, start, end = _split(line, 4, "segments")
         else:
             utterance, entry = _split(line, 2, _LISTING)
+        if utterance in self._rows.repeated:
+            raise _duplicate(utterance, "utterance", utterance, self._rows_name, self._rows)
         try:
             return self._row(utterance, *((recording, start, end) if self.segmented
                                           else (entry.strip(),)))
+        except KaldiRowError:
+            raise
         except ValueError as e:
             raise KaldiRowError(utterance, str(e)) from None
 
     def _row(self, utterance: str, *fields: str) -> dict:
         if self.segmented:
             recording, start, end = fields
-            if recording not in self.recordings:
+            recordings = self.recordings
+            if recording in recordings.repeated:
+                raise _duplicate(utterance, "recording", recording, _LISTING, recordings)
+            if recording not in recordings.values:
                 raise ValueError(f"segments: utterance {utterance!r} names recording "
                                  f"{recording!r}, which wav.scp does not have")
             if float(end) < 0:
                 raise ValueError(f"segments: utterance {utterance!r} ends at {end} (to the "
                                  "recording's end), which is not read: give its end")
+            entry = recordings.values[recording]
+            if isinstance(entry, bytes):
+                raise ValueError(f"wav.scp: the path of recording {recording!r} is not UTF-8")
             row = {"utterance": utterance, "recording": recording, "start": start, "end": end,
-                   "audio": recording_path(recording, self.recordings[recording])}
+                   "audio": recording_path(recording, entry)}
         else:
             row = {"utterance": utterance, "audio": recording_path(utterance, fields[0])}
         for column, name, table, present in (
                 ("text", "text", self.text, self._has_text),
                 ("speaker", "utt2spk", self.speakers, self._has_speakers)):
             if present:
-                if utterance not in table:
+                if utterance in table.repeated:
+                    raise _duplicate(utterance, "utterance", utterance, name, table)
+                if utterance not in table.values:
                     raise ValueError(f"utterance {utterance!r} has no line in {name}")
-                row[column] = table[utterance]
+                row[column] = table.values[utterance]
         return row

@@ -83,9 +83,9 @@ from transforms.sources.listing_rows import (
     listing_format,
     media_column_list,
     parse_row,
-    resolve,
     row_to_sample,
 )
+from transforms.sources.media_paths import MediaRoots
 from transforms.sources.stored import StoredMember, stored_or_read
 from transforms.sources.units import Failed, ReadUnits, Source, UnitReader, WorkUnit
 
@@ -131,12 +131,14 @@ def _first_line(path: str) -> bytes:
 
 
 def inspect_listings(patterns: Sequence[str], media_columns: Sequence[str],
-                      key_column: str | None = None) -> tuple:
+                     key_column: str | None = None,
+                     media_roots: MediaRoots | None = None) -> tuple:
     """(files, ListingLayout) for the launcher; ValueError before any pipeline work.
 
     Reads only the first line of each file: every file must have one format
     and the same header (a JSONL file's first row's keys stand for its header),
-    holding the media and key columns.
+    holding the media and key columns; and the first file's first row, whose
+    media must lie in the corpus (`MediaRoots.first_row_outside`).
     """
     files = match_files(patterns)
     layouts = {}
@@ -182,10 +184,31 @@ def inspect_listings(patterns: Sequence[str], media_columns: Sequence[str],
     if fmt == KALDI:  # its rows are utterances, their recording's path in `audio`
         media_columns, key_column = media_columns or ("audio",), key_column or "utterance"
     try:
-        layout = ListingLayout(fmt, columns, tuple(media_columns), key_column or None)
+        layout = ListingLayout(fmt, columns, tuple(media_columns), key_column or None,
+                               media_roots or MediaRoots())
     except ValueError as e:
         raise ValueError(f"listing {first!r}: {e}") from None
+    _check_first_row(first, layout)
     return files, layout
+
+
+def _check_first_row(path: str, layout: ListingLayout) -> None:
+    """ArgumentError when the first row of the listing at `path` names media
+    outside the corpus (a Kaldi directory's: its first recording, without
+    loading its tables); a row that does not parse is left to be a dead letter."""
+    try:
+        if layout.format == KALDI:
+            recording, _, entry = _first_line(path).decode("utf-8").strip().partition(" ")
+            row = {"audio": entry.strip()}
+        else:
+            line = next((line for line in _lines(path, skip_header=layout.has_header)
+                         if line.strip()), None)
+            row = parse_row(line, layout) if line is not None else {}
+    except (ValueError, StreamCorrupt):
+        return
+    for column in layout.media_columns:
+        if isinstance(row.get(column), str):
+            layout.media_roots.first_row_outside(path, "the first row", row[column])
 
 
 def _inspect_kaldi(wav_scp: str) -> tuple:
@@ -288,8 +311,8 @@ def _sizing(path: str, layout: ListingLayout) -> tuple:
             row_bytes.append(len(line) + 1)
             try:
                 row = parse(line)
-                sizes = [FileSystems.match([resolve(path, row[c])])[0].metadata_list[0]
-                         .size_in_bytes for c in layout.media_columns]
+                sizes = [FileSystems.match([layout.media_roots.place(path, row[c])])[0]
+                         .metadata_list[0].size_in_bytes for c in layout.media_columns]
             except Exception:  # noqa: BLE001 - a row that will be a dead letter does not size units
                 continue
             media += sum(sizes)
@@ -414,8 +437,9 @@ class ListingReader(UnitReader):
         except MediaReadError as e:
             return Failed.of(_MEDIA_STAGE, e, url=url, key=e.key, member=e.path,
                              column=e.column)
-        except ValueError as e:  # a Kaldi row names its utterance
-            return Failed.of(_ROW_STAGE, e, url=url, key=getattr(e, "key", None))
+        except ValueError as e:  # a Kaldi row names its utterance (and may its stage)
+            return Failed.of(getattr(e, "stage", _ROW_STAGE), e, url=url,
+                             key=getattr(e, "key", None))
 
 
 class ReadListingSamples(beam.PTransform):
@@ -425,9 +449,12 @@ class ReadListingSamples(beam.PTransform):
         read.samples      # PCollection of Sample dicts
         read.failures     # dead letters (stages "read_manifest", "read_media")
 
-    Made, it reads the first line of each listing (`inspect_listings`):
-    ValueError before any work when one names no `media_columns` or
-    `key_column` or the listings disagree. The listings are cut into units of
+    Made, it reads the first line of each listing and the first row of the
+    first (`inspect_listings`): ValueError before any work when one names no
+    `media_columns` or `key_column`, the listings disagree, or the first row's
+    media lie outside the listing's folder and every `media_root` (a folder,
+    or a list of them, its media paths may also lead into:
+    transforms/sources/media_paths.py). The listings are cut into units of
     about `target_bytes` of media (`plan_listing_units`) when the job starts;
     workers read the units' rows and media. The output is in no particular
     order. `source` is the Source it reads, for WriteDataset.
@@ -441,11 +468,13 @@ class ReadListingSamples(beam.PTransform):
     """
 
     def __init__(self, file_pattern: str | Sequence[str], media_columns: str | Sequence[str],
-                 key_column: str | None = None, target_bytes: int = 128 << 20):
+                 key_column: str | None = None, target_bytes: int = 128 << 20,
+                 media_root: str | Sequence[str] | None = None):
         super().__init__()
         self._patterns = as_patterns(file_pattern)
         self.files, self.layout = inspect_listings(self._patterns,
-                                                   media_column_list(media_columns), key_column)
+                                                   media_column_list(media_columns), key_column,
+                                                   MediaRoots.of(media_root))
         plan = functools.partial(plan_listing_units, self._patterns, self.layout, target_bytes)
         self.source = Source(plan, ListingReader(self.layout))
 

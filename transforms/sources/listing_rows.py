@@ -8,7 +8,11 @@ compressed (`.gz`, `.bz2`, ...), local or `gs://`. Each row is one sample:
   whole through Beam's filesystems into the field named by the column - not
   by the file's extension, so one column may mix `.wav` and `.flac` and the
   spec still names one field (the decoders tell formats apart by content). A
-  relative path is relative to the listing's directory;
+  relative path is relative to the listing's directory; a path leading out
+  of that directory and of every media root is not read
+  (transforms/sources/media_paths.py), and a file whose first bytes are no
+  media format's is not taken (transforms/media/sniff.py): both are the
+  row's dead letter;
 - every other column becomes a field of the same name: CSV cells and JSON
   strings as UTF-8 bytes (as tar members are), JSON numbers, booleans and
   lists as they are, JSON objects as JSON text (so `meta.age` projects into
@@ -24,22 +28,22 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import posixpath
 import re
 from typing import Any, Callable, Mapping, Sequence
 
 from transforms.format.sample import KEY, URL, StoredBytes, field_text, field_value
 from transforms.format.text import comma_list, preview
+from transforms.media.sniff import NotMedia, check_media
 from transforms.sources.compression import codec_of_name
 from transforms.sources.input_files import StorageReadError
 from transforms.sources.kaldi_dir import KALDI, is_kaldi_listing
+from transforms.sources.media_paths import MediaRoots, OutsideCorpus
 
 __all__ = ["ListingLayout", "MediaReadError", "header_columns", "listing_format",
-           "media_column_list", "parse_row", "resolve", "row_to_sample"]
+           "media_column_list", "parse_row", "row_to_sample"]
 
 _DELIMITERS = {"csv": ",", "tsv": "\t"}
 _FORMATS = {"csv": "csv", "tsv": "tsv", "jsonl": "jsonl", "ndjson": "jsonl"}
-_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _PREVIEW = 200
 
 
@@ -58,13 +62,16 @@ _RECORDS = {fmt: _record_pattern(d) for fmt, d in _DELIMITERS.items()}
 class ListingLayout:
     """How to read a listing's rows; pickled to workers, so configuration only.
 
-    `columns` is the CSV header, or a JSONL file's first row's keys.
+    `columns` is the CSV header, or a JSONL file's first row's keys;
+    `media_roots` where media paths may lead besides the listing's folder
+    (transforms/sources/media_paths.py).
     """
 
     format: str  # csv, tsv, jsonl, kaldi (transforms/sources/kaldi_dir.py) or parquet
     columns: tuple
     media_columns: tuple
     key_column: str | None = None
+    media_roots: MediaRoots = MediaRoots()
 
     def __post_init__(self):
         if not self.media_columns:
@@ -151,21 +158,6 @@ def parse_row(line: bytes, layout: ListingLayout) -> dict:
     return dict(zip(layout.columns, values))
 
 
-def resolve(listing_url: str, path: str) -> str:
-    """A media path as written in the listing -> the path or URI to open.
-
-    URIs (`gs://...`) and absolute paths stay; a relative path is joined to the
-    listing's directory (`gs://b/lists/m.csv` + `../clips/a.wav` ->
-    `gs://b/clips/a.wav`).
-    """
-    if _URI.match(path) or posixpath.isabs(path):
-        return path
-    scheme = _URI.match(listing_url)
-    prefix = scheme.group(0) if scheme else ""
-    directory = posixpath.dirname(listing_url[len(prefix):])
-    return prefix + posixpath.normpath(posixpath.join(directory, path))
-
-
 def _key_of_path(path: str) -> str:
     # WebDataset's key: the path up to the first dot of its basename.
     directory, sep, name = path.rpartition("/")
@@ -173,11 +165,13 @@ def _key_of_path(path: str) -> str:
 
 
 class MediaReadError(Exception):
-    """A media file that cannot be read; names the row's key, the column and the path."""
+    """A media file that cannot be read, or is not to be (outside the corpus,
+    not media); names the row's key, the column and the path."""
 
     def __init__(self, key: str, column: str, path: str, cause: BaseException):
-        super().__init__(f"column {column!r}: cannot read {path!r}: "
-                         f"{type(cause).__name__}: {cause}")
+        reason = (str(cause) if isinstance(cause, (OutsideCorpus, NotMedia))
+                  else f"cannot read {path!r}: {type(cause).__name__}: {cause}")
+        super().__init__(f"column {column!r}: {reason}")
         self.key = key
         self.column = column
         self.path = path
@@ -209,12 +203,13 @@ def row_to_sample(row: Mapping[str, Any], listing_url: str, layout: ListingLayou
     sample = {KEY: key, URL: listing_url}
     for column, value in row.items():
         if column in media:
-            path = resolve(listing_url, media[column])
+            path = media[column]
             try:
-                sample[column] = read(path)
+                path = layout.media_roots.place(listing_url, path)
+                sample[column] = check_media(read(path), repr(path))
             except StorageReadError:
                 raise
-            except Exception as e:  # noqa: BLE001 - missing, forbidden, a directory: the row's
+            except Exception as e:  # noqa: BLE001 - outside, missing, not media: the row's
                 raise MediaReadError(sample[KEY], column, path, e) from e
         elif value is not None:
             sample[column] = field_value(value)

@@ -16,6 +16,16 @@ A media column holds each row's media as one of:
 - binary: the bytes themselves;
 - a string: a file path, resolved as above.
 
+A row group that does not decode (a damaged page; the footer read) makes
+each of its rows not read before the damage a dead letter (stage
+`read_parquet`, keyed `<file stem>-<row number>`, naming the row group); the
+other row groups go on. A read the storage fails is not the data's: it
+raises StorageReadError, and the runner retries.
+
+A path must lie under the Parquet file's folder or a `media_root`
+(transforms/sources/media_paths.py), and what a column holds must start as
+media does (transforms/media/sniff.py); otherwise the row is a dead letter.
+
 A row whose media column has neither bytes nor a path, or whose file cannot
 be read, is a dead letter (stage `read_media`, naming the row's key and the
 column); the other rows go on. The other columns are fields as they are
@@ -35,7 +45,6 @@ Counters (namespace `datagen`): `parquet_rows_read`, `media_files_read`,
 from __future__ import annotations
 
 import functools
-import itertools
 import posixpath
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -45,16 +54,13 @@ import pyarrow.parquet as pq
 
 from transforms.format.dead_letters import StorageReadError
 from transforms.format.sample import KEY, URL, field_text
+from transforms.media.sniff import check_media
 from transforms.runner.counters import counter
 from transforms.sources.file_match import as_patterns, file_version, match_files, matched_files
-from transforms.sources.input_files import open_input, read_whole
+from transforms.sources.input_files import StorageGuard, open_input, read_whole
 from transforms.sources.listing import check_columns
-from transforms.sources.listing_rows import (
-    ListingLayout,
-    field_value,
-    media_column_list,
-    resolve,
-)
+from transforms.sources.listing_rows import ListingLayout, field_value, media_column_list
+from transforms.sources.media_paths import MediaRoots
 from transforms.sources.units import Failed, ReadUnits, Source, UnitReader, WorkUnit
 
 __all__ = ["ParquetReader", "ReadParquetSamples", "inspect_parquet",
@@ -75,10 +81,12 @@ def _parquet_file(path: str, f) -> pq.ParquetFile:
 
 
 def inspect_parquet(patterns: Sequence[str], media_columns: Sequence[str],
-                    key_column: str | None = None) -> tuple:
-    """(files, their ListingLayout, format "parquet") from the files' footers;
-    ValueError before any work when a file is not Parquet or the files'
-    columns differ or lack one named."""
+                    key_column: str | None = None,
+                    media_roots: MediaRoots | None = None) -> tuple:
+    """(files, their ListingLayout) from the files' footers and the first
+    file's first row; ValueError before any work when a file is not Parquet,
+    the files' columns differ or lack one named, or the first row's media is
+    a path outside the corpus (`MediaRoots.first_row_outside`)."""
     files = match_files(patterns)
     columns = {}
     for path in files:
@@ -90,10 +98,23 @@ def inspect_parquet(patterns: Sequence[str], media_columns: Sequence[str],
             raise ValueError(f"Parquet files {first!r} and {path!r} differ in their columns "
                              f"({', '.join(columns[first])} vs {', '.join(found)})")
     try:
-        layout = ListingLayout("parquet", columns[first], tuple(media_columns), key_column or None)
+        layout = ListingLayout("parquet", columns[first], tuple(media_columns), key_column or None,
+                               media_roots or MediaRoots())
     except ValueError as e:
         raise ValueError(f"{first}: {e}") from None
+    _check_first_row(first, layout)
     return files, layout
+
+
+def _check_first_row(path: str, layout: ListingLayout) -> None:
+    with open_input(path) as f:
+        batch = next(_parquet_file(path, f).iter_batches(
+            batch_size=1, columns=list(layout.media_columns)), None)
+    row = batch.to_pylist()[0] if batch is not None and batch.num_rows else {}
+    for column in layout.media_columns:
+        written = _media_path(row.get(column))
+        if written:
+            layout.media_roots.first_row_outside(path, "row 0", written)
 
 
 def plan_parquet_units(patterns: str | Sequence[str], target_bytes: int) -> tuple:
@@ -116,16 +137,24 @@ def plan_parquet_units(patterns: str | Sequence[str], target_bytes: int) -> tupl
                  for i, (inputs, size, version) in enumerate(units))
 
 
-def _media(value: Any, parquet_url: str, read) -> bytes:
-    """A media column's value as bytes: embedded, or read from its path."""
-    if isinstance(value, Mapping):  # Hugging Face's {"bytes": ..., "path": ...}
-        if value.get("bytes"):
-            return bytes(value["bytes"])
+def _media_path(value: Any) -> str | None:
+    """The path a media column's value names, when it holds no bytes."""
+    if isinstance(value, Mapping) and not value.get("bytes"):  # Hugging Face's struct
         value = value.get("path")
+    return value if isinstance(value, str) and value else None
+
+
+def _media(value: Any, parquet_url: str, layout: ListingLayout, read) -> bytes:
+    """A media column's value as bytes, checked to be media: embedded, or read
+    from its path (which must lie in the corpus: transforms/sources/media_paths.py)."""
+    path = _media_path(value)
+    if path is not None:
+        placed = layout.media_roots.place(parquet_url, path)
+        return check_media(read(placed), repr(placed))
+    if isinstance(value, Mapping):  # Hugging Face's {"bytes": ..., "path": ...}
+        value = value.get("bytes")
     if isinstance(value, (bytes, bytearray)) and value:
-        return bytes(value)
-    if isinstance(value, str) and value:
-        return read(resolve(parquet_url, value))
+        return check_media(bytes(value), "the row's embedded media")
     raise ValueError("the row's media holds neither bytes nor a path")
 
 
@@ -153,13 +182,37 @@ class ParquetReader(UnitReader):
         url, first_group, end_group, first_row = unit.inputs
         stem = posixpath.basename(url).split(".", 1)[0]
         with open_input(url) as f:
-            batches = _parquet_file(url, f).iter_batches(
-                batch_size=_BATCH_ROWS, row_groups=range(first_group, end_group))
-            rows = (row for batch in batches for row in batch.to_pylist())
-            for number, row in zip(itertools.count(first_row), rows):
+            # A read the storage fails is StorageReadError (pyarrow raises it as it
+            # came), so what pyarrow raises itself is the data's: a damaged page.
+            parquet = _parquet_file(url, StorageGuard(f, url))
+            row = first_row
+            for group in range(first_group, end_group):
+                size = parquet.metadata.row_group(group).num_rows
+                yield from self._row_group(parquet, url, group, stem, row, size)
+                row += size
+
+    def _row_group(self, parquet: pq.ParquetFile, url: str, group: int, stem: str,
+                   first_row: int, size: int) -> Iterator[dict | Failed]:
+        """The samples of one row group, and a dead letter for each of its rows
+        after a part of it that does not decode."""
+        read = 0
+        try:
+            for batch in parquet.iter_batches(batch_size=_BATCH_ROWS, row_groups=[group]):
+                for row in batch.to_pylist():
+                    self._rows.inc()
+                    self._samples.inc()
+                    yield self._sample(url, row, f"{stem}-{first_row + read:07d}")
+                    read += 1
+        except (pa.ArrowException, OSError) as e:
+            error = ValueError(f"row group {group} does not decode from row "
+                               f"{first_row + read} on ({type(e).__name__}: "
+                               f"{' '.join(str(e).split())}): its rows up to "
+                               f"{first_row + size - 1} are lost")
+            for number in range(first_row + read, first_row + size):
                 self._rows.inc()
                 self._samples.inc()
-                yield self._sample(url, row, f"{stem}-{number:07d}")
+                yield Failed.of(_ROW_STAGE, error, url=url, key=f"{stem}-{number:07d}",
+                                member=f"row group {group}")
 
     def _sample(self, url: str, row: dict, default_key: str) -> dict | Failed:
         layout = self._layout
@@ -175,7 +228,7 @@ class ParquetReader(UnitReader):
                     f"column {column!r}: names starting with __ are reserved"), url=url, key=key)
             if column in layout.media_columns:
                 try:
-                    sample[column] = _media(value, url, self._read)
+                    sample[column] = _media(value, url, layout, self._read)
                 except StorageReadError:
                     raise
                 except Exception as e:  # noqa: BLE001 - missing, forbidden, empty: the row's
@@ -203,10 +256,13 @@ class ReadParquetSamples(beam.PTransform):
         read.samples      # PCollection of Sample dicts
         read.failures     # dead letters (stages "read_parquet", "read_media")
 
-    Made, it reads each file's footer (`inspect_parquet`): ValueError before
-    any work when one is not Parquet, the files differ in their columns, or
-    one named is missing. Units are runs of row groups of about
-    `target_bytes` (`plan_parquet_units`), planned when the job starts.
+    Made, it reads each file's footer and the first row's media columns
+    (`inspect_parquet`): ValueError before any work when one is not Parquet,
+    the files differ in their columns, one named is missing, or the first
+    row's media is a path outside the file's folder and every `media_root`
+    (a folder, or a list of them, the paths may also lead into). Units are
+    runs of row groups of about `target_bytes` (`plan_parquet_units`),
+    planned when the job starts.
     `source` is the Source it reads, for WriteDataset.
 
     >>> import pyarrow as pa, pyarrow.parquet as pq, transforms as dg
@@ -219,11 +275,13 @@ class ReadParquetSamples(beam.PTransform):
     """
 
     def __init__(self, file_pattern: str | Sequence[str], media_columns: str | Sequence[str],
-                 key_column: str | None = None, target_bytes: int = 128 << 20):
+                 key_column: str | None = None, target_bytes: int = 128 << 20,
+                 media_root: str | Sequence[str] | None = None):
         super().__init__()
         self._patterns = as_patterns(file_pattern)
         self.files, self.layout = inspect_parquet(self._patterns,
-                                                  media_column_list(media_columns), key_column)
+                                                  media_column_list(media_columns), key_column,
+                                                  MediaRoots.of(media_root))
         plan = functools.partial(plan_parquet_units, self._patterns, target_bytes)
         self.source = Source(plan, ParquetReader(self.layout))
 

@@ -193,9 +193,14 @@ class Source:
         if not callable(self.plan):
             raise ArgumentTypeError("plan", f"must be a function giving the WorkUnits, got "
                                             f"{self.plan!r}")
-        if not callable(getattr(self.reader, "read", None)):
-            raise ArgumentTypeError("reader", f"must be a UnitReader (with read(unit)), got "
-                                              f"{self.reader!r}")
+        if not isinstance(self.reader, UnitReader):
+            # A reader with read() alone (as the v0 docs had it) lacks what the
+            # writer asks of every reader: the base class gives it the defaults.
+            kind = type(self.reader).__name__
+            hint = (f": subclass it, class {kind}(dg.UnitReader), for the defaults of "
+                    "setup, teardown and check_recipe" if callable(
+                        getattr(self.reader, "read", None)) else "")
+            raise ArgumentTypeError("reader", f"must be a UnitReader, got {kind}{hint}")
 
 
 def group_by_size(sizes: Sequence[tuple[Any, int]], target: int) -> list[tuple]:

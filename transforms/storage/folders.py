@@ -33,6 +33,8 @@ from transforms.format.dead_letters import failures_jsonl
 __all__ = ["check_writable", "delete_if_exists", "ensure_dir", "read_manifest", "remove_tree",
            "remove_trees_named", "write_failures", "write_text"]
 
+_GCS = "gs://"
+
 
 def ensure_dir(path: str) -> None:
     """Creates the directory (and parents) where the filesystem has directories."""
@@ -78,13 +80,29 @@ def delete_if_exists(path: str) -> None:
         FileSystems.delete([path])
 
 
+def _missing_bucket(folder: str) -> str | None:
+    """The bucket of a gs:// folder, when it does not exist: looked up first, as
+    a probe file written into no bucket fails, then retries its upload for
+    minutes when it is collected, holding up the process."""
+    if not folder.startswith(_GCS):
+        return None
+    from apache_beam.io.gcp.gcsio import GcsIO  # the gcp extra's: only for gs://
+
+    bucket = folder[len(_GCS):].split("/", 1)[0]
+    return bucket if GcsIO().get_bucket(bucket) is None else None
+
+
 def check_writable(folder: str, flag: str = "--output") -> None:
     """Makes `folder` if it is missing, then creates and deletes a probe file in
-    it; ValueError in one line naming the folder when any of that fails (under
-    a regular file, a read-only filesystem, a bucket the credentials cannot
-    write or delete in - the final step renames, which deletes)."""
+    it; ValueError in one line naming the folder when any of that fails (no
+    such bucket, under a regular file, a read-only filesystem, a bucket the
+    credentials cannot write or delete in - the final step renames, which
+    deletes)."""
     probe = FileSystems.join(folder, f".datagen-write-probe-{uuid.uuid4().hex}")
     try:
+        bucket = _missing_bucket(folder)
+        if bucket:
+            raise ValueError(f"there is no bucket {bucket!r}")
         ensure_dir(folder)
         with FileSystems.create(probe) as f:
             f.write(b"probe")

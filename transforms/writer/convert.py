@@ -47,7 +47,7 @@ from typing import Any, Iterator, Mapping, NamedTuple
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from transforms.format.dead_letters import EXAMPLE, SAMPLE, SEGMENT, dead_letter
+from transforms.format.dead_letters import DUPLICATE_KEY, EXAMPLE, SAMPLE, SEGMENT, dead_letter
 from transforms.format.durations import duration_bin
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.sample import (
@@ -292,7 +292,7 @@ class _ConvertFn(beam.DoFn):
         stats: dict = {}
         identity = (sample.get(URL, ""), sample.get(KEY))
         if work.keys_seen is not None and identity in work.keys_seen:
-            examples = _outcome_only(SampleOutcome(failure=StageError("duplicate_key", ValueError(
+            examples = _outcome_only(SampleOutcome(failure=StageError(DUPLICATE_KEY, ValueError(
                 f"key {identity[1]!r} given again in {identity[0] or 'the unit'}: each sample "
                 "needs its own __key__ (examples are named, ordered and split by it)"))))
         elif identity in self._dropped:
@@ -460,27 +460,67 @@ class ConvertElements(beam.PTransform):
 
 # What a sample is, by the worst its cut examples say: a failed one fails it.
 _STATE_RANK = {"failed": 0, "written": 1, "filtered": 2}
+# Why a sample the cut gave examples is filtered when none of them reached the
+# writer, and the examples a step between the cut and the writer dropped.
+DROPPED = "dropped_by_your_step"
 
 
-def _sample_tallies(outcome: SourceOutcome) -> list:
-    """The tallies of one sample, read, from its worst SourceOutcome."""
-    what = {"failed": ("failed", SAMPLE), "written": ("written", outcome.detail),
-            "filtered": ("filtered", outcome.detail)}[outcome.state]
-    return [(("read", ""), 1), (what, 1)]
+class _SampleState(beam.CombineFn):
+    """One sample's SourceOutcomes (of its cut examples that reached the writer)
+    and CutCounts (what CutSamples cut of it, a dead letter's) -> its tallies:
+    read, and written, filtered or failed; and the examples cut but not
+    arrived, filtered as DROPPED. Accumulator: (worst outcome, examples
+    arrived, examples cut or None, failed)."""
+
+    def create_accumulator(self):
+        return None, 0, None, False
+
+    def add_input(self, accumulator, element):
+        return self.merge_accumulators([accumulator, (
+            (element, 1, None, False) if isinstance(element, SourceOutcome)
+            else (None, 0, element.examples, element.failed))])
+
+    def merge_accumulators(self, accumulators):
+        worst, arrived, cut, failed = None, 0, None, False
+        for outcome, n, examples, broke in accumulators:
+            if outcome is not None and (worst is None or (
+                    _STATE_RANK[outcome.state], outcome.detail)
+                    < (_STATE_RANK[worst.state], worst.detail)):
+                worst = outcome
+            arrived += n
+            cut = examples if cut is None else max(cut, examples if examples is not None else 0)
+            failed = failed or broke
+        return worst, arrived, cut, failed
+
+    def extract_output(self, accumulator):
+        worst, arrived, cut, failed = accumulator
+        if failed or (worst is not None and worst.state == "failed"):
+            what = ("failed", SAMPLE)
+        elif worst is not None:
+            what = ("written" if worst.state == "written" else "filtered", worst.detail)
+        else:
+            what = ("filtered", DROPPED if cut else "no_examples")
+        tallies = [(("read", ""), 1), (what, 1)]
+        dropped = max(0, (cut or 0) - arrived)
+        if dropped:
+            tallies += [(("cut_examples_read", ""), dropped),
+                        (("cut_examples_filtered", DROPPED), dropped)]
+        return tallies
 
 
 class SampleOutcomes(beam.PTransform):
-    """SourceOutcomes of cut examples (and of samples that failed before them)
-    -> the tallies of their samples, each counted once: read, and written,
-    filtered or failed. Only (url, key, state) records are shuffled."""
+    """SourceOutcomes of cut examples, and CutCounts of their samples (what
+    CutSamples cut, a failed sample's dead letter) -> the tallies of their
+    samples, each counted once: read, and written, filtered or failed, and
+    the cut examples a step between dropped. Only small records, keyed by
+    sample, are shuffled."""
 
     def expand(self, outcomes):
         return (outcomes
                 | "BySample" >> beam.Map(lambda o: ((o.url, o.key), o))
-                | "Worst" >> beam.CombinePerKey(
-                    lambda found: min(found, key=lambda o: (_STATE_RANK[o.state], o.detail)))
-                # ((url, key), its worst SourceOutcome)
-                | "SampleTallies" >> beam.FlatMap(lambda kv: _sample_tallies(kv[1])))
+                | "SampleState" >> beam.CombinePerKey(_SampleState())
+                # ((url, key), its tallies)
+                | "SampleTallies" >> beam.FlatMap(lambda kv: kv[1]))
 
 
 class ConvertUnits(beam.PTransform):

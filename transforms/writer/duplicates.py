@@ -154,10 +154,13 @@ def _pair(splits: Sequence[str], order: Sequence[str]) -> str:
 
 
 def duplicates_summary(found: Iterable[tuple], split_order: Sequence[str],
-                       kinds: Sequence[str]) -> tuple[dict, list[DuplicateGroup]]:
-    """({"kinds", "groups", "near": pairs, "across_splits": {"train/test": n},
-    "within_split": {"train": n}}, the merged groups) from FindDuplicates'
-    output; `near` only when `kinds` has it."""
+                       kinds: Sequence[str], features: Sequence[str] = ()
+                       ) -> tuple[dict, list[DuplicateGroup]]:
+    """({"kinds", "features", "groups", "near": pairs, "across_splits":
+    {"train/test": n}, "within_split": {"train": n}}, the merged groups) from
+    FindDuplicates' output; `features` those the `content` kind hashed
+    (none: only the kinds' media fields were compared), `near` only when
+    `kinds` has it."""
     groups = _merged(found)
     across: dict = {}
     within: dict = {}
@@ -170,7 +173,7 @@ def duplicates_summary(found: Iterable[tuple], split_order: Sequence[str],
                     across[pair] = across.get(pair, 0) + 1
         else:
             within[splits[0]] = within.get(splits[0], 0) + 1
-    summary = {"kinds": list(kinds), "groups": len(groups),
+    summary = {"kinds": list(kinds), "features": list(features), "groups": len(groups),
                "across_splits": dict(sorted(across.items())),
                "within_split": dict(sorted(within.items()))}
     if NEAR in kinds:

@@ -101,7 +101,8 @@ def account(tallies: Mapping[tuple, int]) -> dict:
     segments is written when it gave its segments (`segmented`; a listing row
     whose segment is in its columns fails with it, `recordings_failed`), and the
     segments have an accounting of their own, `segments`, when there are any;
-    so do examples a cut made before the writer, `cut_examples`.
+    so do examples a cut made before the writer, `cut_examples`. A recording's
+    segments may go to several splits: its samples per split are its segments.
     """
     def total(what):
         return sum(n for (w, _), n in tallies.items() if w == what)
@@ -116,7 +117,8 @@ def account(tallies: Mapping[tuple, int]) -> dict:
         "samples_failed": tallies.get(("failed", SAMPLE), 0) + total("failed_by_segment"),
         "files_failed": tallies.get(("failed", FILE), 0),
         "examples_failed": tallies.get(("failed", EXAMPLE), 0),
-        "samples_written_per_split": by_detail("written"),
+        "samples_written_per_split": by_detail("segments_written" if total("segmented")
+                                               else "written"),
         "examples_per_split": by_detail("examples"),
         "samples_filtered_per_reason": by_detail("filtered"),
     }
@@ -149,7 +151,8 @@ def _augmentation(by_detail) -> dict:
     """The accounting of augmented copies (transforms/media/augment.py): per
     split, its original and augmented examples, its copies, and how many
     copies took each speed, each gain and SNR (dB, rounded) and a peak
-    normalisation, and how many noise and RIR recordings they used."""
+    normalisation, how many had silent speech (no noise), and how many
+    noise and RIR recordings they used."""
     augmented, examples = by_detail("augmented_examples"), by_detail("examples")
 
     def per_split(what, numeric=True):  # {split: {value: copies}}, numbers in order
@@ -170,7 +173,8 @@ def _augmentation(by_detail) -> dict:
                 split: len(used) for split, used in per_split(f"augment_{corpus}",
                                                               numeric=False).items()}
                for corpus in ("noise", "rir")},
-            "peak_normalized": by_detail("augment_peak_normalized")}
+            "peak_normalized": by_detail("augment_peak_normalized"),
+            "silent": by_detail("augment_silent")}
 
 
 def _original_examples(accounting: Mapping[str, Any]) -> dict:
@@ -226,6 +230,24 @@ def _corpora_in_input(config) -> list:
         return []
     return [f"the augmentation's noise or RIR corpora hold {len(shared)} file(s) that are "
             f"also inputs: {', '.join(shared[:3])}{', ...' if len(shared) > 3 else ''}"]
+
+
+def _failures_dropped(config) -> list:
+    """A warning when the dead letters of library steps before the writer were
+    dropped by choice (unwired_failures 'drop'): their failed samples are not
+    counted."""
+    steps = config.source.get("failures_dropped_from")
+    if not steps:
+        return []
+    return [config.said(f"the dead letters of {', '.join(steps)} were not given and were "
+                        "dropped ({unwired_failures} 'drop'): the samples they failed are in "
+                        "no count")]
+
+
+def _transcript_dropped(config) -> list:
+    """A warning when the transcript named was left out of the cut's examples."""
+    dropped = config.recipe.dropped_transcript
+    return [config.said(dropped)] if dropped else []
 
 
 def _transcripts(recipe, tallies: Mapping[tuple, int]) -> dict | None:
@@ -392,7 +414,8 @@ class _CheckFn(beam.DoFn):
                          _label_counts(tallies) if config.recipe.split_plan.label_source else None,
                          num_failures, group_counts,
                          tuple(empty + lopsided + ([copied] if copied else [])
-                               + _corpora_in_input(config)),
+                               + _corpora_in_input(config) + _failures_dropped(config)
+                               + _transcript_dropped(config)),
                          _split_durations(tallies), final_files, copies,
                          _transcripts(config.recipe, tallies))
 
@@ -403,8 +426,10 @@ class _CheckFn(beam.DoFn):
         config = self._config
         if config.duplicates == "off":
             return None, ""
-        summary, groups = duplicates_summary(found, config.recipe.split_plan.names,
-                                             config.recipe.fingerprint_kinds)
+        recipe = config.recipe
+        summary, groups = duplicates_summary(found, recipe.split_plan.names,
+                                             recipe.fingerprint_kinds,
+                                             recipe.fingerprinted_features)
         if not groups:
             return summary, ""
         write_text(_run_duplicates(self._temp_dir), duplicates_lines(groups))

@@ -50,16 +50,19 @@ from transforms.format.arguments import (
     ArgumentTypeError,
     check_choice,
     check_fraction,
+    check_number,
     check_path,
     said,
 )
 from transforms.format.dead_letters import SAMPLE
-from transforms.format.outputs import ExampleResult, SampleResult
+from transforms.format.outputs import CutCount, ExampleResult, SampleResult
 from transforms.format.sample import KEY, SOURCE_KEY
 from transforms.format.spec import Feature, FeatureSpec, parse_features
 from transforms.media.cutting import CutOptions, with_cut_features
 from transforms.recipe.examples import ExampleRecipe
+from transforms.recipe.segments import SegmentOptions
 from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan
+from transforms.recipe.transcripts import TranscriptOptions
 from transforms.sources.units import PlanUnits, Source
 from transforms.storage.folders import check_writable
 from transforms.tft.preprocessing import Preprocessing
@@ -71,7 +74,6 @@ from transforms.writer.convert import (
     ConvertOptions,
     ConvertUnits,
     SampleOutcomes,
-    SourceOutcome,
 )
 from transforms.writer.duplicates import POLICIES, DuplicatesToDrop, FindDuplicates
 from transforms.writer.finalise import Finalise
@@ -80,11 +82,15 @@ from transforms.writer.leakage import SplitGroups
 from transforms.writer.ledger import REUSED, RunFolder, SkipCommitted, recipe_fingerprint
 from transforms.writer.stratify import StratifySplits
 from transforms.writer.tfrecord import COMPRESSIONS
+from transforms.writer.upstream import cut_counts, unwired_failures
 
 __all__ = ["COMPRESSIONS", "DatasetConfig", "SHUFFLES", "WriteDataset"]
 
 # --shuffle: where examples are written (module docstring).
 SHUFFLES = ("none", "global")
+# What WriteDataset does with the dead letters of library steps before it that
+# it was not given (transforms/writer/upstream.py).
+UNWIRED = ("refuse", "drop")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,16 +194,6 @@ def _feature_spec(features: Any) -> FeatureSpec:
                                         f"got {features!r}")
 
 
-def _splits_text(splits: Any) -> str:
-    """`splits` as the ratios' text: 'train=0.8,test=0.2' or {'train': 0.8, 'test': 0.2}."""
-    if isinstance(splits, Mapping):
-        return ",".join(f"{name}={ratio}" for name, ratio in splits.items())
-    if not isinstance(splits, str):
-        raise ArgumentTypeError("splits", "must be 'train=0.8,test=0.2' or {'train': 0.8, "
-                                          f"'test': 0.2}}, got {splits!r}")
-    return splits
-
-
 def _field(parameter: str, value: Any, optional: bool = True) -> str:
     if not isinstance(value, str) or not (value or optional):
         raise ArgumentTypeError(parameter, f"must be a field name (str), got {value!r}")
@@ -207,7 +203,9 @@ def _field(parameter: str, value: Any, optional: bool = True) -> str:
 def _keyword_config(output: str | os.PathLike, features: Any, split_by: str,
                     splits: str | Mapping[str, float], split_column: str, stratify_by: str,
                     label_field: str, cut: CutOptions | None, cut_by: CutOptions | None,
-                    compression: str, shard_size_bytes: int, max_failure_fraction: float,
+                    segments: SegmentOptions | None, text_field: str, text_case: str,
+                    text_punctuation: str, drop_transcript: bool, compression: str,
+                    shard_size_bytes: int, max_failure_fraction: float,
                     allow_empty_splits: bool, duplicates: str) -> DatasetConfig:
     """A DatasetConfig from WriteDataset's dataset keywords (its Args say them
     and their defaults); ArgumentError (a ValueError, or a TypeError for a
@@ -215,9 +213,11 @@ def _keyword_config(output: str | os.PathLike, features: Any, split_by: str,
     if features is None:
         raise ArgumentTypeError("features", "is required: the feature spec, e.g. "
                                             "'emb:float32[192],label:int64'")
-    for name, value in (("cut", cut), ("cut_by", cut_by)):
-        if value is not None and not isinstance(value, CutOptions):
-            raise ArgumentTypeError(name, f"must be a CutOptions, got {value!r}")
+    check_number("shard_size_bytes", shard_size_bytes, integer=True, above=0)
+    for name, value, kind in (("cut", cut, CutOptions), ("cut_by", cut_by, CutOptions),
+                              ("segments", segments, SegmentOptions)):
+        if value is not None and not isinstance(value, kind):
+            raise ArgumentTypeError(name, f"must be a {kind.__name__}, got {value!r}")
     if cut is not None and cut_by is not None:
         raise ArgumentError("cut", "and {cut_by} exclude each other: cut samples here, or "
                                    "write examples a cut made")
@@ -227,12 +227,16 @@ def _keyword_config(output: str | os.PathLike, features: Any, split_by: str,
         # A cut example's group is its recording's, unless told otherwise.
         split_by = SOURCE_KEY if split_by == KEY else split_by
     recipe_spec = FeatureSpec(with_cut_features(spec.features, cut)) if cut else spec
-    plan = SplitPlan.from_flags(_splits_text(splits), _field("split_by", split_by, False),
+    plan = SplitPlan.from_flags(splits, _field("split_by", split_by, False),
                                 _field("split_column", split_column),
                                 _field("stratify_by", stratify_by),
                                 _field("label_field", label_field), spec=recipe_spec)
-    return DatasetConfig(output=output,
-                         recipe=ExampleRecipe(spec=spec, split_plan=plan, cut=cut or CutOptions()),
+    recipe = ExampleRecipe(spec=spec, split_plan=plan, cut=cut or CutOptions(),
+                           segments=segments or SegmentOptions(),
+                           transcripts=TranscriptOptions(_field("text_field", text_field),
+                                                         text_case, text_punctuation,
+                                                         drop_transcript))
+    return DatasetConfig(output=output, recipe=recipe,
                          compression=compression, target_shard_bytes=shard_size_bytes,
                          max_failure_fraction=max_failure_fraction,
                          allow_empty_splits=allow_empty_splits, duplicates=duplicates)
@@ -252,6 +256,12 @@ def _failure_collections(failures: Any) -> list:
     return collections
 
 
+def _distinct(collections: list) -> list:
+    """`collections` with each PCollection once: dead letters given twice (a
+    result piped in and its `failures=` too) are counted once."""
+    return list({id(c): c for c in collections}.values())
+
+
 def _upstream_tallies(record: Mapping[str, Any], cut_examples: bool) -> list:
     """The tallies of a dead letter of a step before the writer: a failed sample
     is a sample read (with `cut_examples`, SampleOutcomes counts it), a file that
@@ -263,10 +273,12 @@ def _upstream_tallies(record: Mapping[str, Any], cut_examples: bool) -> list:
 
 
 def _failed_source(record: Mapping[str, Any]) -> list:
-    """A sample's dead letter as its SourceOutcome, beside its cut examples'."""
+    """A sample's dead letter as the CutCount of a failed sample, beside its
+    cut examples' outcomes."""
     if record.get("unit", SAMPLE) != SAMPLE:
         return []
-    return [SourceOutcome(record.get("url") or "", str(record.get("key")), "failed")]
+    return [CutCount(record.get("url") or "", str(record.get("key")),
+                     record.get("examples_written") or 0, failed=True)]
 
 
 def _given_keywords(keywords: Mapping[str, Any]) -> list:
@@ -335,6 +347,15 @@ class WriteDataset(beam.PTransform):
       cut_by: the CutOptions CutSamples cut the elements with, when they are
         its examples: its features are declared, examples counted as
         examples and samples by their `source_key`.
+      segments: SegmentOptions: where each sample's time-aligned segments are
+        (a field of RTTM, JSON or CSV text, or two columns: a Kaldi data
+        directory's start,end, a NeMo manifest's offset,duration); each
+        segment is then cut as a sample of its own.
+      text_field: the string feature holding each utterance's transcript: its
+        text normalised (Unicode NFC, then `text_case` 'keep', 'lower' or
+        'upper', `text_punctuation` 'keep' or 'strip'), its characters
+        counted per split in the manifest. A cut that splits utterances apart
+        is refused unless `drop_transcript` leaves the transcript out.
       compression: 'none' (TFDS and DALI read it) or 'gzip'.
       shard_size_bytes: the shards' target size.
       max_failure_fraction: the share of inputs that may fail, 0 to 1.
@@ -343,7 +364,12 @@ class WriteDataset(beam.PTransform):
         (a Source only) or 'off'.
       failures: the dead letters of the steps before (a PCollection, a list of
         them, or results with `.failures`): written and counted with the
-        dataset's own. A SampleResult or ExampleResult piped in brings its own.
+        dataset's own, each once. A SampleResult or ExampleResult piped in
+        brings its own. Those of a library step upstream (a reader,
+        CutSamples, BuildExamples) left out are refused, naming the step.
+      unwired_failures: 'refuse' (the default) or 'drop': write without the
+        dead letters of the library steps upstream not given (their failed
+        samples are then not counted); the manifest names the steps.
       examples_sink: a PTransform over the Examples (split, order key,
         serialized) returning its dead letters, writing them somewhere else
         too (a Bigtable examples table), in the same pass.
@@ -374,15 +400,20 @@ class WriteDataset(beam.PTransform):
                  *, features: Any = None, split_by: str = KEY,
                  splits: str | Mapping[str, float] = DEFAULT_SPLITS, split_column: str = "",
                  stratify_by: str = "", label_field: str = "", cut: CutOptions | None = None,
-                 cut_by: CutOptions | None = None, compression: str = "none",
+                 cut_by: CutOptions | None = None, segments: SegmentOptions | None = None,
+                 text_field: str = "", text_case: str = "keep", text_punctuation: str = "keep",
+                 drop_transcript: bool = False, compression: str = "none",
                  shard_size_bytes: int = 128 << 20, max_failure_fraction: float = 0.01,
                  allow_empty_splits: bool = False, duplicates: str = "warn",
-                 failures: Any = None, examples_sink: beam.PTransform | None = None,
+                 failures: Any = None, unwired_failures: str = "refuse",
+                 examples_sink: beam.PTransform | None = None,
                  run: RunFolder | None = None):
         super().__init__()
         keywords = dict(features=features, split_by=split_by, splits=splits,
                         split_column=split_column, stratify_by=stratify_by,
-                        label_field=label_field, cut=cut, cut_by=cut_by,
+                        label_field=label_field, cut=cut, cut_by=cut_by, segments=segments,
+                        text_field=text_field, text_case=text_case,
+                        text_punctuation=text_punctuation, drop_transcript=drop_transcript,
                         compression=compression, shard_size_bytes=shard_size_bytes,
                         max_failure_fraction=max_failure_fraction,
                         allow_empty_splits=allow_empty_splits, duplicates=duplicates)
@@ -401,6 +432,7 @@ class WriteDataset(beam.PTransform):
         self._source = source
         self._cut_by = cut_by
         self._failures = _failure_collections(failures)
+        self._unwired = check_choice("unwired_failures", unwired_failures, UNWIRED)
         self._examples_sink = examples_sink
         self._run = run or RunFolder.fresh(self._config.output)
 
@@ -427,6 +459,7 @@ class WriteDataset(beam.PTransform):
         if isinstance(input_or_root, (SampleResult, ExampleResult)):
             upstream.append(input_or_root.failures)
             input_or_root = input_or_root[0]
+        upstream = _distinct(upstream)
         _claim_output(input_or_root.pipeline, self._config.output)
         if isinstance(input_or_root, beam.pvalue.PBegin):
             if self._source is None:
@@ -436,9 +469,34 @@ class WriteDataset(beam.PTransform):
         if self._source is not None:
             raise ArgumentError("source", "is not taken over a PCollection: its elements are "
                                           "the samples")
+        self._check_unwired(input_or_root, upstream)
         return self._from_elements(input_or_root, upstream)
 
+    def _check_unwired(self, elements, upstream: list) -> None:
+        """Refuses, before any work, to lose the dead letters of a library step
+        before `elements` that `upstream` lacks; with unwired_failures 'drop',
+        the manifest's source names the steps instead."""
+        unwired = unwired_failures(elements, upstream)
+        if not unwired:
+            return
+        steps = ", ".join(f"{step.label!r} ({step.name})" for step in unwired)
+        if self._unwired == "refuse":
+            raise ArgumentError("failures", f"misses the dead letters of {steps}, before this "
+                                "WriteDataset: their failed samples would vanish from the "
+                                "accounting; give them (failures=[read, cut, ...], each "
+                                "step's result or its .failures), or unwired_failures='drop'")
+        config = self._config
+        self._config = dataclasses.replace(config, source={
+            **config.source, "failures_dropped_from": [step.label for step in unwired]})
+
+    def _check_output(self) -> None:
+        """Before any work, on every way in (a job's launcher checked too), once
+        the arguments are: a folder that cannot be written, a bucket that is
+        not there, refused in one line."""
+        check_writable(self._config.output, self._config.said("{output}"))
+
     def _from_source(self, pbegin, upstream: list):
+        self._check_output()
         config, reader = self._config, self._source.reader
         recipe = config.recipe
         units = pbegin | "Units" >> PlanUnits(self._source)
@@ -494,11 +552,10 @@ class WriteDataset(beam.PTransform):
                                                "'drop', reused work) reads a Source's units "
                                                "again: give WriteDataset a Source, not a "
                                                "PCollection")
-        if not config.source:
-            self._config = dataclasses.replace(config, source={"type": "pcollection"})
-        # Before any work, as the jobs' launchers do before they plan a Source's
-        # units: a PCollection comes from a pipeline of the user's, no launcher.
-        check_writable(config.output, "output")
+        if "type" not in config.source:
+            self._config = config = dataclasses.replace(
+                config, source={"type": "pcollection", **config.source})
+        self._check_output()
         options = dataclasses.replace(self._convert_options(None),
                                       elements_are_examples=self._cut_by is not None)
         converted = elements | "Convert" >> ConvertElements(config.recipe, options)
@@ -508,7 +565,12 @@ class WriteDataset(beam.PTransform):
         repeated = (converted[KEYS]
                     | "CountKeys" >> beam.combiners.Count.PerElement()
                     | "RepeatedKeys" >> beam.Filter(lambda key_count: key_count[1] > 1))
-        sources = converted[SOURCES] if self._cut_by is not None else None
+        sources = None
+        if self._cut_by is not None:
+            # What each CutSamples before said it cut: the examples a step of the
+            # user's dropped are counted, and so is a sample it left with none.
+            sources = ([converted[SOURCES], *cut_counts(elements)]
+                       | "CutAndWritten" >> beam.Flatten())
         return self._finish(converted, receipts, planned, None, upstream, keep_ledger=False,
                             repeated_keys=repeated, sources=sources)
 
@@ -519,7 +581,8 @@ class WriteDataset(beam.PTransform):
         groups of identical content found before they were written
         (--duplicates drop), else they are found in the receipts;
         `repeated_keys` the ((url, key), n) given more than once; `sources`
-        the SourceOutcomes of cut examples, whose samples are counted."""
+        the SourceOutcomes of cut examples and the CutCounts of their
+        samples, which are counted."""
         config, temp_dir = self._config, self._run.temp_dir
         if config.shuffle == "global" and config.write_tfrecords:
             shards = converted.examples | "WriteShards" >> WriteShards(
