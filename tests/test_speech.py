@@ -366,6 +366,10 @@ def test_mel_bins_with_no_fft_bin_are_refused_before_work_where_kaldi_refuses_th
                                          r"at most 95 at that rate$"):
         tar_to_tfrecord.run([*flags, "--num_mel_bins", "96", "--output", str(tmp_path / "no")])
     assert not (tmp_path / "no").exists()
+    with pytest.raises(dg.ArgumentError, match="^num_mel_bins 96 is too many for 8000 Hz"):
+        dg.CutOptions(mode="utterances", audio_fields=("flac",),
+                      audio=dg.AudioOptions(sample_rate=8000),
+                      audio_features=dg.AudioFeatures(kind, num_mel_bins=96))
     info = tar_to_tfrecord.run([*flags, "--num_mel_bins", "95", "--output", str(tmp_path / "ok")])
     assert info["accounting"]["samples_written"] == UTTERANCES
 

@@ -79,8 +79,9 @@ class _DebugLog:
     a failed bundle's traceback (to sys.stderr, besides logging it at ERROR),
     so that a job's error is the launcher's one line unless it logs DEBUG."""
 
-    def __init__(self, logger: logging.Logger):
+    def __init__(self, logger: logging.Logger, stream):
         self._logger = logger
+        self._stream = stream   # for what else is asked of a stream (fileno, isatty)
 
     def write(self, text: str) -> int:
         if text.strip():
@@ -89,6 +90,9 @@ class _DebugLog:
 
     def flush(self) -> None:
         pass
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 def main() -> None:
@@ -102,7 +106,7 @@ def main() -> None:
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     handler.addFilter(_LauncherLevels(levels))
     logging.getLogger().addHandler(handler)
-    sys.stderr = _DebugLog(logging.getLogger("transforms.runner.worker"))
+    sys.stderr = _DebugLog(logging.getLogger("transforms.runner.worker"), sys.stderr)
     requests = sys.stdin.buffer
     children: dict = {}
 
