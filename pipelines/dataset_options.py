@@ -11,6 +11,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines.flag_types import FUNCTION, GS_PATH, Flag, FlagTable
 from transforms.media.cutting import MODES
 from transforms.media.features import FEATURE_KINDS
+from transforms.sources.units import TARGET_BYTES
 from transforms.writer.write import COMPRESSIONS, SHUFFLES
 
 __all__ = ["DatasetOptions"]
@@ -315,7 +316,8 @@ class DatasetOptions(FlagTable, PipelineOptions):
         Flag("num_shards", "output", type=int, default=0, example="16", label="Shards per split",
              recorded=True,
              help="With --shuffle global, shards per split; 0 sizes them by --shard_size_mb."),
-        Flag("shard_size_mb", "output", type=float, default=128, label="Target shard size (MiB)",
+        Flag("shard_size_mb", "output", type=float, default=TARGET_BYTES >> 20,
+             label="Target shard size (MiB)",
              recorded=True, parameters=("target_shard_bytes",),
              help="Target shard size in MiB of serialized examples (default 128); also the input a "
                   "work unit gathers (a tar file, or consecutive smaller ones)."),

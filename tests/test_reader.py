@@ -152,8 +152,8 @@ def test_the_beam_free_layers_import_with_beam_blocked():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     # #38 and #39 added eight: features, statistics, ..., loudness, recorded, reverb;
-    # #44 two: sniff and encoded.
-    assert out.stdout.strip() == "44"
+    # #44 two: sniff and encoded; #45 the lazy-export helper (format/exports).
+    assert out.stdout.strip() == "45"
 
 
 def test_inspect_shows_counts_and_decoded_examples(dataset):

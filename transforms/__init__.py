@@ -50,9 +50,9 @@ and `testing/` (synthetic media for tests and the demo).
 
 from __future__ import annotations
 
-import importlib
-import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from transforms.format.exports import exports_on_first_use
 
 if TYPE_CHECKING:  # what IDEs and type checkers see of the names loaded on first use
     from transforms.examples.build_examples import BuildExamples
@@ -120,26 +120,6 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS)
-
-
-def exports_on_first_use(package: str, exports: dict) -> tuple:
-    """A package's `__getattr__` and `__dir__` for `exports` (name -> the module
-    that defines it): a name's module is imported when the name is first used,
-    then the name is a plain attribute of the package. This package's public
-    names load so, and so do the subpackages' that would load heavy libraries."""
-    namespace = sys.modules[package].__dict__
-
-    def __getattr__(name: str) -> Any:
-        if name not in exports:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(exports[name]), name)
-        namespace[name] = value
-        return value
-
-    def __dir__() -> list:
-        return sorted(exports)
-
-    return __getattr__, __dir__
 
 
 __getattr__, __dir__ = exports_on_first_use(__name__, _EXPORTS)

@@ -1,6 +1,6 @@
 """Running a job: the local runner, its progress lines, the job's counters."""
 
-from transforms import exports_on_first_use
+from transforms.format.exports import exports_on_first_use
 
 # What a job of its own needs beside `make_pipeline` (transforms/__init__.py),
 # loaded on first use: the runner's modules load Beam's, and every Beam step

@@ -87,7 +87,14 @@ from transforms.sources.listing_rows import (
 )
 from transforms.sources.media_paths import MediaRoots
 from transforms.sources.stored import StoredMember, stored_or_read
-from transforms.sources.units import Failed, ReadUnits, Source, UnitReader, WorkUnit
+from transforms.sources.units import (
+    TARGET_BYTES,
+    Failed,
+    ReadUnits,
+    Source,
+    UnitReader,
+    WorkUnit,
+)
 
 __all__ = ["ListingReader", "ReadListingSamples", "check_columns", "inspect_listings",
            "iter_samples", "missing_fields", "plan_listing_units", "read_media"]
@@ -468,7 +475,7 @@ class ReadListingSamples(beam.PTransform):
     """
 
     def __init__(self, file_pattern: str | Sequence[str], media_columns: str | Sequence[str],
-                 key_column: str | None = None, target_bytes: int = 128 << 20,
+                 key_column: str | None = None, target_bytes: int = TARGET_BYTES,
                  media_root: str | Sequence[str] | None = None):
         super().__init__()
         self._patterns = as_patterns(file_pattern)

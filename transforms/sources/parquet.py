@@ -61,7 +61,14 @@ from transforms.sources.input_files import StorageGuard, open_input, read_whole
 from transforms.sources.listing import check_columns
 from transforms.sources.listing_rows import ListingLayout, field_value, media_column_list
 from transforms.sources.media_paths import MediaRoots
-from transforms.sources.units import Failed, ReadUnits, Source, UnitReader, WorkUnit
+from transforms.sources.units import (
+    TARGET_BYTES,
+    Failed,
+    ReadUnits,
+    Source,
+    UnitReader,
+    WorkUnit,
+)
 
 __all__ = ["ParquetReader", "ReadParquetSamples", "inspect_parquet",
            "plan_parquet_units"]
@@ -275,7 +282,7 @@ class ReadParquetSamples(beam.PTransform):
     """
 
     def __init__(self, file_pattern: str | Sequence[str], media_columns: str | Sequence[str],
-                 key_column: str | None = None, target_bytes: int = 128 << 20,
+                 key_column: str | None = None, target_bytes: int = TARGET_BYTES,
                  media_root: str | Sequence[str] | None = None):
         super().__init__()
         self._patterns = as_patterns(file_pattern)

@@ -42,10 +42,14 @@ from transforms.format.dead_letters import FAILURES, FILE, SAMPLE, dead_letter
 from transforms.format.outputs import SampleResult
 from transforms.recipe.examples import ExampleRecipe, StageError, recipe_samples
 
-__all__ = ["STORED_FIELD_BYTES", "WorkUnit", "Failed", "UnitReader", "Source", "PlanUnits",
+__all__ = ["STORED_FIELD_BYTES", "TARGET_BYTES",
+           "WorkUnit", "Failed", "UnitReader", "Source", "PlanUnits",
            "ReadUnits", "SplittableUnits", "group_by_size", "recipe_samples_of", "streaming",
            "units_in_order"]
 
+# The size a work unit's input and a shard aim at, unless told otherwise: big
+# enough that a unit's fixed costs vanish, small enough to spread over workers.
+TARGET_BYTES = 128 << 20
 # A field this large is left stored by a reader that can (a tar member of an
 # uncompressed archive) and streamed by the decoders, so memory does not grow
 # with a recording's length; smaller ones are read whole, one read each.

@@ -73,7 +73,7 @@ from transforms.recipe.examples import (
 from transforms.recipe.segments import overlapping
 from transforms.recipe.statistics import add_moments
 from transforms.runner.counters import counter
-from transforms.sources.units import Failed, SplittableUnits, WorkUnit, streaming
+from transforms.sources.units import TARGET_BYTES, Failed, SplittableUnits, WorkUnit, streaming
 from transforms.writer.ledger import UnitReceipt, write_receipt
 from transforms.writer.rolling_shards import RollingShards
 
@@ -92,7 +92,7 @@ class ConvertOptions:
 
     temp_dir: str
     compression: str = "none"
-    target_shard_bytes: int = 128 << 20
+    target_shard_bytes: int = TARGET_BYTES
     write_shards: bool = True       # roll shards where the examples are built
     emit_examples: bool = False     # also output them (global layout, an examples sink)
     # A tf.Transform staged here (transforms/tft/stage.py) is applied to

@@ -29,6 +29,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.recipe.examples import Example
 from transforms.runner.counters import counter
+from transforms.sources.units import TARGET_BYTES
 from transforms.writer.tfrecord import COMPRESSIONS, SUFFIXES, ShardRecord, write_tfrecords
 
 __all__ = ["Histogram", "ShardPlan", "WriteShards", "plan_shards"]
@@ -186,7 +187,7 @@ class WriteShards(beam.PTransform):
     """
 
     def __init__(self, temp_dir: str, compression: str = "none",
-                 target_shard_bytes: int = 128 << 20, num_shards: int = 0):
+                 target_shard_bytes: int = TARGET_BYTES, num_shards: int = 0):
         super().__init__()
         if compression not in COMPRESSIONS:
             raise ValueError(f"compression {compression!r}: expected one of {COMPRESSIONS}")

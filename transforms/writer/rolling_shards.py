@@ -26,7 +26,7 @@ class RollingShards:
     """Writes one unit's examples, in order, into rolling per-split shards.
 
         shards = RollingShards(temp_dir, order=(unit.index,), compression="gzip",
-                               target_bytes=128 << 20)   # order starts with the unit's index
+                               target_bytes=TARGET_BYTES)  # order starts with the unit's index
         shards.write("train", serialized)
         records = shards.close()   # ShardRecords, ordered by `order + (part,)`
     """

@@ -63,7 +63,7 @@ from transforms.recipe.examples import ExampleRecipe
 from transforms.recipe.segments import SegmentOptions
 from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan
 from transforms.recipe.transcripts import TranscriptOptions
-from transforms.sources.units import PlanUnits, Source
+from transforms.sources.units import TARGET_BYTES, PlanUnits, Source
 from transforms.storage.folders import check_writable
 from transforms.tft.preprocessing import Preprocessing
 from transforms.writer.convert import (
@@ -116,7 +116,7 @@ class DatasetConfig:
     output: str
     recipe: ExampleRecipe
     compression: str = "none"
-    target_shard_bytes: int = 128 << 20
+    target_shard_bytes: int = TARGET_BYTES
     num_shards: int = 0
     max_failure_fraction: float = 0.01
     source: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -403,7 +403,7 @@ class WriteDataset(beam.PTransform):
                  cut_by: CutOptions | None = None, segments: SegmentOptions | None = None,
                  text_field: str = "", text_case: str = "keep", text_punctuation: str = "keep",
                  drop_transcript: bool = False, compression: str = "none",
-                 shard_size_bytes: int = 128 << 20, max_failure_fraction: float = 0.01,
+                 shard_size_bytes: int = TARGET_BYTES, max_failure_fraction: float = 0.01,
                  allow_empty_splits: bool = False, duplicates: str = "warn",
                  failures: Any = None, unwired_failures: str = "refuse",
                  examples_sink: beam.PTransform | None = None,

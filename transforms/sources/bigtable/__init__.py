@@ -6,7 +6,7 @@
 - `sink`: Samples and examples written as rows.
 """
 
-from transforms import exports_on_first_use
+from transforms.format.exports import exports_on_first_use
 
 # What a job of Bigtable's takes from here (the reader, ReadBigtableSamples, is
 # one of the project's public names: transforms/__init__.py), each imported on
