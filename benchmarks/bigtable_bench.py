@@ -74,6 +74,7 @@ from google.cloud import bigtable
 from google.cloud.bigtable.data import ReadRowsQuery, RowMutationEntry, RowRange, SetCell
 
 from benchmarks.process_tree import measure, tree_rss
+from transforms.recipe.units import units_in_order
 from transforms.runner.runtime import make_pipeline
 from transforms.sources.bigtable.key_ranges import ByteKeyRange, ByteKeyRangeTracker
 from transforms.sources.bigtable.read_config import BigtableReadConfig
@@ -85,7 +86,6 @@ from transforms.sources.bigtable.source import (
     read_samples,
 )
 from transforms.sources.bigtable.table import BigtableTable
-from transforms.sources.units import units_in_order
 
 PROJECT, INSTANCE, TABLE = "bench", "bench", "media"
 BENCH_TABLE = BigtableTable(PROJECT, INSTANCE, TABLE)

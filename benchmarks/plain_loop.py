@@ -6,10 +6,12 @@
 What the pipeline does to each work unit, with nothing else: the same flags
 parsed by the same launch code (pipelines.dataset_options), the same units
 (transforms.sources.tar.plan_tar_units), then for each unit in order the tar
-reader, `convert_sample` (decode, cut, encode) and `RollingShards` (frame,
-compress, write). No Beam runner, no final naming, no manifest: the fastest
-this project's own functions convert a corpus on one core, so a pipeline's
-ratio to it is the price (or the gain) of running them in Beam.
+reader (leaving large members stored, as the converter's does), the sample
+driver the converter runs (transforms/recipe/driver.py: decode, cut, encode,
+the tallies) and `RollingShards` (frame, compress, write). No Beam runner, no
+final naming, no manifest: the fastest this project's own functions convert a
+corpus on one core, so a pipeline's ratio to it is the price (or the gain) of
+running them in Beam.
 
 `--part I/N` converts only the units whose index is I modulo N (how the
 local runner deals units to N workers): N such loops side by side are the most
@@ -25,10 +27,10 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.dataset_job import dataset_config
 from pipelines.job_options import InputOptions
-from transforms.format.encoder import ExampleEncoder
-from transforms.recipe.examples import convert_sample
+from transforms.recipe.driver import SampleDriver
+from transforms.recipe.examples import Example
+from transforms.recipe.units import streaming
 from transforms.sources.tar import ReadTarSamples, TarReader, plan_tar_units
-from transforms.sources.units import Failed
 from transforms.writer.rolling_shards import RollingShards
 
 
@@ -39,21 +41,21 @@ def convert(argv: list, part: int = 0, parts: int = 1) -> int:
     patterns = options.view_as(InputOptions).input.split(",")
     config = dataset_config(options, ReadTarSamples(patterns))
     recipe = config.recipe
-    reader = TarReader()
+    reader = streaming(TarReader())
     reader.setup()
-    encoder = ExampleEncoder([(f.name, f.kind) for f in recipe.spec])
-    sample_fn, example_fn = recipe.load_functions()
+    driver = SampleDriver(recipe)
+    driver.setup()
     temp_dir = FileSystems.join(config.output, "plain-loop")
     written = 0
     for unit in plan_tar_units(patterns, config.target_shard_bytes)[part::parts]:
         shards = RollingShards(temp_dir, (unit.index,), config.compression,
                                config.target_shard_bytes)
-        for sample in reader.read(unit):
-            if isinstance(sample, Failed):
-                continue
-            for example in convert_sample(sample, recipe, encoder, sample_fn, example_fn):
-                shards.write(example.split, example.serialized)
-                written += 1
+        work = driver.start(keys_seen=True)
+        for event in reader.read(unit):
+            for example in driver.take(event, work):
+                if isinstance(example, Example):
+                    shards.write(example.split, example.serialized)
+                    written += 1
         shards.close()
     return written
 

@@ -41,11 +41,11 @@ from transforms.recipe.examples import ExampleRecipe
 from transforms.recipe.segments import SegmentOptions, segment_samples
 from transforms.recipe.splits import SplitPlan
 from transforms.recipe.transcripts import TranscriptOptions
+from transforms.recipe.units import Source
 from transforms.runner import beam_internals, progress
 from transforms.runner.runtime import announce_job, make_pipeline, runs_locally, wait_for
 from transforms.runner.worker_count import local_workers
 from transforms.sources.augment_corpus import list_recordings
-from transforms.sources.units import Source
 from transforms.tft.preprocessing import Preprocessing
 from transforms.writer import launch
 from transforms.writer.write import DatasetConfig, WriteDataset

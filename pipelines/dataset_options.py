@@ -11,7 +11,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines.flag_types import FUNCTION, GS_PATH, Flag, FlagTable
 from transforms.media.cutting import MODES
 from transforms.media.features import FEATURE_KINDS
-from transforms.sources.units import TARGET_BYTES
+from transforms.recipe.units import TARGET_BYTES
 from transforms.writer.write import COMPRESSIONS, SHUFFLES
 
 __all__ = ["DatasetOptions"]

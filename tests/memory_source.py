@@ -9,8 +9,8 @@ reader yields them as they are and counts `samples_read` like a real source.
 
 import functools
 
+from transforms.recipe.units import Source, UnitReader, WorkUnit
 from transforms.runner.counters import counter
-from transforms.sources.units import Source, UnitReader, WorkUnit
 
 __all__ = ["MemoryReader", "memory_source"]
 

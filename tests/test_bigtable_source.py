@@ -31,12 +31,12 @@ from google.cloud.bigtable.data import BigtableDataClient, RowMutationEntry, Set
 from transforms.format.dead_letters import SAMPLE
 from transforms.format.sample import KEY, URL
 from transforms.format.stable_hash import stable_hash64
+from transforms.recipe.units import WorkUnit
 from transforms.sources.bigtable.key_ranges import ByteKeyRange, ByteKeyRangeTracker
 from transforms.sources.bigtable.read_config import BigtableReadConfig, row_filter
 from transforms.sources.bigtable.rows import RowReader, is_transient, read_range
 from transforms.sources.bigtable.source import BigtableReader, ReadBigtableSamples, plan_key_ranges
 from transforms.sources.bigtable.table import BigtableTable
-from transforms.sources.units import WorkUnit
 
 pytestmark = pytest.mark.filterwarnings("ignore:Connecting to Bigtable emulator:RuntimeWarning")
 

@@ -24,8 +24,8 @@ from transforms.format.spec import Feature, FeatureSpec, parse_features
 from transforms.media.cutting import CutOptions
 from transforms.recipe.examples import Example, ExampleRecipe
 from transforms.recipe.splits import SplitPlan
+from transforms.recipe.units import WorkUnit
 from transforms.sources.tar import TarReader
-from transforms.sources.units import WorkUnit
 from transforms.tft.preprocessing import (
     RAW_METADATA_DIR,
     TRANSFORM_FN_DIR,

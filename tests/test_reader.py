@@ -152,8 +152,9 @@ def test_the_beam_free_layers_import_with_beam_blocked():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     # #38 and #39 added eight: features, statistics, ..., loudness, recorded, reverb;
-    # #44 two: sniff and encoded; #45 the lazy-export helper (format/exports).
-    assert out.stdout.strip() == "45"
+    # #44 two: sniff and encoded; #45 the lazy-export helper (format/exports), the
+    # unit contract (recipe/units) and the sample driver (recipe/driver).
+    assert out.stdout.strip() == "47"
 
 
 def test_inspect_shows_counts_and_decoded_examples(dataset):

@@ -178,8 +178,8 @@ def _steps(output, *flags: str) -> set:
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from pipelines.dataset_job import dataset_config
+    from transforms.recipe.units import Source
     from transforms.sources.tar import TarReader, plan_tar_units
-    from transforms.sources.units import Source
     from transforms.writer.write import WriteDataset
 
     class Unread:

@@ -12,7 +12,7 @@ import pytest
 
 from pipelines import tar_to_tfrecord
 from transforms.format.dead_letters import DatasetFailed
-from transforms.sources.units import WorkUnit
+from transforms.recipe.units import WorkUnit
 from transforms.testing.corpus import write_corpus
 from transforms.verify.dataset import verify_dataset
 from transforms.writer.ledger import CHANGED, NEW, RETRIED, REUSE, UnitReceipt, reusable

@@ -31,11 +31,12 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from transforms.format.dead_letters import FILE, SAMPLE
 from transforms.format.sample import KEY, URL, data_fields
+from transforms.recipe.units import Failed, Source, WorkUnit
 from transforms.sources.file_match import match_files
 from transforms.sources.input_files import StorageReadError
 from transforms.sources.tar import ReadTarSamples, TarReader, plan_tar_units
 from transforms.sources.tar_stream import Skipped, iter_tar
-from transforms.sources.units import Failed, ReadUnits, Source, WorkUnit
+from transforms.sources.units import ReadUnits
 
 LONG_KEY = "corpus/long_" + "x" * 100  # member names over 100 characters
 

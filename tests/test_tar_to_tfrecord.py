@@ -18,8 +18,8 @@ from transforms.format.manifest import DatasetInfo
 from transforms.format.spec import parse_features
 from transforms.recipe.examples import ExampleRecipe
 from transforms.recipe.splits import SplitPlan
+from transforms.recipe.units import Source
 from transforms.sources.tar import TarReader, plan_tar_units
-from transforms.sources.units import Source
 from transforms.testing.corpus import write_corpus
 from transforms.writer import ledger
 from transforms.writer.ledger import parse_receipt

@@ -71,12 +71,12 @@ if TYPE_CHECKING:  # what IDEs and type checkers see of the names loaded on firs
     from transforms.recipe.segments import SegmentOptions
     from transforms.recipe.splits import SplitPlan
     from transforms.recipe.transcripts import TranscriptOptions
+    from transforms.recipe.units import Failed, Source, UnitReader, WorkUnit, group_by_size
     from transforms.runner.runtime import make_pipeline
     from transforms.sources.bigtable.source import ReadBigtableSamples
     from transforms.sources.listing import ReadListingSamples
     from transforms.sources.parquet import ReadParquetSamples
     from transforms.sources.tar import ReadTarSamples
-    from transforms.sources.units import Failed, Source, UnitReader, WorkUnit, group_by_size
     from transforms.tft.preprocessing import Preprocessing
     from transforms.verify.dataset import Verification, verify_dataset
     from transforms.writer.write import DatasetConfig, WriteDataset
@@ -87,11 +87,11 @@ _EXPORTS = {
     "ReadListingSamples": "transforms.sources.listing",
     "ReadParquetSamples": "transforms.sources.parquet",
     "ReadBigtableSamples": "transforms.sources.bigtable.source",
-    "Source": "transforms.sources.units",
-    "WorkUnit": "transforms.sources.units",
-    "Failed": "transforms.sources.units",
-    "UnitReader": "transforms.sources.units",
-    "group_by_size": "transforms.sources.units",
+    "Source": "transforms.recipe.units",
+    "WorkUnit": "transforms.recipe.units",
+    "Failed": "transforms.recipe.units",
+    "UnitReader": "transforms.recipe.units",
+    "group_by_size": "transforms.recipe.units",
     "SampleResult": "transforms.format.outputs",
     "ExampleResult": "transforms.format.outputs",
     "CutSamples": "transforms.examples.cut_samples",

@@ -531,14 +531,16 @@ def convert_serialized(data: bytes, key: str, recipe: ExampleRecipe,
 
 def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
                    sample_fn=None, example_fn=None, stats: dict | None = None,
-                   strata: Strata | None = None) -> Generator[Example, None, SampleOutcome]:
+                   strata: Strata | None = None,
+                   splits: frozenset | None = None) -> Generator[Example, None, SampleOutcome]:
     """Yields the sample's examples one at a time; returns its SampleOutcome.
 
         outcome = yield from convert_sample(sample, recipe, encoder)
 
     Never raises a StageError: a failure ends the examples and is the outcome.
     A sample whose examples were all dropped (by the cut or --example_fn) is
-    filtered as "no_examples".
+    filtered as "no_examples"; with `splits`, one split elsewhere stops there,
+    its media not decoded (filtered as "other_split").
     """
     try:
         built = build_examples(sample, recipe, encoder, sample_fn, example_fn, stats, strata)
@@ -546,6 +548,9 @@ def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
         return SampleOutcome(failure=e)
     if isinstance(built, Filtered):
         return SampleOutcome(filtered=built.reason)
+    if splits is not None and built.split not in splits:
+        return SampleOutcome(built.split, group=built.group, label=built.label,
+                             filtered="other_split")
     emitted, durations = 0, []
     try:
         for order, serialized, duration in built.examples:

@@ -2,7 +2,7 @@
 
 A unit is read whole by one worker, and the local runner deals a stage's
 units to its workers once, in turn, in the order they come (largest first,
-transforms/sources/units.py): a worker with nothing dealt to it adds only
+transforms/sources/units.py PlanUnits): a worker with nothing dealt to it adds only
 its cost. Each extra worker process costs about a second before the first
 unit (the pool's one import of Beam) on top of the runner's own start-up;
 one worker converts 128 MiB of FLAC speech in about 1.7 s. So more workers

@@ -63,6 +63,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.format.arguments import ArgumentError
 from transforms.format.sample import KEY, URL, escape_name, is_text
+from transforms.recipe.units import TARGET_BYTES, Failed, Source, UnitReader, WorkUnit
 from transforms.runner.counters import counter
 from transforms.sources import compression
 from transforms.sources.compression import StreamCorrupt, codec_of_name
@@ -87,14 +88,7 @@ from transforms.sources.listing_rows import (
 )
 from transforms.sources.media_paths import MediaRoots
 from transforms.sources.stored import StoredMember, stored_or_read
-from transforms.sources.units import (
-    TARGET_BYTES,
-    Failed,
-    ReadUnits,
-    Source,
-    UnitReader,
-    WorkUnit,
-)
+from transforms.sources.units import ReadUnits
 
 __all__ = ["ListingReader", "ReadListingSamples", "check_columns", "inspect_listings",
            "iter_samples", "missing_fields", "plan_listing_units", "read_media"]
@@ -376,7 +370,7 @@ def plan_listing_units(patterns: str | Sequence[str], layout: ListingLayout,
 
 
 class ListingReader(UnitReader):
-    """Reads listing units (transforms/sources/units.py): each row of the unit's byte
+    """Reads listing units (transforms/recipe/units.py): each row of the unit's byte
     range into a Sample, its media read, or a dead letter."""
 
     def __init__(self, layout: ListingLayout, stored_from: int = 0):

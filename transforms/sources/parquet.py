@@ -55,20 +55,14 @@ import pyarrow.parquet as pq
 from transforms.format.dead_letters import StorageReadError
 from transforms.format.sample import KEY, URL, field_text
 from transforms.media.sniff import check_media
+from transforms.recipe.units import TARGET_BYTES, Failed, Source, UnitReader, WorkUnit
 from transforms.runner.counters import counter
 from transforms.sources.file_match import as_patterns, file_version, match_files, matched_files
 from transforms.sources.input_files import StorageGuard, open_input, read_whole
 from transforms.sources.listing import check_columns
 from transforms.sources.listing_rows import ListingLayout, field_value, media_column_list
 from transforms.sources.media_paths import MediaRoots
-from transforms.sources.units import (
-    TARGET_BYTES,
-    Failed,
-    ReadUnits,
-    Source,
-    UnitReader,
-    WorkUnit,
-)
+from transforms.sources.units import ReadUnits
 
 __all__ = ["ParquetReader", "ReadParquetSamples", "inspect_parquet",
            "plan_parquet_units"]

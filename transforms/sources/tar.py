@@ -14,7 +14,7 @@ Three layers, each usable on its own:
 - `iter_tar(fileobj, url)` (transforms/sources/tar_stream.py): a pure
   generator (no Beam) over one archive; how members become Samples, and what
   becomes a dead letter, is written there.
-- `TarReader`: reads a work unit (transforms/sources/units.py) - one tar file, or
+- `TarReader`: reads a work unit (transforms/recipe/units.py) - one tar file, or
   consecutive small ones (`plan_tar_units`) - opening each path or URL through
   Beam's filesystems (local, gs://, ...) and turning the generator's events
   into Samples, dead letters and counters.
@@ -37,24 +37,18 @@ import apache_beam as beam
 
 from transforms.format.dead_letters import SAMPLE
 from transforms.format.sample import is_text
+from transforms.recipe.units import Failed, Source, UnitReader, WorkUnit, group_by_size
 from transforms.runner.counters import counter
 from transforms.sources.file_match import as_patterns, file_version, match_files, matched_files
 from transforms.sources.input_files import open_input
 from transforms.sources.tar_stream import Skipped, file_failed, iter_tar
-from transforms.sources.units import (
-    Failed,
-    ReadUnits,
-    Source,
-    UnitReader,
-    WorkUnit,
-    group_by_size,
-)
+from transforms.sources.units import ReadUnits
 
 __all__ = ["ReadTarSamples", "TarReader", "plan_tar_units"]
 
 
 class TarReader(UnitReader):
-    """Reads tar units (transforms/sources/units.py): each file of the unit streamed by
+    """Reads tar units (transforms/recipe/units.py): each file of the unit streamed by
     `iter_tar` into Samples and dead letters.
 
     Configuration only until setup() makes its counters; each file is opened

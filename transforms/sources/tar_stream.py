@@ -75,11 +75,11 @@ from typing import IO, Callable, ContextManager, Iterator, MutableMapping, Named
 
 from transforms.format.dead_letters import FILE, MAX_MESSAGE, SAMPLE, dead_letter
 from transforms.format.sample import KEY, URL, escape_name, is_text
+from transforms.recipe.units import Failed
 from transforms.sources import compression
 from transforms.sources.compression import MAGIC_BYTES, StreamCorrupt, codec_of_content
 from transforms.sources.input_files import StorageGuard
 from transforms.sources.stored import StoredMember
-from transforms.sources.units import Failed
 
 __all__ = ["SKIP_REASONS", "Skipped", "UnfollowedLink", "file_failed", "iter_tar"]
 

@@ -39,7 +39,7 @@ per-process map order: reruns are byte-identical.
 from __future__ import annotations
 
 import os
-from typing import Iterator, List, NamedTuple
+from typing import List, NamedTuple
 
 import apache_beam as beam
 import pyarrow as pa
@@ -55,15 +55,10 @@ from tfx_bsl.tfxio.tensor_adapter import TensorAdapter, TensorAdapterConfig
 from transforms.format import manifest
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.spec import Feature, FeatureSpec
-from transforms.recipe.examples import (
-    Example,
-    ExampleRecipe,
-    Filtered,
-    StageError,
-    build_examples,
-)
+from transforms.recipe.driver import SampleDriver
+from transforms.recipe.examples import Example, ExampleRecipe
+from transforms.recipe.units import WorkUnit, streaming
 from transforms.runner.counters import counter
-from transforms.sources.units import WorkUnit, recipe_samples_of, streaming
 from transforms.tft.preprocessing import (
     ANALYZED_SPLIT,
     RAW_METADATA_DIR,
@@ -267,34 +262,26 @@ def _zero_default(feature: tf.io.FixedLenFeature | tf.io.VarLenFeature):
 @beam.typehints.with_output_types(bytes)
 class _TrainExamplesFn(beam.DoFn):
     """A work unit -> the serialized raw examples of its train samples, holding
-    the `analyzed` features only; the rest stop at their split. Dead letters are
-    the converter's to report."""
+    the `analyzed` features only, built by the converter's own driver; the
+    other samples stop at their split. Dead letters are the converter's to
+    report."""
 
     def __init__(self, reader, recipe: ExampleRecipe, analyzed: frozenset):
         self._reader = streaming(reader)
-        self._recipe = recipe
-        self._analyzed = analyzed
+        self._driver = SampleDriver(
+            recipe, spec=FeatureSpec(tuple(f for f in recipe.spec if f.name in analyzed)),
+            splits=frozenset({ANALYZED_SPLIT}))
 
     def setup(self):
         self._reader.setup(counting=False)  # the converter's read is the job's
-        self._encoder = ExampleEncoder([(f.name, f.kind) for f in self._recipe.spec
-                                        if f.name in self._analyzed])
-        self._sample_fn, self._example_fn = self._recipe.load_functions()
+        self._driver.setup()
 
     def process(self, unit, strata=None):
-        for sample in recipe_samples_of(self._reader, unit, self._recipe):
-            yield from self._train_examples(sample, strata)
-
-    def _train_examples(self, sample, strata) -> Iterator[bytes]:
-        try:
-            built = build_examples(sample, self._recipe, self._encoder, self._sample_fn,
-                                   self._example_fn, strata=strata)
-            if isinstance(built, Filtered) or built.split != ANALYZED_SPLIT:
-                return
-            for _, serialized, _ in built.examples:
-                yield serialized
-        except StageError:
-            return  # what it built before failing is in the dataset: analyzed too
+        work = self._driver.start(keys_seen=not self._reader.splittable)
+        for event in self._reader.read(unit):
+            for item in self._driver.take(event, work, strata):
+                if isinstance(item, Example):
+                    yield item.serialized
 
     def teardown(self):
         self._reader.teardown()

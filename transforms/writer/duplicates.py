@@ -36,11 +36,11 @@ from typing import Iterable, NamedTuple, Sequence
 
 import apache_beam as beam
 
-from transforms.format.encoder import ExampleEncoder
 from transforms.format.sample import KEY, URL
-from transforms.recipe.examples import ExampleRecipe, convert_sample
+from transforms.recipe.driver import Converted, SampleDriver
+from transforms.recipe.examples import ExampleRecipe
 from transforms.recipe.near_duplicates import NEAR
-from transforms.sources.units import WorkUnit, recipe_samples_of, streaming
+from transforms.recipe.units import WorkUnit, streaming
 from transforms.writer.near_pairs import NearPair, NearPairs
 
 __all__ = ["POLICIES", "DuplicateGroup", "DuplicatesToDrop", "FindDuplicates", "Shared",
@@ -232,22 +232,23 @@ def copies_to_drop(members: Iterable[tuple], split_order: Sequence[str]) -> list
 class _FingerprintFn(beam.DoFn):
     """A work unit -> ((kind, digest), (key, split, url, (unit, place))) of each
     of its samples (or segments) that gives examples, as the converter builds
-    them; dead letters are the converter's to report."""
+    them (the same driver); dead letters are the converter's to report."""
 
     def __init__(self, recipe: ExampleRecipe, reader):
-        self._recipe = recipe
+        self._driver = SampleDriver(recipe)
         # Long recordings streamed by the decoders, as the converter reads them.
         self._reader = streaming(reader)
 
     def setup(self):
         self._reader.setup(counting=False)  # the converter's read is the job's
-        self._encoder = ExampleEncoder([(f.name, f.kind) for f in self._recipe.spec])
-        self._sample_fn, self._example_fn = self._recipe.load_functions()
+        self._driver.setup()
 
     def process(self, unit: WorkUnit, strata=None):
-        for place, sample in enumerate(recipe_samples_of(self._reader, unit, self._recipe)):
-            outcome = _outcome(convert_sample(sample, self._recipe, self._encoder,
-                                              self._sample_fn, self._example_fn, strata=strata))
+        work = self._driver.start(keys_seen=not self._reader.splittable)
+        converted = (item for event in self._reader.read(unit)
+                     for item in self._driver.take(event, work, strata)
+                     if isinstance(item, Converted))
+        for place, (sample, outcome, _) in enumerate(converted):
             if outcome.examples:
                 member = (sample[KEY], outcome.split, sample.get(URL, ""), (unit.index, place))
                 for fingerprint in outcome.fingerprints:
@@ -255,15 +256,6 @@ class _FingerprintFn(beam.DoFn):
 
     def teardown(self):
         self._reader.teardown()
-
-
-def _outcome(examples):
-    """Runs a convert_sample generator to its end; its outcome."""
-    while True:
-        try:
-            next(examples)
-        except StopIteration as done:
-            return done.value
 
 
 class DuplicatesToDrop(beam.PTransform):

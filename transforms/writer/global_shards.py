@@ -28,8 +28,8 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.recipe.examples import Example
+from transforms.recipe.units import TARGET_BYTES
 from transforms.runner.counters import counter
-from transforms.sources.units import TARGET_BYTES
 from transforms.writer.tfrecord import COMPRESSIONS, SUFFIXES, ShardRecord, write_tfrecords
 
 __all__ = ["Histogram", "ShardPlan", "WriteShards", "plan_shards"]

@@ -24,8 +24,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 
 from transforms.format.manifest import summary_line
+from transforms.recipe.units import Source
 from transforms.runner.counters import NAMESPACE
-from transforms.sources.units import Source
 from transforms.storage.folders import check_writable, read_manifest
 from transforms.writer import ledger, projection
 from transforms.writer.dry_run import measure_sample

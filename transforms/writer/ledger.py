@@ -42,8 +42,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.format import manifest
 from transforms.recipe.statistics import Moments
+from transforms.recipe.units import WorkUnit
 from transforms.runner.counters import counter
-from transforms.sources.units import WorkUnit
 from transforms.writer.tfrecord import ShardRecord
 
 __all__ = ["CHANGED", "LEDGER", "LEDGER_PART_UNITS", "NEW", "RETRIED", "REUSE", "REUSED", "Reuse",
@@ -407,7 +407,7 @@ class _SkipCommittedFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(REUSED, receipt)
 
     def _span(self, unit):
-        # A splittable unit's inputs are its key range (transforms/sources/units.py).
+        # A splittable unit's inputs are its key range (transforms/recipe/units.py).
         return tuple(unit.inputs) if self._splittable else None
 
 

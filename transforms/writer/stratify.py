@@ -5,7 +5,7 @@
 
 A split that keeps each label's proportions must see every group of the label
 before placing any, so this is a light pass of its own over the work units
-(transforms/sources/units.py), before any example is built: it reads the samples again
+(transforms/recipe/units.py), before any example is built: it reads the samples again
 but keeps only two strings of each. Each sample is prepared as the converter
 will see it (where, select, rename, sample_fn, filter_empty; so --sample_fn
 runs twice per sample and must be a pure function), counted under its (group
@@ -29,52 +29,32 @@ from typing import NamedTuple, Optional, Tuple
 
 import apache_beam as beam
 
-from transforms.recipe.examples import (
-    ExampleRecipe,
-    Filtered,
-    StageError,
-    prepare_sample,
-)
+from transforms.recipe.driver import SampleDriver
+from transforms.recipe.examples import ExampleRecipe
 from transforms.recipe.splits import Strata, group_hash, group_stratum, stratum_cuts
-from transforms.sources.units import WorkUnit, recipe_samples_of
+from transforms.recipe.units import WorkUnit
 
 __all__ = ["StratifySplits"]
-
-
-def _group_and_label(sample, recipe: ExampleRecipe, sample_fn) -> tuple | None:
-    """(group key, label) of a sample as the converter will split it, or None when it
-    never reaches the split (the converter then makes it a dead letter or filters it)."""
-    try:
-        prepared = prepare_sample(sample, recipe, sample_fn)
-    except StageError:
-        return None
-    if isinstance(prepared, Filtered):
-        return None
-    try:
-        return recipe.split_plan.group_key(prepared), recipe.split_plan.label(prepared)
-    except ValueError:
-        return None
 
 
 @beam.typehints.with_input_types(WorkUnit)
 @beam.typehints.with_output_types(Tuple[str, Optional[str]])
 class _GroupLabelFn(beam.DoFn):
-    """A work unit -> (group key, label) of each of its samples (_group_and_label);
-    the reader's clients and the user's sample function are made in setup()."""
+    """A work unit -> (group key, label) of each of its samples, as the
+    converter's driver will split them (SampleDriver.groups); the reader's
+    clients and the user's sample function are made in setup()."""
 
     def __init__(self, recipe: ExampleRecipe, reader):
-        self._recipe = recipe
+        self._driver = SampleDriver(recipe)
         self._reader = reader
 
     def setup(self):
         self._reader.setup(counting=False)  # the converter's read is the job's
-        self._sample_fn, _ = self._recipe.load_functions()
+        self._driver.setup()
 
     def process(self, unit):
-        for sample in recipe_samples_of(self._reader, unit, self._recipe):
-            pair = _group_and_label(sample, self._recipe, self._sample_fn)
-            if pair is not None:
-                yield pair
+        for event in self._reader.read(unit):
+            yield from self._driver.groups(event)
 
     def teardown(self):
         self._reader.teardown()
@@ -97,7 +77,7 @@ def _group(element):
 class StratifySplits(beam.PTransform):
     """Work units -> a single-element PCollection holding the job's `Strata`.
 
-    `reader` reads the units (transforms/sources/units.py); `recipe.split_plan` names
+    `reader` reads the units (transforms/recipe/units.py); `recipe.split_plan` names
     the group key (--split_by), the label (--stratify_by) and the ratios
     (--splits). See the module docstring.
     """

@@ -4,7 +4,7 @@
     info = pipeline | "WriteDataset" >> WriteDataset(config, Source(plan, TarReader()))
     info = samples | "WriteDataset" >> WriteDataset(config)    # any PCollection of dicts
 
-`WriteDataset` reads the source's work units (transforms/sources/units.py), or
+`WriteDataset` reads the source's work units (transforms/recipe/units.py), or
 takes a PCollection's elements bundle by bundle, builds the examples and
 writes them in one of two layouts (`DatasetConfig.shuffle`):
 
@@ -63,7 +63,8 @@ from transforms.recipe.examples import ExampleRecipe
 from transforms.recipe.segments import SegmentOptions
 from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan
 from transforms.recipe.transcripts import TranscriptOptions
-from transforms.sources.units import TARGET_BYTES, PlanUnits, Source
+from transforms.recipe.units import TARGET_BYTES, Source
+from transforms.sources.units import PlanUnits
 from transforms.storage.folders import check_writable
 from transforms.tft.preprocessing import Preprocessing
 from transforms.writer.convert import (
@@ -312,7 +313,7 @@ class WriteDataset(beam.PTransform):
         samples | WriteDataset("out/", features="emb:float32[192],label:int64",
                                split_by="speaker", failures=read.failures)
 
-    From a `Source` (transforms/sources/units.py: the project's tar, listing
+    From a `Source` (transforms/recipe/units.py: the project's tar, listing
     and Bigtable readers, or your own), each unit is converted whole, so the
     output is byte-identical on every run and runner, and --resume can reuse
     units. A PCollection's elements are Samples, feature dicts a Beam step of

@@ -19,7 +19,7 @@ Java expansion service; this one reads natively. The rooms of bigtable/:
 - rows.py: ReadRows on the raw protobuf, retried after the last row;
 - key_ranges.py (Bigtable-free): ranges cut at tablet boundaries, and the
   splittable read's restriction tracker;
-- here: the ranges as work units (transforms/sources/units.py), planned when
+- here: the ranges as work units (transforms/recipe/units.py), planned when
   the job starts, and the splittable reader of one.
 
 Reading. The planner cuts the requested range at the table's
@@ -51,6 +51,7 @@ import apache_beam as beam
 from google.cloud.bigtable.data import BigtableDataClient
 
 from transforms.format.sample import escape
+from transforms.recipe.units import Failed, Source, UnitReader, WorkUnit
 from transforms.runner.counters import counter
 from transforms.sources.bigtable.admin import ensure_table
 from transforms.sources.bigtable.key_ranges import (
@@ -70,7 +71,7 @@ from transforms.sources.bigtable.read_config import (
 )
 from transforms.sources.bigtable.rows import RowReader, read_range
 from transforms.sources.bigtable.table import BigtableTable
-from transforms.sources.units import Failed, ReadUnits, Source, UnitReader, WorkUnit
+from transforms.sources.units import ReadUnits
 
 __all__ = ["BigtableReader", "ReadBigtableSamples", "open_table", "plan_key_ranges",
            "read_samples"]
@@ -141,7 +142,7 @@ def _max_rows_end(reader: RowReader, config: BigtableReadConfig, start: bytes,
 
 
 def plan_key_ranges(config: BigtableReadConfig) -> tuple:
-    """The requested key range as work units (transforms/sources/units.py):
+    """The requested key range as work units (transforms/recipe/units.py):
     cut at the table's `sample_row_keys` into at most `max_ranges` ranges,
     indexed in key order, each sized by the samples' byte offsets.
 
@@ -167,7 +168,7 @@ def plan_key_ranges(config: BigtableReadConfig) -> tuple:
 
 
 class BigtableReader(UnitReader):
-    """Reads key-range units (transforms/sources/units.py) into Samples and dead letters;
+    """Reads key-range units (transforms/recipe/units.py) into Samples and dead letters;
     splittable: with a restriction's tracker it reads that restriction, claiming
     every row key, so a runner may split a range while it is read.
 

@@ -1,0 +1,332 @@
+"""One work unit's samples through the recipe: the per-sample loop, written once.
+
+Beam-free. Every pass that runs the recipe over a unit's samples - the
+converter (transforms/writer/convert.py), the dry run, the duplicates pass
+(`--duplicates drop`), tf.Transform's analysis, the stratified splits' pass
+(`groups`: up to the split only) - drives it here, so a
+reader's dead letter, a recording's segments, a key given twice, a sample
+`--duplicates drop` drops and the generator's outcome are handled alike in
+each of them:
+
+    driver = SampleDriver(recipe, count=counter_of)   # configuration: pickles
+    driver.setup()                                    # the encoder, the user's functions
+    work = driver.start(keys_seen=True)
+    for event in reader.read(unit):                   # Samples, Failed, serialized examples
+        for item in driver.take(event, work, strata):
+            ...                                       # an Example to write, or a Converted
+
+`take` yields each example as it is built (a long recording streams
+through), then a `Converted` saying what became of the sample (segment, cut
+example); the unit's `UnitWork` keeps its tallies, groups, dead letters,
+content fingerprints and feature statistics for its receipt.
+
+A unit's tallies are {(what, detail): n} with `what` one of read, written,
+examples, label, duration, duration_ms, characters (of transcripts),
+augmented_examples and augment_* (augmented copies), filtered, failed, and for
+a recording cut into segments (transforms/recipe/segments.py) segmented and
+segments_read, segments_written, segments_filtered, segments_overlapping (a
+failed segment is ("failed", "segment")); examples a cut already made (a
+PCollection's CutSamples dicts) are tallied cut_examples_read, _written,
+_filtered, _failed, their samples counted by the writer from SourceOutcomes.
+transforms/writer/finalise.py adds them up and checks samples read = written
++ filtered + failed, and the same of segments.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from typing import Any, Callable, Iterator, Mapping, NamedTuple
+
+from transforms.format.dead_letters import DUPLICATE_KEY, EXAMPLE, SAMPLE, SEGMENT, dead_letter
+from transforms.format.durations import duration_bin
+from transforms.format.encoder import ExampleEncoder
+from transforms.format.sample import (
+    CONTENT_KEY_PREFIX,
+    KEY,
+    SOURCE_KEY,
+    SPAN,
+    URL,
+    as_sample,
+    content_key,
+)
+from transforms.format.spec import FeatureSpec
+from transforms.format.text import preview
+from transforms.recipe.examples import (
+    Example,
+    ExampleRecipe,
+    Filtered,
+    SampleOutcome,
+    StageError,
+    convert_sample,
+    convert_serialized,
+    prepare_sample,
+    recipe_samples,
+)
+from transforms.recipe.segments import overlapping
+from transforms.recipe.statistics import add_moments
+from transforms.recipe.units import Failed
+
+__all__ = ["Converted", "SampleDriver", "SourceOutcome", "UnitWork", "as_event",
+           "outcome_tallies", "source_outcome"]
+
+
+class SourceOutcome(NamedTuple):
+    """What became of the sample (url, key) a cut example came from, as far as
+    that example says: `state` written (in `detail`, the split), filtered
+    (`detail` the reason) or failed."""
+
+    url: str
+    key: str
+    state: str
+    detail: str = ""
+
+
+class Converted(NamedTuple):
+    """One input of a unit converted: the sample (a segment, a cut example),
+    what became of it, and what it is (SAMPLE, SEGMENT, EXAMPLE)."""
+
+    sample: Mapping[str, Any]
+    outcome: SampleOutcome
+    unit: str
+
+
+@dataclasses.dataclass
+class UnitWork:
+    """One unit's conversion so far: its tallies, groups, dead letters, content
+    fingerprints ((kind, digest, split, key, url)) and feature statistics."""
+
+    tallies: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    groups: set = dataclasses.field(default_factory=set)
+    failures: list = dataclasses.field(default_factory=list)
+    fingerprints: list = dataclasses.field(default_factory=list)
+    keys_seen: set | None = None    # (url, key) converted, when a repeat is a dead letter
+    moments: dict = dataclasses.field(default_factory=dict)   # (split, feature) -> Moments
+
+
+# The tallies of what is converted as a sample but is not one: a recording's
+# segment, or an example a cut already made.
+_TALLY_PREFIX = {SEGMENT: "segments_", EXAMPLE: "cut_examples_"}
+
+
+def outcome_tallies(outcome: SampleOutcome, unit: str = SAMPLE) -> dict:
+    """A sample's (or with `unit` SEGMENT, a segment's; EXAMPLE, a cut
+    example's) {(what, detail): n} tallies (its read is counted by the
+    caller), its examples' durations among them."""
+    tallies = collections.Counter()
+    if outcome.examples:
+        tallies[("examples", outcome.split)] = outcome.examples
+        if outcome.label is not None:
+            tallies[("label", (outcome.split, outcome.label))] = outcome.examples
+    for seconds in outcome.durations:  # transforms/format/durations.py
+        tallies[("duration", (outcome.split, duration_bin(seconds)))] += 1
+        tallies[("duration_ms", outcome.split)] += round(seconds * 1000)
+    for character, n in outcome.characters:  # transforms/recipe/transcripts.py
+        tallies[("characters", (outcome.split, character))] = n
+    tallies.update(dict(outcome.augmented))  # transforms/media/augment.py
+    prefix = _TALLY_PREFIX.get(unit, "")
+    if outcome.failure is not None:
+        # A cut example's failure fails its sample too: counted once, as the sample's.
+        tallies[("cut_examples_failed", "") if unit == EXAMPLE else ("failed", unit)] = 1
+    elif outcome.filtered is not None:
+        tallies[(prefix + "filtered", outcome.filtered)] = 1
+    else:
+        tallies[(prefix + "written", outcome.split)] = 1
+    return tallies
+
+
+def as_event(element) -> dict | bytes | Failed:
+    """An element of a PCollection as a Sample (`as_sample`) or a serialized
+    example's bytes, or the dead letter of one that is neither."""
+    if isinstance(element, (bytes, bytearray, memoryview)):
+        return bytes(element)
+    try:
+        return as_sample(element, nor="a serialized tf.train.Example")
+    except TypeError as e:
+        return Failed.of("read_element", e, url="")
+
+
+def _outcome_only(outcome: SampleOutcome):
+    """A sample's examples and outcome, as convert_sample gives them, when it
+    gives no example."""
+    yield from ()
+    return outcome
+
+
+def source_outcome(example: Mapping[str, Any], outcome: SampleOutcome) -> SourceOutcome:
+    """The SourceOutcome a cut example gives its sample (itself, when it names none)."""
+    source = example.get(SOURCE_KEY, example.get(KEY))
+    key = source.decode("utf-8", "replace") if isinstance(source, bytes) else str(source)
+    url = example.get(URL, "")
+    if outcome.failure is not None:
+        return SourceOutcome(url, key, "failed")
+    if outcome.filtered is not None:
+        return SourceOutcome(url, key, "filtered", outcome.filtered)
+    return SourceOutcome(url, key, "written", outcome.split)
+
+
+class SampleDriver:
+    """Runs the recipe over a unit's reader events (module docstring);
+    configuration until setup(), so it pickles to workers.
+
+    `spec` is what examples are encoded with (the recipe's, or the features
+    an analysis reads); `splits`, when given, the only splits whose examples
+    are built (a sample of another stops at its split); `elements_are_examples`
+    takes each element as an example a cut made (SOURCE_KEY names its
+    sample); `count(name, n)` is told each counter's increments (Beam's, on a
+    worker).
+    """
+
+    def __init__(self, recipe: ExampleRecipe, *, spec: FeatureSpec | None = None,
+                 splits: frozenset | None = None, elements_are_examples: bool = False,
+                 count: Callable[[str, int], None] | None = None):
+        self._recipe = recipe
+        self._spec = spec or recipe.spec
+        self._splits = splits
+        self._unit = EXAMPLE if elements_are_examples else SAMPLE
+        self._count_with = count
+
+    def setup(self) -> None:
+        """Makes the encoder and loads the user's functions: once per worker."""
+        self._encoder = ExampleEncoder([(f.name, f.kind) for f in self._spec])
+        self._sample_fn, self._example_fn = self._recipe.load_functions()
+
+    def start(self, keys_seen: bool) -> UnitWork:
+        """A unit's (or a bundle's) conversion; with `keys_seen`, a key given
+        again in it is a dead letter (a key range's rows have unique keys and
+        no bound on their number: it keeps no set)."""
+        return UnitWork(keys_seen=set() if keys_seen else None)
+
+    def _count(self, name: str, n: int = 1) -> None:
+        if self._count_with is not None and n:
+            self._count_with(name, n)
+
+    def take(self, event, work: UnitWork, strata=None,
+             dropped: frozenset = frozenset()) -> Iterator[Example | Converted]:
+        """One reader event (a Sample, a serialized example, or a Failed) into
+        `work`: its examples as they are built, then what became of it; the
+        (url, key) in `dropped` are filtered as duplicates."""
+        if isinstance(event, Failed):
+            record = event.record
+            work.tallies[("failed", record["unit"])] += 1
+            if record["unit"] == SAMPLE:  # a file that yielded no sample was not a read
+                work.tallies[("read", "")] += 1
+            work.failures.append(record)
+            return
+        unit = self._unit
+        work.tallies[("cut_examples_read" if unit == EXAMPLE else "read", "")] += 1
+        if isinstance(event, bytes):
+            key = content_key(event)
+            examples = convert_serialized(event, key, self._recipe, strata)
+            yield from self._converted({KEY: key}, examples, work, {}, unit)
+        elif not self._recipe.segments.enabled:
+            yield from self._sample(event, work, strata, unit, dropped)
+        else:
+            yield from self._segments(event, work, strata, dropped)
+
+    def groups(self, event) -> Iterator[tuple]:
+        """(group key, label) of each sample (segment) a reader event gives, as
+        the split will see it, for stratified splits; none for one that fails or
+        is dropped before its split (converting it says so)."""
+        if isinstance(event, Failed):
+            return
+        try:
+            samples = list(recipe_samples(event, self._recipe))
+        except StageError:
+            return
+        plan = self._recipe.split_plan
+        for sample in samples:
+            try:
+                prepared = prepare_sample(sample, self._recipe, self._sample_fn)
+                if isinstance(prepared, Filtered):
+                    continue
+                yield plan.group_key(prepared), plan.label(prepared)
+            except (StageError, ValueError):
+                continue
+
+    def _segments(self, recording: dict, work: UnitWork, strata, dropped) -> Iterator:
+        """A recording's segments, each converted as a sample; the recording
+        counts as segmented, filtered (no segments) or failed (unreadable ones).
+        A listing row giving its segment in columns (a NeMo manifest's offset
+        and duration) is that segment: it fails with it (failed_by_segment)."""
+        try:
+            segments = list(recipe_samples(recording, self._recipe))
+        except StageError as e:
+            work.tallies[("failed", SAMPLE)] += 1
+            work.failures += self._letters(recording, SampleOutcome(failure=e), {}, SAMPLE)
+            return
+        if not segments:
+            work.tallies[("filtered", "no_segments")] += 1
+            self._count("samples_filtered")
+            return
+        work.tallies[("segments_overlapping", "")] += overlapping(segments)
+        failed_before = work.tallies[("failed", SEGMENT)]
+        for segment in segments:
+            work.tallies[("segments_read", "")] += 1
+            yield from self._sample(segment, work, strata, SEGMENT, dropped)
+        if self._recipe.segments.columns and work.tallies[("failed", SEGMENT)] > failed_before:
+            work.tallies[("failed_by_segment", "")] += 1
+            self._count("samples_failed")
+        else:
+            work.tallies[("segmented", "")] += 1
+            self._count("samples_written")
+
+    def _sample(self, sample: dict, work: UnitWork, strata, unit: str, dropped) -> Iterator:
+        stats: dict = {}
+        identity = (sample.get(URL, ""), sample.get(KEY))
+        if work.keys_seen is not None and identity in work.keys_seen:
+            examples = _outcome_only(SampleOutcome(failure=StageError(DUPLICATE_KEY, ValueError(
+                f"key {identity[1]!r} given again in {identity[0] or 'the unit'}: each sample "
+                "needs its own __key__ (examples are named, ordered and split by it)"))))
+        elif identity in dropped:
+            examples = _outcome_only(SampleOutcome(filtered="duplicate"))
+        else:
+            if work.keys_seen is not None:
+                work.keys_seen.add(identity)
+            examples = convert_sample(sample, self._recipe, self._encoder, self._sample_fn,
+                                      self._example_fn, stats, strata, self._splits)
+        yield from self._converted(sample, examples, work, stats, unit)
+
+    def _converted(self, sample: Mapping, examples, work: UnitWork, stats: dict,
+                   unit: str) -> Iterator:
+        """A sample's (segment's, cut example's) examples, then its Converted;
+        its tallies, groups and dead letter kept in `work`."""
+        while True:
+            try:
+                yield next(examples)
+            except StopIteration as done:
+                outcome = done.value
+                break
+        work.tallies.update(outcome_tallies(outcome, unit))
+        if outcome.examples:
+            work.groups.add((outcome.group, outcome.split))
+            work.fingerprints += [(kind, digest, outcome.split, sample.get(KEY),
+                                   sample.get(URL, "")) for kind, digest in outcome.fingerprints]
+        for feature, moments in outcome.moments:
+            key = (outcome.split, feature)
+            work.moments[key] = add_moments(work.moments.get(key), moments)
+        work.failures += self._letters(sample, outcome, stats, unit)
+        yield Converted(sample, outcome, unit)
+
+    def _letters(self, sample, outcome: SampleOutcome, stats: dict, unit: str) -> list:
+        """Counters for one sample (or segment); its dead letter when it failed."""
+        self._count("examples_written", outcome.examples)
+        for name, n in stats.items():
+            self._count(name, n)
+        counted = {SEGMENT: "segments", EXAMPLE: "cut_examples"}.get(unit, "samples")
+        if outcome.failure is not None:
+            self._count(f"{counted}_failed")
+            error = outcome.failure
+            # A sample that failed while its examples were built says how many stay.
+            extra = {} if outcome.split is None else {"examples_written": outcome.examples}
+            if unit == SEGMENT:
+                span = sample[SPAN]
+                extra["segment"] = {"recording": span.recording, "index": sample["segment.index"],
+                                    "start": span.start, "end": span.end}
+            if str(sample.get(KEY, "")).startswith(CONTENT_KEY_PREFIX):
+                # A dict keyed by its digest: what it held says which one it was.
+                extra["element"] = preview({k: v for k, v in sample.items() if k != KEY}, 200)
+            return [dead_letter(error.stage, error.cause, url=sample.get(URL, ""),
+                                key=sample.get(KEY), member=error.member, unit=unit, **extra)]
+        self._count(f"{counted}_filtered" if outcome.filtered else f"{counted}_written")
+        return []
