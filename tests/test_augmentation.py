@@ -174,15 +174,45 @@ def test_verify_checks_every_copy_against_the_manifest(augmented, tmp_path):
     altered = tmp_path / "altered"
     shutil.copytree(augmented, altered)
     document = json.loads((altered / "manifest.json").read_text())
-    document["options"]["speed_perturb"] = "0.8,1.2"
+    document["recipe"]["cut"]["augment"]["speeds"] = [0.8, 1.2]
     document["accounting"]["augmentation"]["examples"]["train"]["augmented"] += 1
     (altered / "manifest.json").write_text(json.dumps(document))
     problems = dg.verify_dataset(altered).problems
-    assert any("aug.speed 0.9 is none of the job's [0.8, 1.2]" in p for p in problems)
+    assert any("aug.speed 0.9 is none of the recipe's [0.8, 1.2]" in p for p in problems)
     held = _examples(augmented)
     copies = sum(1 for (_, copy), (split, _) in held.items() if copy and split == "train")
     assert (f"split train: {copies} augmented examples in its shards, the manifest says "
             f"{copies + 1}") in problems
+
+
+def test_a_dataset_python_wrote_records_the_jobs_recipe_and_is_verified_alike(
+        corpus, augmented, tmp_path):
+    """The augmented dataset of the job, written again through the Python API:
+    the same shards and the same recipe section, so verify checks its copies
+    against the same ranges (with its options empty, it checked none before),
+    and a manifest from before the recipe section still verifies."""
+    augment = dg.AugmentOptions(copies=2, speeds=(0.9, 1.1), gain_db=(-6.0, 6.0), seed=3,
+                                speed_as_new_speaker="speaker")
+    with dg.make_pipeline() as p:
+        _ = p | dg.WriteDataset(str(tmp_path / "api"), dg.ReadTarSamples(
+            f"{corpus}/speech.tar").source, features="speaker=json.speaker:string",
+            cut=dg.CutOptions(mode="utterances", audio_fields=("flac",), augment=augment),
+            splits="train=0.5,test=0.5")
+    job, api = (json.loads((folder / "manifest.json").read_text())
+                for folder in (augmented, tmp_path / "api"))
+    assert api["options"] == {} and api["recipe"] == job["recipe"]
+    for split in ("train", "test"):
+        assert ([f.read_bytes() for f in sorted((tmp_path / "api" / split).glob("data-*"))]
+                == [f.read_bytes() for f in sorted((augmented / split).glob("data-*"))])
+    api["recipe"]["cut"]["augment"]["gain_db"] = [-1.0, 1.0]
+    (tmp_path / "api" / "manifest.json").write_text(json.dumps(api))
+    assert any("aug.gain_db" in p and "is outside the recipe's [-1.0, 1.0]" in p
+               for p in dg.verify_dataset(tmp_path / "api").problems)
+    old = tmp_path / "old"     # as manifests were before they held the recipe
+    shutil.copytree(augmented, old)
+    job.pop("recipe")
+    (old / "manifest.json").write_text(json.dumps(job))
+    assert dg.verify_dataset(old).ok
 
 
 @pytest.fixture(scope="module")

@@ -153,8 +153,9 @@ def test_the_beam_free_layers_import_with_beam_blocked():
     assert out.returncode == 0, out.stderr[-2000:]
     # #38 and #39 added eight: features, statistics, ..., loudness, recorded, reverb;
     # #44 two: sniff and encoded; #45 the lazy-export helper (format/exports), the
-    # unit contract (recipe/units) and the sample driver (recipe/driver).
-    assert out.stdout.strip() == "47"
+    # unit contract (recipe/units), the sample driver (recipe/driver) and plain values
+    # (format/plain).
+    assert out.stdout.strip() == "48"
 
 
 def test_inspect_shows_counts_and_decoded_examples(dataset):

@@ -53,7 +53,8 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
                    statistics: Mapping[str, Any] | None = None,
                    audio_features: Mapping[str, Any] | None = None,
                    transcripts: Mapping[str, Any] | None = None,
-                   augmentation: Mapping[str, Any] | None = None) -> dict:
+                   augmentation: Mapping[str, Any] | None = None,
+                   recipe: Mapping[str, Any] | None = None) -> dict:
     """The manifest.json document (a JSON-ready dict).
 
     Every split named by the options is listed, with zero examples if none fell
@@ -76,7 +77,11 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
     `transcripts` the transcripts' normalisation, the train split's character
     vocabulary and each split's characters unseen in train
     (transforms/recipe/transcripts.py); `augmentation` what the augmentation's
-    corpora held (transforms/media/augment.py).
+    corpora held (transforms/media/augment.py). `recipe` is the recipe as it
+    describes itself (the cut, splits, sample operations, segments,
+    transcripts, preprocessing and writing: DatasetConfig.describe), the same
+    whichever way in wrote the dataset; `options` the command line's flags,
+    empty for a dataset Python wrote.
     """
     splits = {name: dict(splits.get(name, {"num_examples": 0, "num_bytes": 0, "shards": []}))
               for name in split_names}
@@ -95,6 +100,7 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
         "package_version": _package_version(),
         "source": dict(source),
         "options": dict(options),
+        **({"recipe": dict(recipe)} if recipe is not None else {}),
         "recipe_fingerprint": recipe_fingerprint,
         "features": spec.to_json(),
         "compression": compression,
@@ -250,6 +256,32 @@ class DatasetInfo:
     @classmethod
     def from_json(cls, text: str | bytes) -> "DatasetInfo":
         return cls(json.loads(text))
+
+    @property
+    def recipe(self) -> dict:
+        """The recipe the dataset was written by (DatasetConfig.describe), as
+        its manifest records it; for a manifest from before it did, what its
+        flags said of the cut, its augmentation, the label, the segments and
+        the duplicates policy."""
+        if "recipe" in self.document:
+            return self.document["recipe"]
+        options = self.document.get("options", {})
+
+        def numbers(flag):
+            return [float(n) for n in str(options.get(flag) or "").split(",") if n.strip()]
+        return {"cut": {"mode": options.get("cut") or "none",
+                        "audio_fields": [f for f in str(options.get("audio_fields") or "")
+                                         .split(",") if f],
+                        "augment": {"copies": options.get("augment_copies") or 0,
+                                    "speeds": numbers("speed_perturb"),
+                                    "gain_db": numbers("gain_db"),
+                                    "snr_db": numbers("snr_db")}},
+                "splits": {"label_field": options.get("label_field") or None,
+                           "stratify_by": options.get("stratify_by") or None},
+                "segments": {"field": options.get("segments_field") or "",
+                             "columns": [c for c in str(options.get("segment_columns") or "")
+                                         .split(",") if c]},
+                "writing": {"duplicates": options.get("duplicates", "warn")}}
 
     def split(self, name: str) -> Mapping[str, Any]:
         if name not in self.splits:

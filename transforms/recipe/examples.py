@@ -28,6 +28,7 @@ from transforms.format.arguments import ArgumentError, ArgumentTypeError
 from transforms.format.dead_letters import StorageReadError
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.example_check import example_problems, parse_example, stored_values
+from transforms.format.plain import plain
 from transforms.format.sample import KEY, SPAN, FieldReader, read_stored
 from transforms.format.spec import FeatureSpec
 from transforms.format.stable_hash import stable_hash64
@@ -132,6 +133,28 @@ class ExampleRecipe:
         if renamed and not any(f.name == renamed and f.dtype == "string" for f in features):
             raise ArgumentError("augment.speed_as_new_speaker", f"{renamed!r} is not a string "
                                 "feature of the spec: name the speaker feature")
+
+    def describe(self) -> dict:
+        """What the manifest records of the recipe (its `recipe` section), the
+        same whether the command line or Python made it: the cut, its
+        augmentation's corpora by their recordings' versions, the splits, the
+        sample operations, the segments and the transcripts (the features are
+        the manifest's `features`). Settings that change no byte written (how
+        many threads decode frames, a worker's corpus cache) are left out."""
+        cut = plain(self.cut)
+        cut["frames"].pop("threads")
+        augment = cut["augment"]
+        augment.pop("cache_mb")
+        corpora = self.cut.augment.describe()
+        augment.update(noise=corpora.get("noise"), rirs=corpora.get("rirs"))
+        return {"cut": cut, "splits": plain(self.split_plan),
+                "sample_operations": {"where": plain(self.where),
+                                      "select": plain(self.selection),
+                                      "rename": plain(self.renames),
+                                      "filter_empty": self.filter_empty,
+                                      "sample_fn": self.sample_fn,
+                                      "example_fn": self.example_fn},
+                "segments": plain(self.segments), "transcripts": plain(self.transcripts)}
 
     @property
     def dropped_transcript(self) -> str:

@@ -185,7 +185,7 @@ def panels(view: DatasetView) -> list:
     that have data."""
     has = {field: any(len(getattr(s, field)) for s in view.splits) for field in _HISTOGRAMS}
     histograms = [name for name, field in _HISTOGRAMS.items() if has[field]]
-    cut = view.info.document.get("options", {}).get("cut")
+    cut = view.info.recipe["cut"].get("mode")
     audio = ("recordings" if any(clip.whole for clip in view.audio)
              else "segments" if cut == "segments" else "audio windows")
     return [("summary", ["summary", "counts", "failures"]),

@@ -89,21 +89,21 @@ def _media_features(info: DatasetInfo) -> tuple:
     """(image feature, audio feature, whole-audio feature), each None when
     absent: the whole-audio one is a stored recording (a bytes feature from
     an --audio_fields member) of a dataset of whole samples."""
-    spec, options = info.spec, info.document.get("options", {})
+    spec, cut = info.spec, info.recipe["cut"]
     image = next((f for f in spec if f.dtype == "jpeg" or (
         f.dtype == "uint8" and len(f.shape) in (3, 4) and f.shape[-1] in (1, 3))), None)
     audio = next((f for f in spec if f.sample_rate), None)
-    fields = str(options.get("audio_fields") or "").split(",")
+    fields = cut.get("audio_fields") or ()
     whole = None
-    if options.get("cut", "none") == "none":
+    if cut.get("mode", "none") == "none":
         whole = next((f for f in spec if f.dtype == "bytes" and not f.shape
                       and f.source in fields), None)
     return image, audio, whole
 
 
 def _label_name(info: DatasetInfo) -> str | None:
-    options = info.document.get("options", {})
-    source = options.get("label_field") or options.get("stratify_by")
+    splits = info.recipe.get("splits", {})
+    source = splits.get("label_field") or splits.get("stratify_by")
     return next((f.name for f in info.spec if f.source == source and source),
                 "label" if "label" in info.spec.names else None)
 

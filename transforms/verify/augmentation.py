@@ -2,9 +2,9 @@
 
 Each record's `aug.*` values must say one story: an original (copy 0) is
 kind `none` at speed 1 and 0 dB, with no noise or RIR; a copy's kind names
-what its speed, RIR, gain and noise did, its speed is one of the job's `--speed_perturb`
-factors, its gain within `--gain_db`'s range and its SNR within `--snr_db`'s
-(`record_problems`). Counted per split, the
+what its speed, RIR, gain and noise did, its speed is one of the recipe's
+speed factors, its gain within its gain range and its SNR within its SNR
+range (`record_problems`). Counted per split, the
 copies must be what the manifest's accounting says (`count_problems`).
 """
 
@@ -14,7 +14,6 @@ from typing import Mapping, NamedTuple
 
 from transforms.format.example_check import stored_values
 from transforms.format.manifest import DatasetInfo
-from transforms.format.text import comma_list
 
 __all__ = ["AugmentedRange", "augmented_range", "count_problems", "record_problems"]
 
@@ -31,13 +30,13 @@ class AugmentedRange(NamedTuple):
 
 
 def augmented_range(info: DatasetInfo) -> AugmentedRange | None:
-    """The job's augmentation, from the manifest's options; None without one."""
-    options = info.document.get("options", {})
-    if not options.get("augment_copies"):
+    """The dataset's augmentation, from the recipe its manifest records (the
+    same from the command line and from Python); None without one."""
+    augment = info.recipe["cut"].get("augment", {})
+    if not augment.get("copies"):
         return None
-    def numbers(flag):
-        return tuple(float(n) for n in comma_list(options.get(flag, "")))
-    return AugmentedRange(numbers("speed_perturb"), numbers("gain_db"), numbers("snr_db"))
+    return AugmentedRange(*(tuple(map(float, augment.get(name) or ()))
+                            for name in ("speeds", "gain_db", "snr_db")))
 
 
 def record_problems(example, expected: AugmentedRange) -> tuple[bool, list]:
@@ -60,12 +59,13 @@ def record_problems(example, expected: AugmentedRange) -> tuple[bool, list]:
         problems.append(f"an original (aug.copy 0) that is {said}")
     if copy > 0:
         if sped and not any(abs(speed - f) < _TOLERANCE for f in expected.speeds):
-            problems.append(f"aug.speed {speed:g} is none of the job's {list(expected.speeds)}")
+            problems.append(f"aug.speed {speed:g} is none of the recipe's "
+                            f"{list(expected.speeds)}")
         for name, value, done, bounds in (("aug.gain_db", gain, gained, expected.gain_db),
                                           ("aug.snr_db", _snr(example), noised, expected.snr_db)):
             if done and not (bounds and bounds[0] - _TOLERANCE <= value
                              <= bounds[1] + _TOLERANCE):
-                problems.append(f"{name} {value:g} is outside the job's {list(bounds)}")
+                problems.append(f"{name} {value:g} is outside the recipe's {list(bounds)}")
     return copy > 0, problems
 
 

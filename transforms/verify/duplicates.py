@@ -69,8 +69,8 @@ def _recording(info: DatasetInfo, key: str) -> str:
 
 def _segments(info: DatasetInfo) -> bool:
     """Whether its samples are segments of recordings (any cut inside them)."""
-    options = info.document.get("options", {})
-    return bool(options.get("segments_field") or options.get("segment_columns"))
+    segments = info.recipe.get("segments", {})
+    return bool(segments.get("field") or segments.get("columns"))
 
 
 def sought_keys(info: DatasetInfo, text: str | None) -> frozenset:
@@ -91,7 +91,7 @@ def written_problems(info: DatasetInfo, text: str | None, found: Iterable[tuple]
     if not sought_keys(info, text):
         return []
     found = set(found)
-    dropped = info.document.get("options", {}).get("duplicates") == "drop"
+    dropped = info.recipe.get("writing", {}).get("duplicates") == "drop"
     where, problems = manifest.DUPLICATES_FILE, []
     for number, group in enumerate(_groups(text), 1):
         members = [(m["split"], _recording(info, m["key"])) for m in group["members"]]

@@ -600,7 +600,7 @@ class _PublishFn(beam.DoFn):
             statistics=_statistics_section(statistics or {}, names),
             transcripts=plan.transcripts,
             audio_features=_audio_features_section(config.recipe.cut),
-            augmentation=config.recipe.cut.augment.describe())
+            augmentation=config.recipe.cut.augment.describe(), recipe=config.describe())
         classes = manifest.label_classes(spec, config.recipe.split_plan.label_source,
                                          plan.label_counts)
         write_text(FileSystems.join(config.output, manifest.SCHEMA),

@@ -40,12 +40,12 @@ def open_run(config: DatasetConfig, *, resume: bool, retry_failed: bool) -> tupl
     work it picks up ('' for a fresh run). ValueError naming the flag or the
     output before any work: earlier work of another recipe, an output it
     cannot write."""
-    corpora = config.recipe.cut.augment.describe()
+    recipe = config.describe()
     run, picked_up = ledger.plan_run_folder(config.output, config.fingerprint, config.options,
-                                            corpora, resume=resume, retry_failed=retry_failed)
+                                            recipe, resume=resume, retry_failed=retry_failed)
     # After every flag check, so a flag error leaves no folder behind.
     check_writable(config.output)
-    ledger.start_run(run, config.fingerprint, config.options, corpora)
+    ledger.start_run(run, config.fingerprint, config.options, recipe)
     return run, picked_up
 
 

@@ -59,11 +59,12 @@ _POLICY_FLAGS = ("max_failure_fraction", "allow_empty_splits")
 
 
 def _deciding(options: Mapping[str, Any]) -> dict:
-    """The recorded flags that decide a unit's shards and receipt: all but the
-    publishing policy. --duplicates warn and fail differ in policy only; off
-    leaves the receipts without fingerprints, and drop writes less. With warn
-    or fail, --near_duplicates' similarity only sorts what the receipts hold:
-    whether they hold near fingerprints is what counts."""
+    """Of writing settings (the recipe's `writing`, or a job's recorded flags),
+    those that decide a unit's shards and receipt: all but the publishing
+    policy. Duplicates warn and fail differ in policy only; off leaves the
+    receipts without fingerprints, and drop writes less. With warn or fail, the
+    near duplicates' similarity only sorts what the receipts hold: whether they
+    hold near fingerprints is what counts."""
     deciding = {k: v for k, v in options.items() if k not in _POLICY_FLAGS}
     if deciding.get("duplicates") in ("warn", "fail"):
         deciding["duplicates"] = "fingerprinted"
@@ -177,19 +178,24 @@ def _ledger_receipts(text: str, output: str) -> Iterator[UnitReceipt]:
             s._replace(temp=FileSystems.join(output, s.temp)) for s in receipt.shards))
 
 
-def recipe_fingerprint(options: Mapping[str, Any], source: Mapping[str, Any],
-                       features: Any, corpora: Mapping[str, Any] | None = None) -> str:
-    """sha256 (16 hex digits) of what decides a unit's shards: the recorded
-    flags but the publishing policy, the source but the input's size, the
-    feature spec (`features`, its JSON) and the augmentation's `corpora`
-    (AugmentOptions.describe(), which holds their versions)."""
-    recipe = {
-        "options": _deciding(options),
+def _deciding_recipe(recipe: Mapping[str, Any]) -> dict:
+    """A recipe description (DatasetConfig.describe) without its publishing policy."""
+    return {**recipe, "writing": _deciding(recipe.get("writing", {}))}
+
+
+def recipe_fingerprint(recipe: Mapping[str, Any], source: Mapping[str, Any],
+                       features: Any) -> str:
+    """sha256 (16 hex digits) of what decides a unit's shards: the recipe as it
+    describes itself (DatasetConfig.describe: the cut, the augmentation's
+    corpora by their versions, the splits, ..., but the publishing policy),
+    the source but the input's size, and the feature spec (`features`, its
+    JSON): the same from the command line and from Python."""
+    deciding = {
+        "recipe": _deciding_recipe(recipe),
         "source": {k: v for k, v in source.items() if k not in _SOURCE_FACTS},
         "features": features,
-        **({"corpora": dict(corpora)} if corpora else {}),
     }
-    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha256(json.dumps(deciding, sort_keys=True).encode("utf-8")).hexdigest()[:16]
 
 
 def flag_differences(earlier: Mapping[str, Any], now: Mapping[str, Any]) -> list:
@@ -198,6 +204,27 @@ def flag_differences(earlier: Mapping[str, Any], now: Mapping[str, Any]) -> list
     return [f"--{name} {now.get(name)!r} (was {earlier.get(name)!r})"
             for name in sorted(set(earlier_deciding) | set(now_deciding))
             if earlier_deciding.get(name) != now_deciding.get(name)]
+
+
+def recipe_differences(earlier: Mapping[str, Any], now: Mapping[str, Any],
+                       path: str = "") -> list:
+    """'cut.windows.window_s 1.0 (was 2.0)' for each deciding part of two
+    recipe descriptions that differs (a corpus's recordings by its name)."""
+    if not path:
+        earlier, now = _deciding_recipe(earlier), _deciding_recipe(now)
+    found = []
+    for name in sorted(set(earlier) | set(now)):
+        before, after = earlier.get(name), now.get(name)
+        where = f"{path}.{name}" if path else name
+        if before == after:
+            continue
+        if name in ("noise", "rirs") and path == "cut.augment":
+            found.append(f"the {'RIR' if name == 'rirs' else name} corpus's recordings")
+        elif isinstance(before, dict) and isinstance(after, dict):
+            found += recipe_differences(before, after, where)
+        else:
+            found.append(f"{where} {after!r} (was {before!r})")
+    return found
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,30 +264,24 @@ def _run_folders(output: str) -> list:
     return found
 
 
-def _corpus_differences(earlier: Mapping[str, Any], now: Mapping[str, Any]) -> list:
-    """'the noise corpus's recordings' for each augmentation corpus whose
-    version (AugmentOptions.describe()) differs."""
-    return [f"the {'RIR' if name == 'rirs' else name} corpus's recordings"
-            for name in sorted(set(earlier) | set(now)) if isinstance(now.get(name), dict)
-            and earlier.get(name, {}).get("version") != now[name].get("version")]
-
-
 def _another_recipe(flag: str, what: str, earlier: Mapping[str, Any],
-                    options: Mapping[str, Any], corpora: Mapping[str, Any],
+                    options: Mapping[str, Any], recipe: Mapping[str, Any],
                     advice: str) -> ValueError:
-    """The one-line refusal of earlier work of another recipe, naming what changed."""
-    if "recipe_fingerprint" not in earlier and "fingerprint" not in earlier:
-        changed = ["a version that kept no recipe fingerprint"]
+    """The one-line refusal of earlier work of another recipe, naming what
+    changed: the flags, when both runs were jobs', else the recipe's parts."""
+    if "recipe" not in earlier:
+        changed = ["a version that recorded no recipe"]
     else:
-        changed = (flag_differences(earlier.get("options", {}), options)
-                   or _corpus_differences(earlier.get("augmentation", {}), corpora)
+        changed = ((flag_differences(earlier.get("options", {}), options)
+                    if options and earlier.get("options") else [])
+                   or recipe_differences(earlier["recipe"], recipe)
                    or ["the source or the feature spec"])
     return ValueError(f"{flag}: {what} another recipe: {', '.join(changed)}; "
                       f"run without {flag} to {advice}")
 
 
 def plan_run_folder(output: str, fingerprint: str, options: Mapping[str, Any],
-                    corpora: Mapping[str, Any], *, resume: bool,
+                    recipe: Mapping[str, Any], *, resume: bool,
                     retry_failed: bool) -> tuple[RunFolder, str]:
     """This run's folder, and a line saying what it picks up.
 
@@ -278,14 +299,14 @@ def plan_run_folder(output: str, fingerprint: str, options: Mapping[str, Any],
         raise ValueError(f"--retry_failed: {output} holds no published dataset to retry the "
                          "failures of; --resume continues an unfinished run")
     if info is not None and info.get("recipe_fingerprint") != fingerprint:
-        raise _another_recipe(flag, f"{output} was written by", info, options, corpora,
+        raise _another_recipe(flag, f"{output} was written by", info, options, recipe,
                               "replace it")
     runs = _run_folders(output)
     mine = [folder for folder, run in runs if run.get("fingerprint") == fingerprint]
     others = [run for _, run in runs if run.get("fingerprint") != fingerprint]
     if not mine and others and info is None:
         raise _another_recipe(flag, f"the unfinished run in {output} used", others[0], options,
-                              corpora, "start afresh")
+                              recipe, "start afresh")
     counts = {folder: len(FileSystems.match([FileSystems.join(folder, _RECEIPTS, "*.json")])[0]
                           .metadata_list) for folder in mine}
     reuse, said = [], []
@@ -301,12 +322,12 @@ def plan_run_folder(output: str, fingerprint: str, options: Mapping[str, Any],
 
 
 def start_run(run: RunFolder, fingerprint: str, options: Mapping[str, Any],
-              corpora: Mapping[str, Any]) -> None:
+              recipe: Mapping[str, Any]) -> None:
     """Marks the run's folder with its recipe, so a later --resume knows it:
-    its fingerprint, and to say what changed, its flags and corpora."""
+    its fingerprint, and to say what changed, its flags and its recipe."""
     with FileSystems.create(FileSystems.join(run.temp_dir, _RUN_FILE)) as f:
         f.write(json.dumps({"fingerprint": fingerprint, "options": dict(options),
-                            "augmentation": dict(corpora)}, sort_keys=True).encode("utf-8"))
+                            "recipe": dict(recipe)}, sort_keys=True).encode("utf-8"))
 
 
 def _tiling(receipts: Sequence[UnitReceipt], span: tuple | None) -> tuple | None:

@@ -56,6 +56,7 @@ from transforms.format.arguments import (
 )
 from transforms.format.dead_letters import SAMPLE
 from transforms.format.outputs import CutCount, ExampleResult, SampleResult
+from transforms.format.plain import plain
 from transforms.format.sample import KEY, SOURCE_KEY
 from transforms.format.spec import Feature, FeatureSpec, parse_features
 from transforms.media.cutting import CutOptions, with_cut_features
@@ -142,11 +143,25 @@ class DatasetConfig:
         """`template`'s {parameters} in the caller's terms (transforms/format/arguments.py)."""
         return said(template, lambda parameter: self.terms.get(parameter, parameter))
 
+    def describe(self) -> dict:
+        """The manifest's `recipe` section: the recipe's own description
+        (ExampleRecipe.describe), its tf.Transform preprocessing, and how the
+        examples are written and published; the same from the command line and
+        from Python, so verify and --resume read one record either way."""
+        return {**self.recipe.describe(), "preprocessing": plain(self.preprocessing),
+                "writing": {"compression": self.compression,
+                            "target_shard_bytes": self.target_shard_bytes,
+                            "shuffle": self.shuffle, "num_shards": self.num_shards,
+                            "write_tfrecords": self.write_tfrecords,
+                            "duplicates": self.duplicates,
+                            "near_duplicates": self.near_duplicates,
+                            "max_failure_fraction": self.max_failure_fraction,
+                            "allow_empty_splits": self.allow_empty_splits}}
+
     @property
     def fingerprint(self) -> str:
         """The recipe's fingerprint, recorded in the manifest (ledger.recipe_fingerprint)."""
-        return recipe_fingerprint(self.options, self.source, self.recipe.spec.to_json(),
-                                  self.recipe.cut.augment.describe())
+        return recipe_fingerprint(self.describe(), self.source, self.recipe.spec.to_json())
 
     def __post_init__(self):
         object.__setattr__(self, "output", check_path("output", self.output))
