@@ -13,7 +13,7 @@ one string. The same units with more groups each show the growth per
 million groups; scaled, what a corpus of 40M clips (10 TB of 10 s speech at
 --split_by __key__, ~80k units) would ask of one worker.
 
-On the local runner the leakage check's shuffle (transforms/writer/leakage.py:
+On the local runner the leakage check's shuffle (transforms/checks/leakage.py:
 Distinct, GroupByKey) holds the (group, split) pairs too, as its GroupByKey
 holds a whole PCollection in memory; on Dataflow that shuffle is spread over
 the workers. So this figure is the whole job on one machine, an upper bound

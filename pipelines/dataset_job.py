@@ -9,7 +9,7 @@ A job is three steps, flags -> config -> public transforms:
 `dataset_config` checks the shared flags (pipelines/dataset_options.py) before
 any work; `run_dataset_job` opens the run's folder (--resume picks up earlier
 work), runs `WriteDataset` over the reader's Source with progress lines, and
-prints the summary (transforms/writer/launch.py).
+prints the summary (pipelines/launch.py).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Iterable
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
-from pipelines import cli
+from pipelines import cli, launch
 from pipelines.cli import flag_options, in_flag_terms
 from pipelines.dataset_options import DatasetOptions
 from pipelines.job_options import ListingOptions, input_patterns
@@ -47,7 +47,6 @@ from transforms.runner.runtime import announce_job, make_pipeline, runs_locally,
 from transforms.runner.worker_count import local_workers
 from transforms.sources.augment_corpus import list_recordings
 from transforms.tft.preprocessing import Preprocessing
-from transforms.writer import launch
 from transforms.writer.write import DatasetConfig, WriteDataset
 
 __all__ = ["cut_options", "dataset_config", "feature_spec", "media_roots", "named_fields",
@@ -346,7 +345,7 @@ def run_dataset_job(
     job finished here (not with --no_wait_until_finish, a flex template launch).
 
     `examples_sink` see WriteDataset. With --dry_run_samples, writes nothing and
-    returns the job's Projection instead (transforms/writer/launch.py).
+    returns the job's Projection instead (pipelines/launch.py).
     """
     opts = options.view_as(DatasetOptions)
     if opts.dry_run_samples < 0:

@@ -74,7 +74,7 @@ def describe_dataset(output_dir: str, examples: int = 2, failures: int = 3) -> s
     acc = doc["accounting"]
     lines.append(f"  accounting: {json.dumps(acc, sort_keys=True)}")
     duplicates = doc.get("duplicates")
-    if duplicates:  # --duplicates warn or fail (transforms/writer/duplicates.py)
+    if duplicates:  # --duplicates warn or fail (transforms/checks/duplicates.py)
         across = ", ".join(f"{pair} {n}" for pair, n in duplicates["across_splits"].items())
         within = ", ".join(f"{split} {n}" for split, n in duplicates["within_split"].items())
         near = (f" ({duplicates['near']} of them near pairs)" if duplicates.get("near")

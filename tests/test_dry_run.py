@@ -14,9 +14,9 @@ import math
 import pytest
 
 from pipelines import manifest_to_tfrecord, tar_to_tfrecord
+from pipelines.dry_run import SampleMeasure
+from pipelines.projection import project
 from transforms.testing.corpus import write_corpus
-from transforms.writer.dry_run import SampleMeasure
-from transforms.writer.projection import project
 
 FLAGS = ["--cut", "frames", "--video_field", "mp4", "--audio_fields", "flac", "--fps", "4",
          "--frame_size", "32x48", "--av_window_s", "0.25", "--decode_threads", "1",

@@ -24,6 +24,8 @@ from pipelines import (
     tar_to_bigtable,
     tar_to_tfrecord,
 )
+from transforms.checks import near_pairs
+from transforms.checks.duplicates import copies_to_drop
 from transforms.format import reader
 from transforms.media.audio import AudioOptions
 from transforms.media.cutting import CutOptions, cut_sample
@@ -31,8 +33,6 @@ from transforms.media.windows import WindowOptions
 from transforms.recipe import near_duplicates
 from transforms.testing.spoken import NEAR_COPIES, near_copy, sentences, speak
 from transforms.verify.dataset import verify_dataset
-from transforms.writer import near_pairs
-from transforms.writer.duplicates import copies_to_drop
 
 FLAGS = ["--cut", "audio_windows", "--audio_fields", "flac,wav", "--features",
          "label=cls:int64", "--splits", "train=0.5,test=0.5", "--allow_empty_splits"]

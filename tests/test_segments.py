@@ -25,6 +25,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from pipelines import bigtable_to_tfrecord, manifest_to_tfrecord, tar_to_bigtable, tar_to_tfrecord
 from transforms import BuildExamples, CutOptions, ExampleRecipe, FeatureSpec, make_pipeline
+from transforms.checks.stratify import _GroupLabelFn
 from transforms.format import reader
 from transforms.format.dead_letters import DatasetFailed
 from transforms.format.segments import Box, parse_segments
@@ -37,7 +38,6 @@ from transforms.recipe.segments import SegmentOptions
 from transforms.recipe.splits import SplitPlan
 from transforms.sources.listing import ReadListingSamples
 from transforms.sources.tar import ReadTarSamples, TarReader, plan_tar_units
-from transforms.writer.stratify import _GroupLabelFn
 
 RATE = 16_000
 # m01: 12 s at 48 kHz stereo. Turns: (speaker, start, duration); carol's

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from pipelines import cli
 from pipelines.dataset_options import DatasetOptions
+from transforms.checks.leakage import SplitGroups, leakage_message
 from transforms.format import reader
 from transforms.format.arguments import said
 from transforms.format.spec import parse_features
@@ -31,7 +32,6 @@ from transforms.recipe.splits import (
     split_balance,
     stratum_cuts,
 )
-from transforms.writer.leakage import SplitGroups, leakage_message
 from transforms.writer.write import DatasetConfig, WriteDataset
 
 from memory_source import memory_source

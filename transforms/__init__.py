@@ -40,10 +40,12 @@ them); everything else is internal. Each is imported when first used, so
 The packages, bottom up (tests/test_layers.py holds each to importing only
 those below it): `format/` (Beam-free: sample, spec, encoder, manifest,
 reader), `media/` (Beam-free decoders and cutters), `recipe/` (Beam-free:
-what one sample becomes), `runner/`, `storage/`, `sources/`, `tft/`,
-`writer/` (one folder, reached through `write.py` and, for launchers,
-`launch.py`), `examples/` (CutSamples, BuildExamples), `verify/`, `report/`,
-and `testing/` (synthetic media for tests and the demo).
+what one sample becomes, the unit contract, the sample driver), `runner/`,
+`storage/`, `sources/`, `tft/`, `checks/` (stratified splits, leakage,
+duplicates), `writer/` (one folder, reached through `write.py` and, for a
+launcher resuming earlier work, `ledger.py`), `examples/` (CutSamples,
+BuildExamples), `verify/`, `report/`, and `testing/` (synthetic media for
+tests and the demo).
 """
 
 # ruff: noqa: F401 - the TYPE_CHECKING imports are the re-exports, as `__all__` says

@@ -4,21 +4,49 @@
     built.examples      # Examples: (split, order key, serialized tf.train.Example)
     built.failures      # dead letters of the elements that gave none
 
-It is the writer's own converter (transforms/writer/convert.py) with its
-shards turned off, so an example built here is byte for byte the one
-WriteDataset would write.
+Each element goes through the sample driver the writer's converter runs
+(transforms/recipe/driver.py), so an example built here is byte for byte the
+one WriteDataset would write.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import apache_beam as beam
 
 from transforms.format.arguments import ArgumentTypeError
+from transforms.format.dead_letters import FAILURES
 from transforms.format.outputs import ExampleResult
-from transforms.recipe.examples import ExampleRecipe
-from transforms.writer.convert import RECEIPTS, ConvertElements, ConvertOptions
+from transforms.recipe.driver import SampleDriver, as_event
+from transforms.recipe.examples import Example, ExampleRecipe
+from transforms.runner.counters import counter
 
 __all__ = ["BuildExamples"]
+
+
+@beam.typehints.with_input_types(Any)  # what is neither a sample nor an example is a dead letter
+@beam.typehints.with_output_types(Example)
+class _BuildFn(beam.DoFn):
+    def __init__(self, recipe: ExampleRecipe):
+        self._driver = SampleDriver(recipe, count=self._count)
+
+    def setup(self):
+        self._driver.setup()
+        self._counters: dict = {}
+
+    def _count(self, name: str, n: int = 1) -> None:
+        if name not in self._counters:
+            self._counters[name] = counter(name)
+        self._counters[name].inc(n)
+
+    def process(self, element):
+        work = self._driver.start(keys_seen=False)
+        for item in self._driver.take(as_event(element), work):
+            if isinstance(item, Example):
+                yield item
+        for letter in work.failures:
+            yield beam.pvalue.TaggedOutput(FAILURES, letter)
 
 
 class BuildExamples(beam.PTransform):
@@ -44,7 +72,6 @@ class BuildExamples(beam.PTransform):
         self._recipe = recipe
 
     def expand(self, samples):
-        converted = samples | "Convert" >> ConvertElements(
-            self._recipe, ConvertOptions(temp_dir="", write_shards=False, emit_examples=True))
-        failures = converted[RECEIPTS] | "DeadLetters" >> beam.FlatMap(lambda r: r.failures)
-        return ExampleResult(converted.examples, failures)
+        built = samples | "Build" >> beam.ParDo(_BuildFn(self._recipe)).with_outputs(
+            FAILURES, main="examples")
+        return ExampleResult(built.examples, built[FAILURES])

@@ -6,9 +6,9 @@ cutting and writing (an embedding model run with Beam's RunInference, a filter).
     cut.failures     # dead letters of samples whose media did not decode or cut
     cut.cut          # a CutCount per sample: its key and how many examples it gave
 
-The cut is transforms/media/cutting.py's `cut_sample`, the one WriteDataset
-runs; each example is keyed `<sample key>#<n>`, so WriteDataset orders and
-names it on its own. A long recording streams through: its windows leave as
+The cut is the sample driver's (transforms/recipe/driver.py `cut_element`,
+the cut WriteDataset runs); each example is keyed `<sample key>#<n>`, so
+WriteDataset orders and names it on its own. A long recording streams through: its windows leave as
 they are cut.
 """
 
@@ -19,10 +19,11 @@ from typing import Any, Dict
 import apache_beam as beam
 
 from transforms.format.arguments import ArgumentTypeError
-from transforms.format.dead_letters import FAILURES, StorageReadError, dead_letter
+from transforms.format.dead_letters import FAILURES
 from transforms.format.outputs import CUT, CutCount, ExampleResult
-from transforms.format.sample import KEY, URL, as_sample
-from transforms.media.cutting import CutOptions, cut_sample
+from transforms.media.cutting import CutOptions
+from transforms.recipe.driver import cut_element
+from transforms.recipe.units import Failed
 
 __all__ = ["CutSamples"]
 
@@ -34,25 +35,13 @@ class _CutFn(beam.DoFn):
         self._cut = cut
 
     def process(self, element):
-        try:
-            sample = as_sample(element)
-        except TypeError as e:
-            yield beam.pvalue.TaggedOutput(FAILURES, dead_letter("read_element", e, url=""))
-            return
-        key, url, emitted = sample[KEY], sample.get(URL, ""), 0
-        try:
-            for example in cut_sample(sample, self._cut):
-                yield {**example, KEY: f"{key}#{emitted}"}
-                emitted += 1
-        except StorageReadError:
-            raise
-        except Exception as e:  # noqa: BLE001 - every failure of the data becomes a dead letter
-            yield beam.pvalue.TaggedOutput(FAILURES, dead_letter(
-                getattr(e, "stage", "cut"), e, url=url, key=key,
-                member=getattr(e, "member", None), examples_written=emitted))
-            yield beam.pvalue.TaggedOutput(CUT, CutCount(url, str(key), emitted, True))
-            return
-        yield beam.pvalue.TaggedOutput(CUT, CutCount(url, str(key), emitted))
+        for item in cut_element(element, self._cut):
+            if isinstance(item, Failed):
+                yield beam.pvalue.TaggedOutput(FAILURES, item.record)
+            elif isinstance(item, CutCount):
+                yield beam.pvalue.TaggedOutput(CUT, item)
+            else:
+                yield item
 
 
 class CutSamples(beam.PTransform):

@@ -25,7 +25,7 @@ MANIFEST = "manifest.json"
 LEGACY_MANIFEST = "dataset_info.json"
 SCHEMA = "schema.pbtxt"
 FAILURES_FILE = "failures/failures.jsonl"
-# Groups of samples of identical content (transforms/writer/duplicates.py).
+# Groups of samples of identical content (transforms/checks/duplicates.py).
 DUPLICATES_FILE = "duplicates.jsonl"
 FORMAT_VERSION = 1
 # Every run writes under <output>/<TEMP_PREFIX><run id>/ until it is published.
@@ -69,7 +69,7 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
     with examples that have a duration records its total, histogram and
     bucket boundaries. `recipe_fingerprint` and `ledger` (its units.jsonl) let a rerun with
     --resume or --retry_failed reuse its units (transforms/writer/ledger.py).
-    `duplicates` is the duplicate check's summary (transforms/writer/duplicates.py),
+    `duplicates` is the duplicate check's summary (transforms/checks/duplicates.py),
     None when it was off. `statistics` ({feature: {split: {"count", "mean",
     "variance"}}}, transforms/recipe/statistics.py) are the per-value
     statistics of the audio features and waveforms the cut made;

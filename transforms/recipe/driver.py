@@ -3,7 +3,8 @@
 Beam-free. Every pass that runs the recipe over a unit's samples - the
 converter (transforms/writer/convert.py), the dry run, the duplicates pass
 (`--duplicates drop`), tf.Transform's analysis, the stratified splits' pass
-(`groups`: up to the split only) - drives it here, so a
+(`groups`: up to the split only), CutSamples (`cut_element`: the cut alone)
+- drives it here, so a
 reader's dead letter, a recording's segments, a key given twice, a sample
 `--duplicates drop` drops and the generator's outcome are handled alike in
 each of them:
@@ -38,9 +39,17 @@ import collections
 import dataclasses
 from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
-from transforms.format.dead_letters import DUPLICATE_KEY, EXAMPLE, SAMPLE, SEGMENT, dead_letter
+from transforms.format.dead_letters import (
+    DUPLICATE_KEY,
+    EXAMPLE,
+    SAMPLE,
+    SEGMENT,
+    StorageReadError,
+    dead_letter,
+)
 from transforms.format.durations import duration_bin
 from transforms.format.encoder import ExampleEncoder
+from transforms.format.outputs import CutCount
 from transforms.format.sample import (
     CONTENT_KEY_PREFIX,
     KEY,
@@ -52,6 +61,7 @@ from transforms.format.sample import (
 )
 from transforms.format.spec import FeatureSpec
 from transforms.format.text import preview
+from transforms.media.cutting import CutOptions, cut_sample
 from transforms.recipe.examples import (
     Example,
     ExampleRecipe,
@@ -67,7 +77,7 @@ from transforms.recipe.segments import overlapping
 from transforms.recipe.statistics import add_moments
 from transforms.recipe.units import Failed
 
-__all__ = ["Converted", "SampleDriver", "SourceOutcome", "UnitWork", "as_event",
+__all__ = ["Converted", "SampleDriver", "SourceOutcome", "UnitWork", "as_event", "cut_element",
            "outcome_tallies", "source_outcome"]
 
 
@@ -163,6 +173,31 @@ def source_outcome(example: Mapping[str, Any], outcome: SampleOutcome) -> Source
     if outcome.filtered is not None:
         return SourceOutcome(url, key, "filtered", outcome.filtered)
     return SourceOutcome(url, key, "written", outcome.split)
+
+
+def cut_element(element, cut: CutOptions) -> Iterator[dict | Failed | CutCount]:
+    """The example dicts `cut` makes of one element (a Sample), each keyed
+    `<sample key>#<n>`, for steps of the user's before the writer
+    (CutSamples); then the sample's CutCount, after its dead letter when it
+    failed (or the element's dead letter, when it is no Sample)."""
+    try:
+        sample = as_sample(element)
+    except TypeError as e:
+        yield Failed.of("read_element", e, url="")
+        return
+    key, url, emitted = sample[KEY], sample.get(URL, ""), 0
+    try:
+        for example in cut_sample(sample, cut):
+            yield {**example, KEY: f"{key}#{emitted}"}
+            emitted += 1
+    except StorageReadError:
+        raise
+    except Exception as e:  # noqa: BLE001 - every failure of the data becomes a dead letter
+        yield Failed.of(getattr(e, "stage", "cut"), e, url=url, key=key,
+                        member=getattr(e, "member", None), examples_written=emitted)
+        yield CutCount(url, str(key), emitted, True)
+        return
+    yield CutCount(url, str(key), emitted)
 
 
 class SampleDriver:

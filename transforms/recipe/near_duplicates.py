@@ -9,7 +9,7 @@ peaks and an offset moves none relative to each other, so two copies share
 most landmarks; `near_similarity` estimates the Jaccard similarity of two
 samples' landmark sets from their signatures, and `near_bands` gives the
 locality-sensitive keys that bring likely pairs together
-(transforms/writer/near_pairs.py).
+(transforms/checks/near_pairs.py).
 
 The landmarks are taken from the audio as the cut decodes it (a `NearTap` on
 its blocks, resampled to 8 kHz as they pass), so the job decodes the audio

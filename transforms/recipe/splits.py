@@ -15,11 +15,11 @@ in one of three ways:
   (`stratum_cuts`); each cut falls on the group boundary nearest its target,
   so every split's count of a label is within one group's size of its share.
   The cuts are hash thresholds, computed from all groups once per job
-  (transforms/writer/stratify.py) and looked up per sample (`Strata`). A group whose
+  (transforms/checks/stratify.py) and looked up per sample (`Strata`). A group whose
   samples carry several labels is placed by its most frequent label.
 
 Every example of one group lands in one split on every run and runner (an
-explicit split field can break that; the leakage check, transforms/writer/leakage.py,
+explicit split field can break that; the leakage check, transforms/checks/leakage.py,
 then fails the job).
 """
 

@@ -1,4 +1,4 @@
-"""The duplicate check's list (duplicates.jsonl, transforms/writer/duplicates.py)
+"""The duplicate check's list (duplicates.jsonl, transforms/checks/duplicates.py)
 against the manifest's counts and against the shards.
 
 `duplicates_problems` recounts the list's groups across and within splits;

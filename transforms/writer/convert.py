@@ -16,7 +16,7 @@ hash-ordered global layout, or an examples table).
 
 A unit's receipt holds its tallies (the driver's), the distinct (group key,
 split) pairs the leakage check needs, its written samples' content
-fingerprints (transforms/writer/duplicates.py), the sums of its examples'
+fingerprints (transforms/checks/duplicates.py), the sums of its examples'
 feature statistics per split (transforms/recipe/statistics.py), its shards
 and its dead letters. With shards written here, the receipt is also written
 into the run's folder once they are closed, so a rerun with --resume can skip
@@ -322,7 +322,7 @@ class ConvertUnits(beam.PTransform):
     `strata` is the job's Strata (a singleton PCollection) for a stratified
     recipe; `transform_staged` the PCollection that holds an element once a
     tf.Transform is staged in `options.transform_dir`; `dropped` the (url,
-    key) of the samples `--duplicates drop` drops (transforms/writer/duplicates.py).
+    key) of the samples `--duplicates drop` drops (transforms/checks/duplicates.py).
     """
 
     def __init__(self, reader, recipe: ExampleRecipe, options: ConvertOptions,

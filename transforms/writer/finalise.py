@@ -40,6 +40,13 @@ from typing import Any, Iterable, Mapping, NamedTuple
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.checks.duplicates import (
+    dropped_message,
+    duplicates_lines,
+    duplicates_message,
+    duplicates_summary,
+)
+from transforms.checks.leakage import leakage_message
 from transforms.format import manifest, tfds_metadata
 from transforms.format.dead_letters import (
     EXAMPLE,
@@ -75,13 +82,6 @@ from transforms.writer.commit import (
     remove_stale_shards,
     split_entries,
 )
-from transforms.writer.duplicates import (
-    dropped_message,
-    duplicates_lines,
-    duplicates_message,
-    duplicates_summary,
-)
-from transforms.writer.leakage import leakage_message
 from transforms.writer.ledger import LEDGER, ledger_part, ledger_text
 
 __all__ = ["Finalise", "account", "unit_coverage_errors"]

@@ -92,7 +92,7 @@ class UnitReceipt(NamedTuple):
     failures: tuple      # its dead letters
     versions: tuple = ()  # (path, version) of the files it read (WorkUnit.versions)
     # (kind, digest, split, key, url) of each written sample's content
-    # fingerprints (transforms/writer/duplicates.py)
+    # fingerprints (transforms/checks/duplicates.py)
     fingerprints: tuple = ()
     # ((split, feature), Moments) of its examples (transforms/recipe/statistics.py)
     moments: tuple = ()

@@ -21,7 +21,7 @@ writes them in one of two layouts (`DatasetConfig.shuffle`):
 
 Job-wide views come from light passes of their own over the units, never from
 held examples: stratified splits (--stratify_by) read the samples' group keys
-and labels first (transforms/writer/stratify.py); tf.Transform's analysis builds the
+and labels first (transforms/checks/stratify.py); tf.Transform's analysis builds the
 train split's examples in its own pass (transforms/tft/stage.py) and the
 converter applies the staged transform to every example before writing it.
 
@@ -31,7 +31,7 @@ stand for them are not converted again, and their receipts join the new ones.
 
 The final step (transforms/writer/finalise.py) checks the accounting, writes the dead
 letters, enforces --max_failure_fraction, checks that no group key is in two
-splits (transforms/writer/leakage.py), names and moves the shards, and writes the
+splits (transforms/checks/leakage.py), names and moves the shards, and writes the
 ledger and, last, the manifest (its presence means the dataset is complete).
 """
 
@@ -45,6 +45,9 @@ from typing import Any, Mapping
 
 import apache_beam as beam
 
+from transforms.checks.duplicates import POLICIES, DuplicatesToDrop, FindDuplicates
+from transforms.checks.leakage import SplitGroups
+from transforms.checks.stratify import StratifySplits
 from transforms.format.arguments import (
     ArgumentError,
     ArgumentTypeError,
@@ -77,12 +80,9 @@ from transforms.writer.convert import (
     ConvertUnits,
     SampleOutcomes,
 )
-from transforms.writer.duplicates import POLICIES, DuplicatesToDrop, FindDuplicates
 from transforms.writer.finalise import Finalise
 from transforms.writer.global_shards import WriteShards
-from transforms.writer.leakage import SplitGroups
 from transforms.writer.ledger import REUSED, RunFolder, SkipCommitted, recipe_fingerprint
-from transforms.writer.stratify import StratifySplits
 from transforms.writer.tfrecord import COMPRESSIONS
 from transforms.writer.upstream import cut_counts, unwired_failures
 
@@ -127,7 +127,7 @@ class DatasetConfig:
     preprocessing: Preprocessing | None = None
     shuffle: str = "none"
     allow_empty_splits: bool = False
-    duplicates: str = "warn"   # transforms/writer/duplicates.py POLICIES
+    duplicates: str = "warn"   # transforms/checks/duplicates.py POLICIES
     near_duplicates: float = 0.0  # the similarity of a near pair; 0: none looked for
     # How the caller names the parameters its errors and warnings mention: the
     # command line its flags ({"allow_empty_splits": "--allow_empty_splits"});

@@ -1,4 +1,4 @@
-"""What a whole job would make and cost, projected from a dry run (transforms/writer/dry_run.py).
+"""What a whole job would make and cost, projected from a dry run (pipelines/dry_run.py).
 
 Pure arithmetic. Every count scales by the input's stored bytes over those of
 the files the dry run read whole: examples and bytes, dead letters and
@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from typing import Mapping, NamedTuple, Sequence
 
+from pipelines.dry_run import SampleMeasure
 from transforms.recipe.examples import PROTOBUF_LIMIT
-from transforms.writer.dry_run import SampleMeasure
 
 __all__ = ["Projection", "project", "render"]
 

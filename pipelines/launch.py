@@ -23,12 +23,13 @@ from __future__ import annotations
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics.metric import MetricsFilter
 
+from pipelines import projection
+from pipelines.dry_run import measure_sample
 from transforms.format.manifest import summary_line
 from transforms.recipe.units import Source
 from transforms.runner.counters import NAMESPACE
 from transforms.storage.folders import check_writable, read_manifest
-from transforms.writer import ledger, projection
-from transforms.writer.dry_run import measure_sample
+from transforms.writer import ledger
 from transforms.writer.ledger import RunFolder
 from transforms.writer.write import DatasetConfig
 
@@ -51,7 +52,7 @@ def open_run(config: DatasetConfig, *, resume: bool, retry_failed: bool) -> tupl
 
 def dry_run(config: DatasetConfig, source: Source, samples: int) -> projection.Projection:
     """--dry_run_samples: the recipe on the first `samples` samples, here; prints
-    and returns the whole job's Projection (transforms/writer/projection.py)."""
+    and returns the whole job's Projection (pipelines/projection.py)."""
     input_bytes = config.source.get("input_bytes")
     if not input_bytes:
         raise ValueError(f"--dry_run_samples: a {config.source['type']} source's size is not "

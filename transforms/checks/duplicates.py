@@ -24,7 +24,7 @@ Copies within one split are counted and listed; only `drop` drops them.
 With --near_duplicates S, samples whose audio is alike but not identical (a
 lossy re-encode, another start) are found too: each pair whose `near`
 signatures (transforms/recipe/near_duplicates.py) are S or more alike
-(transforms/writer/near_pairs.py) is a group of its own (kind `near`, with
+(transforms/checks/near_pairs.py) is a group of its own (kind `near`, with
 its similarity), and the policy above applies to them as to identical
 content.
 """
@@ -36,12 +36,12 @@ from typing import Iterable, NamedTuple, Sequence
 
 import apache_beam as beam
 
+from transforms.checks.near_pairs import NearPair, NearPairs
 from transforms.format.sample import KEY, URL
 from transforms.recipe.driver import Converted, SampleDriver
 from transforms.recipe.examples import ExampleRecipe
 from transforms.recipe.near_duplicates import NEAR
 from transforms.recipe.units import WorkUnit, streaming
-from transforms.writer.near_pairs import NearPair, NearPairs
 
 __all__ = ["POLICIES", "DuplicateGroup", "DuplicatesToDrop", "FindDuplicates", "Shared",
            "SharedContent", "copies_to_drop", "dropped_message", "duplicates_lines",

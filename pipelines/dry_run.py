@@ -6,7 +6,7 @@ and drives the first N samples through the recipe as the converter does
 its size and split are kept. Past
 the N-th sample it goes on reading, without decoding, to the end of the
 input file it is in, so the files it read are whole: their stored bytes
-against the input's total scale every figure up (transforms/writer/projection.py).
+against the input's total scale every figure up (pipelines/projection.py).
 """
 
 from __future__ import annotations
