@@ -184,8 +184,6 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
     if not opts.output:
         raise ValueError("--output is required")
     shard_bytes = target_shard_bytes(options)
-    if not 0 <= opts.max_failure_fraction <= 1:
-        raise ValueError("--max_failure_fraction must be between 0 and 1")
     whole_input = opts.shuffle == "global" or opts.duplicates == "drop" or any(
         (opts.preprocessing_fn, opts.normalize, opts.vocabulary, opts.bucketize))
     if (opts.resume or opts.retry_failed) and whole_input:
