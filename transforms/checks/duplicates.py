@@ -158,9 +158,9 @@ def duplicates_summary(found: Iterable[tuple], split_order: Sequence[str],
                        ) -> tuple[dict, list[DuplicateGroup]]:
     """({"kinds", "features", "groups", "near": pairs, "across_splits":
     {"train/test": n}, "within_split": {"train": n}}, the merged groups) from
-    FindDuplicates' output; `features` those the `content` kind hashed
-    (none: only the kinds' media fields were compared), `near` only when
-    `kinds` has it."""
+    FindDuplicates' output; `features` those whose media were fingerprinted
+    (ExampleRecipe.fingerprinted_features: none for a spec of text and
+    numbers), `near` only when `kinds` has it."""
     groups = _merged(found)
     across: dict = {}
     within: dict = {}

@@ -20,7 +20,7 @@ from transforms.format.dead_letters import FAILURES
 from transforms.format.outputs import ExampleResult
 from transforms.recipe.driver import SampleDriver, as_event
 from transforms.recipe.examples import Example, ExampleRecipe
-from transforms.runner.counters import counter
+from transforms.runner.counters import Counters
 
 __all__ = ["BuildExamples"]
 
@@ -30,15 +30,14 @@ __all__ = ["BuildExamples"]
 class _BuildFn(beam.DoFn):
     def __init__(self, recipe: ExampleRecipe):
         self._driver = SampleDriver(recipe, count=self._count)
+        self._counters: Counters | None = None
 
     def setup(self):
         self._driver.setup()
-        self._counters: dict = {}
+        self._counters = Counters()
 
     def _count(self, name: str, n: int = 1) -> None:
-        if name not in self._counters:
-            self._counters[name] = counter(name)
-        self._counters[name].inc(n)
+        self._counters.inc(name, n)
 
     def process(self, element):
         work = self._driver.start(keys_seen=False)

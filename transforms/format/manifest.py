@@ -14,6 +14,7 @@ from importlib import metadata
 from typing import Any, Mapping, Sequence
 
 from transforms.format.spec import FeatureSpec
+from transforms.format.text import comma_list
 
 __all__ = ["MANIFEST", "LEGACY_MANIFEST", "SCHEMA", "FAILURES_FILE", "DUPLICATES_FILE",
            "FORMAT_VERSION",
@@ -267,11 +268,13 @@ class DatasetInfo:
             return self.document["recipe"]
         options = self.document.get("options", {})
 
+        def items(flag):
+            return list(comma_list(str(options.get(flag) or "")))
+
         def numbers(flag):
-            return [float(n) for n in str(options.get(flag) or "").split(",") if n.strip()]
+            return [float(n) for n in items(flag)]
         return {"cut": {"mode": options.get("cut") or "none",
-                        "audio_fields": [f for f in str(options.get("audio_fields") or "")
-                                         .split(",") if f],
+                        "audio_fields": items("audio_fields"),
                         "augment": {"copies": options.get("augment_copies") or 0,
                                     "speeds": numbers("speed_perturb"),
                                     "gain_db": numbers("gain_db"),
@@ -279,8 +282,7 @@ class DatasetInfo:
                 "splits": {"label_field": options.get("label_field") or None,
                            "stratify_by": options.get("stratify_by") or None},
                 "segments": {"field": options.get("segments_field") or "",
-                             "columns": [c for c in str(options.get("segment_columns") or "")
-                                         .split(",") if c]},
+                             "columns": items("segment_columns")},
                 "writing": {"duplicates": options.get("duplicates", "warn")}}
 
     def split(self, name: str) -> Mapping[str, Any]:

@@ -191,7 +191,12 @@ class ExampleRecipe:
         key); none for a spec of text and numbers."""
         if self.cut.mode != "none":
             return self.cut.media_feature_names
-        return tuple(f.name for f in self.spec if f.dtype == "bytes")
+        return tuple(f.name for f in self.bytes_features)
+
+    @functools.cached_property   # asked of every sample: made once
+    def bytes_features(self) -> tuple:
+        """The spec's bytes features: with no cut, where media are kept whole."""
+        return tuple(f for f in self.spec if f.dtype == "bytes")
 
     @property
     def fingerprint_kinds(self) -> tuple:
@@ -477,7 +482,7 @@ def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
                         + stream_fingerprints(sample, cut.video_field))
         if cut.mode == "none":
             fingerprints += _stage("fingerprint", feature_fingerprints, sample,
-                                   [f for f in recipe.spec if f.dtype == "bytes"])
+                                   recipe.bytes_features)
         else:
             content = ContentHash(cut.media_feature_names)
     near = None

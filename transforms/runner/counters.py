@@ -2,7 +2,7 @@
 
 from apache_beam.metrics import Metrics
 
-__all__ = ["NAMESPACE", "counter"]
+__all__ = ["NAMESPACE", "Counters", "counter"]
 
 NAMESPACE = "datagen"
 
@@ -23,3 +23,16 @@ def counter(name: str, counting: bool = True):
     and those reads are not the job's.
     """
     return Metrics.counter(NAMESPACE, name) if counting else _UNCOUNTED
+
+
+class Counters:
+    """A DoFn's `datagen` counters by name, each made when first counted (on
+    the worker, after setup), so a step passes `inc` to what counts for it."""
+
+    def __init__(self):
+        self._made: dict = {}
+
+    def inc(self, name: str, n: int = 1) -> None:
+        if name not in self._made:
+            self._made[name] = counter(name)
+        self._made[name].inc(n)

@@ -51,7 +51,7 @@ from transforms.recipe.driver import (
 )
 from transforms.recipe.examples import Example, ExampleRecipe
 from transforms.recipe.units import TARGET_BYTES, Failed, WorkUnit, streaming
-from transforms.runner.counters import counter
+from transforms.runner.counters import Counters
 from transforms.sources.units import SplittableUnits
 from transforms.writer.ledger import UnitReceipt, write_receipt
 from transforms.writer.rolling_shards import RollingShards
@@ -106,13 +106,14 @@ class _ConvertFn(beam.DoFn):
         self._options = options
         self._driver = SampleDriver(recipe, elements_are_examples=options.elements_are_examples,
                                     count=self._count)
+        self._counters: Counters | None = None
         self._spec = recipe.spec
 
     def setup(self):
         if self._reader is not None:
             self._reader.setup()
         self._driver.setup()
-        self._counters: dict = {}
+        self._counters = Counters()
         self._transformer = None
         self._dropped_from, self._dropped = None, frozenset()
 
@@ -121,9 +122,7 @@ class _ConvertFn(beam.DoFn):
             self._reader.teardown()
 
     def _count(self, name: str, n: int = 1) -> None:
-        if name not in self._counters:
-            self._counters[name] = counter(name)
-        self._counters[name].inc(n)
+        self._counters.inc(name, n)
 
     # `transform_staged` is a side input for its arrival alone: the transform is staged.
     def process(self, unit: WorkUnit, strata=None, transform_staged=None,  # noqa: ARG002
