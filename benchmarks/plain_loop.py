@@ -43,7 +43,7 @@ def convert(argv: list, part: int = 0, parts: int = 1) -> int:
     recipe = config.recipe
     reader = streaming(TarReader())
     reader.setup()
-    driver = SampleDriver(recipe)
+    driver = SampleDriver(recipe, measure=True)
     driver.setup()
     temp_dir = FileSystems.join(config.output, "plain-loop")
     written = 0

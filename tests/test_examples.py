@@ -19,6 +19,7 @@ from transforms.recipe.examples import (
     build_examples,
     convert_sample,
 )
+from transforms.recipe.measures.durations import Durations
 from transforms.recipe.splits import SplitPlan
 from transforms.writer.convert import RECEIPTS, ConvertOptions, _ConvertFn
 from transforms.writer.ledger import parse_receipt
@@ -35,20 +36,22 @@ def _recipe(**kwargs):
     return ExampleRecipe(spec=SPEC, split_plan=plan, **kwargs)
 
 
-def _build(sample, recipe=None, sample_fn=None, example_fn=None):
+def _build(sample, recipe=None, sample_fn=None, example_fn=None, measured=()):
     """build_examples with its lazy examples run to the end (so their errors raise here)."""
     recipe = recipe or _recipe()
     out = build_examples(sample, recipe, ExampleEncoder([(f.name, f.kind) for f in recipe.spec]),
-                         sample_fn, example_fn)
+                         sample_fn, example_fn, measured=measured)
     return Built(out.split, list(out.examples)) if isinstance(out, Built) else out
 
 
 def test_a_good_sample_becomes_one_parsed_example_in_its_groups_split():
-    out = _build(SAMPLE)
+    durations = Durations()
+    measured = durations.create()
+    out = _build(SAMPLE, measured=((durations, measured),))
     assert isinstance(out, Built)
     assert out.split == _recipe().split_plan.split_of("spk01")
-    [(order, serialized, duration)] = out.examples
-    assert duration is None  # no duration_s, no start and end times
+    [(order, serialized)] = out.examples
+    assert measured == {}  # no duration_s, no start and end times
     example = tf.train.Example.FromString(serialized)
     assert example.features.feature["label"].int64_list.value == [4]
     assert example.features.feature["speaker"].bytes_list.value == [b"spk01"]

@@ -230,6 +230,21 @@ def test_reusable_takes_one_origin_whole_and_only_for_the_same_inputs():
     assert reusable(_unit(), None, [(1, whole), (0, failed)], False).receipts == (failed,)
 
 
+def test_a_ledger_from_before_measures_is_not_reused(corpus, tmp_path, capsys):
+    """Its receipts kept durations and labels as tallies: every unit is converted again."""
+    output = tmp_path / "ds"
+    tar_to_tfrecord.run(_args(corpus, output))
+    before = _tree(output)
+    ledger = output / "units.jsonl"
+    lines = [json.loads(line) for line in ledger.read_text().splitlines()]
+    ledger.write_text("".join(json.dumps({k: v for k, v in line.items() if k != "measures"})
+                              + "\n" for line in lines))
+    capsys.readouterr()
+    tar_to_tfrecord.run(_args(corpus, output, "--resume"))
+    assert _reuse_line(capsys.readouterr().out) == (0, 6)
+    assert _tree(output) == before
+
+
 def test_reusable_only_while_the_inputs_read_the_same():
     old, new = _receipt(0, None), _receipt(0, None, versions=(("a.tar", "v2"),))
     assert reusable(_unit(versions=(("a.tar", "v2"),)), None, [(0, old)], False) == (

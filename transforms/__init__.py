@@ -24,7 +24,7 @@ them); everything else is internal. Each is imported when first used, so
   `group_by_size` groups small inputs into units);
 - building examples: `CutSamples` (example dicts) and `BuildExamples`
   (encoded), each giving an `ExampleResult` (`.examples`, `.failures`);
-  `ExampleRecipe`, `FeatureSpec`, `SplitPlan`, `SegmentOptions`,
+  `ExampleRecipe`, `FeatureSpec`, `SplitPlan`, `SegmentOptions`, `Measure`,
   `TranscriptOptions`, `CutOptions` (with its `AudioOptions`, `WindowOptions`, `FrameOptions`,
   `AudioFeatures`, `AugmentOptions`),
   `decode_audio`, `Preprocessing` (tf.Transform);
@@ -70,6 +70,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see of the names loaded on firs
     from transforms.media.frames import FrameOptions
     from transforms.media.windows import WindowOptions
     from transforms.recipe.examples import ExampleRecipe
+    from transforms.recipe.measures import Measure
     from transforms.recipe.segments import SegmentOptions
     from transforms.recipe.splits import SplitPlan
     from transforms.recipe.transcripts import TranscriptOptions
@@ -99,6 +100,7 @@ _EXPORTS = {
     "CutSamples": "transforms.examples.cut_samples",
     "BuildExamples": "transforms.examples.build_examples",
     "ExampleRecipe": "transforms.recipe.examples",
+    "Measure": "transforms.recipe.measures",
     "FeatureSpec": "transforms.format.spec",
     "SplitPlan": "transforms.recipe.splits",
     "SegmentOptions": "transforms.recipe.segments",

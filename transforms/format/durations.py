@@ -1,8 +1,9 @@
-"""Example durations per split: a histogram kept as tallies, and bucket boundaries.
+"""Example durations per split: a histogram of log-spaced bins, and bucket boundaries.
 
 While a job runs, each example's duration (a whole sample's `duration_s`, or
 a cut's end - start) is counted into a bin of a logarithmic scale, 5% wide,
-and its milliseconds summed: a few numbers per unit however many examples.
+and its milliseconds summed (transforms/recipe/measures/durations.py): a few
+numbers per unit however many examples.
 The manifest gets, per split, the total, the histogram and the boundaries
 that cut the split into buckets of about equal example counts, for batching
 clips of like length together (`reader.load(bucket_by_duration=True)`, tf.data's

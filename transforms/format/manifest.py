@@ -11,13 +11,13 @@ from __future__ import annotations
 import datetime
 import json
 from importlib import metadata
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 from transforms.format.spec import FeatureSpec
 from transforms.format.text import comma_list
 
 __all__ = ["MANIFEST", "LEGACY_MANIFEST", "SCHEMA", "FAILURES_FILE", "DUPLICATES_FILE",
-           "FORMAT_VERSION",
+           "FORMAT_VERSION", "MANIFEST_KEYS", "Section",
            "TEMP_PREFIX", "build_manifest", "label_classes", "schema_pbtxt", "schema_proto",
            "DatasetInfo"]
 
@@ -32,6 +32,25 @@ FORMAT_VERSION = 1
 # Every run writes under <output>/<TEMP_PREFIX><run id>/ until it is published.
 TEMP_PREFIX = ".temp-datagen-"
 
+# The names the manifest gives its own entries (at its top, in a split's entry
+# and in the accounting): no measure's section may take one.
+MANIFEST_KEYS = frozenset((
+    "format_version", "created", "package_version", "source", "options", "recipe",
+    "recipe_fingerprint", "features", "compression", "splits", "accounting", "failures",
+    "warnings", "ledger", "duplicates", "transform", "audio_features", "augmentation",
+    "num_examples", "num_bytes", "shards", "num_groups", "segments", "cut_examples"))
+
+
+class Section(NamedTuple):
+    """A measure's section (transforms/recipe/measures/): its `name`, its
+    `value`, and its `place`: "manifest" (the manifest's key), "splits"
+    (`value` is {split: entry}, each split's key) or "accounting"."""
+
+    place: str
+    name: str
+    value: Any
+
+
 _TFMD_TYPES = {"bytes": "BYTES", "int64": "INT", "float": "FLOAT"}
 
 
@@ -45,56 +64,50 @@ def _package_version() -> str:
 def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression: str,
                    accounting: Mapping[str, Any], num_failures: int, source: Mapping[str, Any],
                    options: Mapping[str, Any], split_names: list,
-                   label_counts: Mapping[str, Mapping[str, int]] | None = None,
                    group_counts: Mapping[str, int] | None = None, warnings: Sequence[str] = (),
                    transform: Mapping[str, Any] | None = None, recipe_fingerprint: str = "",
                    ledger: str | None = None,
-                   durations: Mapping[str, Any] | None = None,
                    duplicates: Mapping[str, Any] | None = None,
-                   statistics: Mapping[str, Any] | None = None,
                    audio_features: Mapping[str, Any] | None = None,
-                   transcripts: Mapping[str, Any] | None = None,
                    augmentation: Mapping[str, Any] | None = None,
-                   recipe: Mapping[str, Any] | None = None) -> dict:
+                   recipe: Mapping[str, Any] | None = None,
+                   sections: Sequence[Section] = ()) -> dict:
     """The manifest.json document (a JSON-ready dict).
 
     Every split named by the options is listed, with zero examples if none fell
     in it, so a reader can tell an empty split from a missing one. With
-    `label_counts` ({split: {label: examples}}, for --label_field or
-    --stratify_by), each split also records its examples per label; with
-    `group_counts` ({split: groups}), its number of --split_by groups.
-    `warnings` are the final step's (a split off its ratio). With
-    `transform` (tf.Transform's section: its directories, the preprocessing
-    and the raw features), `spec` is the transformed examples'.
-    With `durations` ({split: entry}, transforms/format/durations.py), each split
-    with examples that have a duration records its total, histogram and
-    bucket boundaries. `recipe_fingerprint` and `ledger` (its units.jsonl) let a rerun with
+    `group_counts` ({split: groups}), each split records its number of
+    --split_by groups. `warnings` are the final step's (a split off its
+    ratio). With `transform` (tf.Transform's section: its directories, the
+    preprocessing and the raw features), `spec` is the transformed examples'.
+    `recipe_fingerprint` and `ledger` (its units.jsonl) let a rerun with
     --resume or --retry_failed reuse its units (transforms/writer/ledger.py).
     `duplicates` is the duplicate check's summary (transforms/checks/duplicates.py),
-    None when it was off. `statistics` ({feature: {split: {"count", "mean",
-    "variance"}}}, transforms/recipe/statistics.py) are the per-value
-    statistics of the audio features and waveforms the cut made;
-    `audio_features` ({feature: its description}) what the audio features are;
-    `transcripts` the transcripts' normalisation, the train split's character
-    vocabulary and each split's characters unseen in train
-    (transforms/recipe/transcripts.py); `augmentation` what the augmentation's
+    None when it was off. `audio_features` ({feature: its description}) is
+    what the audio features are; `augmentation` what the augmentation's
     corpora held (transforms/media/augment.py). `recipe` is the recipe as it
     describes itself (the cut, splits, sample operations, segments,
-    transcripts, preprocessing and writing: DatasetConfig.describe), the same
-    whichever way in wrote the dataset; `options` the command line's flags,
-    empty for a dataset Python wrote.
+    transcripts, measures, preprocessing and writing: DatasetConfig.describe),
+    the same whichever way in wrote the dataset; `options` the command line's
+    flags, empty for a dataset Python wrote. `sections` are the measures'
+    (transforms/recipe/measures/): each split's examples per label
+    (`label_counts`) and durations (`durations`, transforms/format/durations.py),
+    the statistics of the features the cut made (`statistics`), the
+    transcripts' characters (`transcripts`), and any of the recipe's own.
     """
     splits = {name: dict(splits.get(name, {"num_examples": 0, "num_bytes": 0, "shards": []}))
               for name in split_names}
-    if label_counts is not None:
-        for name, split in splits.items():
-            split["label_counts"] = dict(label_counts.get(name, {}))
     if group_counts is not None:
         for name, split in splits.items():
             split["num_groups"] = group_counts.get(name, 0)
-    for name, entry in (durations or {}).items():
-        if name in splits:
-            splits[name]["durations"] = dict(entry)
+    placed = {"manifest": {}, "accounting": {}}
+    for section in sections:
+        if section.place == "splits":
+            for name, entry in section.value.items():
+                if name in splits:
+                    splits[name][section.name] = entry
+        else:
+            placed[section.place][section.name] = section.value
     return {
         "format_version": FORMAT_VERSION,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -106,7 +119,7 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
         "features": spec.to_json(),
         "compression": compression,
         "splits": splits,
-        "accounting": dict(accounting),
+        "accounting": {**accounting, **placed["accounting"]},
         "failures": {"count": num_failures, "file": FAILURES_FILE if num_failures else None},
         "warnings": list(warnings),
         "ledger": ledger,
@@ -114,8 +127,7 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
                            else None}} if duplicates is not None else {}),
         **({"transform": dict(transform)} if transform is not None else {}),
         **({"audio_features": dict(audio_features)} if audio_features else {}),
-        **({"statistics": dict(statistics)} if statistics else {}),
-        **({"transcripts": dict(transcripts)} if transcripts else {}),
+        **placed["manifest"],
         **({"augmentation": dict(augmentation)} if augmentation else {}),
     }
 

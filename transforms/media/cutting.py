@@ -203,7 +203,7 @@ class CutOptions:
     @functools.cached_property   # asked of every sample: made once
     def measured_features(self) -> tuple:
         """(name, values a row) of the features whose statistics a job keeps
-        (transforms/recipe/statistics.py): the audio features' per value of a
+        (transforms/recipe/measures/statistics.py): the audio features' per value of a
         frame, a float waveform's level."""
         return tuple((f.name, f.shape[-1]) if f.name in FEATURE_KINDS else (f.name, 1)
                      for f in self.features

@@ -19,11 +19,12 @@ each of them:
 `take` yields each example as it is built (a long recording streams
 through), then a `Converted` saying what became of the sample (segment, cut
 example); the unit's `UnitWork` keeps its tallies, groups, dead letters,
-content fingerprints and feature statistics for its receipt.
+content fingerprints and its measures' accumulators
+(transforms/recipe/measures/, each example fed to them as it is built) for
+its receipt.
 
 A unit's tallies are {(what, detail): n} with `what` one of read, written,
-examples, label, duration, duration_ms, characters (of transcripts),
-augmented_examples and augment_* (augmented copies), filtered, failed, and for
+examples, augmented_examples and augment_* (augmented copies), filtered, failed, and for
 a recording cut into segments (transforms/recipe/segments.py) segmented and
 segments_read, segments_written, segments_filtered, segments_overlapping (a
 failed segment is ("failed", "segment")); examples a cut already made (a
@@ -47,7 +48,6 @@ from transforms.format.dead_letters import (
     StorageReadError,
     dead_letter,
 )
-from transforms.format.durations import duration_bin
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.outputs import CutCount
 from transforms.format.sample import (
@@ -74,7 +74,6 @@ from transforms.recipe.examples import (
     recipe_samples,
 )
 from transforms.recipe.segments import overlapping
-from transforms.recipe.statistics import add_moments
 from transforms.recipe.units import Failed
 
 __all__ = ["Converted", "SampleDriver", "SourceOutcome", "UnitWork", "as_event", "cut_element",
@@ -104,14 +103,20 @@ class Converted(NamedTuple):
 @dataclasses.dataclass
 class UnitWork:
     """One unit's conversion so far: its tallies, groups, dead letters, content
-    fingerprints ((kind, digest, split, key, url)) and feature statistics."""
+    fingerprints ((kind, digest, split, key, url)) and (Measure, accumulator)
+    pairs."""
 
     tallies: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     groups: set = dataclasses.field(default_factory=set)
     failures: list = dataclasses.field(default_factory=list)
     fingerprints: list = dataclasses.field(default_factory=list)
     keys_seen: set | None = None    # (url, key) converted, when a repeat is a dead letter
-    moments: dict = dataclasses.field(default_factory=dict)   # (split, feature) -> Moments
+    measured: tuple = ()
+
+    def measures(self) -> tuple:
+        """(name, accumulator as JSON) of each measure: what the receipt carries."""
+        return tuple((measure.name, measure.to_json(accumulator))
+                     for measure, accumulator in self.measured)
 
 
 # The tallies of what is converted as a sample but is not one: a recording's
@@ -122,17 +127,10 @@ _TALLY_PREFIX = {SEGMENT: "segments_", EXAMPLE: "cut_examples_"}
 def outcome_tallies(outcome: SampleOutcome, unit: str = SAMPLE) -> dict:
     """A sample's (or with `unit` SEGMENT, a segment's; EXAMPLE, a cut
     example's) {(what, detail): n} tallies (its read is counted by the
-    caller), its examples' durations among them."""
+    caller)."""
     tallies = collections.Counter()
     if outcome.examples:
         tallies[("examples", outcome.split)] = outcome.examples
-        if outcome.label is not None:
-            tallies[("label", (outcome.split, outcome.label))] = outcome.examples
-    for seconds in outcome.durations:  # transforms/format/durations.py
-        tallies[("duration", (outcome.split, duration_bin(seconds)))] += 1
-        tallies[("duration_ms", outcome.split)] += round(seconds * 1000)
-    for character, n in outcome.characters:  # transforms/recipe/transcripts.py
-        tallies[("characters", (outcome.split, character))] = n
     tallies.update(dict(outcome.augmented))  # transforms/media/augment.py
     prefix = _TALLY_PREFIX.get(unit, "")
     if outcome.failure is not None:
@@ -209,15 +207,17 @@ class SampleDriver:
     are built (a sample of another stops at its split); `elements_are_examples`
     takes each element as an example a cut made (SOURCE_KEY names its
     sample); `count(name, n)` is told each counter's increments (Beam's, on a
-    worker).
+    worker); with `measure`, each example is fed to the recipe's measures
+    (ExampleRecipe.every_measure), as a job that writes does.
     """
 
     def __init__(self, recipe: ExampleRecipe, *, spec: FeatureSpec | None = None,
                  splits: frozenset | None = None, elements_are_examples: bool = False,
-                 count: Callable[[str, int], None] | None = None):
+                 count: Callable[[str, int], None] | None = None, measure: bool = False):
         self._recipe = recipe
         self._spec = spec or recipe.spec
         self._splits = splits
+        self._measures = recipe.every_measure if measure else ()
         self._unit = EXAMPLE if elements_are_examples else SAMPLE
         self._count_with = count
 
@@ -230,7 +230,8 @@ class SampleDriver:
         """A unit's (or a bundle's) conversion; with `keys_seen`, a key given
         again in it is a dead letter (a key range's rows have unique keys and
         no bound on their number: it keeps no set)."""
-        return UnitWork(keys_seen=set() if keys_seen else None)
+        return UnitWork(keys_seen=set() if keys_seen else None,
+                        measured=tuple((m, m.create()) for m in self._measures))
 
     def _count(self, name: str, n: int = 1) -> None:
         if self._count_with is not None and n:
@@ -252,7 +253,7 @@ class SampleDriver:
         work.tallies[("cut_examples_read" if unit == EXAMPLE else "read", "")] += 1
         if isinstance(event, bytes):
             key = content_key(event)
-            examples = convert_serialized(event, key, self._recipe, strata)
+            examples = convert_serialized(event, key, self._recipe, strata, work.measured)
             yield from self._converted({KEY: key}, examples, work, {}, unit)
         elif not self._recipe.segments.enabled:
             yield from self._sample(event, work, strata, unit, dropped)
@@ -319,7 +320,8 @@ class SampleDriver:
             if work.keys_seen is not None:
                 work.keys_seen.add(identity)
             examples = convert_sample(sample, self._recipe, self._encoder, self._sample_fn,
-                                      self._example_fn, stats, strata, self._splits)
+                                      self._example_fn, stats, strata, self._splits,
+                                      work.measured)
         yield from self._converted(sample, examples, work, stats, unit)
 
     def _converted(self, sample: Mapping, examples, work: UnitWork, stats: dict,
@@ -337,9 +339,6 @@ class SampleDriver:
             work.groups.add((outcome.group, outcome.split))
             work.fingerprints += [(kind, digest, outcome.split, sample.get(KEY),
                                    sample.get(URL, "")) for kind, digest in outcome.fingerprints]
-        for feature, moments in outcome.moments:
-            key = (outcome.split, feature)
-            work.moments[key] = add_moments(work.moments.get(key), moments)
         work.failures += self._letters(sample, outcome, stats, unit)
         yield Converted(sample, outcome, unit)
 

@@ -28,6 +28,7 @@ from transforms.format.arguments import ArgumentError, ArgumentTypeError
 from transforms.format.dead_letters import StorageReadError
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.example_check import example_problems, parse_example, stored_values
+from transforms.format.manifest import MANIFEST_KEYS
 from transforms.format.plain import plain
 from transforms.format.sample import KEY, SPAN, FieldReader, read_stored
 from transforms.format.spec import FeatureSpec
@@ -52,10 +53,14 @@ from transforms.recipe.fingerprints import (
     member_fingerprints,
     stream_fingerprints,
 )
+from transforms.recipe.measures import Seen, check_measures
+from transforms.recipe.measures.durations import Durations
+from transforms.recipe.measures.labels import Labels
+from transforms.recipe.measures.statistics import Statistics
+from transforms.recipe.measures.transcripts import Transcripts
 from transforms.recipe.near_duplicates import NEAR, NearTap, near_fingerprints
 from transforms.recipe.segments import SegmentOptions, segment_samples
 from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan, Strata
-from transforms.recipe.statistics import StatisticsTap
 from transforms.recipe.transcripts import TranscriptOptions
 
 # Protobuf parses no message of 2 GiB or more: an example that large could be
@@ -65,6 +70,12 @@ PROTOBUF_LIMIT = 2**31 - 1
 __all__ = ["PROTOBUF_LIMIT", "Example", "ExampleRecipe", "SampleOutcome", "StageError",
            "build_examples", "convert_sample", "convert_serialized", "prepare_sample",
            "recipe_samples"]
+
+
+# The names a measure of the caller's may not take: the recipe's own measures'
+# and the manifest's own entries.
+_TAKEN_NAMES = (Durations.name, Labels.name, Transcripts.name, Statistics.name,
+                *sorted(MANIFEST_KEYS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +88,9 @@ class ExampleRecipe:
     (by default DEFAULT_SPLITS by `__key__`); the sample operations (select,
     where, rename, drop empty, functions of the user's) what of a sample is
     kept; the cut how its media become examples; `segments` where a
-    recording's segments are, when each segment is a sample of its own.
+    recording's segments are, when each segment is a sample of its own;
+    `measures` what the job learns from every example besides the recipe's
+    own (transforms/recipe/measures/), each a manifest section.
 
     >>> import apache_beam as beam, numpy as np, transforms as dg
     >>> from apache_beam.testing.util import assert_that, equal_to
@@ -109,6 +122,7 @@ class ExampleRecipe:
     near_fingerprints: bool = False
     # The feature holding each utterance's transcript, and its normalisation.
     transcripts: TranscriptOptions = TranscriptOptions()
+    measures: tuple = ()
 
     def __post_init__(self):
         if not isinstance(self.spec, FeatureSpec):
@@ -133,6 +147,7 @@ class ExampleRecipe:
         if renamed and not any(f.name == renamed and f.dtype == "string" for f in features):
             raise ArgumentError("augment.speed_as_new_speaker", f"{renamed!r} is not a string "
                                 "feature of the spec: name the speaker feature")
+        object.__setattr__(self, "measures", check_measures(self.measures, _TAKEN_NAMES))
 
     def describe(self) -> dict:
         """What the manifest records of the recipe (its `recipe` section), the
@@ -154,7 +169,27 @@ class ExampleRecipe:
                                       "filter_empty": self.filter_empty,
                                       "sample_fn": self.sample_fn,
                                       "example_fn": self.example_fn},
-                "segments": plain(self.segments), "transcripts": plain(self.transcripts)}
+                "segments": plain(self.segments), "transcripts": plain(self.transcripts),
+                **({"measures": [m.name for m in self.measures]} if self.measures else {})}
+
+    def _own_measures(self) -> tuple:
+        """The measures the recipe makes of itself (`every_measure`)."""
+        own = [Durations()]
+        if self.split_plan.label_source:
+            own.append(Labels())
+        if self.transcribed:
+            own.append(Transcripts(self.transcripts))
+        if self.cut.measured_features:
+            own.append(Statistics(self.cut.measured_features))
+        return tuple(own)
+
+    @functools.cached_property
+    def every_measure(self) -> tuple:
+        """What a job learns from every example it writes
+        (transforms/recipe/measures/): the examples' durations, with a label
+        the examples per label, with transcripts their characters, the
+        statistics of the features the cut computes, then `measures`."""
+        return self._own_measures() + self.measures
 
     @property
     def dropped_transcript(self) -> str:
@@ -243,10 +278,10 @@ class Built:
     fingerprints: tuple = ()          # (kind, digest) of its media members
     content: ContentHash | None = None  # fed its examples' media as they are built
     near: NearTap | None = None         # fed the audio its cut decodes
-    statistics: StatisticsTap | None = None  # fed its examples' audio features
-    characters: collections.Counter | None = None  # of its examples' transcripts
     # Its augmented copies' tallies, when its split is augmented (augmentation_tallies).
     augmented: collections.Counter | None = None
+    # (Measure, accumulator) pairs fed each example (transforms/recipe/measures/).
+    measured: tuple = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,14 +318,10 @@ def _feature_values(example: Mapping[str, Any], spec: FeatureSpec) -> dict:
     return values
 
 
-def _duration(coerced: Mapping[str, Any]) -> float | None:
-    """An example's duration: its duration_s (a whole sample's), else its
-    end_time - start_time (a cut's); None when it has neither."""
-    if "duration_s" in coerced:
-        return float(coerced["duration_s"][0])
-    if "start_time" in coerced and "end_time" in coerced:
-        return float(coerced["end_time"][0] - coerced["start_time"][0])
-    return None
+def _measure(measured: tuple, seen: Seen) -> None:
+    """Feeds one example to each (Measure, accumulator) pair."""
+    for measure, accumulator in measured:
+        measure.add(accumulator, seen)
 
 
 # Values coerced once per sample: what its examples share (its label, its
@@ -330,13 +361,12 @@ class _SampleCoercion:
 
 def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
               example_fn, stats: dict, built: Built) -> Iterator[tuple]:
-    """(order key, serialized, duration) for each example the sample is cut into;
+    """(order key, serialized) for each example the sample is cut into;
     `built`'s content hash is fed each one's media, its near tap the audio the
-    cut decodes, its statistics the features' values, its characters the
-    transcript's."""
+    cut decodes, its measures each example."""
     coerce = _SampleCoercion(recipe.spec)
-    content, statistics = built.content, built.statistics
-    transcripts = recipe.transcripts if built.characters is not None else None
+    content, measured = built.content, built.measured
+    transcripts = recipe.transcripts if recipe.transcribed else None
     if transcripts is not None:
         source = next(f.source for f in recipe.spec if f.name == transcripts.field)
     if built.augmented is None:
@@ -352,10 +382,8 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
         if renamed and example["aug.speed"] != 1.0 and values.get(renamed) is not None:
             values[renamed] = new_speaker(values[renamed], example["aug.speed"])
         if transcripts is not None:
-            text = values[transcripts.field] = _stage(
-                "transcript", transcripts.normalize, values[transcripts.field],
-                member=source)
-            built.characters.update(text)
+            values[transcripts.field] = _stage("transcript", transcripts.normalize,
+                                               values[transcripts.field], member=source)
         if example_fn is not None:
             values = _stage("example_fn", example_fn, values)
         if values is None or (recipe.filter_empty and sample_ops.is_empty(
@@ -370,12 +398,11 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
             raise StageError("encode", ValueError(
                 f"example {index} is {len(serialized)} bytes; protobuf reads none over "
                 f"{PROTOBUF_LIMIT} (cut the media into smaller examples)"))
-        if statistics is not None:
-            statistics.update(coerced)
+        if measured:
+            _measure(measured, Seen(built.split, built.label, coerced))
         if built.augmented is not None and example["aug.copy"]:
             built.augmented[("augmented_examples", built.split)] += 1
-        order = stable_hash64(f"{sample[KEY]}#{index}", b"datagen-order")
-        yield order, serialized, _duration(coerced)
+        yield stable_hash64(f"{sample[KEY]}#{index}", b"datagen-order"), serialized
 
 
 def _taps(*taps: Callable | None) -> Callable | None:
@@ -456,13 +483,14 @@ def prepare_sample(sample: Mapping[str, Any], recipe: ExampleRecipe,
 
 def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
                    sample_fn=None, example_fn=None, stats: dict | None = None,
-                   strata: Strata | None = None) -> Built | Filtered:
+                   strata: Strata | None = None, measured: tuple = ()) -> Built | Filtered:
     """Runs the recipe on one sample; raises StageError naming the failing stage.
 
     The sample-level steps run now; cutting and encoding run as the returned
     `Built.examples` is iterated (and may raise StageError then). `stats`
     collects counts of dropped windows, examples and frames; `strata` is the
-    job's stratified assignment when the split plan stratifies.
+    job's stratified assignment when the split plan stratifies; `measured`
+    the (Measure, accumulator) pairs each example is fed to.
     """
     sample = prepare_sample(sample, recipe, sample_fn)
     if isinstance(sample, Filtered):
@@ -491,12 +519,9 @@ def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
     elif recipe.near_fingerprints:
         fingerprints += _stage("fingerprint", near_fingerprints, sample, cut.audio_fields,
                                cut.video_field, cut.audio)
-    measured = cut.measured_features
     augmented = cut.augment and split in cut.augment.splits
     built = Built(split, iter(()), group, label, fingerprints, content, near,
-                  StatisticsTap(measured) if measured else None,
-                  collections.Counter() if recipe.transcribed else None,
-                  collections.Counter() if augmented else None)
+                  collections.Counter() if augmented else None, measured)
     return dataclasses.replace(built, examples=_examples(
         sample, recipe, encoder, example_fn, stats if stats is not None else {}, built))
 
@@ -527,19 +552,18 @@ class SampleOutcome(NamedTuple):
     label: str | None = None        # --label_field / --stratify_by value
     filtered: str | None = None
     failure: StageError | None = None
-    durations: tuple = ()           # of its examples, seconds (those that have one)
     fingerprints: tuple = ()        # (kind, digest): transforms/recipe/fingerprints.py
-    moments: tuple = ()             # (feature, Moments) of its examples: recipe/statistics.py
-    characters: tuple = ()          # (character, n) of its examples' transcripts
     augmented: tuple = ()           # ((what, detail), n) of its augmented copies
 
 
 def convert_serialized(data: bytes, key: str, recipe: ExampleRecipe,
-                       strata: Strata | None = None) -> Generator[Example, None, SampleOutcome]:
+                       strata: Strata | None = None,
+                       measured: tuple = ()) -> Generator[Example, None, SampleOutcome]:
     """A serialized tf.train.Example given as it is, under `key`: checked against
     the spec (transforms/format/example_check.py), split by its own feature
-    values (`--split_by` names a feature), and yielded byte for byte; returns
-    its SampleOutcome, as `convert_sample` does."""
+    values (`--split_by` names a feature), measured (`measured`, as
+    `build_examples`) and yielded byte for byte; returns its SampleOutcome,
+    as `convert_sample` does."""
     try:
         parsed = _stage("parse", parse_example, bytes(data))
         problems = example_problems(parsed, recipe.spec)
@@ -551,16 +575,15 @@ def convert_serialized(data: bytes, key: str, recipe: ExampleRecipe,
         split, group, label = _stage("split", recipe.split_plan.assign, sample, strata)
     except StageError as e:
         return SampleOutcome(failure=e)
+    _measure(measured, Seen(split, label, values))
     yield Example(split, stable_hash64(f"{key}#0", b"datagen-order"), bytes(data))
-    duration = _duration(values)
-    return SampleOutcome(split, 1, group, label,
-                         durations=() if duration is None else (duration,))
+    return SampleOutcome(split, 1, group, label)
 
 
 def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
                    sample_fn=None, example_fn=None, stats: dict | None = None,
-                   strata: Strata | None = None,
-                   splits: frozenset | None = None) -> Generator[Example, None, SampleOutcome]:
+                   strata: Strata | None = None, splits: frozenset | None = None,
+                   measured: tuple = ()) -> Generator[Example, None, SampleOutcome]:
     """Yields the sample's examples one at a time; returns its SampleOutcome.
 
         outcome = yield from convert_sample(sample, recipe, encoder)
@@ -568,10 +591,12 @@ def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
     Never raises a StageError: a failure ends the examples and is the outcome.
     A sample whose examples were all dropped (by the cut or --example_fn) is
     filtered as "no_examples"; with `splits`, one split elsewhere stops there,
-    its media not decoded (filtered as "other_split").
+    its media not decoded (filtered as "other_split"). Each example is fed
+    to the `measured` (Measure, accumulator) pairs as it is built.
     """
     try:
-        built = build_examples(sample, recipe, encoder, sample_fn, example_fn, stats, strata)
+        built = build_examples(sample, recipe, encoder, sample_fn, example_fn, stats, strata,
+                               measured)
     except StageError as e:
         return SampleOutcome(failure=e)
     if isinstance(built, Filtered):
@@ -579,27 +604,23 @@ def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
     if splits is not None and built.split not in splits:
         return SampleOutcome(built.split, group=built.group, label=built.label,
                              filtered="other_split")
-    emitted, durations = 0, []
+    emitted = 0
     try:
-        for order, serialized, duration in built.examples:
+        for order, serialized in built.examples:
             yield Example(built.split, order, serialized)
             emitted += 1
-            if duration is not None:
-                durations.append(duration)
     except StageError as e:
         return SampleOutcome(built.split, emitted, built.group, built.label, failure=e,
-                             durations=tuple(durations), **_sums(built))
+                             augmented=_augmented(built))
     if not emitted:
         return SampleOutcome(filtered="no_examples")
     content = built.content.fingerprints() if built.content is not None else ()
     near = built.near.fingerprints() if built.near is not None else ()
     return SampleOutcome(built.split, emitted, built.group, built.label,
-                         durations=tuple(durations),
-                         fingerprints=built.fingerprints + near + content, **_sums(built))
+                         fingerprints=built.fingerprints + near + content,
+                         augmented=_augmented(built))
 
 
-def _sums(built: Built) -> dict:
-    """The outcome's sums of its examples' feature values and characters."""
-    return {"moments": built.statistics.moments() if built.statistics is not None else (),
-            "characters": tuple(sorted(built.characters.items())) if built.characters else (),
-            "augmented": tuple(sorted(built.augmented.items())) if built.augmented else ()}
+def _augmented(built: Built) -> tuple:
+    """The outcome's tallies of its augmented copies."""
+    return tuple(sorted(built.augmented.items())) if built.augmented else ()

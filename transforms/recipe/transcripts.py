@@ -11,10 +11,10 @@ each example's value is then normalised, by a rule the manifest states:
    removed but an apostrophe between letters (it's, don't), runs of
    whitespace made one space.
 
-Its characters are counted per split as the examples are written
-(transforms/writer/convert.py tallies them); the final step makes the
-character vocabulary of the train split and counts, per split, the
-characters train never had (transforms/writer/finalise.py).
+Its characters are counted per split as the examples are written (a
+measure, transforms/recipe/measures/transcripts.py); the manifest gets the
+character vocabulary of the train split and, per split, the characters
+train never had (`transcripts_section`).
 
 A transcript belongs to a whole utterance, so a cut into windows, frames or
 clips with a transcript is refused (`check`): a window does not hold its

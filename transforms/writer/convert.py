@@ -16,8 +16,8 @@ hash-ordered global layout, or an examples table).
 
 A unit's receipt holds its tallies (the driver's), the distinct (group key,
 split) pairs the leakage check needs, its written samples' content
-fingerprints (transforms/checks/duplicates.py), the sums of its examples'
-feature statistics per split (transforms/recipe/statistics.py), its shards
+fingerprints (transforms/checks/duplicates.py), its measures' accumulators
+(transforms/recipe/measures/: durations, labels, statistics, ...), its shards
 and its dead letters. With shards written here, the receipt is also written
 into the run's folder once they are closed, so a rerun with --resume can skip
 the unit.
@@ -89,8 +89,7 @@ def _receipt(work: UnitWork, unit: int, span: tuple | None, inputs: tuple, versi
     return UnitReceipt(
         unit, span, inputs, tuple(sorted(work.tallies.items(), key=repr)),
         tuple(sorted(work.groups, key=repr)), tuple(shards.close()) if shards else (),
-        tuple(work.failures), versions, tuple(work.fingerprints),
-        tuple(sorted(work.moments.items())))
+        tuple(work.failures), versions, tuple(work.fingerprints), work.measures())
 
 
 @beam.typehints.with_input_types(WorkUnit)
@@ -105,7 +104,7 @@ class _ConvertFn(beam.DoFn):
         self._reader = reader
         self._options = options
         self._driver = SampleDriver(recipe, elements_are_examples=options.elements_are_examples,
-                                    count=self._count)
+                                    count=self._count, measure=True)
         self._counters: Counters | None = None
         self._spec = recipe.spec
 

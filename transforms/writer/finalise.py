@@ -57,14 +57,12 @@ from transforms.format.dead_letters import (
     check_failure_fraction,
     failure_line,
 )
-from transforms.format.durations import split_durations
-from transforms.format.manifest import summary_line
+from transforms.format.manifest import Section, summary_line
 from transforms.format.spec import FeatureSpec
 from transforms.format.text import comma_list
 from transforms.media.features import describe_in_words
+from transforms.recipe.measures.labels import Labels
 from transforms.recipe.splits import split_balance
-from transforms.recipe.statistics import Moments, merge_moments, statistics_entry
-from transforms.recipe.transcripts import transcripts_section
 from transforms.sources.augment_corpus import files_shared
 from transforms.sources.file_match import match_files
 from transforms.storage.folders import (
@@ -198,23 +196,43 @@ def _inputs_and_failed(accounting: Mapping[str, Any]) -> tuple[int, int]:
     return inputs, failed
 
 
-def _label_counts(tallies: Mapping[tuple, int]) -> dict:
-    """{split: {label: examples}} from the ("label", (split, label)) tallies."""
-    counts: dict = {}
-    for (what, detail), n in sorted(tallies.items()):
-        if what == "label":
-            counts.setdefault(detail[0], {})[detail[1]] = n
-    return counts
+def measure_sections(recipe, merged: Mapping[str, Any]) -> tuple:
+    """The manifest's Sections of the recipe's measures, from their job-wide
+    accumulators (`merged`, by name: a measure no unit fed is empty)."""
+    names = recipe.split_plan.names
+    sections = []
+    for measure in recipe.every_measure:
+        accumulator = merged[measure.name] if measure.name in merged else measure.merge([])
+        value = measure.section(accumulator, names)
+        if value is not None:
+            sections.append(Section(measure.place, measure.name, value))
+    return tuple(sections)
 
 
-def _split_durations(tallies: Mapping[tuple, int]) -> dict:
-    """{split: its durations entry} from the duration tallies (transforms/format/durations.py)."""
-    bins: dict = {}
-    for (what, detail), n in tallies.items():
-        if what == "duration":
-            bins.setdefault(detail[0], {})[detail[1]] = n
-    return {split: split_durations(counts, tallies.get(("duration_ms", split), 0))
-            for split, counts in sorted(bins.items())}
+class _MergeMeasure(beam.CombineFn):
+    """(name, a unit's accumulator as JSON) of one measure -> (name, the job's
+    accumulator), merged by the recipe's measure of that name."""
+
+    def __init__(self, measures: tuple):
+        self._measures = {m.name: m for m in measures}
+
+    def create_accumulator(self):
+        return None
+
+    def add_input(self, accumulator, named):
+        name, data = named
+        return self.merge_accumulators(
+            [accumulator, (name, self._measures[name].from_json(data))])
+
+    def merge_accumulators(self, accumulators):
+        found = [a for a in accumulators if a is not None]
+        if not found:
+            return None
+        name = found[0][0]
+        return name, self._measures[name].merge(a for _, a in found)
+
+    def extract_output(self, accumulator):
+        return accumulator[1]
 
 
 def _corpora_in_input(config) -> list:
@@ -250,18 +268,6 @@ def _transcript_dropped(config) -> list:
     return [config.said(dropped)] if dropped else []
 
 
-def _transcripts(recipe, tallies: Mapping[tuple, int]) -> dict | None:
-    """The manifest's transcripts section, from the ("characters", (split,
-    character)) tallies; None without a transcript."""
-    if not recipe.transcribed:
-        return None
-    counts: dict = {}
-    for (what, detail), n in tallies.items():
-        if what == "characters":
-            counts.setdefault(detail[0], {})[detail[1]] = n
-    return transcripts_section(recipe.transcripts, counts, recipe.split_plan.names)
-
-
 def unit_coverage_errors(planned: Mapping[int, tuple | None],
                          reported: Iterable[tuple]) -> list[str]:
     """What is wrong with the (unit, span) reports against the planned units.
@@ -295,14 +301,16 @@ class CommitPlan(NamedTuple):
 
     named: tuple        # NamedShards (transforms/writer/commit.py)
     accounting: dict
-    label_counts: dict | None
     num_failures: int
     group_counts: dict  # split -> groups in it
     warnings: tuple     # splits that came out empty (allowed) or off their ratio, duplicates
-    durations: dict     # split -> its durations entry
     final_files: dict   # each shard's path as its receipt names it -> its path in the dataset
     duplicates: dict | None = None  # the duplicate check's summary (None: off)
-    transcripts: dict | None = None  # the transcripts' vocabulary (None: no --text_field)
+    sections: tuple = ()  # the measures' Sections (transforms/recipe/measures/)
+
+    def section(self, name: str) -> Any:
+        """The value of the measures' section `name` (None: there is none)."""
+        return next((s.value for s in self.sections if s.name == name), None)
 
 
 def _repeated_keys_message(repeated: list) -> str:
@@ -340,7 +348,7 @@ class _CheckFn(beam.DoFn):
         self._temp_dir = temp_dir
 
     def process(self, _, planned, shards, tallies, failure_parts, leaks, group_counts, spans,
-                duplicates, repeated_keys):
+                duplicates, repeated_keys, measured):
         config = self._config
         accounting = account(tallies)
         accounted = (accounting["samples_written"] + accounting["samples_filtered"]
@@ -410,14 +418,11 @@ class _CheckFn(beam.DoFn):
         named = _move_aside(named, config.output, self._temp_dir)
         for split in sorted({n.shard.split for n in named}):
             ensure_dir(FileSystems.join(config.output, split))  # before parallel moves into it
-        yield CommitPlan(tuple(named), accounting,
-                         _label_counts(tallies) if config.recipe.split_plan.label_source else None,
-                         num_failures, group_counts,
+        yield CommitPlan(tuple(named), accounting, num_failures, group_counts,
                          tuple(empty + lopsided + ([copied] if copied else [])
                                + _corpora_in_input(config) + _failures_dropped(config)
                                + _transcript_dropped(config)),
-                         _split_durations(tallies), final_files, copies,
-                         _transcripts(config.recipe, tallies))
+                         final_files, copies, measure_sections(config.recipe, measured))
 
     def _duplicates(self, found) -> tuple[dict | None, str]:
         """The duplicate check's summary (written with its list into the run's
@@ -565,10 +570,9 @@ class _PublishFn(beam.DoFn):
             tfds_metadata.tfds_dataset_info(tfds_metadata.dataset_name(output), info["splits"],
                                             description), indent=2) + "\n")
 
-    # `moved` only orders this step after every move; `statistics` the merged
-    # Moments by (split, feature); `ledger_parts` are the ledger's part files,
-    # when the dataset keeps one.
-    def process(self, plan: CommitPlan, moved, statistics=None, ledger_parts=None):  # noqa: ARG002
+    # `moved` only orders this step after every move; `ledger_parts` are the
+    # ledger's part files, when the dataset keeps one.
+    def process(self, plan: CommitPlan, moved, ledger_parts=None):  # noqa: ARG002
         config = self._config
         names = config.recipe.split_plan.names
         remove_stale_shards(config.output, set().union(*(n.kept_files() for n in plan.named)))
@@ -592,17 +596,15 @@ class _PublishFn(beam.DoFn):
         info = manifest.build_manifest(
             spec=spec, splits=splits, compression=config.compression,
             accounting=plan.accounting, num_failures=plan.num_failures, source=config.source,
-            options=config.options, split_names=names, label_counts=plan.label_counts,
+            options=config.options, split_names=names,
             group_counts=plan.group_counts, warnings=plan.warnings, transform=transform,
-            durations=plan.durations, duplicates=plan.duplicates,
-            recipe_fingerprint=config.fingerprint,
+            duplicates=plan.duplicates, recipe_fingerprint=config.fingerprint,
             ledger=LEDGER if ledger_parts is not None else None,
-            statistics=_statistics_section(statistics or {}, names),
-            transcripts=plan.transcripts,
             audio_features=_audio_features_section(config.recipe.cut),
-            augmentation=config.recipe.cut.augment.describe(), recipe=config.describe())
+            augmentation=config.recipe.cut.augment.describe(), recipe=config.describe(),
+            sections=plan.sections)
         classes = manifest.label_classes(spec, config.recipe.split_plan.label_source,
-                                         plan.label_counts)
+                                         plan.section(Labels.name))
         write_text(FileSystems.join(config.output, manifest.SCHEMA),
                     manifest.schema_pbtxt(spec, classes))
         if ledger_parts is not None:
@@ -621,16 +623,6 @@ class _PublishFn(beam.DoFn):
         for warning in info["warnings"]:
             _LOG.warning(warning)
         yield info
-
-
-def _statistics_section(statistics: Mapping[tuple, Moments], split_names: list) -> dict:
-    """{feature: {split: its statistics entry}}, splits in their order."""
-    section: dict = {}
-    for split in split_names:
-        for (name, feature), moments in sorted(statistics.items()):
-            if name == split:
-                section.setdefault(feature, {})[split] = statistics_entry(moments)
-    return section
 
 
 def _audio_features_section(cut) -> dict:
@@ -672,6 +664,12 @@ class Finalise(beam.PTransform):
             | "AllFailures" >> beam.Flatten()
             | "ByFailurePart" >> beam.GroupByKey()
             | "WriteFailureParts" >> beam.ParDo(_WriteFailurePartFn(self._temp_dir)))
+        measured = (inputs["receipts"]
+                    # (name, (name, its accumulator as JSON)) of each unit's measures
+                    | "UnitMeasures" >> beam.FlatMap(lambda r: ((n, (n, a)) for n, a in r.measures))
+                    | "MergeMeasures" >> beam.CombinePerKey(
+                        _MergeMeasure(config.recipe.every_measure))
+                    | "MeasuresDict" >> beam.combiners.ToDict())
         plan = (
             inputs["shards"].pipeline
             | "Start" >> beam.Create([None])
@@ -685,17 +683,13 @@ class Finalise(beam.PTransform):
                 group_counts=beam.pvalue.AsList(inputs["group_counts"]),
                 spans=beam.pvalue.AsList(spans),
                 duplicates=beam.pvalue.AsList(inputs["duplicates"]),
-                repeated_keys=beam.pvalue.AsList(inputs["repeated_keys"])))
+                repeated_keys=beam.pvalue.AsList(inputs["repeated_keys"]),
+                measured=beam.pvalue.AsSingleton(measured)))
         moved = (
             plan
             | "MoveBatches" >> beam.FlatMap(_move_batches, config.output)
             | "SpreadMoves" >> beam.Reshuffle()
             | "MoveShards" >> beam.Map(move_shards))
-        statistics = (inputs["receipts"]
-                      | "UnitMoments" >> beam.FlatMap(lambda r: r.moments)
-                      # ((split, feature), Moments) of each unit
-                      | "MergeMoments" >> beam.CombinePerKey(merge_moments)
-                      | "StatisticsDict" >> beam.combiners.ToDict())
         ledger = {}
         if self._keep_ledger and config.write_tfrecords and config.shuffle == "none":
             parts = (inputs["receipts"]
@@ -707,5 +701,4 @@ class Finalise(beam.PTransform):
             ledger["ledger_parts"] = beam.pvalue.AsList(parts)
         return plan | "Publish" >> beam.ParDo(
             _PublishFn(config, self._temp_dir, self._transformed_spec),
-            moved=beam.pvalue.AsList(moved), statistics=beam.pvalue.AsSingleton(statistics),
-            **ledger)
+            moved=beam.pvalue.AsList(moved), **ledger)

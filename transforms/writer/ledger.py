@@ -41,7 +41,6 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.format import manifest
-from transforms.recipe.statistics import Moments
 from transforms.recipe.units import WorkUnit
 from transforms.runner.counters import counter
 from transforms.writer.tfrecord import ShardRecord
@@ -94,8 +93,9 @@ class UnitReceipt(NamedTuple):
     # (kind, digest, split, key, url) of each written sample's content
     # fingerprints (transforms/checks/duplicates.py)
     fingerprints: tuple = ()
-    # ((split, feature), Moments) of its examples (transforms/recipe/statistics.py)
-    moments: tuple = ()
+    # (name, accumulator as JSON) of each of the recipe's measures
+    # (transforms/recipe/measures/), fed its examples
+    measures: tuple = ()
 
     @property
     def failed(self) -> int:
@@ -133,9 +133,12 @@ def receipt_line(receipt: UnitReceipt) -> str:
 
 
 def parse_receipt(line: str) -> UnitReceipt:
+    """receipt_line's inverse; ValueError for a receipt an earlier version
+    wrote (its measures were tallies: its unit is converted again)."""
     fields = _from_json(json.loads(line))
+    if "measures" not in fields:
+        raise ValueError("a receipt written before measures")
     fields["shards"] = tuple(ShardRecord(*s) for s in fields["shards"])
-    fields["moments"] = tuple((key, Moments(*m)) for key, m in fields.get("moments", ()))
     return UnitReceipt(**fields)
 
 
@@ -171,9 +174,13 @@ def ledger_text(receipts: Iterable[UnitReceipt], final_files: Mapping[str, str])
 
 
 def _ledger_receipts(text: str, output: str) -> Iterator[UnitReceipt]:
-    """A ledger's receipts, their shards at their full path under `output`."""
+    """A ledger's receipts, their shards at their full path under `output`
+    (none of an earlier version's ledger: its units are converted again)."""
     for line in text.splitlines():
-        receipt = parse_receipt(line)
+        try:
+            receipt = parse_receipt(line)
+        except ValueError:
+            return
         yield receipt._replace(shards=tuple(
             s._replace(temp=FileSystems.join(output, s.temp)) for s in receipt.shards))
 

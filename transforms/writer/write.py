@@ -41,7 +41,7 @@ import dataclasses
 import inspect
 import os
 import weakref
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import apache_beam as beam
 
@@ -64,6 +64,7 @@ from transforms.format.sample import KEY, SOURCE_KEY
 from transforms.format.spec import Feature, FeatureSpec, parse_features
 from transforms.media.cutting import CutOptions, with_cut_features
 from transforms.recipe.examples import ExampleRecipe
+from transforms.recipe.measures import Measure
 from transforms.recipe.segments import SegmentOptions
 from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan
 from transforms.recipe.transcripts import TranscriptOptions
@@ -222,7 +223,8 @@ def _keyword_config(output: str | os.PathLike, features: Any, split_by: str,
                     segments: SegmentOptions | None, text_field: str, text_case: str,
                     text_punctuation: str, drop_transcript: bool, compression: str,
                     shard_size_bytes: int, max_failure_fraction: float,
-                    allow_empty_splits: bool, duplicates: str) -> DatasetConfig:
+                    allow_empty_splits: bool, duplicates: str,
+                    measures: Sequence[Measure]) -> DatasetConfig:
     """A DatasetConfig from WriteDataset's dataset keywords (its Args say them
     and their defaults); ArgumentError (a ValueError, or a TypeError for a
     wrong type) naming the parameter."""
@@ -251,7 +253,8 @@ def _keyword_config(output: str | os.PathLike, features: Any, split_by: str,
                            segments=segments or SegmentOptions(),
                            transcripts=TranscriptOptions(_field("text_field", text_field),
                                                          text_case, text_punctuation,
-                                                         drop_transcript))
+                                                         drop_transcript),
+                           measures=tuple(measures))
     return DatasetConfig(output=output, recipe=recipe,
                          compression=compression, target_shard_bytes=shard_size_bytes,
                          max_failure_fraction=max_failure_fraction,
@@ -386,6 +389,9 @@ class WriteDataset(beam.PTransform):
       unwired_failures: 'refuse' (the default) or 'drop': write without the
         dead letters of the library steps upstream not given (their failed
         samples are then not counted); the manifest names the steps.
+      measures: Measures of your own (transforms.recipe.measures.Measure):
+        what the job learns from every example it writes, each merged over
+        the whole job into a manifest section of its name.
       examples_sink: a PTransform over the Examples (split, order key,
         serialized) returning its dead letters, writing them somewhere else
         too (a Bigtable examples table), in the same pass.
@@ -421,8 +427,8 @@ class WriteDataset(beam.PTransform):
                  drop_transcript: bool = False, compression: str = "none",
                  shard_size_bytes: int = TARGET_BYTES, max_failure_fraction: float = 0.01,
                  allow_empty_splits: bool = False, duplicates: str = "warn",
-                 failures: Any = None, unwired_failures: str = "refuse",
-                 examples_sink: beam.PTransform | None = None,
+                 measures: Sequence[Measure] = (), failures: Any = None,
+                 unwired_failures: str = "refuse", examples_sink: beam.PTransform | None = None,
                  run: RunFolder | None = None):
         super().__init__()
         keywords = dict(features=features, split_by=split_by, splits=splits,
@@ -432,7 +438,8 @@ class WriteDataset(beam.PTransform):
                         text_punctuation=text_punctuation, drop_transcript=drop_transcript,
                         compression=compression, shard_size_bytes=shard_size_bytes,
                         max_failure_fraction=max_failure_fraction,
-                        allow_empty_splits=allow_empty_splits, duplicates=duplicates)
+                        allow_empty_splits=allow_empty_splits, duplicates=duplicates,
+                        measures=measures)
         if isinstance(output, DatasetConfig):
             given = _given_keywords(keywords)
             if given:

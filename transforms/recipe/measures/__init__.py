@@ -1,0 +1,148 @@
+"""Measures: what a job learns from every example it writes, as plug-ins.
+
+A measure is a module with one class (a `Measure`): what it takes from each
+example as it is built (`add`, given a `Seen`), how partial results merge
+(`merge`: a work unit's, then the job's, in any order and grouping), and the
+manifest section it makes of the merged result (`section`, put where `place`
+says). The converter keeps one accumulator per measure for each work unit
+(transforms/recipe/driver.py); the unit's receipt carries them as JSON
+(`to_json`), so --resume reuses them with the unit's shards; the final step
+merges every unit's (`from_json`, `merge`) and the manifest gets the sections
+(transforms/writer/finalise.py).
+
+The recipe's own measures (ExampleRecipe.every_measure): example durations
+(`durations`), examples per label (`label_counts`), the transcripts'
+characters (`transcripts`) and the statistics of the features the cut
+computes (`statistics`). A measure of your own is given as
+`ExampleRecipe(measures=(YourMeasure(),))`: its section is the manifest's key
+of its name. Beam-free.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any, Iterable, Mapping, NamedTuple
+
+from transforms.format.arguments import ArgumentError
+
+__all__ = ["ACCOUNTING", "MANIFEST", "SPLITS", "Measure", "Seen", "SplitCounts",
+           "check_measures"]
+
+# Where a measure's section goes: the manifest's key of its name; each split's
+# entry's key of its name (the section is {split: entry}); the accounting's.
+MANIFEST, SPLITS, ACCOUNTING = "manifest", "splits", "accounting"
+
+
+class Seen(NamedTuple):
+    """One example as the measures see it, once it is encoded: its split, its
+    sample's label (the split plan's label, or None) and its feature values
+    as they were encoded (`FeatureSpec` coerced: lists or numpy arrays)."""
+
+    split: str
+    label: str | None
+    values: Mapping[str, Any]
+
+
+class Measure:
+    """What a job learns from every example it writes (see the module
+    docstring). A measure is configuration: it pickles to workers, and
+    describes itself by its name in the recipe's record.
+
+    Subclasses set `name` (the receipts' and the manifest's key, unique in
+    the recipe) and may set `place`; they implement `create`, `add`, `merge`
+    and `section`, and `to_json`/`from_json` when their accumulator is not
+    made of JSON's own types (lists come back as tuples).
+
+    >>> import apache_beam as beam, json, numpy as np, transforms as dg
+    >>> class LargestNorm(dg.Measure):      # each split's largest embedding norm
+    ...     name = "largest_norm"
+    ...     def create(self):
+    ...         return {}
+    ...     def add(self, largest, seen):
+    ...         norm = float(np.linalg.norm(seen.values["emb"]))
+    ...         largest[seen.split] = max(largest.get(seen.split, 0.0), norm)
+    ...     def merge(self, accumulators):
+    ...         merged = {}
+    ...         for largest in accumulators:
+    ...             for split, norm in largest.items():
+    ...                 merged[split] = max(merged.get(split, 0.0), norm)
+    ...         return merged
+    ...     def section(self, largest, split_names):
+    ...         return largest
+    >>> rows = [{"emb": np.full(4, i, np.float32)} for i in range(10)]
+    >>> with dg.make_pipeline() as p:
+    ...     _ = p | beam.Create(rows) | dg.WriteDataset(
+    ...         "norms", features="emb:float32[4]", splits="train=1", measures=[LargestNorm()])
+    >>> json.load(open("norms/manifest.json"))["largest_norm"]
+    {'train': 18.0}
+    """
+
+    name: str = ""
+    place: str = MANIFEST
+
+    def create(self) -> Any:
+        """A new, empty accumulator."""
+        raise NotImplementedError
+
+    def add(self, accumulator: Any, seen: Seen) -> None:
+        """Adds one example to `accumulator` (in place): called for every
+        example written, so it should be cheap."""
+        raise NotImplementedError
+
+    def merge(self, accumulators: Iterable[Any]) -> Any:
+        """One accumulator holding all of `accumulators`; the result must not
+        depend on their order or grouping (units, then the job)."""
+        raise NotImplementedError
+
+    def section(self, accumulator: Any, split_names: list) -> Any | None:
+        """The manifest's section for the job's merged accumulator (None: no
+        section); `split_names` are the recipe's splits, in order."""
+        raise NotImplementedError
+
+    def to_json(self, accumulator: Any) -> Any:
+        """The accumulator as JSON's types (a receipt holds it)."""
+        return accumulator
+
+    def from_json(self, data: Any) -> Any:
+        """`to_json`'s inverse (lists come back as tuples)."""
+        return data
+
+
+def check_measures(measures: Iterable[Measure], taken: Iterable[str]) -> tuple:
+    """`measures` as a tuple, each a Measure of a name of its own (not one of
+    `taken`, the names already in the recipe and the manifest); ArgumentError
+    naming the parameter otherwise."""
+    measures, seen = tuple(measures), set(taken)
+    for measure in measures:
+        if not isinstance(measure, Measure):
+            raise ArgumentError("measures", "must be Measures (transforms.recipe.measures."
+                                f"Measure), got {type(measure).__name__}")
+        if not measure.name or measure.name in seen:
+            raise ArgumentError("measures", f"each needs a name of its own: "
+                                f"{measure.name!r} is {'taken' if measure.name else 'empty'}")
+        if measure.place not in (MANIFEST, SPLITS, ACCOUNTING):
+            raise ArgumentError("measures", f"{measure.name}: place must be one of "
+                                f"{MANIFEST}, {SPLITS}, {ACCOUNTING}")
+        seen.add(measure.name)
+    return measures
+
+
+class SplitCounts(Measure):
+    """A measure that counts things per split: its accumulator is {split:
+    Counter}; subclasses say what to count (`add`) and the section."""
+
+    def create(self) -> dict:
+        return {}
+
+    def merge(self, accumulators: Iterable[dict]) -> dict:
+        merged: dict = {}
+        for accumulator in accumulators:
+            for split, counts in accumulator.items():
+                merged.setdefault(split, collections.Counter()).update(counts)
+        return merged
+
+    def to_json(self, accumulator: dict) -> dict:
+        return {split: dict(counts) for split, counts in accumulator.items()}
+
+    def from_json(self, data: Mapping) -> dict:
+        return {split: collections.Counter(counts) for split, counts in data.items()}
