@@ -47,9 +47,9 @@ def convert(argv: list, part: int = 0, parts: int = 1) -> int:
     driver.setup()
     temp_dir = FileSystems.join(config.output, "plain-loop")
     written = 0
-    for unit in plan_tar_units(patterns, config.target_shard_bytes)[part::parts]:
+    for unit in plan_tar_units(patterns, config.shard_size_bytes)[part::parts]:
         shards = RollingShards(temp_dir, (unit.index,), config.compression,
-                               config.target_shard_bytes)
+                               config.shard_size_bytes)
         work = driver.start(keys_seen=True)
         for event in reader.read(unit):
             for example in driver.take(event, work):

@@ -2,7 +2,7 @@
 
 A job is three steps, flags -> config -> public transforms:
 
-    read = dg.ReadTarSamples(patterns, target_shard_bytes(options))  # its own flags
+    read = dg.ReadTarSamples(patterns, shard_size_bytes(options))  # its own flags
     config = dataset_config(options, read)      # the shared flags, checked
     return run_dataset_job(options, config, read.source)
 
@@ -50,7 +50,7 @@ from transforms.tft.preprocessing import Preprocessing
 from transforms.writer.write import DatasetConfig, WriteDataset
 
 __all__ = ["cut_options", "dataset_config", "feature_spec", "media_roots", "named_fields",
-           "run_dataset_job", "run_rows_job", "segment_options", "target_shard_bytes"]
+           "run_dataset_job", "run_rows_job", "segment_options", "shard_size_bytes"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ def segment_options(options: PipelineOptions) -> SegmentOptions:
     return SegmentOptions(field=opts.segments_field, columns=comma_list(opts.segment_columns))
 
 
-def target_shard_bytes(options: PipelineOptions) -> int:
+def shard_size_bytes(options: PipelineOptions) -> int:
     """--shard_size_mb in bytes: the shards' target size, which also sizes the
     work units; ValueError naming the flag."""
     opts = options.view_as(DatasetOptions)
@@ -183,7 +183,7 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
     opts = options.view_as(DatasetOptions)
     if not opts.output:
         raise ValueError("--output is required")
-    shard_bytes = target_shard_bytes(options)
+    shard_bytes = shard_size_bytes(options)
     whole_input = opts.shuffle == "global" or opts.duplicates == "drop" or any(
         (opts.preprocessing_fn, opts.normalize, opts.vocabulary, opts.bucketize))
     if (opts.resume or opts.retry_failed) and whole_input:
@@ -237,7 +237,7 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
         output=opts.output.rstrip("/"),
         recipe=recipe,
         compression=opts.compression,
-        target_shard_bytes=shard_bytes,
+        shard_size_bytes=shard_bytes,
         num_shards=opts.num_shards,
         max_failure_fraction=opts.max_failure_fraction,
         source=source,
@@ -313,7 +313,7 @@ def run_rows_job(job: str, argv, read_rows, what: str) -> dict | None:
     columns = options.view_as(ListingOptions)
     with cli.in_job_terms(job):
         read = read_rows(input_patterns(options, what), columns.media_columns,
-                         columns.key_column, target_shard_bytes(options), media_roots(options))
+                         columns.key_column, shard_size_bytes(options), media_roots(options))
     config = dataset_config(options, read)
     read.check_fields(named_fields(config))
     return run_dataset_job(options, config, read.source)

@@ -11,7 +11,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines.flag_types import FUNCTION, GS_PATH, Flag, FlagTable
 from transforms.media.cutting import MODES
 from transforms.media.features import FEATURE_KINDS
-from transforms.recipe.units import TARGET_BYTES
+from transforms.recipe.units import SHARD_SIZE_BYTES
 from transforms.writer.write import COMPRESSIONS, SHUFFLES
 
 __all__ = ["DatasetOptions"]
@@ -316,9 +316,9 @@ class DatasetOptions(FlagTable, PipelineOptions):
         Flag("num_shards", "output", type=int, default=0, example="16", label="Shards per split",
              recorded=True,
              help="With --shuffle global, shards per split; 0 sizes them by --shard_size_mb."),
-        Flag("shard_size_mb", "output", type=float, default=TARGET_BYTES >> 20,
+        Flag("shard_size_mb", "output", type=float, default=SHARD_SIZE_BYTES >> 20,
              label="Target shard size (MiB)",
-             recorded=True, parameters=("target_shard_bytes",),
+             recorded=True, parameters=("shard_size_bytes",),
              help="Target shard size in MiB of serialized examples (default 128); also the input a "
                   "work unit gathers (a tar file, or consecutive smaller ones)."),
         Flag("compression", "output", default="none", choices=tuple(COMPRESSIONS), recorded=True,

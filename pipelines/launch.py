@@ -64,13 +64,13 @@ def dry_run(config: DatasetConfig, source: Source, samples: int) -> projection.P
     projected = projection.project(
         measure, input_bytes=input_bytes, read_bytes=read_bytes,
         split_ratios=None if plan.column else dict(plan.splits), split_names=plan.names,
-        target_shard_bytes=config.target_shard_bytes,
+        shard_size_bytes=config.shard_size_bytes,
         shuffle=config.shuffle, num_shards=config.num_shards, compression=config.compression,
         video=config.recipe.cut.mode in ("frames", "clips"))
     print(projection.render(projected, measure, input_bytes=input_bytes, read_bytes=read_bytes,
                             input_files=config.source.get("num_files", len(measure.files_read)),
                             options={"shuffle": config.shuffle,
-                                     "shard_size_mb": config.target_shard_bytes / (1 << 20)}))
+                                     "shard_size_mb": config.shard_size_bytes / (1 << 20)}))
     return projected
 
 

@@ -63,7 +63,7 @@ def _shuffle_dollars(gb: float) -> float:
 
 def project(measure: SampleMeasure, *, input_bytes: int, read_bytes: int,
             split_ratios: Mapping[str, float] | None, split_names: Sequence[str],
-            target_shard_bytes: int,
+            shard_size_bytes: int,
             shuffle: str, num_shards: int, compression: str, video: bool) -> Projection:
     """The whole job's figures from `measure`, whose whole files hold `read_bytes`
     of the input's `input_bytes` (the module docstring says how)."""
@@ -77,10 +77,10 @@ def project(measure: SampleMeasure, *, input_bytes: int, read_bytes: int,
     examples = {s: round(n) for s, n in examples.items()}
     split_bytes = {s: round(n) for s, n in split_bytes.items()}
     if shuffle == "global":
-        shards = {s: (num_shards or math.ceil(b / target_shard_bytes)) if b else 0
+        shards = {s: (num_shards or math.ceil(b / shard_size_bytes)) if b else 0
                   for s, b in split_bytes.items()}
     else:
-        shards = {s: sum(math.ceil(b * u / input_bytes / target_shard_bytes)
+        shards = {s: sum(math.ceil(b * u / input_bytes / shard_size_bytes)
                          for u in measure.unit_sizes) if b else 0 for s, b in split_bytes.items()}
     failed = sum(n for (what, _), n in measure.tallies.items() if what == "failed")
     sizes = tuple(n for values in measure.example_sizes.values() for n in values)

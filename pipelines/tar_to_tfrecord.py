@@ -28,7 +28,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 import transforms as dg
 from pipelines import cli
-from pipelines.dataset_job import dataset_config, run_dataset_job, target_shard_bytes
+from pipelines.dataset_job import dataset_config, run_dataset_job, shard_size_bytes
 from pipelines.job_options import input_patterns
 
 __all__ = ["run"]
@@ -39,7 +39,7 @@ def run(argv=None) -> dict | None:
     options = PipelineOptions(cli.checked_flags("tar_to_tfrecord", argv))
     with cli.in_job_terms("tar_to_tfrecord"):
         read = dg.ReadTarSamples(input_patterns(options, "a tar file pattern"),
-                                 target_shard_bytes(options))
+                                 shard_size_bytes(options))
     config = dataset_config(options, read)
     return run_dataset_job(options, config, read.source)
 

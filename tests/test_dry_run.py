@@ -77,7 +77,7 @@ def _measure(**overrides) -> SampleMeasure:
 
 def test_the_projection_scales_by_bytes_and_rolls_shards_per_unit():
     p = project(_measure(), input_bytes=20_000_000, read_bytes=2_000_000, split_ratios=None,
-                split_names=["train", "test"], target_shard_bytes=100_000, shuffle="none",
+                split_names=["train", "test"], shard_size_bytes=100_000, shuffle="none",
                 num_shards=0, compression="none", video=False)
     assert p.scale == 10 and p.samples == 200
     # 30 examples from 10 of the 20 samples of the files read, times 10.
@@ -94,7 +94,7 @@ def test_the_global_layout_pays_a_shuffle_and_takes_num_shards():
     big = _measure(example_sizes={"train": [10**6] * 500})  # x 2,000: 1 TB of examples
     p = project(big, input_bytes=2 * 10**12, read_bytes=2 * 10**9,
                 split_ratios={"train": 0.75, "test": 0.25}, split_names=["train", "test"],
-                target_shard_bytes=128 << 20, shuffle="global", num_shards=64,
+                shard_size_bytes=128 << 20, shuffle="global", num_shards=64,
                 compression="gzip", video=True)
     # The ratios share the examples out (the samples built held train only).
     assert p.examples == {"train": 750_000, "test": 250_000}

@@ -39,7 +39,7 @@ def _shard_counts(orders, plan):
 def test_plan_gives_exact_non_empty_balanced_shards(num_examples, num_shards):
     rng = random.Random(num_examples)
     orders = [rng.getrandbits(64) for _ in range(num_examples)]
-    plan = plan_shards(_histogram(orders), target_shard_bytes=1, num_shards=num_shards)
+    plan = plan_shards(_histogram(orders), shard_size_bytes=1, num_shards=num_shards)
     counts = _shard_counts(orders, plan)
     assert plan.num_shards == min(num_shards, num_examples)
     assert min(counts) >= 1 and sum(counts) == num_examples
@@ -50,7 +50,7 @@ def test_plan_gives_exact_non_empty_balanced_shards(num_examples, num_shards):
 def test_plan_sizes_shards_by_target_bytes():
     rng = random.Random(1)
     orders = [rng.getrandbits(64) for _ in range(1000)]
-    plan = plan_shards(_histogram(orders, sizes=[1000] * 1000), target_shard_bytes=300_000)
+    plan = plan_shards(_histogram(orders, sizes=[1000] * 1000), shard_size_bytes=300_000)
     assert plan.num_shards == 4  # ceil(1,000,000 / 300,000)
 
 
@@ -87,7 +87,7 @@ def _records(path, compression="GZIP"):
 
 
 def test_rolling_shards_roll_before_the_target_and_keep_order(tmp_path):
-    shards = RollingShards(str(tmp_path), order=(7,), compression="gzip", target_bytes=1000)
+    shards = RollingShards(str(tmp_path), order=(7,), compression="gzip", shard_size_bytes=1000)
     written = {"train": [], "test": []}
     for i in range(50):
         split = "test" if i % 5 == 0 else "train"
@@ -113,7 +113,7 @@ def test_rolling_shards_roll_before_the_target_and_keep_order(tmp_path):
 def test_rolling_shards_of_two_attempts_never_share_a_file(tmp_path):
     paths = set()
     for _ in range(2):
-        shards = RollingShards(str(tmp_path), order=(0,), compression="none", target_bytes=100)
+        shards = RollingShards(str(tmp_path), order=(0,), compression="none", shard_size_bytes=100)
         shards.write("train", b"x")
         paths.update(r.temp for r in shards.close())
     assert len(paths) == 2

@@ -79,7 +79,7 @@ from transforms.media.reverb import Reverb
 
 __all__ = ["AUGMENT_FEATURES", "ORIGINAL", "AugmentOptions", "Augmentation", "Mix",
            "NOISE_FEATURES", "NoiseExcerpt", "RIR_FEATURES", "Recording", "augment_blocks",
-           "augmentation_fields", "augmentation_tallies", "mix_of", "new_speaker",
+           "augmentation_fields", "mix_of", "new_speaker",
            "perturbed_blocks"]
 
 AUGMENT_FEATURES = (Feature("aug.copy", "int64"), Feature("aug.kind", "string"),
@@ -500,25 +500,6 @@ def _numbers(parameter: str, value) -> tuple:
     hint = (f"; for one: ({value!r},)" if isinstance(value, (int, float))
             and not isinstance(value, bool) else "")
     raise ArgumentTypeError(parameter, f"must be a tuple of numbers, got {value!r}{hint}")
-
-
-def augmentation_tallies(split: str, augmentation: Augmentation) -> dict:
-    """A copy's {(what, detail): 1} tallies: its parameters, by split (the
-    manifest's accounting of augmentation, transforms/writer/finalise.py)."""
-    tallies = {("augment_copies", split): 1,
-               ("augment_speed", (split, f"{augmentation.speed:g}")): 1}
-    if augmentation.gain_db:
-        tallies[("augment_gain_db", (split, f"{round(augmentation.gain_db):d}"))] = 1
-    if augmentation.noise is not None:
-        tallies[("augment_snr_db", (split, f"{round(augmentation.snr_db):d}"))] = 1
-        tallies[("augment_noise", (split, augmentation.noise.key))] = 1
-    if augmentation.rir is not None:
-        tallies[("augment_rir", (split, augmentation.rir.key))] = 1
-    if augmentation.mix.peak_normalized:
-        tallies[("augment_peak_normalized", split)] = 1
-    if augmentation.silent:
-        tallies[("augment_silent", split)] = 1
-    return tallies
 
 
 def augment_blocks(blocks: Iterator[Audio], augmentation: Augmentation) -> Iterator[Audio]:

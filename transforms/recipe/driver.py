@@ -24,7 +24,7 @@ content fingerprints and its measures' accumulators
 its receipt.
 
 A unit's tallies are {(what, detail): n} with `what` one of read, written,
-examples, augmented_examples and augment_* (augmented copies), filtered, failed, and for
+examples, filtered, failed, and for
 a recording cut into segments (transforms/recipe/segments.py) segmented and
 segments_read, segments_written, segments_filtered, segments_overlapping (a
 failed segment is ("failed", "segment")); examples a cut already made (a
@@ -131,7 +131,6 @@ def outcome_tallies(outcome: SampleOutcome, unit: str = SAMPLE) -> dict:
     tallies = collections.Counter()
     if outcome.examples:
         tallies[("examples", outcome.split)] = outcome.examples
-    tallies.update(dict(outcome.augmented))  # transforms/media/augment.py
     prefix = _TALLY_PREFIX.get(unit, "")
     if outcome.failure is not None:
         # A cut example's failure fails its sample too: counted once, as the sample's.

@@ -18,7 +18,6 @@ exactly the examples built (transforms/writer/convert.py keeps the tallies).
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
 import itertools
@@ -33,7 +32,7 @@ from transforms.format.plain import plain
 from transforms.format.sample import KEY, SPAN, FieldReader, read_stored
 from transforms.format.spec import FeatureSpec
 from transforms.format.stable_hash import stable_hash64
-from transforms.media.augment import Augmentation, augmentation_tallies, new_speaker
+from transforms.media.augment import Augmentation, new_speaker
 from transforms.media.cutting import (
     CutOptions,
     cut_sample,
@@ -54,6 +53,7 @@ from transforms.recipe.fingerprints import (
     stream_fingerprints,
 )
 from transforms.recipe.measures import Seen, check_measures
+from transforms.recipe.measures.augmentation import AugmentedCopies
 from transforms.recipe.measures.durations import Durations
 from transforms.recipe.measures.labels import Labels
 from transforms.recipe.measures.statistics import Statistics
@@ -75,7 +75,7 @@ __all__ = ["PROTOBUF_LIMIT", "Example", "ExampleRecipe", "SampleOutcome", "Stage
 # The names a measure of the caller's may not take: the recipe's own measures'
 # and the manifest's own entries.
 _TAKEN_NAMES = (Durations.name, Labels.name, Transcripts.name, Statistics.name,
-                *sorted(MANIFEST_KEYS))
+                AugmentedCopies.name, *sorted(MANIFEST_KEYS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,6 +181,8 @@ class ExampleRecipe:
             own.append(Transcripts(self.transcripts))
         if self.cut.measured_features:
             own.append(Statistics(self.cut.measured_features))
+        if self.cut.augment:
+            own.append(AugmentedCopies())
         return tuple(own)
 
     @functools.cached_property
@@ -188,7 +190,8 @@ class ExampleRecipe:
         """What a job learns from every example it writes
         (transforms/recipe/measures/): the examples' durations, with a label
         the examples per label, with transcripts their characters, the
-        statistics of the features the cut computes, then `measures`."""
+        statistics of the features the cut computes, with augmentation its
+        copies' accounting, then `measures`."""
         return self._own_measures() + self.measures
 
     @property
@@ -278,8 +281,7 @@ class Built:
     fingerprints: tuple = ()          # (kind, digest) of its media members
     content: ContentHash | None = None  # fed its examples' media as they are built
     near: NearTap | None = None         # fed the audio its cut decodes
-    # Its augmented copies' tallies, when its split is augmented (augmentation_tallies).
-    augmented: collections.Counter | None = None
+    augmented: bool = False             # its split is augmented: copies follow its examples
     # (Measure, accumulator) pairs fed each example (transforms/recipe/measures/).
     measured: tuple = ()
 
@@ -369,7 +371,7 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
     transcripts = recipe.transcripts if recipe.transcribed else None
     if transcripts is not None:
         source = next(f.source for f in recipe.spec if f.name == transcripts.field)
-    if built.augmented is None:
+    if not built.augmented:
         examples = cut_sample(sample, recipe.cut, stats, built.near)
     else:
         heard = ActivePower()
@@ -400,8 +402,6 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
                 f"{PROTOBUF_LIMIT} (cut the media into smaller examples)"))
         if measured:
             _measure(measured, Seen(built.split, built.label, coerced))
-        if built.augmented is not None and example["aug.copy"]:
-            built.augmented[("augmented_examples", built.split)] += 1
         yield stable_hash64(f"{sample[KEY]}#{index}", b"datagen-order"), serialized
 
 
@@ -419,14 +419,15 @@ def _copies(sample: Mapping[str, Any], cut: CutOptions, stats: dict, heard: Acti
     original's examples are cut (its audio's peak and power `heard`), or,
     for a copy its plan must hear, once a first pass has measured and
     recorded its perturbed speech; each copy's tallies counted into
-    `built.augmented`."""
+    `built`'s measures (`add_copy`)."""
     def hear(dry: Augmentation) -> Heard:
         return hear_copy(sample, cut, dry, stats)
 
     for copy in range(1, cut.augment.copies + 1):
         augmentation = cut.augment.plan(sample[KEY], copy, heard.heard(),
                                         cut.audio.sample_rate, hear)
-        built.augmented.update(augmentation_tallies(built.split, augmentation))
+        for measure, accumulator in built.measured:
+            measure.add_copy(accumulator, built.split, augmentation)
         try:
             yield from cut_sample(sample, cut, stats, None, augmentation)
         finally:
@@ -519,9 +520,9 @@ def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
     elif recipe.near_fingerprints:
         fingerprints += _stage("fingerprint", near_fingerprints, sample, cut.audio_fields,
                                cut.video_field, cut.audio)
-    augmented = cut.augment and split in cut.augment.splits
-    built = Built(split, iter(()), group, label, fingerprints, content, near,
-                  collections.Counter() if augmented else None, measured)
+    augmented = bool(cut.augment) and split in cut.augment.splits
+    built = Built(split, iter(()), group, label, fingerprints, content, near, augmented,
+                  measured)
     return dataclasses.replace(built, examples=_examples(
         sample, recipe, encoder, example_fn, stats if stats is not None else {}, built))
 
@@ -553,7 +554,6 @@ class SampleOutcome(NamedTuple):
     filtered: str | None = None
     failure: StageError | None = None
     fingerprints: tuple = ()        # (kind, digest): transforms/recipe/fingerprints.py
-    augmented: tuple = ()           # ((what, detail), n) of its augmented copies
 
 
 def convert_serialized(data: bytes, key: str, recipe: ExampleRecipe,
@@ -610,17 +610,10 @@ def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
             yield Example(built.split, order, serialized)
             emitted += 1
     except StageError as e:
-        return SampleOutcome(built.split, emitted, built.group, built.label, failure=e,
-                             augmented=_augmented(built))
+        return SampleOutcome(built.split, emitted, built.group, built.label, failure=e)
     if not emitted:
         return SampleOutcome(filtered="no_examples")
     content = built.content.fingerprints() if built.content is not None else ()
     near = built.near.fingerprints() if built.near is not None else ()
     return SampleOutcome(built.split, emitted, built.group, built.label,
-                         fingerprints=built.fingerprints + near + content,
-                         augmented=_augmented(built))
-
-
-def _augmented(built: Built) -> tuple:
-    """The outcome's tallies of its augmented copies."""
-    return tuple(sorted(built.augmented.items())) if built.augmented else ()
+                         fingerprints=built.fingerprints + near + content)

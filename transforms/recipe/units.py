@@ -30,12 +30,12 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 from transforms.format.arguments import ArgumentTypeError
 from transforms.format.dead_letters import FILE, SAMPLE, dead_letter
 
-__all__ = ["STORED_FIELD_BYTES", "TARGET_BYTES", "Failed", "Source", "UnitReader", "WorkUnit",
+__all__ = ["STORED_FIELD_BYTES", "SHARD_SIZE_BYTES", "Failed", "Source", "UnitReader", "WorkUnit",
            "group_by_size", "streaming", "units_in_order"]
 
 # The size a work unit's input and a shard aim at, unless told otherwise: big
 # enough that a unit's fixed costs vanish, small enough to spread over workers.
-TARGET_BYTES = 128 << 20
+SHARD_SIZE_BYTES = 128 << 20
 # A field this large is left stored by a reader that can (a tar member of an
 # uncompressed archive) and streamed by the decoders, so memory does not grow
 # with a recording's length; smaller ones are read whole, one read each.

@@ -63,7 +63,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.format.arguments import ArgumentError
 from transforms.format.sample import KEY, URL, escape_name, is_text
-from transforms.recipe.units import TARGET_BYTES, Failed, Source, UnitReader, WorkUnit
+from transforms.recipe.units import SHARD_SIZE_BYTES, Failed, Source, UnitReader, WorkUnit
 from transforms.runner.counters import counter
 from transforms.sources import compression
 from transforms.sources.compression import StreamCorrupt, codec_of_name
@@ -469,7 +469,7 @@ class ReadListingSamples(beam.PTransform):
     """
 
     def __init__(self, file_pattern: str | Sequence[str], media_columns: str | Sequence[str],
-                 key_column: str | None = None, target_bytes: int = TARGET_BYTES,
+                 key_column: str | None = None, target_bytes: int = SHARD_SIZE_BYTES,
                  media_root: str | Sequence[str] | None = None):
         super().__init__()
         self._patterns = as_patterns(file_pattern)

@@ -55,7 +55,7 @@ import pyarrow.parquet as pq
 from transforms.format.dead_letters import StorageReadError
 from transforms.format.sample import KEY, URL, field_text
 from transforms.media.sniff import check_media
-from transforms.recipe.units import TARGET_BYTES, Failed, Source, UnitReader, WorkUnit
+from transforms.recipe.units import SHARD_SIZE_BYTES, Failed, Source, UnitReader, WorkUnit
 from transforms.runner.counters import counter
 from transforms.sources.file_match import as_patterns, file_version, match_files, matched_files
 from transforms.sources.input_files import StorageGuard, open_input, read_whole
@@ -276,7 +276,7 @@ class ReadParquetSamples(beam.PTransform):
     """
 
     def __init__(self, file_pattern: str | Sequence[str], media_columns: str | Sequence[str],
-                 key_column: str | None = None, target_bytes: int = TARGET_BYTES,
+                 key_column: str | None = None, target_bytes: int = SHARD_SIZE_BYTES,
                  media_root: str | Sequence[str] | None = None):
         super().__init__()
         self._patterns = as_patterns(file_pattern)

@@ -50,7 +50,7 @@ from transforms.recipe.driver import (
     source_outcome,
 )
 from transforms.recipe.examples import Example, ExampleRecipe
-from transforms.recipe.units import TARGET_BYTES, Failed, WorkUnit, streaming
+from transforms.recipe.units import SHARD_SIZE_BYTES, Failed, WorkUnit, streaming
 from transforms.runner.counters import Counters
 from transforms.sources.units import SplittableUnits
 from transforms.writer.ledger import UnitReceipt, write_receipt
@@ -71,7 +71,7 @@ class ConvertOptions:
 
     temp_dir: str
     compression: str = "none"
-    target_shard_bytes: int = TARGET_BYTES
+    shard_size_bytes: int = SHARD_SIZE_BYTES
     write_shards: bool = True       # roll shards where the examples are built
     emit_examples: bool = False     # also output them (global layout, an examples sink)
     # A tf.Transform staged here (transforms/tft/stage.py) is applied to
@@ -161,7 +161,7 @@ class _ConvertFn(beam.DoFn):
                                                    options.transformed_spec,
                                                    options.passed_through)
         return (RollingShards(options.temp_dir, order, options.compression,
-                              options.target_shard_bytes) if options.write_shards else None)
+                              options.shard_size_bytes) if options.write_shards else None)
 
     def _route(self, items, shards) -> Iterator:
         """The driver's examples (through the transform, if any) into the

@@ -61,6 +61,7 @@ from transforms.format.manifest import Section, summary_line
 from transforms.format.spec import FeatureSpec
 from transforms.format.text import comma_list
 from transforms.media.features import describe_in_words
+from transforms.recipe.measures.augmentation import AugmentedCopies
 from transforms.recipe.measures.labels import Labels
 from transforms.recipe.splits import split_balance
 from transforms.sources.augment_corpus import files_shared
@@ -128,8 +129,6 @@ def account(tallies: Mapping[tuple, int]) -> dict:
             "failed": total("cut_examples_failed"),
             "filtered_per_reason": by_detail("cut_examples_filtered"),
         }
-    if total("augment_copies"):
-        accounting["augmentation"] = _augmentation(by_detail)
     if total("segmented") or total("failed_by_segment"):
         accounting["segments"] = {
             "recordings": total("segmented") + total("failed_by_segment"),
@@ -145,39 +144,15 @@ def account(tallies: Mapping[tuple, int]) -> dict:
     return accounting
 
 
-def _augmentation(by_detail) -> dict:
-    """The accounting of augmented copies (transforms/media/augment.py): per
-    split, its original and augmented examples, its copies, and how many
-    copies took each speed, each gain and SNR (dB, rounded) and a peak
-    normalisation, how many had silent speech (no noise), and how many
-    noise and RIR recordings they used."""
-    augmented, examples = by_detail("augmented_examples"), by_detail("examples")
-
-    def per_split(what, numeric=True):  # {split: {value: copies}}, numbers in order
-        found: dict = {}
-        for (split, value), n in sorted(by_detail(what).items(), key=lambda item: (
-                item[0][0], float(item[0][1]) if numeric else 0.0)):
-            found.setdefault(split, {})[value] = n
-        return found
-
-    return {"examples": {split: {"original": n - augmented.get(split, 0),
-                                 "augmented": augmented.get(split, 0)}
-                         for split, n in examples.items()},
-            "copies": by_detail("augment_copies"),
-            "speed": per_split("augment_speed"),
-            "gain_db": per_split("augment_gain_db"),
-            "snr_db": per_split("augment_snr_db"),
-            **{f"{corpus}_recordings_used": {
-                split: len(used) for split, used in per_split(f"augment_{corpus}",
-                                                              numeric=False).items()}
-               for corpus in ("noise", "rir")},
-            "peak_normalized": by_detail("augment_peak_normalized"),
-            "silent": by_detail("augment_silent")}
+def _section(sections: tuple, name: str) -> Any:
+    """The value of the measures' Section `name` (None: there is none)."""
+    return next((s.value for s in sections if s.name == name), None)
 
 
-def _original_examples(accounting: Mapping[str, Any]) -> dict:
-    """Examples per split but augmented copies': what the split ratios are of."""
-    augmented = accounting.get("augmentation", {}).get("examples", {})
+def _original_examples(accounting: Mapping[str, Any], sections: tuple) -> dict:
+    """Examples per split but augmented copies' (the measure's section,
+    transforms/recipe/measures/augmentation.py): what the split ratios are of."""
+    augmented = (_section(sections, AugmentedCopies.name) or {}).get("examples", {})
     return {split: n - augmented.get(split, {}).get("augmented", 0)
             for split, n in accounting["examples_per_split"].items()}
 
@@ -308,10 +283,6 @@ class CommitPlan(NamedTuple):
     duplicates: dict | None = None  # the duplicate check's summary (None: off)
     sections: tuple = ()  # the measures' Sections (transforms/recipe/measures/)
 
-    def section(self, name: str) -> Any:
-        """The value of the measures' section `name` (None: there is none)."""
-        return next((s.value for s in self.sections if s.name == name), None)
-
 
 def _repeated_keys_message(repeated: list) -> str:
     """Why a dataset with keys given more than once is not published."""
@@ -373,10 +344,11 @@ class _CheckFn(beam.DoFn):
         if num_failures:
             _join_files([part.path for part in failure_parts], _run_failures(self._temp_dir))
         inputs, failed = _inputs_and_failed(accounting)
+        sections = measure_sections(config.recipe, measured)
         group_counts = dict(group_counts)
         # Every message in the caller's terms: flags for a job, parameters in Python.
         empty, lopsided = (list(map(config.said, lines)) for lines in split_balance(
-            config.recipe.split_plan, _original_examples(accounting), group_counts))
+            config.recipe.split_plan, _original_examples(accounting, sections), group_counts))
         copies, copied = self._duplicates(duplicates)
         # What publishes this run's work: a job resumes it; a Python caller runs again.
         rerun = "{resume} with" if config.command_line else "a rerun with"
@@ -422,7 +394,7 @@ class _CheckFn(beam.DoFn):
                          tuple(empty + lopsided + ([copied] if copied else [])
                                + _corpora_in_input(config) + _failures_dropped(config)
                                + _transcript_dropped(config)),
-                         final_files, copies, measure_sections(config.recipe, measured))
+                         final_files, copies, sections)
 
     def _duplicates(self, found) -> tuple[dict | None, str]:
         """The duplicate check's summary (written with its list into the run's
@@ -604,7 +576,7 @@ class _PublishFn(beam.DoFn):
             augmentation=config.recipe.cut.augment.describe(), recipe=config.describe(),
             sections=plan.sections)
         classes = manifest.label_classes(spec, config.recipe.split_plan.label_source,
-                                         plan.section(Labels.name))
+                                         _section(plan.sections, Labels.name))
         write_text(FileSystems.join(config.output, manifest.SCHEMA),
                     manifest.schema_pbtxt(spec, classes))
         if ledger_parts is not None:

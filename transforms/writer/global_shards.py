@@ -28,7 +28,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.recipe.examples import Example
-from transforms.recipe.units import TARGET_BYTES
+from transforms.recipe.units import SHARD_SIZE_BYTES
 from transforms.runner.counters import counter
 from transforms.writer.tfrecord import COMPRESSIONS, SUFFIXES, ShardRecord, write_tfrecords
 
@@ -128,15 +128,15 @@ class ShardPlan:
         return bisect.bisect_right(self.first_buckets, order >> (64 - self.bits)) - 1
 
 
-def plan_shards(histogram: Histogram, target_shard_bytes: int, num_shards: int = 0) -> ShardPlan:
+def plan_shards(histogram: Histogram, shard_size_bytes: int, num_shards: int = 0) -> ShardPlan:
     """Cuts a split's bucket histogram into shards of about equal example count.
 
     The count is `num_shards` when given, else enough shards of about
-    `target_shard_bytes`; never more than the non-empty buckets (so never an
+    `shard_size_bytes`; never more than the non-empty buckets (so never an
     empty shard, and so at most one shard per example).
     """
     bits, buckets, num_examples, num_bytes = histogram
-    wanted = num_shards or max(1, math.ceil(num_bytes / target_shard_bytes))
+    wanted = num_shards or max(1, math.ceil(num_bytes / shard_size_bytes))
     n = min(wanted, len(buckets))
     # Bucket i goes to shard f(i): non-decreasing, steps of at most one, from 0
     # to n-1, following the count-balanced ideal g(i) = start_i * n // total.
@@ -183,17 +183,17 @@ class WriteShards(beam.PTransform):
     """Examples (transforms/recipe/examples.py) -> a ShardRecord per written shard.
 
     Shards go to `temp_dir`; the final step names and moves them. Shard count
-    per split comes from `num_shards` or from `target_shard_bytes`.
+    per split comes from `num_shards` or from `shard_size_bytes`.
     """
 
     def __init__(self, temp_dir: str, compression: str = "none",
-                 target_shard_bytes: int = TARGET_BYTES, num_shards: int = 0):
+                 shard_size_bytes: int = SHARD_SIZE_BYTES, num_shards: int = 0):
         super().__init__()
         if compression not in COMPRESSIONS:
             raise ValueError(f"compression {compression!r}: expected one of {COMPRESSIONS}")
         self._temp_dir = temp_dir
         self._compression = compression
-        self._target = target_shard_bytes
+        self._target = shard_size_bytes
         self._num_shards = num_shards
 
     def expand(self, examples):

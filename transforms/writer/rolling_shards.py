@@ -25,17 +25,18 @@ __all__ = ["RollingShards"]
 class RollingShards:
     """Writes one unit's examples, in order, into rolling per-split shards.
 
+        # `order` starts with the unit's index
         shards = RollingShards(temp_dir, order=(unit.index,), compression="gzip",
-                               target_bytes=TARGET_BYTES)  # order starts with the unit's index
+                               shard_size_bytes=SHARD_SIZE_BYTES)
         shards.write("train", serialized)
         records = shards.close()   # ShardRecords, ordered by `order + (part,)`
     """
 
-    def __init__(self, temp_dir: str, order: tuple, compression: str, target_bytes: int):
+    def __init__(self, temp_dir: str, order: tuple, compression: str, shard_size_bytes: int):
         self._temp_dir = temp_dir
         self._order = order
         self._compression = compression
-        self._target = target_bytes
+        self._target = shard_size_bytes
         self._attempt = uuid.uuid4().hex[:12]
         self._open: dict = {}   # split -> (part, writer)
         self._parts: dict = {}  # split -> parts started

@@ -4,7 +4,7 @@ train split's shards read back, then transform each unit's shards.
     analysis = receipts | "Preprocess" >> AnalyzeWrittenTrain(preprocessing, raw_spec,
                                                                temp_dir)
     receipts = receipts | "Transform" >> TransformShards(analysis, raw_spec, temp_dir,
-                                                         compression, target_bytes)
+                                                         compression, shard_size_bytes)
 
 The converter writes the untransformed examples (uncompressed, in the job's
 temporary folder) where it builds them, as without a transform, so the media
@@ -88,14 +88,14 @@ class _TransformUnitFn(beam.DoFn):
     (a retried bundle reads them again) until the final step removes it."""
 
     def __init__(self, analysis: Analysis, raw_spec: FeatureSpec, temp_dir: str,
-                 compression: str, target_bytes: int):
+                 compression: str, shard_size_bytes: int):
         self._analysis_dir = analysis.directory
         self._spec = analysis.spec
         self._passed_through = analysis.passed_through
         self._raw_spec = raw_spec
         self._temp_dir = temp_dir
         self._compression = compression
-        self._target_bytes = target_bytes
+        self._shard_size_bytes = shard_size_bytes
 
     def setup(self):
         self._transformer = None
@@ -109,7 +109,7 @@ class _TransformUnitFn(beam.DoFn):
             self._transformer = ExampleTransformer(self._analysis_dir, self._raw_spec,
                                                    self._spec, self._passed_through)
         shards = RollingShards(self._temp_dir, receipt.shards[0].order[:-1], self._compression,
-                               self._target_bytes)
+                               self._shard_size_bytes)
         for raw in sorted(receipt.shards, key=lambda shard: (shard.split, shard.order)):
             for serialized in read_tfrecords(raw.temp):
                 for example in self._transformer.add(Example(raw.split, 0, serialized)):
@@ -124,10 +124,10 @@ class TransformShards(beam.PTransform):
     transformed by `analysis`'s staged transform (`_TransformUnitFn`)."""
 
     def __init__(self, analysis: Analysis, raw_spec: FeatureSpec, temp_dir: str,
-                 compression: str, target_bytes: int):
+                 compression: str, shard_size_bytes: int):
         super().__init__()
         self._analysis = analysis
-        self._fn = _TransformUnitFn(analysis, raw_spec, temp_dir, compression, target_bytes)
+        self._fn = _TransformUnitFn(analysis, raw_spec, temp_dir, compression, shard_size_bytes)
 
     def expand(self, receipts):
         return receipts | "TransformUnits" >> beam.ParDo(

@@ -1,6 +1,6 @@
 """Samples in, a finished dataset out: the composite every pipeline shares.
 
-    plan = functools.partial(plan_tar_units, patterns, config.target_shard_bytes)
+    plan = functools.partial(plan_tar_units, patterns, config.shard_size_bytes)
     info = pipeline | "WriteDataset" >> WriteDataset(config, Source(plan, TarReader()))
     info = samples | "WriteDataset" >> WriteDataset(config)    # any PCollection of dicts
 
@@ -68,7 +68,7 @@ from transforms.recipe.measures import Measure
 from transforms.recipe.segments import SegmentOptions
 from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan
 from transforms.recipe.transcripts import TranscriptOptions
-from transforms.recipe.units import TARGET_BYTES, Source
+from transforms.recipe.units import SHARD_SIZE_BYTES, Source
 from transforms.sources.units import PlanUnits
 from transforms.storage.folders import check_writable
 from transforms.tft.preprocessing import Preprocessing
@@ -101,14 +101,14 @@ class DatasetConfig:
     """Where and how to write: pickled to workers, so configuration only.
 
     `num_shards` (shards per split) is the global layout's; the default layout
-    rolls shards at `target_shard_bytes`, which also sizes the work units.
+    rolls shards at `shard_size_bytes`, which also sizes the work units.
     WriteDataset's keywords make one too (`WriteDataset("out", features=...).config`).
 
     >>> import transforms as dg
     >>> recipe = dg.ExampleRecipe(spec=dg.FeatureSpec.parse("flac:bytes,label=cls:int64"),
     ...                           split_plan=dg.SplitPlan.from_flags("train=0.9,test=0.1",
     ...                                                              "json.speaker"))
-    >>> config = dg.DatasetConfig("out", recipe, compression="gzip", target_shard_bytes=64 << 20)
+    >>> config = dg.DatasetConfig("out", recipe, compression="gzip", shard_size_bytes=64 << 20)
     >>> config.shuffle, len(config.fingerprint)   # the default layout; the recipe's hash
     ('none', 16)
     >>> dg.DatasetConfig("out", recipe, num_shards=8)
@@ -119,7 +119,7 @@ class DatasetConfig:
     output: str
     recipe: ExampleRecipe
     compression: str = "none"
-    target_shard_bytes: int = TARGET_BYTES
+    shard_size_bytes: int = SHARD_SIZE_BYTES
     num_shards: int = 0
     max_failure_fraction: float = 0.01
     source: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -151,7 +151,7 @@ class DatasetConfig:
         from Python, so verify and --resume read one record either way."""
         return {**self.recipe.describe(), "preprocessing": plain(self.preprocessing),
                 "writing": {"compression": self.compression,
-                            "target_shard_bytes": self.target_shard_bytes,
+                            "shard_size_bytes": self.shard_size_bytes,
                             "shuffle": self.shuffle, "num_shards": self.num_shards,
                             "write_tfrecords": self.write_tfrecords,
                             "duplicates": self.duplicates,
@@ -174,10 +174,10 @@ class DatasetConfig:
         check_choice("duplicates", self.duplicates, POLICIES)
         object.__setattr__(self, "max_failure_fraction",
                            check_fraction("max_failure_fraction", self.max_failure_fraction))
-        if (isinstance(self.target_shard_bytes, bool)
-                or not isinstance(self.target_shard_bytes, int) or self.target_shard_bytes <= 0):
-            raise ArgumentError("target_shard_bytes", f"must be a positive int (bytes), got "
-                                                      f"{self.target_shard_bytes!r}")
+        if (isinstance(self.shard_size_bytes, bool)
+                or not isinstance(self.shard_size_bytes, int) or self.shard_size_bytes <= 0):
+            raise ArgumentError("shard_size_bytes", f"must be a positive int (bytes), got "
+                                                      f"{self.shard_size_bytes!r}")
         if not isinstance(self.num_shards, int) or self.num_shards < 0:
             raise ArgumentError("num_shards", f"must be an int >= 0, got {self.num_shards!r}")
         check_fraction("near_duplicates", self.near_duplicates)
@@ -191,7 +191,7 @@ class DatasetConfig:
             object.__setattr__(self, "recipe", dataclasses.replace(self.recipe, **fingerprints))
         if self.num_shards and self.shuffle != "global":
             raise ArgumentError("num_shards", "needs {shuffle} 'global': the default writer "
-                                "rolls shards at {target_shard_bytes} where the examples are "
+                                "rolls shards at {shard_size_bytes} where the examples are "
                                 "built")
 
 
@@ -256,7 +256,7 @@ def _keyword_config(output: str | os.PathLike, features: Any, split_by: str,
                                                          drop_transcript),
                            measures=tuple(measures))
     return DatasetConfig(output=output, recipe=recipe,
-                         compression=compression, target_shard_bytes=shard_size_bytes,
+                         compression=compression, shard_size_bytes=shard_size_bytes,
                          max_failure_fraction=max_failure_fraction,
                          allow_empty_splits=allow_empty_splits, duplicates=duplicates)
 
@@ -425,7 +425,7 @@ class WriteDataset(beam.PTransform):
                  cut_by: CutOptions | None = None, segments: SegmentOptions | None = None,
                  text_field: str = "", text_case: str = "keep", text_punctuation: str = "keep",
                  drop_transcript: bool = False, compression: str = "none",
-                 shard_size_bytes: int = TARGET_BYTES, max_failure_fraction: float = 0.01,
+                 shard_size_bytes: int = SHARD_SIZE_BYTES, max_failure_fraction: float = 0.01,
                  allow_empty_splits: bool = False, duplicates: str = "warn",
                  measures: Sequence[Measure] = (), failures: Any = None,
                  unwired_failures: str = "refuse", examples_sink: beam.PTransform | None = None,
@@ -470,7 +470,7 @@ class WriteDataset(beam.PTransform):
         hashed = config.shuffle == "global"
         return ConvertOptions(
             temp_dir=self._run.temp_dir, compression=config.compression,
-            target_shard_bytes=config.target_shard_bytes,
+            shard_size_bytes=config.shard_size_bytes,
             write_shards=config.write_tfrecords and not hashed,
             emit_examples=hashed or self._examples_sink is not None,
             transform_dir=analysis.directory if analysis else None,
@@ -557,7 +557,7 @@ class WriteDataset(beam.PTransform):
                 config.preprocessing, recipe.spec, self._run.temp_dir)
             receipts = receipts | "Transform" >> TransformShards(
                 analysis, recipe.spec, self._run.temp_dir, config.compression,
-                config.target_shard_bytes)
+                config.shard_size_bytes)
         splittable = reader.splittable
         planned = units | "PlannedSpans" >> beam.Map(
             lambda u: (u.index, u.inputs if splittable else None))
@@ -609,7 +609,7 @@ class WriteDataset(beam.PTransform):
         config, temp_dir = self._config, self._run.temp_dir
         if config.shuffle == "global" and config.write_tfrecords:
             shards = converted.examples | "WriteShards" >> WriteShards(
-                temp_dir, config.compression, config.target_shard_bytes, config.num_shards)
+                temp_dir, config.compression, config.shard_size_bytes, config.num_shards)
         else:
             shards = receipts | "UnitShards" >> beam.FlatMap(lambda r: r.shards)
         tally_parts = [receipts | "UnitTallies" >> beam.FlatMap(lambda r: r.tallies)]

@@ -12,10 +12,11 @@ merges every unit's (`from_json`, `merge`) and the manifest gets the sections
 
 The recipe's own measures (ExampleRecipe.every_measure): example durations
 (`durations`), examples per label (`label_counts`), the transcripts'
-characters (`transcripts`) and the statistics of the features the cut
-computes (`statistics`). A measure of your own is given as
-`ExampleRecipe(measures=(YourMeasure(),))`: its section is the manifest's key
-of its name. Beam-free.
+characters (`transcripts`), the statistics of the features the cut computes
+(`statistics`) and the accounting of augmented copies (`augmentation`). A
+measure of your own is given as `ExampleRecipe(measures=(YourMeasure(),))`
+or `WriteDataset(measures=...)`: its section is the manifest's key of its
+name. Beam-free.
 """
 
 from __future__ import annotations
@@ -88,6 +89,11 @@ class Measure:
         """Adds one example to `accumulator` (in place): called for every
         example written, so it should be cheap."""
         raise NotImplementedError
+
+    def add_copy(self, accumulator: Any, split: str, augmentation: Any) -> None:
+        """Adds one augmented copy of a sample, as it is planned, before its
+        examples (transforms/media/augment.py's Augmentation): most measures
+        take examples alone."""
 
     def merge(self, accumulators: Iterable[Any]) -> Any:
         """One accumulator holding all of `accumulators`; the result must not
