@@ -55,10 +55,11 @@ def _shard(temp: str, unit: int, groups_per_unit: int):
 def _receipt(temp: str, unit: int, groups_per_unit: int):
     """Unit `unit`'s receipt: its groups, its shard, its dead letters."""
     from transforms.format.dead_letters import dead_letter
+    from transforms.recipe.accounting import Kind, Tally
     from transforms.writer.ledger import UnitReceipt
 
     return UnitReceipt(
-        unit, None, (f"gs://bucket/shards/{unit:08d}.tar",), ((("read", ""), groups_per_unit),),
+        unit, None, (f"gs://bucket/shards/{unit:08d}.tar",), ((Tally(Kind.READ), groups_per_unit),),
         tuple((f"clip-{unit}-{i}", "train") for i in range(groups_per_unit)),
         (_shard(temp, unit, groups_per_unit),),
         tuple(dead_letter("decode_audio", ValueError("cannot decode"), url=f"{unit}.tar",
@@ -69,10 +70,12 @@ def _receipt(temp: str, unit: int, groups_per_unit: int):
 def _check_inputs(output: str, temp: str, units: int, groups_per_unit: int) -> tuple:
     """(config, planned, shards, tallies, spans) of the whole synthetic job."""
     import transforms as dg
+    from transforms.recipe.accounting import Kind, Tally
 
     samples, failed = units * groups_per_unit, units * _FAILURES_PER_UNIT
-    tallies = {("read", ""): samples, ("written", "train"): samples - failed,
-               ("examples", "train"): samples - failed, ("failed", "sample"): failed}
+    tallies = {Tally(Kind.READ): samples, Tally(Kind.WRITTEN, "train"): samples - failed,
+               Tally(Kind.EXAMPLES, "train"): samples - failed,
+               Tally(Kind.FAILED, "sample"): failed}
     return (dg.WriteDataset(output, features="label:int64", splits="train=1").config,
             [(u, None) for u in range(units)],
             [_shard(temp, u, groups_per_unit) for u in range(units)],

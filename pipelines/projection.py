@@ -21,6 +21,7 @@ import math
 from typing import Mapping, NamedTuple, Sequence
 
 from pipelines.dry_run import SampleMeasure
+from transforms.recipe.accounting import Accounting
 from transforms.recipe.examples import PROTOBUF_LIMIT
 
 __all__ = ["Projection", "project", "render"]
@@ -82,7 +83,7 @@ def project(measure: SampleMeasure, *, input_bytes: int, read_bytes: int,
     else:
         shards = {s: sum(math.ceil(b * u / input_bytes / shard_size_bytes)
                          for u in measure.unit_sizes) if b else 0 for s, b in split_bytes.items()}
-    failed = sum(n for (what, _), n in measure.tallies.items() if what == "failed")
+    failed = Accounting(measure.tallies).failed
     sizes = tuple(n for values in measure.example_sizes.values() for n in values)
     built_bytes = read_bytes * measure.samples_built / max(measure.samples_read, 1)
     rate = built_bytes / 1e6 / max(measure.seconds, 1e-9)
@@ -128,7 +129,7 @@ def render(p: Projection, measure: SampleMeasure, *, input_bytes: int, read_byte
     def per_split(values: dict, show) -> str:
         return ", ".join(f"{s} {show(v)}" for s, v in values.items())
 
-    built_failed = sum(n for (w, _), n in measure.tallies.items() if w == "failed")
+    built_failed = Accounting(measure.tallies).failed
     lines = [
         f"dry run: the recipe ran on {measure.samples_built} samples here in "
         f"{measure.seconds:.1f} s; nothing was written",

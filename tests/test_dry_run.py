@@ -16,6 +16,7 @@ import pytest
 from pipelines import manifest_to_tfrecord, tar_to_tfrecord
 from pipelines.dry_run import SampleMeasure
 from pipelines.projection import project
+from transforms.recipe.accounting import Kind, Tally
 from transforms.testing.corpus import write_corpus
 
 FLAGS = ["--cut", "frames", "--video_field", "mp4", "--audio_fields", "flac", "--fps", "4",
@@ -69,7 +70,7 @@ def test_a_dry_run_of_fewer_samples_than_the_input_has_reads_it_all(corpus, tmp_
 
 def _measure(**overrides) -> SampleMeasure:
     fields = dict(samples_built=10, samples_read=20, files_read=("a.tar",), complete=False,
-                  tallies={("failed", "sample"): 1}, example_sizes={"train": [1000] * 30,
+                  tallies={Tally(Kind.FAILED, "sample"): 1}, example_sizes={"train": [1000] * 30,
                                                                     "test": [1000] * 10},
                   files_failed=0, seconds=1.0, unit_sizes=(4_000_000,) * 5)
     return SampleMeasure(**{**fields, **overrides})

@@ -10,6 +10,7 @@ from transforms.format.encoder import ExampleEncoder
 from transforms.format.spec import parse_features
 from transforms.recipe import examples as examples_module
 from transforms.recipe import sample_ops
+from transforms.recipe.accounting import Kind, Tally
 from transforms.recipe.examples import (
     Built,
     ExampleRecipe,
@@ -165,9 +166,10 @@ def test_converter_writes_a_units_shards_and_a_receipt_of_every_sample(tmp_path)
     [record] = [r.numpy() for r in tf.data.TFRecordDataset(shard.temp)]
     assert tf.train.Example.FromString(record).features.feature["label"].int64_list.value == [4]
     assert len(record) == shard.num_bytes
-    assert dict(receipt.tallies) == {("read", ""): 3, ("written", split): 1,
-                                     ("examples", split): 1, ("filtered", "where"): 1,
-                                     ("failed", "sample"): 1}
+    assert dict(receipt.tallies) == {Tally(Kind.READ): 3, Tally(Kind.WRITTEN, split): 1,
+                                     Tally(Kind.EXAMPLES, split): 1,
+                                     Tally(Kind.FILTERED, "where"): 1,
+                                     Tally(Kind.FAILED, "sample"): 1}
     assert receipt.groups == (("spk01", split),) and receipt.span is None
     assert receipt.inputs == unit.inputs
     [letter] = receipt.failures
@@ -191,7 +193,7 @@ def test_a_sample_whose_examples_were_all_dropped_is_filtered(tmp_path):
     [unit] = memory_source([SAMPLE]).plan()
     out = _tagged(fn.process(unit))
     [receipt] = out[RECEIPTS]
-    assert dict(receipt.tallies) == {("read", ""): 1, ("filtered", "no_examples"): 1}
+    assert dict(receipt.tallies) == {Tally(Kind.READ): 1, Tally(Kind.FILTERED, "no_examples"): 1}
     assert receipt.shards == () and "examples" not in out
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from pipelines import tar_to_tfrecord
 from transforms.format.dead_letters import DatasetFailed
+from transforms.recipe.accounting import Kind, Tally
 from transforms.recipe.units import WorkUnit
 from transforms.testing.corpus import write_corpus
 from transforms.verify.dataset import verify_dataset
@@ -210,7 +211,8 @@ def test_refusals_fail_before_any_work(corpus, tmp_path, extra, message):
 
 
 def _receipt(unit, span, inputs=("a.tar",), failed=0, versions=(("a.tar", "v1"),)):
-    return UnitReceipt(unit, span, inputs, ((("failed", "sample"), failed),) if failed else (),
+    tallies = ((Tally(Kind.FAILED, "sample"), failed),) if failed else ()
+    return UnitReceipt(unit, span, inputs, tallies,
                        (), (ShardRecord("train", (unit, 0), f"t{unit}{span}", 1, 1, "0"),), (),
                        versions)
 

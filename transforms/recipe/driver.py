@@ -23,15 +23,10 @@ content fingerprints and its measures' accumulators
 (transforms/recipe/measures/, each example fed to them as it is built) for
 its receipt.
 
-A unit's tallies are {(what, detail): n} with `what` one of read, written,
-examples, filtered, failed, and for
-a recording cut into segments (transforms/recipe/segments.py) segmented and
-segments_read, segments_written, segments_filtered, segments_overlapping (a
-failed segment is ("failed", "segment")); examples a cut already made (a
-PCollection's CutSamples dicts) are tallied cut_examples_read, _written,
-_filtered, _failed, their samples counted by the writer from SourceOutcomes.
-transforms/writer/finalise.py adds them up and checks samples read = written
-+ filtered + failed, and the same of segments.
+A unit's tallies are {Tally: n} (transforms/recipe/accounting.py: what
+became of its samples, a recording's segments, the examples a cut already
+made), the samples of cut examples counted by the writer from their
+SourceOutcomes; the final step adds them up into the manifest's accounting.
 """
 
 from __future__ import annotations
@@ -62,6 +57,7 @@ from transforms.format.sample import (
 from transforms.format.spec import FeatureSpec
 from transforms.format.text import preview
 from transforms.media.cutting import CutOptions, cut_sample
+from transforms.recipe.accounting import Kind, Tally
 from transforms.recipe.examples import (
     Example,
     ExampleRecipe,
@@ -77,7 +73,11 @@ from transforms.recipe.segments import overlapping
 from transforms.recipe.units import Failed
 
 __all__ = ["Converted", "SampleDriver", "SourceOutcome", "UnitWork", "as_event", "cut_element",
-           "outcome_tallies", "source_outcome"]
+           "source_outcome"]
+
+
+_READ, _CUT_EXAMPLE_READ = Tally(Kind.READ), Tally(Kind.CUT_EXAMPLES_READ)
+_SEGMENT_FAILED = Tally(Kind.FAILED, SEGMENT)
 
 
 class SourceOutcome(NamedTuple):
@@ -119,26 +119,28 @@ class UnitWork:
                      for measure, accumulator in self.measured)
 
 
-# The tallies of what is converted as a sample but is not one: a recording's
-# segment, or an example a cut already made.
-_TALLY_PREFIX = {SEGMENT: "segments_", EXAMPLE: "cut_examples_"}
+# What an outcome is tallied as, written or filtered, by what was converted:
+# a sample, a recording's segment, or an example a cut already made.
+_OUTCOME_KINDS = {SAMPLE: (Kind.WRITTEN, Kind.FILTERED),
+                  SEGMENT: (Kind.SEGMENTS_WRITTEN, Kind.SEGMENTS_FILTERED),
+                  EXAMPLE: (Kind.CUT_EXAMPLES_WRITTEN, Kind.CUT_EXAMPLES_FILTERED)}
 
 
-def outcome_tallies(outcome: SampleOutcome, unit: str = SAMPLE) -> dict:
+def _outcome_tallies(outcome: SampleOutcome, unit: str = SAMPLE) -> collections.Counter:
     """A sample's (or with `unit` SEGMENT, a segment's; EXAMPLE, a cut
-    example's) {(what, detail): n} tallies (its read is counted by the
-    caller)."""
+    example's) {Tally: n} (its read is counted by the caller)."""
     tallies = collections.Counter()
     if outcome.examples:
-        tallies[("examples", outcome.split)] = outcome.examples
-    prefix = _TALLY_PREFIX.get(unit, "")
+        tallies[Tally(Kind.EXAMPLES, outcome.split)] = outcome.examples
+    written, filtered = _OUTCOME_KINDS[unit]
     if outcome.failure is not None:
         # A cut example's failure fails its sample too: counted once, as the sample's.
-        tallies[("cut_examples_failed", "") if unit == EXAMPLE else ("failed", unit)] = 1
+        tallies[Tally(Kind.CUT_EXAMPLES_FAILED) if unit == EXAMPLE
+                else Tally(Kind.FAILED, unit)] = 1
     elif outcome.filtered is not None:
-        tallies[(prefix + "filtered", outcome.filtered)] = 1
+        tallies[Tally(filtered, outcome.filtered)] = 1
     else:
-        tallies[(prefix + "written", outcome.split)] = 1
+        tallies[Tally(written, outcome.split)] = 1
     return tallies
 
 
@@ -243,13 +245,13 @@ class SampleDriver:
         (url, key) in `dropped` are filtered as duplicates."""
         if isinstance(event, Failed):
             record = event.record
-            work.tallies[("failed", record["unit"])] += 1
+            work.tallies[Tally(Kind.FAILED, record["unit"])] += 1
             if record["unit"] == SAMPLE:  # a file that yielded no sample was not a read
-                work.tallies[("read", "")] += 1
+                work.tallies[_READ] += 1
             work.failures.append(record)
             return
         unit = self._unit
-        work.tallies[("cut_examples_read" if unit == EXAMPLE else "read", "")] += 1
+        work.tallies[_CUT_EXAMPLE_READ if unit == EXAMPLE else _READ] += 1
         if isinstance(event, bytes):
             key = content_key(event)
             examples = convert_serialized(event, key, self._recipe, strata, work.measured)
@@ -287,23 +289,23 @@ class SampleDriver:
         try:
             segments = list(recipe_samples(recording, self._recipe))
         except StageError as e:
-            work.tallies[("failed", SAMPLE)] += 1
+            work.tallies[Tally(Kind.FAILED, SAMPLE)] += 1
             work.failures += self._letters(recording, SampleOutcome(failure=e), {}, SAMPLE)
             return
         if not segments:
-            work.tallies[("filtered", "no_segments")] += 1
+            work.tallies[Tally(Kind.FILTERED, "no_segments")] += 1
             self._count("samples_filtered")
             return
-        work.tallies[("segments_overlapping", "")] += overlapping(segments)
-        failed_before = work.tallies[("failed", SEGMENT)]
+        work.tallies[Tally(Kind.SEGMENTS_OVERLAPPING)] += overlapping(segments)
+        failed_before = work.tallies[_SEGMENT_FAILED]
         for segment in segments:
-            work.tallies[("segments_read", "")] += 1
+            work.tallies[Tally(Kind.SEGMENTS_READ)] += 1
             yield from self._sample(segment, work, strata, SEGMENT, dropped)
-        if self._recipe.segments.columns and work.tallies[("failed", SEGMENT)] > failed_before:
-            work.tallies[("failed_by_segment", "")] += 1
+        if self._recipe.segments.columns and work.tallies[_SEGMENT_FAILED] > failed_before:
+            work.tallies[Tally(Kind.FAILED_BY_SEGMENT)] += 1
             self._count("samples_failed")
         else:
-            work.tallies[("segmented", "")] += 1
+            work.tallies[Tally(Kind.SEGMENTED)] += 1
             self._count("samples_written")
 
     def _sample(self, sample: dict, work: UnitWork, strata, unit: str, dropped) -> Iterator:
@@ -333,7 +335,7 @@ class SampleDriver:
             except StopIteration as done:
                 outcome = done.value
                 break
-        work.tallies.update(outcome_tallies(outcome, unit))
+        work.tallies.update(_outcome_tallies(outcome, unit))
         if outcome.examples:
             work.groups.add((outcome.group, outcome.split))
             work.fingerprints += [(kind, digest, outcome.split, sample.get(KEY),

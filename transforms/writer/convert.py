@@ -41,6 +41,7 @@ from apache_beam.transforms.window import GlobalWindows
 from transforms.format.dead_letters import EXAMPLE, SAMPLE
 from transforms.format.sample import KEY, URL
 from transforms.format.spec import FeatureSpec
+from transforms.recipe.accounting import Kind, Tally
 from transforms.recipe.driver import (
     Converted,
     SampleDriver,
@@ -87,7 +88,7 @@ def _receipt(work: UnitWork, unit: int, span: tuple | None, inputs: tuple, versi
              shards: RollingShards | None) -> UnitReceipt:
     """The finished unit's receipt; closes its shards."""
     return UnitReceipt(
-        unit, span, inputs, tuple(sorted(work.tallies.items(), key=repr)),
+        unit, span, inputs, tuple(sorted(work.tallies.items())),
         tuple(sorted(work.groups, key=repr)), tuple(shards.close()) if shards else (),
         tuple(work.failures), versions, tuple(work.fingerprints), work.measures())
 
@@ -285,16 +286,17 @@ class _SampleState(beam.CombineFn):
     def extract_output(self, accumulator):
         worst, arrived, cut, failed = accumulator
         if failed or (worst is not None and worst.state == "failed"):
-            what = ("failed", SAMPLE)
+            what = Tally(Kind.FAILED, SAMPLE)
         elif worst is not None:
-            what = ("written" if worst.state == "written" else "filtered", worst.detail)
+            what = Tally(Kind.WRITTEN if worst.state == "written" else Kind.FILTERED,
+                         worst.detail)
         else:
-            what = ("filtered", DROPPED if cut else "no_examples")
-        tallies = [(("read", ""), 1), (what, 1)]
+            what = Tally(Kind.FILTERED, DROPPED if cut else "no_examples")
+        tallies = [(Tally(Kind.READ), 1), (what, 1)]
         dropped = max(0, (cut or 0) - arrived)
         if dropped:
-            tallies += [(("cut_examples_read", ""), dropped),
-                        (("cut_examples_filtered", DROPPED), dropped)]
+            tallies += [(Tally(Kind.CUT_EXAMPLES_READ), dropped),
+                        (Tally(Kind.CUT_EXAMPLES_FILTERED, DROPPED), dropped)]
         return tallies
 
 

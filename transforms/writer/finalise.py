@@ -49,10 +49,6 @@ from transforms.checks.duplicates import (
 from transforms.checks.leakage import leakage_message
 from transforms.format import manifest, tfds_metadata
 from transforms.format.dead_letters import (
-    EXAMPLE,
-    FILE,
-    SAMPLE,
-    SEGMENT,
     DatasetFailed,
     check_failure_fraction,
     failure_line,
@@ -61,6 +57,7 @@ from transforms.format.manifest import Section, summary_line
 from transforms.format.spec import FeatureSpec
 from transforms.format.text import comma_list
 from transforms.media.features import describe_in_words
+from transforms.recipe.accounting import Accounting
 from transforms.recipe.measures.augmentation import AugmentedCopies
 from transforms.recipe.measures.labels import Labels
 from transforms.recipe.splits import split_balance
@@ -83,65 +80,13 @@ from transforms.writer.commit import (
 )
 from transforms.writer.ledger import LEDGER, ledger_part, ledger_text
 
-__all__ = ["Finalise", "account", "unit_coverage_errors"]
+__all__ = ["Finalise", "measure_sections", "unit_coverage_errors"]
 
 _LOG = logging.getLogger(__name__)
 
 # Shards a move batch holds: one batch copy and one batch delete request on gs://.
 _MOVE_BATCH = 100
 
-
-
-def account(tallies: Mapping[tuple, int]) -> dict:
-    """Tallies {(what, detail): n} -> the manifest's accounting section.
-
-    `what` is read, written, examples, filtered or failed; `detail` the split,
-    the filter reason or the dead letter's unit. A recording cut into
-    segments is written when it gave its segments (`segmented`; a listing row
-    whose segment is in its columns fails with it, `recordings_failed`), and the
-    segments have an accounting of their own, `segments`, when there are any;
-    so do examples a cut made before the writer, `cut_examples`. A recording's
-    segments may go to several splits: its samples per split are its segments.
-    """
-    def total(what):
-        return sum(n for (w, _), n in tallies.items() if w == what)
-
-    def by_detail(what):
-        return {d: n for (w, d), n in sorted(tallies.items()) if w == what}
-
-    accounting = {
-        "samples_read": total("read"),
-        "samples_written": total("written") + total("segmented"),
-        "samples_filtered": total("filtered"),
-        "samples_failed": tallies.get(("failed", SAMPLE), 0) + total("failed_by_segment"),
-        "files_failed": tallies.get(("failed", FILE), 0),
-        "examples_failed": tallies.get(("failed", EXAMPLE), 0),
-        "samples_written_per_split": by_detail("segments_written" if total("segmented")
-                                               else "written"),
-        "examples_per_split": by_detail("examples"),
-        "samples_filtered_per_reason": by_detail("filtered"),
-    }
-    if total("cut_examples_read"):  # the elements were examples a cut made
-        accounting["cut_examples"] = {
-            "read": total("cut_examples_read"),
-            "written": total("cut_examples_written"),
-            "filtered": total("cut_examples_filtered"),
-            "failed": total("cut_examples_failed"),
-            "filtered_per_reason": by_detail("cut_examples_filtered"),
-        }
-    if total("segmented") or total("failed_by_segment"):
-        accounting["segments"] = {
-            "recordings": total("segmented") + total("failed_by_segment"),
-            "recordings_failed": total("failed_by_segment"),
-            "read": total("segments_read"),
-            "written": total("segments_written"),
-            "filtered": total("segments_filtered"),
-            "failed": tallies.get(("failed", SEGMENT), 0),
-            "overlapping": total("segments_overlapping"),
-            "written_per_split": by_detail("segments_written"),
-            "filtered_per_reason": by_detail("segments_filtered"),
-        }
-    return accounting
 
 
 def _section(sections: tuple, name: str) -> Any:
@@ -155,20 +100,6 @@ def _original_examples(accounting: Mapping[str, Any], sections: tuple) -> dict:
     augmented = (_section(sections, AugmentedCopies.name) or {}).get("examples", {})
     return {split: n - augmented.get(split, {}).get("augmented", 0)
             for split, n in accounting["examples_per_split"].items()}
-
-
-def _inputs_and_failed(accounting: Mapping[str, Any]) -> tuple[int, int]:
-    """How many inputs the job had and how many became dead letters: samples
-    (a recording cut into segments counts as its segments) and files that
-    yielded none; failed ones, and examples a sink refused."""
-    segments = accounting.get("segments", {"recordings": 0, "recordings_failed": 0, "read": 0,
-                                           "failed": 0})
-    inputs = (accounting["samples_read"] - segments["recordings"] + segments["read"]
-              + accounting["files_failed"])
-    # A row that failed with its segment is counted once, as the segment.
-    failed = (accounting["samples_failed"] - segments["recordings_failed"] + segments["failed"]
-              + accounting["files_failed"] + accounting["examples_failed"])
-    return inputs, failed
 
 
 def measure_sections(recipe, merged: Mapping[str, Any]) -> tuple:
@@ -293,13 +224,6 @@ def _repeated_keys_message(repeated: list) -> str:
             "give your elements distinct keys, or drop the copies")
 
 
-def _what_came(accounting: Mapping[str, Any]) -> str:
-    """'12 samples read: 0 written, 12 filtered, 0 failed'."""
-    return (f"{accounting['samples_read']} samples read: {accounting['samples_written']} "
-            f"written, {accounting['samples_filtered']} filtered, "
-            f"{accounting['samples_failed']} failed")
-
-
 def _run_failures(temp_dir: str) -> str:
     """Where a run keeps its dead letters until they are published."""
     return FileSystems.join(temp_dir, "failures.jsonl")
@@ -321,14 +245,10 @@ class _CheckFn(beam.DoFn):
     def process(self, _, planned, shards, tallies, failure_parts, leaks, group_counts, spans,
                 duplicates, repeated_keys, measured):
         config = self._config
-        accounting = account(tallies)
-        accounted = (accounting["samples_written"] + accounting["samples_filtered"]
-                     + accounting["samples_failed"])
-        parts = [accounting[name] for name in ("segments", "cut_examples") if name in accounting]
-        if accounting["samples_read"] != accounted or any(
-                part["read"] != part["written"] + part["filtered"] + part["failed"]
-                for part in parts):
-            raise AssertionError(f"accounting mismatch: {accounting}")
+        counted = Accounting(tallies)
+        if counted.mismatch():
+            raise AssertionError(counted.mismatch())
+        accounting = counted.section
         problems = unit_coverage_errors(dict(planned), spans)
         if problems:
             raise AssertionError(f"work units lost or repeated: {'; '.join(problems[:5])}")
@@ -343,7 +263,7 @@ class _CheckFn(beam.DoFn):
         num_failures = sum(part.count for part in failure_parts)
         if num_failures:
             _join_files([part.path for part in failure_parts], _run_failures(self._temp_dir))
-        inputs, failed = _inputs_and_failed(accounting)
+        inputs, failed = counted.inputs_and_failed()
         sections = measure_sections(config.recipe, measured)
         group_counts = dict(group_counts)
         # Every message in the caller's terms: flags for a job, parameters in Python.
@@ -365,7 +285,7 @@ class _CheckFn(beam.DoFn):
             if not sum(accounting["examples_per_split"].values()) and (
                     not config.allow_empty_splits):
                 raise DatasetFailed(config.said(
-                    f"no example was written ({_what_came(accounting)}); or pass "
+                    f"no example was written ({counted.what_came()}); or pass "
                     "{allow_empty_splits}"))
             if copied and config.duplicates == "fail":
                 raise DatasetFailed(config.said(

@@ -41,6 +41,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.format import manifest
+from transforms.recipe.accounting import Kind, parse_tallies
 from transforms.recipe.units import WorkUnit
 from transforms.runner.counters import counter
 from transforms.writer.tfrecord import ShardRecord
@@ -85,7 +86,7 @@ class UnitReceipt(NamedTuple):
     unit: int
     span: tuple | None   # the key range read, for splittable units
     inputs: tuple        # the unit's inputs, as planned
-    tallies: tuple       # ((what, detail), n) pairs (transforms/writer/finalise.py)
+    tallies: tuple       # (Tally, n) pairs (transforms/recipe/accounting.py)
     groups: tuple        # distinct (group key, split) pairs of samples with examples
     shards: tuple        # ShardRecords of the shards it wrote
     failures: tuple      # its dead letters
@@ -99,7 +100,7 @@ class UnitReceipt(NamedTuple):
 
     @property
     def failed(self) -> int:
-        return sum(n for (what, _), n in self.tallies if what == "failed")
+        return sum(n for tally, n in self.tallies if tally.kind == Kind.FAILED)
 
 
 def _to_json(value: Any) -> Any:
@@ -139,6 +140,7 @@ def parse_receipt(line: str) -> UnitReceipt:
     if "measures" not in fields:
         raise ValueError("a receipt written before measures")
     fields["shards"] = tuple(ShardRecord(*s) for s in fields["shards"])
+    fields["tallies"] = parse_tallies(fields["tallies"])
     return UnitReceipt(**fields)
 
 

@@ -41,7 +41,7 @@ import dataclasses
 import inspect
 import os
 import weakref
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, Tuple
 
 import apache_beam as beam
 
@@ -63,6 +63,7 @@ from transforms.format.plain import plain
 from transforms.format.sample import KEY, SOURCE_KEY
 from transforms.format.spec import Feature, FeatureSpec, parse_features
 from transforms.media.cutting import CutOptions, with_cut_features
+from transforms.recipe.accounting import Kind, Tally
 from transforms.recipe.examples import ExampleRecipe
 from transforms.recipe.measures import Measure
 from transforms.recipe.segments import SegmentOptions
@@ -281,14 +282,32 @@ def _distinct(collections: list) -> list:
     return list({id(c): c for c in collections}.values())
 
 
+class _TallyCoder(beam.coders.Coder):
+    """A Tally as its kind and detail in text: deterministic, so the job's
+    tallies are summed by key without Beam's fallback coder."""
+
+    def encode(self, tally: Tally) -> bytes:
+        return f"{tally.kind.value}\n{tally.detail}".encode("utf-8")
+
+    def decode(self, data: bytes) -> Tally:
+        kind, detail = data.decode("utf-8").split("\n", 1)
+        return Tally(Kind(kind), detail)
+
+    def is_deterministic(self) -> bool:
+        return True
+
+
+beam.coders.registry.register_coder(Tally, _TallyCoder)
+
+
 def _upstream_tallies(record: Mapping[str, Any], cut_examples: bool) -> list:
     """The tallies of a dead letter of a step before the writer: a failed sample
     is a sample read (with `cut_examples`, SampleOutcomes counts it), a file that
     yielded none is not."""
     unit = record.get("unit", SAMPLE)
     if unit != SAMPLE:
-        return [(("failed", unit), 1)]
-    return [] if cut_examples else [(("read", ""), 1), (("failed", SAMPLE), 1)]
+        return [(Tally(Kind.FAILED, unit), 1)]
+    return [] if cut_examples else [(Tally(Kind.READ), 1), (Tally(Kind.FAILED, SAMPLE), 1)]
 
 
 def _failed_source(record: Mapping[str, Any]) -> list:
@@ -628,14 +647,15 @@ class WriteDataset(beam.PTransform):
         if self._examples_sink is not None:
             refused = converted.examples | "WriteExamplesSink" >> self._examples_sink
             tally_parts.append(refused | "TallyRefused" >> beam.Map(
-                lambda r: (("failed", r["unit"]), 1)))
+                lambda r: (Tally(Kind.FAILED, r["unit"]), 1)))
             failure_parts.append(refused)
         if not failure_parts:
             failure_parts.append(receipts.pipeline | "NothingRefused" >> beam.Create([]))
         refused = failure_parts | "NotInReceipts" >> beam.Flatten()
         tallies = (
             tally_parts
-            | "AllTallies" >> beam.Flatten()
+            # Typed, so the tallies are summed by the Tally's own deterministic coder.
+            | "AllTallies" >> beam.Flatten().with_output_types(Tuple[Tally, int])
             | "SumTallies" >> beam.CombinePerKey(sum)
             | "TallyDict" >> beam.combiners.ToDict())
         groups = (receipts
