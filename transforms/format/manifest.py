@@ -17,7 +17,7 @@ from transforms.format.spec import FeatureSpec
 from transforms.format.text import comma_list
 
 __all__ = ["MANIFEST", "LEGACY_MANIFEST", "SCHEMA", "FAILURES_FILE", "DUPLICATES_FILE",
-           "FORMAT_VERSION", "MANIFEST_KEYS", "Section",
+           "FORMAT_VERSION", "MANIFEST_KEYS", "Section", "TOP", "PER_SPLIT", "ACCOUNTING",
            "TEMP_PREFIX", "build_manifest", "label_classes", "schema_pbtxt", "schema_proto",
            "DatasetInfo"]
 
@@ -41,10 +41,14 @@ MANIFEST_KEYS = frozenset((
     "num_examples", "num_bytes", "shards", "num_groups", "segments", "cut_examples"))
 
 
+# Where a Section goes: the manifest's key of its name, each split entry's
+# (the value is {split: entry}), or the accounting's.
+TOP, PER_SPLIT, ACCOUNTING = "manifest", "splits", "accounting"
+
+
 class Section(NamedTuple):
     """A measure's section (transforms/recipe/measures/): its `name`, its
-    `value`, and its `place`: "manifest" (the manifest's key), "splits"
-    (`value` is {split: entry}, each split's key) or "accounting"."""
+    `value`, and its `place`: TOP, PER_SPLIT or ACCOUNTING."""
 
     place: str
     name: str
@@ -100,9 +104,9 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
     if group_counts is not None:
         for name, split in splits.items():
             split["num_groups"] = group_counts.get(name, 0)
-    placed = {"manifest": {}, "accounting": {}}
+    placed = {TOP: {}, ACCOUNTING: {}}
     for section in sections:
-        if section.place == "splits":
+        if section.place == PER_SPLIT:
             for name, entry in section.value.items():
                 if name in splits:
                     splits[name][section.name] = entry
@@ -119,7 +123,7 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
         "features": spec.to_json(),
         "compression": compression,
         "splits": splits,
-        "accounting": {**accounting, **placed["accounting"]},
+        "accounting": {**accounting, **placed[ACCOUNTING]},
         "failures": {"count": num_failures, "file": FAILURES_FILE if num_failures else None},
         "warnings": list(warnings),
         "ledger": ledger,
@@ -127,7 +131,7 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
                            else None}} if duplicates is not None else {}),
         **({"transform": dict(transform)} if transform is not None else {}),
         **({"audio_features": dict(audio_features)} if audio_features else {}),
-        **placed["manifest"],
+        **placed[TOP],
         **({"augmentation": dict(augmentation)} if augmentation else {}),
     }
 

@@ -53,11 +53,12 @@ from transforms.format.dead_letters import (
     check_failure_fraction,
     failure_line,
 )
-from transforms.format.manifest import Section, summary_line
+from transforms.format.manifest import summary_line
 from transforms.format.spec import FeatureSpec
 from transforms.format.text import comma_list
 from transforms.media.features import describe_in_words
 from transforms.recipe.accounting import Accounting
+from transforms.recipe.measures import manifest_sections
 from transforms.recipe.measures.augmentation import AugmentedCopies
 from transforms.recipe.measures.labels import Labels
 from transforms.recipe.splits import split_balance
@@ -80,7 +81,7 @@ from transforms.writer.commit import (
 )
 from transforms.writer.ledger import LEDGER, ledger_part, ledger_text
 
-__all__ = ["Finalise", "measure_sections", "unit_coverage_errors"]
+__all__ = ["Finalise", "unit_coverage_errors"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -100,19 +101,6 @@ def _original_examples(accounting: Mapping[str, Any], sections: tuple) -> dict:
     augmented = (_section(sections, AugmentedCopies.name) or {}).get("examples", {})
     return {split: n - augmented.get(split, {}).get("augmented", 0)
             for split, n in accounting["examples_per_split"].items()}
-
-
-def measure_sections(recipe, merged: Mapping[str, Any]) -> tuple:
-    """The manifest's Sections of the recipe's measures, from their job-wide
-    accumulators (`merged`, by name: a measure no unit fed is empty)."""
-    names = recipe.split_plan.names
-    sections = []
-    for measure in recipe.every_measure:
-        accumulator = merged[measure.name] if measure.name in merged else measure.merge([])
-        value = measure.section(accumulator, names)
-        if value is not None:
-            sections.append(Section(measure.place, measure.name, value))
-    return tuple(sections)
 
 
 class _MergeMeasure(beam.CombineFn):
@@ -215,6 +203,24 @@ class CommitPlan(NamedTuple):
     sections: tuple = ()  # the measures' Sections (transforms/recipe/measures/)
 
 
+def _check_totals(counted: Accounting, planned: Mapping[int, tuple | None],
+                  spans: Iterable[tuple], shards: Iterable, write_tfrecords: bool) -> None:
+    """AssertionError when the job lost or repeated anything: the accounting
+    does not add up, a planned unit was not reported exactly once (its parts
+    tiling it), or the shards do not hold exactly the examples built."""
+    if counted.mismatch():
+        raise AssertionError(counted.mismatch())
+    problems = unit_coverage_errors(planned, spans)
+    if problems:
+        raise AssertionError(f"work units lost or repeated: {'; '.join(problems[:5])}")
+    in_shards = collections.Counter()
+    for shard in shards:
+        in_shards[shard.split] += shard.num_examples
+    built = counted.section["examples_per_split"]
+    if write_tfrecords and dict(in_shards) != built:
+        raise AssertionError(f"examples built {built} but shards hold {dict(in_shards)}")
+
+
 def _repeated_keys_message(repeated: list) -> str:
     """Why a dataset with keys given more than once is not published."""
     (url, key), times = sorted(repeated)[0]
@@ -246,52 +252,18 @@ class _CheckFn(beam.DoFn):
                 duplicates, repeated_keys, measured):
         config = self._config
         counted = Accounting(tallies)
-        if counted.mismatch():
-            raise AssertionError(counted.mismatch())
-        accounting = counted.section
-        problems = unit_coverage_errors(dict(planned), spans)
-        if problems:
-            raise AssertionError(f"work units lost or repeated: {'; '.join(problems[:5])}")
-        in_shards = collections.Counter()
-        for shard in shards:
-            in_shards[shard.split] += shard.num_examples
-        if config.write_tfrecords and dict(in_shards) != accounting["examples_per_split"]:
-            raise AssertionError(f"examples built {accounting['examples_per_split']} "
-                                 f"but shards hold {dict(in_shards)}")
-
-        failure_parts = sorted(failure_parts)
-        num_failures = sum(part.count for part in failure_parts)
-        if num_failures:
-            _join_files([part.path for part in failure_parts], _run_failures(self._temp_dir))
-        inputs, failed = counted.inputs_and_failed()
-        sections = measure_sections(config.recipe, measured)
+        _check_totals(counted, dict(planned), spans, shards, config.write_tfrecords)
+        num_failures, first = self._join_failures(sorted(failure_parts))
+        sections = manifest_sections(config.recipe.every_measure, measured,
+                                     config.recipe.split_plan.names)
         group_counts = dict(group_counts)
         # Every message in the caller's terms: flags for a job, parameters in Python.
         empty, lopsided = (list(map(config.said, lines)) for lines in split_balance(
-            config.recipe.split_plan, _original_examples(accounting, sections), group_counts))
+            config.recipe.split_plan, _original_examples(counted.section, sections),
+            group_counts))
         copies, copied = self._duplicates(duplicates)
-        # What publishes this run's work: a job resumes it; a Python caller runs again.
-        rerun = "{resume} with" if config.command_line else "a rerun with"
         try:
-            first = json.loads(failure_parts[0].first) if num_failures else None
-            check_failure_fraction(failed, inputs, config.max_failure_fraction, first,
-                                   _run_failures(self._temp_dir), config.said,
-                                   f"; {rerun} a higher {{max_failure_fraction}} publishes "
-                                   "this run's work")
-            if leaks:
-                raise DatasetFailed(config.said(leakage_message(leaks)))
-            if repeated_keys:
-                raise DatasetFailed(_repeated_keys_message(repeated_keys))
-            if not sum(accounting["examples_per_split"].values()) and (
-                    not config.allow_empty_splits):
-                raise DatasetFailed(config.said(
-                    f"no example was written ({counted.what_came()}); or pass "
-                    "{allow_empty_splits}"))
-            if copied and config.duplicates == "fail":
-                raise DatasetFailed(config.said(
-                    f"{copied}; {rerun} {{duplicates}} warn publishes this run's work"))
-            if empty and not config.allow_empty_splits:
-                raise DatasetFailed(config.said(f"{empty[0]}; or pass {{allow_empty_splits}}"))
+            self._refuse(counted, first, leaks, repeated_keys, copied, empty)
         except DatasetFailed:
             # The output stays exactly as it was; this run's dead letters stay in
             # its temporary folder, and so does its work when only a policy flag
@@ -300,21 +272,65 @@ class _CheckFn(beam.DoFn):
             if leaks or repeated_keys:
                 remove_tree(self._temp_dir)
             raise
-
-        # An earlier run's manifests go first: while files are replaced, no
-        # reader (ours or TFDS) takes this output for a complete dataset.
-        for name in (manifest.MANIFEST, tfds_metadata.TFDS_INFO, tfds_metadata.TFDS_FEATURES):
-            delete_if_exists(FileSystems.join(config.output, name))
-        named = name_shards(shards, config.compression)
-        final_files = {n.shard.temp: n.file for n in named}  # before any is moved aside
-        named = _move_aside(named, config.output, self._temp_dir)
-        for split in sorted({n.shard.split for n in named}):
-            ensure_dir(FileSystems.join(config.output, split))  # before parallel moves into it
-        yield CommitPlan(tuple(named), accounting, num_failures, group_counts,
+        named, final_files = self._name_shards(shards)
+        yield CommitPlan(named, counted.section, num_failures, group_counts,
                          tuple(empty + lopsided + ([copied] if copied else [])
                                + _corpora_in_input(config) + _failures_dropped(config)
                                + _transcript_dropped(config)),
                          final_files, copies, sections)
+
+    def _join_failures(self, parts: list) -> tuple[int, dict | None]:
+        """The dead letters' parts joined, in order, into the run's file: how many
+        there are, and the first."""
+        num_failures = sum(part.count for part in parts)
+        if not num_failures:
+            return 0, None
+        _join_files([part.path for part in parts], _run_failures(self._temp_dir))
+        return num_failures, json.loads(parts[0].first)
+
+    def _refuse(self, counted: Accounting, first: dict | None, leaks, repeated_keys,
+                copied: str, empty: list) -> None:
+        """DatasetFailed, in one line, when the job may not publish: too many
+        inputs failed, a group is in two splits, a key was given twice, no
+        example or an empty split (unless allowed), content in two splits
+        with duplicates 'fail'."""
+        config = self._config
+        # What publishes this run's work: a job resumes it; a Python caller runs again.
+        rerun = "{resume} with" if config.command_line else "a rerun with"
+        inputs, failed = counted.inputs_and_failed()
+        check_failure_fraction(failed, inputs, config.max_failure_fraction, first,
+                               _run_failures(self._temp_dir), config.said,
+                               f"; {rerun} a higher {{max_failure_fraction}} publishes "
+                               "this run's work")
+        if leaks:
+            raise DatasetFailed(config.said(leakage_message(leaks)))
+        if repeated_keys:
+            raise DatasetFailed(_repeated_keys_message(repeated_keys))
+        if not sum(counted.section["examples_per_split"].values()) and (
+                not config.allow_empty_splits):
+            raise DatasetFailed(config.said(
+                f"no example was written ({counted.what_came()}); or pass "
+                "{allow_empty_splits}"))
+        if copied and config.duplicates == "fail":
+            raise DatasetFailed(config.said(
+                f"{copied}; {rerun} {{duplicates}} warn publishes this run's work"))
+        if empty and not config.allow_empty_splits:
+            raise DatasetFailed(config.said(f"{empty[0]}; or pass {{allow_empty_splits}}"))
+
+    def _name_shards(self, shards) -> tuple[tuple, dict]:
+        """The shards' final names, and each one's path as its receipt names it
+        -> its path in the dataset; an earlier run's manifests deleted first
+        (while files are replaced, no reader, ours or TFDS, takes the output
+        for a complete dataset) and shards already in place moved aside."""
+        output = self._config.output
+        for name in (manifest.MANIFEST, tfds_metadata.TFDS_INFO, tfds_metadata.TFDS_FEATURES):
+            delete_if_exists(FileSystems.join(output, name))
+        named = name_shards(shards, self._config.compression)
+        final_files = {n.shard.temp: n.file for n in named}  # before any is moved aside
+        named = _move_aside(named, output, self._temp_dir)
+        for split in sorted({n.shard.split for n in named}):
+            ensure_dir(FileSystems.join(output, split))  # before parallel moves into it
+        return tuple(named), final_files
 
     def _duplicates(self, found) -> tuple[dict | None, str]:
         """The duplicate check's summary (written with its list into the run's

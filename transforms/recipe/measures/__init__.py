@@ -25,13 +25,11 @@ import collections
 from typing import Any, Iterable, Mapping, NamedTuple
 
 from transforms.format.arguments import ArgumentError
+from transforms.format.manifest import ACCOUNTING, PER_SPLIT, TOP, Section
 
-__all__ = ["ACCOUNTING", "MANIFEST", "SPLITS", "Measure", "Seen", "SplitCounts",
-           "check_measures"]
+__all__ = ["ACCOUNTING", "PER_SPLIT", "TOP", "Measure", "Seen", "SplitCounts",
+           "check_measures", "manifest_sections"]
 
-# Where a measure's section goes: the manifest's key of its name; each split's
-# entry's key of its name (the section is {split: entry}); the accounting's.
-MANIFEST, SPLITS, ACCOUNTING = "manifest", "splits", "accounting"
 
 
 class Seen(NamedTuple):
@@ -50,9 +48,11 @@ class Measure:
     describes itself by its name in the recipe's record.
 
     Subclasses set `name` (the receipts' and the manifest's key, unique in
-    the recipe) and may set `place`; they implement `create`, `add`, `merge`
-    and `section`, and `to_json`/`from_json` when their accumulator is not
-    made of JSON's own types (lists come back as tuples).
+    the recipe) and may set `place` (TOP, the default: the manifest's own
+    key; PER_SPLIT: the section is {split: entry}, each in its split's
+    entry; ACCOUNTING); they implement `create`, `add`, `merge` and
+    `section`, and `to_json`/`from_json` when their accumulator is not made
+    of JSON's own types (lists come back as tuples).
 
     >>> import apache_beam as beam, json, numpy as np, transforms as dg
     >>> class LargestNorm(dg.Measure):      # each split's largest embedding norm
@@ -79,7 +79,7 @@ class Measure:
     """
 
     name: str = ""
-    place: str = MANIFEST
+    place: str = TOP
 
     def create(self) -> Any:
         """A new, empty accumulator."""
@@ -126,11 +126,24 @@ def check_measures(measures: Iterable[Measure], taken: Iterable[str]) -> tuple:
         if not measure.name or measure.name in seen:
             raise ArgumentError("measures", f"each needs a name of its own: "
                                 f"{measure.name!r} is {'taken' if measure.name else 'empty'}")
-        if measure.place not in (MANIFEST, SPLITS, ACCOUNTING):
+        if measure.place not in (TOP, PER_SPLIT, ACCOUNTING):
             raise ArgumentError("measures", f"{measure.name}: place must be one of "
-                                f"{MANIFEST}, {SPLITS}, {ACCOUNTING}")
+                                f"{TOP}, {PER_SPLIT}, {ACCOUNTING}")
         seen.add(measure.name)
     return measures
+
+
+def manifest_sections(measures: Iterable[Measure], merged: Mapping[str, Any],
+                      split_names: list) -> tuple:
+    """The manifest's Sections of `measures`, from their job-wide accumulators
+    (`merged`, by name: a measure no unit fed is empty)."""
+    sections = []
+    for measure in measures:
+        accumulator = merged[measure.name] if measure.name in merged else measure.merge([])
+        value = measure.section(accumulator, split_names)
+        if value is not None:
+            sections.append(Section(measure.place, measure.name, value))
+    return tuple(sections)
 
 
 class SplitCounts(Measure):

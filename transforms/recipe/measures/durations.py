@@ -14,7 +14,7 @@ import dataclasses
 from typing import Any, Iterable, Mapping
 
 from transforms.format.durations import duration_bin, split_durations
-from transforms.recipe.measures import SPLITS, Measure, Seen
+from transforms.recipe.measures import PER_SPLIT, Measure, Seen
 
 __all__ = ["Durations", "example_duration"]
 
@@ -33,7 +33,7 @@ class Durations(Measure):
     """Each split's durations entry (module docstring)."""
 
     name = "durations"
-    place = SPLITS
+    place = PER_SPLIT
 
     def create(self) -> dict:
         return {}

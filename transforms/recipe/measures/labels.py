@@ -7,7 +7,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from transforms.recipe.measures import SPLITS, Seen, SplitCounts
+from transforms.recipe.measures import PER_SPLIT, Seen, SplitCounts
 
 __all__ = ["Labels"]
 
@@ -17,7 +17,7 @@ class Labels(SplitCounts):
     """{split: {label: examples}}, labels in order."""
 
     name = "label_counts"
-    place = SPLITS
+    place = PER_SPLIT
 
     def add(self, accumulator: dict, seen: Seen) -> None:
         if seen.label is not None:
