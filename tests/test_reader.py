@@ -146,7 +146,7 @@ def test_the_beam_free_layers_import_with_beam_blocked():
             "packages = (transforms.format, transforms.media, transforms.recipe, "
             "transforms.testing); "
             "names = [m.name for p in packages "
-            "for m in pkgutil.iter_modules(p.__path__, p.__name__ + '.')]; "
+            "for m in pkgutil.walk_packages(p.__path__, p.__name__ + '.')]; "
             "[importlib.import_module(n) for n in names + ['transforms.tft.preprocessing']]; "
             "print(len(names))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -154,8 +154,10 @@ def test_the_beam_free_layers_import_with_beam_blocked():
     # #38 and #39 added eight: features, statistics, ..., loudness, recorded, reverb;
     # #44 two: sniff and encoded; #45 the lazy-export helper (format/exports), the
     # unit contract (recipe/units), the sample driver (recipe/driver) and plain values
-    # (format/plain).
-    assert out.stdout.strip() == "48"
+    # (format/plain); then the accounting (recipe/accounting) and the measures
+    # (recipe/measures/, where statistics moved: durations, labels, transcripts,
+    # augmentation), subpackages walked too.
+    assert out.stdout.strip() == "54"
 
 
 def test_inspect_shows_counts_and_decoded_examples(dataset):
