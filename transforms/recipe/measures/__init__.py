@@ -16,7 +16,8 @@ characters (`transcripts`), the statistics of the features the cut computes
 (`statistics`) and the accounting of augmented copies (`augmentation`). A
 measure of your own is given as `ExampleRecipe(measures=(YourMeasure(),))`
 or `WriteDataset(measures=...)`: its section is the manifest's key of its
-name. Beam-free.
+name (so a new measure behind a flag is its module, and the flag's line
+that gives it to the recipe). Beam-free.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from transforms.format.manifest import ACCOUNTING, PER_SPLIT, TOP, Section
 
 __all__ = ["ACCOUNTING", "PER_SPLIT", "TOP", "Measure", "Seen", "SplitCounts",
            "check_measures", "manifest_sections"]
-
 
 
 class Seen(NamedTuple):
