@@ -91,9 +91,10 @@ def test_a_measure_of_ones_own_is_a_manifest_section_resumed_units_included(tmp_
 
 @pytest.mark.parametrize("measures, message", [
     ([object()], "measures must be Measures"),
+    (PayloadBytes(), "measures must be a list of Measures"),
     ([PayloadBytes(), PayloadBytes()], "'payload_bytes' is taken"),
     ([type("Splits", (PayloadBytes,), {"name": "splits"})()], "'splits' is taken"),
 ])
-def test_a_measure_without_a_name_of_its_own_is_refused(tmp_path, measures, message):
+def test_a_bad_measures_argument_is_refused_naming_it(tmp_path, measures, message):
     with pytest.raises(dg.ArgumentError, match=message):
         dg.WriteDataset(str(tmp_path / "ds"), measures=measures, **SETTINGS)

@@ -255,7 +255,7 @@ def _keyword_config(output: str | os.PathLike, features: Any, split_by: str,
                            transcripts=TranscriptOptions(_field("text_field", text_field),
                                                          text_case, text_punctuation,
                                                          drop_transcript),
-                           measures=tuple(measures))
+                           measures=measures)
     return DatasetConfig(output=output, recipe=recipe,
                          compression=compression, shard_size_bytes=shard_size_bytes,
                          max_failure_fraction=max_failure_fraction,

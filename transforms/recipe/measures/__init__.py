@@ -25,7 +25,7 @@ from __future__ import annotations
 import collections
 from typing import Any, Iterable, Mapping, NamedTuple
 
-from transforms.format.arguments import ArgumentError
+from transforms.format.arguments import ArgumentError, ArgumentTypeError
 from transforms.format.manifest import ACCOUNTING, PER_SPLIT, TOP, Section
 
 __all__ = ["ACCOUNTING", "PER_SPLIT", "TOP", "Measure", "Seen", "SplitCounts",
@@ -118,11 +118,13 @@ def check_measures(measures: Iterable[Measure], taken: Iterable[str]) -> tuple:
     """`measures` as a tuple, each a Measure of a name of its own (not one of
     `taken`, the names already in the recipe and the manifest); ArgumentError
     naming the parameter otherwise."""
+    if isinstance(measures, (Measure, str, bytes)) or not isinstance(measures, Iterable):
+        raise ArgumentTypeError("measures", f"must be a list of Measures, got {measures!r}")
     measures, seen = tuple(measures), set(taken)
     for measure in measures:
         if not isinstance(measure, Measure):
-            raise ArgumentError("measures", "must be Measures (transforms.recipe.measures."
-                                f"Measure), got {type(measure).__name__}")
+            raise ArgumentTypeError("measures", "must be Measures (transforms.recipe.measures."
+                                    f"Measure), got {type(measure).__name__}")
         if not measure.name or measure.name in seen:
             raise ArgumentError("measures", f"each needs a name of its own: "
                                 f"{measure.name!r} is {'taken' if measure.name else 'empty'}")
