@@ -5,15 +5,15 @@
 `build_examples` is the pure function: where → select → rename → sample_fn →
 filter empty (`prepare_sample`) → media length and duration bounds → split,
 then lazily cut (transforms.media.cutting) → features → example_fn → filter
-empty → encode, one example at a time so a long recording streams through in
-constant memory.
+empty → encode → the measures (transforms/recipe/measures/), one example at a
+time so a long recording streams through in constant memory.
 
 `convert_sample` runs it to the end: it yields the sample's `Example`s and
 returns its `SampleOutcome`. A sample ends in exactly one outcome: written (it
 produced all its examples), filtered (with a reason), or failed, naming the
 stage. A sample that fails after some examples were emitted says how many;
 those examples stay in the dataset and are counted, so the shards always hold
-exactly the examples built (transforms/writer/convert.py keeps the tallies).
+exactly the examples built (transforms/recipe/driver.py tallies them).
 """
 
 from __future__ import annotations
@@ -268,7 +268,7 @@ class StageError(Exception):
 @dataclasses.dataclass(frozen=True)
 class Built:
     """A sample's split and its examples: a lazy iterator of (order key,
-    serialized, duration in seconds or None).
+    serialized).
 
     `group` and `label` are the split's group key and label (--label_field or
     --stratify_by).
