@@ -308,6 +308,9 @@ class _V0Reader:
                                                       "got '8'"),
     (lambda: dg.Source(list, _V0Reader()), r"^reader must be a UnitReader, got _V0Reader: "
                                            r"subclass it, class _V0Reader\(dg.UnitReader\)"),
+    (lambda: dg.WriteDataset("out", dg.ReadTarSamples("a.tar"), features="x:int64"),
+     r"^source must be a Source, got .*ReadTarSamples.*: give its \.source "
+     r"\(ReadTarSamples\(\.\.\.\)\.source\)$"),
 ])
 def test_a_wrong_argument_is_an_argument_error_naming_it_not_an_internal_error(make, message):
     with pytest.raises(dg.ArgumentError, match=message):

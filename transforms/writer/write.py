@@ -468,7 +468,10 @@ class WriteDataset(beam.PTransform):
         else:
             self._config = _keyword_config(output, **keywords)
         if source is not None and not isinstance(source, Source):
-            raise ArgumentTypeError("source", f"must be a Source, got {source!r}")
+            # A reader (ReadTarSamples, ...) holds its Source: say where.
+            hint = (f": give its .source ({type(source).__name__}(...).source)"
+                    if isinstance(getattr(source, "source", None), Source) else "")
+            raise ArgumentTypeError("source", f"must be a Source, got {source!r}{hint}")
         if source is not None:
             source.reader.check_recipe(self._config.recipe)
         self._source = source
