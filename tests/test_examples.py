@@ -126,7 +126,7 @@ def test_convert_sample_ends_every_sample_in_one_outcome():
     split = _recipe().split_plan.split_of("spk01")
     examples, outcome = _convert(SAMPLE)
     assert [e.split for e in examples] == [split]
-    assert outcome == SampleOutcome(split, 1, "spk01", None)
+    assert outcome == SampleOutcome(split, 1, "spk01")
     assert _convert(SAMPLE, _recipe(where=(("cls", "5"),))) == ([], SampleOutcome(filtered="where"))
     examples, outcome = _convert({**SAMPLE, "cls": b"x"})
     assert examples == [] and (outcome.split, outcome.examples) == (split, 0)

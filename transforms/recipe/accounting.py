@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import enum
+import functools
 from typing import Iterable, Mapping, NamedTuple
 
 from transforms.format.dead_letters import EXAMPLE, FILE, SAMPLE, SEGMENT
@@ -68,7 +69,6 @@ class Accounting:
         self._totals = collections.Counter()
         for tally, n in tallies.items():
             self._totals[tally.kind] += n
-        self.section = self._section()
 
     def total(self, kind: Kind) -> int:
         return self._totals[kind]
@@ -79,7 +79,9 @@ class Accounting:
     def _by_detail(self, kind: Kind) -> dict:
         return {tally.detail: n for tally, n in sorted(self._tallies.items()) if tally.kind == kind}
 
-    def _section(self) -> dict:
+    @functools.cached_property
+    def section(self) -> dict:
+        """The manifest's accounting."""
         total, by_detail = self.total, self._by_detail
         segmented = total(Kind.SEGMENTED)
         accounting = {

@@ -550,7 +550,6 @@ class SampleOutcome(NamedTuple):
     split: str | None = None
     examples: int = 0
     group: str | None = None        # the split's group key
-    label: str | None = None        # --label_field / --stratify_by value
     filtered: str | None = None
     failure: StageError | None = None
     fingerprints: tuple = ()        # (kind, digest): transforms/recipe/fingerprints.py
@@ -577,7 +576,7 @@ def convert_serialized(data: bytes, key: str, recipe: ExampleRecipe,
         return SampleOutcome(failure=e)
     _measure(measured, Seen(split, label, values))
     yield Example(split, stable_hash64(f"{key}#0", b"datagen-order"), bytes(data))
-    return SampleOutcome(split, 1, group, label)
+    return SampleOutcome(split, 1, group)
 
 
 def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
@@ -602,7 +601,7 @@ def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
     if isinstance(built, Filtered):
         return SampleOutcome(filtered=built.reason)
     if splits is not None and built.split not in splits:
-        return SampleOutcome(built.split, group=built.group, label=built.label,
+        return SampleOutcome(built.split, group=built.group,
                              filtered="other_split")
     emitted = 0
     try:
@@ -610,10 +609,10 @@ def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
             yield Example(built.split, order, serialized)
             emitted += 1
     except StageError as e:
-        return SampleOutcome(built.split, emitted, built.group, built.label, failure=e)
+        return SampleOutcome(built.split, emitted, built.group, failure=e)
     if not emitted:
         return SampleOutcome(filtered="no_examples")
     content = built.content.fingerprints() if built.content is not None else ()
     near = built.near.fingerprints() if built.near is not None else ()
-    return SampleOutcome(built.split, emitted, built.group, built.label,
+    return SampleOutcome(built.split, emitted, built.group,
                          fingerprints=built.fingerprints + near + content)

@@ -78,14 +78,11 @@ class Statistics(Measure):
     def add(self, accumulator: dict, seen: Seen) -> None:
         for feature, width in self.features:
             rows = np.asarray(seen.values[feature], np.float64).reshape(-1, width)
-            found = accumulator.get((seen.split, feature))
-            if found is None:
-                accumulator[(seen.split, feature)] = [len(rows), rows.sum(axis=0),
-                                                      np.einsum("ij,ij->j", rows, rows)]
-            else:
-                found[0] += len(rows)
-                found[1] += rows.sum(axis=0)
-                found[2] += np.einsum("ij,ij->j", rows, rows)
+            sums = [len(rows), rows.sum(axis=0), np.einsum("ij,ij->j", rows, rows)]
+            found = accumulator.setdefault((seen.split, feature), sums)
+            if found is not sums:
+                for i, part in enumerate(sums):
+                    found[i] += part
 
     def merge(self, accumulators: Iterable[dict]) -> dict:
         parts: dict = {}
