@@ -6,7 +6,7 @@
     info, lines = published(config.output)      # the manifest, and what to print
 
 - `open_run`: the run's folder (fresh, or the earlier work --resume and
-  --retry_failed pick up: transforms/writer/ledger.py), after checking that the
+  --retry_failed pick up: pipelines/resume.py), after checking that the
   output is writable: before any work, so an output it cannot write costs
   nothing;
 - `dry_run`: --dry_run_samples, the recipe on the first samples here, and the
@@ -25,6 +25,7 @@ from apache_beam.metrics.metric import MetricsFilter
 
 from pipelines import projection
 from pipelines.dry_run import measure_sample
+from pipelines.resume import plan_run_folder, start_run
 from transforms.format.manifest import summary_line
 from transforms.recipe.units import Source
 from transforms.runner.counters import NAMESPACE
@@ -42,11 +43,11 @@ def open_run(config: DatasetConfig, *, resume: bool, retry_failed: bool) -> tupl
     output before any work: earlier work of another recipe, an output it
     cannot write."""
     recipe = config.describe()
-    run, picked_up = ledger.plan_run_folder(config.output, config.fingerprint, config.options,
-                                            recipe, resume=resume, retry_failed=retry_failed)
+    run, picked_up = plan_run_folder(config.output, config.fingerprint, config.options, recipe,
+                                     resume=resume, retry_failed=retry_failed)
     # After every flag check, so a flag error leaves no folder behind.
     check_writable(config.output)
-    ledger.start_run(run, config.fingerprint, config.options, recipe)
+    start_run(run, config.fingerprint, config.options, recipe)
     return run, picked_up
 
 

@@ -233,8 +233,9 @@ def _records(output: str) -> dict:
 
 def test_the_transform_over_written_shards_writes_what_one_while_converting_does(
         corpus, transformed, tmp_path):
-    """The default layout fits the transform on the train shards read back and
-    applies it to the written shards (TFX's shape); the global layout fits it
+    """The default layout fits the transform on the train examples' analyzed
+    features as the converter builds them and applies it to the written shards
+    (TFX's shape); the global layout fits it
     by a pass over the input and applies it while converting. Same examples."""
     output, _ = transformed
     _run(corpus, tmp_path / "global", *BUILTINS, "--shuffle", "global",

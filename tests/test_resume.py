@@ -1,6 +1,7 @@
 """--resume and --retry_failed: a rerun does only what an earlier run left undone,
 and publishes the dataset a clean run makes, byte for byte."""
 
+import dataclasses
 import json
 import os
 import re
@@ -11,12 +12,23 @@ import tarfile
 import pytest
 
 from pipelines import tar_to_tfrecord
+from transforms import ReadTarSamples, WriteDataset
+from transforms.format.arguments import ArgumentError
 from transforms.format.dead_letters import DatasetFailed
 from transforms.recipe.accounting import Kind, Tally
-from transforms.recipe.units import WorkUnit
+from transforms.recipe.units import WorkUnit, unit_coverage_errors
 from transforms.testing.corpus import write_corpus
+from transforms.tft.preprocessing import Preprocessing
 from transforms.verify.dataset import verify_dataset
-from transforms.writer.ledger import CHANGED, NEW, RETRIED, REUSE, UnitReceipt, reusable
+from transforms.writer.ledger import (
+    CHANGED,
+    NEW,
+    RETRIED,
+    REUSE,
+    RunFolder,
+    UnitReceipt,
+    reusable,
+)
 from transforms.writer.tfrecord import ShardRecord
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -210,6 +222,22 @@ def test_refusals_fail_before_any_work(corpus, tmp_path, extra, message):
     assert not output.exists()
 
 
+@pytest.mark.parametrize("keywords", [
+    {"shuffle": "global"}, {"duplicates": "drop"},
+    {"preprocessing": Preprocessing(normalize=(("label", "zscore"),))}])
+def test_writedataset_refuses_to_reuse_work_where_the_whole_input_decides(corpus, tmp_path,
+                                                                         keywords):
+    """The Python way in: the same refusal as the command line's, naming `run`."""
+    config = dataclasses.replace(WriteDataset(str(tmp_path / "ds"), features="label=cls:int64")
+                                 .config, **keywords)
+    earlier = RunFolder(str(tmp_path / "run"), reuse=(str(tmp_path / "run/units/*.json"),))
+    with pytest.raises(ArgumentError, match="^run reuses the shards of work units"):
+        WriteDataset(config, ReadTarSamples(f"{corpus}/*.tar").source, run=earlier)
+    # The same run folder without earlier work to reuse is taken.
+    WriteDataset(config, ReadTarSamples(f"{corpus}/*.tar").source,
+                 run=RunFolder(str(tmp_path / "run")))
+
+
 def _receipt(unit, span, inputs=("a.tar",), failed=0, versions=(("a.tar", "v1"),)):
     tallies = ((Tally(Kind.FAILED, "sample"), failed),) if failed else ()
     return UnitReceipt(unit, span, inputs, tallies,
@@ -266,3 +294,17 @@ def test_reusable_key_ranges_only_when_their_parts_tile_the_unit():
     assert reusable(unit, unit.inputs, [(0, parts[0])], False).receipts is None
     # Parts from two origins are never mixed.
     assert reusable(unit, unit.inputs, [(0, parts[0]), (1, parts[1])], False).receipts is None
+
+
+def test_the_final_step_finds_units_lost_or_repeated():
+    """Each planned unit is reported once, a key range's parts tiling it."""
+    planned = {0: None, 1: (0, 10)}
+    assert unit_coverage_errors(planned, [(0, None), (1, (0, 4)), (1, (4, 10))]) == []
+    assert unit_coverage_errors(planned, [(1, (0, 10))]) == ["unit 0 reported 0 times, not once"]
+    assert unit_coverage_errors(planned, [(0, None), (0, None), (1, (0, 10))]) == [
+        "unit 0 reported 2 times, not once"]
+    gap = unit_coverage_errors(planned, [(0, None), (1, (0, 4)), (1, (5, 10))])
+    overlap = unit_coverage_errors(planned, [(0, None), (1, (0, 6)), (1, (4, 10))])
+    assert [len(gap), len(overlap)] == [1, 1] and "do not cover it exactly once" in gap[0]
+    assert unit_coverage_errors(planned, [(0, None), (1, (0, 10)), (2, None)]) == [
+        "unit 2 was never planned"]

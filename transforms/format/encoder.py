@@ -380,6 +380,13 @@ class ExampleEncoder:
         ordered = [entries[key] for key in sorted(entries, key=lambda key: key + b"\xff")]
         return b"".join([_FIELD1_LEN, _varint(sum(map(len, ordered))), *ordered])
 
+    @staticmethod
+    def kept(serialized: bytes, names: frozenset) -> bytes:
+        """A serialized Example this encoder wrote, holding only the features
+        `names` (bytes) that it has: what encoding only them gives."""
+        entries = ExampleEncoder.entries(serialized)
+        return ExampleEncoder.joined({name: entries[name] for name in names if name in entries})
+
     @property
     def features(self) -> list:
         """The (name, kind) pairs, in the order they are written."""

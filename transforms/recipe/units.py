@@ -24,14 +24,15 @@ the tracker's current restriction, claiming each key.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
-from typing import Any, Callable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from transforms.format.arguments import ArgumentTypeError
 from transforms.format.dead_letters import FILE, SAMPLE, dead_letter
 
 __all__ = ["STORED_FIELD_BYTES", "SHARD_SIZE_BYTES", "Failed", "Source", "UnitReader", "WorkUnit",
-           "group_by_size", "streaming", "units_in_order"]
+           "group_by_size", "streaming", "unit_coverage_errors", "units_in_order"]
 
 # The size a work unit's input and a shard aim at, unless told otherwise: big
 # enough that a unit's fixed costs vanish, small enough to spread over workers.
@@ -215,3 +216,31 @@ def units_in_order(units: Sequence[WorkUnit]) -> list:
     if indexes != list(range(len(indexes))):
         raise ValueError(f"unit indexes must be 0..{len(indexes) - 1}, got {indexes[:10]}")
     return sorted(units, key=lambda u: (-u.size, u.index))
+
+
+def unit_coverage_errors(planned: Mapping[int, tuple | None],
+                         reported: Iterable[tuple]) -> list[str]:
+    """What is wrong with the (unit, span) reports against the planned units.
+
+    A unit planned with span None must report once; a key range (start, end)
+    may have been split by the runner, and its parts' spans must tile it.
+    """
+    spans = collections.defaultdict(list)
+    for unit, span in reported:
+        spans[unit].append(span)
+    problems = [f"unit {u} was never planned" for u in sorted(set(spans) - set(planned))]
+    for unit, whole in sorted(planned.items()):
+        parts = spans.get(unit, [])
+        if whole is None:
+            if len(parts) != 1:
+                problems.append(f"unit {unit} reported {len(parts)} times, not once")
+            continue
+        edges = [whole[0]]
+        for start, end in sorted(parts):
+            if start != edges[-1]:
+                break
+            edges.append(end)
+        if not parts or edges[-1] != whole[1] or len(edges) != len(parts) + 1:
+            problems.append(f"unit {unit} {whole!r}: its reported parts {sorted(parts)!r} do "
+                            "not cover it exactly once")
+    return problems

@@ -1,15 +1,16 @@
 """The optional tf.Transform stage: fit on the train split, transform every example.
 
 Where the converter writes the examples as it builds them (the default
-layout), the transform is fitted on the train shards read back and applied to
+layout), the transform is fitted on the analyzed features of the train
+examples as the converter builds them (ConvertOptions.analyzed) and applied to
 the written shards (transforms/writer/transformed.py, TFX's shape); the
 pieces here are what it builds on:
 
     plan = AnalysisPlan.of(preprocessing, raw_spec)  # what the analyzers read
-    analysis = fit_analysis(train_bytes, plan, preprocessing, raw_spec, temp_dir)
+    analysis = train_bytes | FitAnalysis(plan, preprocessing, raw_spec, temp_dir)
     transformer = ExampleTransformer(analysis.directory, raw_spec, analysis.spec)
 
-`fit_analysis` takes the train examples serialized with only the features the
+`FitAnalysis` takes the train examples serialized with only the features the
 analyzers read (`tft.get_analyze_input_columns`) and decodes them in batches
 into Arrow RecordBatches with TFXIO's tf.Example schema (tfx_bsl's C++
 decoder), never into instance dicts; the other features reach tf.Transform as
@@ -66,8 +67,8 @@ from transforms.tft.preprocessing import (
     Preprocessing,
 )
 
-__all__ = ["Analysis", "AnalysisPlan", "AnalyzeTrainSplit", "ExampleTransformer", "STAGED_DIR",
-           "fit_analysis", "publish", "transformed_spec"]
+__all__ = ["Analysis", "AnalysisPlan", "AnalyzeTrainSplit", "ExampleTransformer", "FitAnalysis",
+           "STAGED_DIR", "publish", "transformed_spec"]
 
 # A batch holds up to 64 MiB of examples, each counted as at least 64 KiB: up
 # to 1,000 small examples (TensorFlow's per-call cost is then small), fewer
@@ -333,9 +334,11 @@ class AnalyzeTrainSplit(beam.PTransform):
     def expand(self, units):
         plan = AnalysisPlan.of(self._preprocessing, self._recipe.spec)
         side = {} if self._strata is None else {"strata": beam.pvalue.AsSingleton(self._strata)}
-        train = units | "TrainExamples" >> beam.ParDo(
-            _TrainExamplesFn(self._reader, self._recipe, plan.analyzed), **side)
-        return fit_analysis(train, plan, self._preprocessing, self._recipe.spec, self._temp_dir)
+        return (units
+                | "TrainExamples" >> beam.ParDo(
+                    _TrainExamplesFn(self._reader, self._recipe, plan.analyzed), **side)
+                | "Fit" >> FitAnalysis(plan, self._preprocessing, self._recipe.spec,
+                                       self._temp_dir))
 
 
 class AnalysisPlan(NamedTuple):
@@ -355,25 +358,39 @@ class AnalysisPlan(NamedTuple):
         return cls(schema, _zero_filled(adapter, raw_spec, analyzed), analyzed)
 
 
-def fit_analysis(train, plan: AnalysisPlan, preprocessing: Preprocessing, raw_spec: FeatureSpec,
-         temp_dir: str) -> Analysis:
-    """The train examples' serialized analyzed features -> tf.Transform's
-    analysis, staged under `<temp_dir>/transform`."""
-    staged_dir = os.path.join(temp_dir, STAGED_DIR)
-    with tft_beam.Context(temp_dir=os.path.join(temp_dir, _TFT_TEMP_DIR)):
-        batches = (
-            train
-            # min = max: fixed-size batches, not Beam's adaptive sizing that
-            # starts at one example (and a TensorFlow call per example).
-            | "Batch" >> beam.BatchElements(min_batch_size=_BATCH_BYTES,
-                                            max_batch_size=_BATCH_BYTES,
-                                            element_size_fn=_batch_cost)
-            | "ToRecordBatches" >> beam.ParDo(_ToRecordBatchFn(plan.schema.SerializeToString())))
-        transform_fn = ((batches, plan.adapter)
-                        | "Analyze" >> tft_beam.AnalyzeDataset(preprocessing.preprocessing_fn()))
-        staged = transform_fn | "StageTransformFn" >> tft_beam.WriteTransformFn(staged_dir)
-    # The schema traced from the preprocessing_fn fixes every output's type
-    # and shape before the job runs; analysis adds only value domains.
-    passed_through = preprocessing.passed_through(raw_spec)
-    spec = transformed_spec(transform_fn[1].dataset_metadata.schema, raw_spec, passed_through)
-    return Analysis(staged, staged_dir, spec, passed_through)
+class FitAnalysis(beam.PTransform):
+    """The train examples, serialized holding only the analyzed features ->
+    `Analysis`: tf.Transform's analysis of them, staged under
+    `<temp_dir>/transform`."""
+
+    def __init__(self, plan: AnalysisPlan, preprocessing: Preprocessing, raw_spec: FeatureSpec,
+                 temp_dir: str):
+        super().__init__()
+        self._plan = plan
+        self._preprocessing = preprocessing
+        self._raw_spec = raw_spec
+        self._temp_dir = temp_dir
+
+    def expand(self, train):
+        plan, preprocessing = self._plan, self._preprocessing
+        staged_dir = os.path.join(self._temp_dir, STAGED_DIR)
+        with tft_beam.Context(temp_dir=os.path.join(self._temp_dir, _TFT_TEMP_DIR)):
+            batches = (
+                train
+                # min = max: fixed-size batches, not Beam's adaptive sizing that
+                # starts at one example (and a TensorFlow call per example).
+                | "Batch" >> beam.BatchElements(min_batch_size=_BATCH_BYTES,
+                                                max_batch_size=_BATCH_BYTES,
+                                                element_size_fn=_batch_cost)
+                | "ToRecordBatches" >> beam.ParDo(
+                    _ToRecordBatchFn(plan.schema.SerializeToString())))
+            transform_fn = ((batches, plan.adapter)
+                            | "Analyze" >> tft_beam.AnalyzeDataset(
+                                preprocessing.preprocessing_fn()))
+            staged = transform_fn | "StageTransformFn" >> tft_beam.WriteTransformFn(staged_dir)
+        # The schema traced from the preprocessing_fn fixes every output's type
+        # and shape before the job runs; analysis adds only value domains.
+        passed_through = preprocessing.passed_through(self._raw_spec)
+        spec = transformed_spec(transform_fn[1].dataset_metadata.schema, self._raw_spec,
+                                passed_through)
+        return Analysis(staged, staged_dir, spec, passed_through)

@@ -3,6 +3,7 @@
     converted = units | "Convert" >> ConvertUnits(reader, recipe, options)
     converted[RECEIPTS]  # a UnitReceipt per unit (transforms/writer/ledger.py)
     converted.examples   # the Examples themselves, only with options.emit_examples
+    converted[ANALYZED]  # each train example's features tf.Transform's analyzers read
 
 One DoFn reads a unit (transforms/recipe/units.py), drives its samples through
 the recipe (transforms/recipe/driver.py, the loop every pass shares), applies a
@@ -39,6 +40,7 @@ import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
 from transforms.format.dead_letters import EXAMPLE, SAMPLE
+from transforms.format.encoder import ExampleEncoder
 from transforms.format.sample import KEY, URL
 from transforms.format.spec import FeatureSpec
 from transforms.recipe.accounting import Kind, Tally
@@ -54,13 +56,16 @@ from transforms.recipe.examples import Example, ExampleRecipe
 from transforms.recipe.units import SHARD_SIZE_BYTES, Failed, WorkUnit, streaming
 from transforms.runner.counters import Counters
 from transforms.sources.units import SplittableUnits
+from transforms.tft.preprocessing import ANALYZED_SPLIT
 from transforms.writer.ledger import UnitReceipt, write_receipt
 from transforms.writer.rolling_shards import RollingShards
 
-__all__ = ["ConvertElements", "ConvertOptions", "ConvertUnits", "KEYS", "RECEIPTS", "SOURCES",
-           "SampleOutcomes"]
+__all__ = ["ANALYZED", "ConvertElements", "ConvertOptions", "ConvertUnits", "KEYS", "RECEIPTS",
+           "SOURCES", "SampleOutcomes"]
 
 RECEIPTS = "receipts"
+# Each train example's features that tf.Transform's analyzers read, serialized.
+ANALYZED = "analyzed"
 SOURCES = "sources"
 # A PCollection's elements' (url, key), each once: a key given twice is refused.
 KEYS = "keys"
@@ -80,6 +85,10 @@ class ConvertOptions:
     transform_dir: str | None = None
     transformed_spec: FeatureSpec | None = None
     passed_through: frozenset = frozenset()   # raw features the transform outputs unchanged
+    # A tf.Transform fitted after converting (on the shards) reads these features
+    # of each train example: they are output under ANALYZED as it is built, so
+    # no shard is read back for the fit.
+    analyzed: frozenset = frozenset()
     # A PCollection's elements are examples a cut made, not samples (module docstring).
     elements_are_examples: bool = False
 
@@ -108,6 +117,7 @@ class _ConvertFn(beam.DoFn):
                                     count=self._count, measure=True)
         self._counters: Counters | None = None
         self._spec = recipe.spec
+        self._analyzed = frozenset(name.encode() for name in options.analyzed)
 
     def setup(self):
         if self._reader is not None:
@@ -173,6 +183,9 @@ class _ConvertFn(beam.DoFn):
                     yield beam.pvalue.TaggedOutput(SOURCES,
                                                    source_outcome(item.sample, item.outcome))
                 continue
+            if self._analyzed and item.split == ANALYZED_SPLIT:
+                yield beam.pvalue.TaggedOutput(ANALYZED, ExampleEncoder.kept(item.serialized,
+                                                                             self._analyzed))
             ready = self._transformer.add(item) if self._transformer else (item,)
             yield from self._write(ready, shards)
 
@@ -349,4 +362,4 @@ class ConvertUnits(beam.PTransform):
         fn = (_ConvertSplittableFn if reader.splittable else _ConvertFn)(
             reader, self._recipe, self._options)
         return units | "ConvertUnits" >> beam.ParDo(fn, **side).with_outputs(
-            RECEIPTS, main="examples")
+            RECEIPTS, ANALYZED, main="examples")

@@ -62,6 +62,7 @@ from transforms.recipe.measures import manifest_sections
 from transforms.recipe.measures.augmentation import AugmentedCopies
 from transforms.recipe.measures.labels import Labels
 from transforms.recipe.splits import split_balance
+from transforms.recipe.units import unit_coverage_errors
 from transforms.sources.augment_corpus import files_shared
 from transforms.sources.file_match import match_files
 from transforms.storage.folders import (
@@ -81,7 +82,7 @@ from transforms.writer.commit import (
 )
 from transforms.writer.ledger import LEDGER, ledger_part, ledger_text
 
-__all__ = ["Finalise", "unit_coverage_errors"]
+__all__ = ["Finalise"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -160,34 +161,6 @@ def _transcript_dropped(config) -> list:
     """A warning when the transcript named was left out of the cut's examples."""
     dropped = config.recipe.dropped_transcript
     return [config.said(dropped)] if dropped else []
-
-
-def unit_coverage_errors(planned: Mapping[int, tuple | None],
-                         reported: Iterable[tuple]) -> list[str]:
-    """What is wrong with the (unit, span) reports against the planned units.
-
-    A unit planned with span None must report once; a key range (start, end)
-    may have been split by the runner, and its parts' spans must tile it.
-    """
-    spans = collections.defaultdict(list)
-    for unit, span in reported:
-        spans[unit].append(span)
-    problems = [f"unit {u} was never planned" for u in sorted(set(spans) - set(planned))]
-    for unit, whole in sorted(planned.items()):
-        parts = spans.get(unit, [])
-        if whole is None:
-            if len(parts) != 1:
-                problems.append(f"unit {unit} reported {len(parts)} times, not once")
-            continue
-        edges = [whole[0]]
-        for start, end in sorted(parts):
-            if start != edges[-1]:
-                break
-            edges.append(end)
-        if not parts or edges[-1] != whole[1] or len(edges) != len(parts) + 1:
-            problems.append(f"unit {unit} {whole!r}: its reported parts {sorted(parts)!r} do "
-                            "not cover it exactly once")
-    return problems
 
 
 class CommitPlan(NamedTuple):

@@ -23,8 +23,9 @@ it was read is converted again), and a key range only when its receipts tile
 it, so the dataset is the one a clean run makes: byte for byte, names and
 all. The fingerprint (`recipe_fingerprint`) is over the recorded
 flags that shape examples and shards, the source, the feature spec and the
-augmentation's corpora (their recordings and file versions); a rerun whose
-fingerprint differs is refused, naming the flags or the corpus that changed.
+augmentation's corpora (their recordings and file versions); the launcher
+refuses a rerun whose fingerprint differs, naming the flags or the corpus that
+changed (pipelines/resume.py, which also picks the run's folder).
 """
 
 from __future__ import annotations
@@ -47,9 +48,9 @@ from transforms.runner.counters import counter
 from transforms.writer.tfrecord import ShardRecord
 
 __all__ = ["CHANGED", "LEDGER", "LEDGER_PART_UNITS", "NEW", "RETRIED", "REUSE", "REUSED", "Reuse",
-           "RunFolder", "SkipCommitted", "UnitReceipt", "flag_differences", "ledger_part",
-           "ledger_text", "parse_receipt", "plan_run_folder", "receipt_line", "recipe_fingerprint",
-           "reusable", "start_run", "write_receipt"]
+           "RunFolder", "SkipCommitted", "UnitReceipt", "deciding", "deciding_recipe",
+           "ledger_part", "ledger_text", "parse_receipt", "receipt_line", "recipe_fingerprint",
+           "reusable", "write_receipt"]
 
 LEDGER = "units.jsonl"
 _RECEIPTS = "units"
@@ -58,7 +59,7 @@ _RUN_FILE = "run.json"
 _POLICY_FLAGS = ("max_failure_fraction", "allow_empty_splits")
 
 
-def _deciding(options: Mapping[str, Any]) -> dict:
+def deciding(options: Mapping[str, Any]) -> dict:
     """Of writing settings (the recipe's `writing`, or a job's recorded flags),
     those that decide a unit's shards and receipt: all but the publishing
     policy. Duplicates warn and fail differ in policy only; off leaves the
@@ -187,9 +188,9 @@ def _ledger_receipts(text: str, output: str) -> Iterator[UnitReceipt]:
             s._replace(temp=FileSystems.join(output, s.temp)) for s in receipt.shards))
 
 
-def _deciding_recipe(recipe: Mapping[str, Any]) -> dict:
+def deciding_recipe(recipe: Mapping[str, Any]) -> dict:
     """A recipe description (DatasetConfig.describe) without its publishing policy."""
-    return {**recipe, "writing": _deciding(recipe.get("writing", {}))}
+    return {**recipe, "writing": deciding(recipe.get("writing", {}))}
 
 
 def recipe_fingerprint(recipe: Mapping[str, Any], source: Mapping[str, Any],
@@ -200,40 +201,11 @@ def recipe_fingerprint(recipe: Mapping[str, Any], source: Mapping[str, Any],
     the source but the input's size, and the feature spec (`features`, its
     JSON): the same from the command line and from Python."""
     deciding = {
-        "recipe": _deciding_recipe(recipe),
+        "recipe": deciding_recipe(recipe),
         "source": {k: v for k, v in source.items() if k not in _SOURCE_FACTS},
         "features": features,
     }
     return hashlib.sha256(json.dumps(deciding, sort_keys=True).encode("utf-8")).hexdigest()[:16]
-
-
-def flag_differences(earlier: Mapping[str, Any], now: Mapping[str, Any]) -> list:
-    """'--window_s 1.0 (was 2.0)' for each recorded flag that differs."""
-    earlier_deciding, now_deciding = _deciding(earlier), _deciding(now)
-    return [f"--{name} {now.get(name)!r} (was {earlier.get(name)!r})"
-            for name in sorted(set(earlier_deciding) | set(now_deciding))
-            if earlier_deciding.get(name) != now_deciding.get(name)]
-
-
-def recipe_differences(earlier: Mapping[str, Any], now: Mapping[str, Any],
-                       path: str = "") -> list:
-    """'cut.windows.window_s 1.0 (was 2.0)' for each deciding part of two
-    recipe descriptions that differs (a corpus's recordings by its name)."""
-    if not path:
-        earlier, now = _deciding_recipe(earlier), _deciding_recipe(now)
-    found = []
-    for name in sorted(set(earlier) | set(now)):
-        before, after = earlier.get(name), now.get(name)
-        where = f"{path}.{name}" if path else name
-        if before == after:
-            continue
-        if name in ("noise", "rirs") and path == "cut.augment":
-            found.append(f"the {'RIR' if name == 'rirs' else name} corpus's recordings")
-        elif isinstance(before, dict) and isinstance(after, dict):
-            found += recipe_differences(before, after, where)
-        else:
-            found.append(f"{where} {after!r} (was {before!r})")
-    return found
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,90 +225,15 @@ class RunFolder:
     def fresh(cls, output: str) -> "RunFolder":
         return cls(FileSystems.join(output, f"{manifest.TEMP_PREFIX}{uuid.uuid4().hex}"))
 
+    @staticmethod
+    def receipts_in(temp_dir: str) -> str:
+        """The pattern of the receipts a run wrote in its folder `temp_dir`."""
+        return FileSystems.join(temp_dir, _RECEIPTS, "*.json")
 
-def _read_json(path: str) -> dict | None:
-    try:
-        with FileSystems.open(path) as f:
-            return json.loads(f.read())
-    except (OSError, ValueError):
-        return None
-
-
-def _run_folders(output: str) -> list:
-    """(folder, run.json) of the unfinished runs in `output`."""
-    pattern = FileSystems.join(output, f"{manifest.TEMP_PREFIX}*", _RUN_FILE)
-    found = []
-    for metadata in FileSystems.match([pattern])[0].metadata_list:
-        run = _read_json(metadata.path)
-        if run is not None:
-            found.append((metadata.path.rsplit("/", 1)[0], run))
-    return found
-
-
-def _another_recipe(flag: str, what: str, earlier: Mapping[str, Any],
-                    options: Mapping[str, Any], recipe: Mapping[str, Any],
-                    advice: str) -> ValueError:
-    """The one-line refusal of earlier work of another recipe, naming what
-    changed: the flags, when both runs were jobs', else the recipe's parts."""
-    if "recipe" not in earlier:
-        changed = ["a version that recorded no recipe"]
-    else:
-        changed = ((flag_differences(earlier.get("options", {}), options)
-                    if options and earlier.get("options") else [])
-                   or recipe_differences(earlier["recipe"], recipe)
-                   or ["the source or the feature spec"])
-    return ValueError(f"{flag}: {what} another recipe: {', '.join(changed)}; "
-                      f"run without {flag} to {advice}")
-
-
-def plan_run_folder(output: str, fingerprint: str, options: Mapping[str, Any],
-                    recipe: Mapping[str, Any], *, resume: bool,
-                    retry_failed: bool) -> tuple[RunFolder, str]:
-    """This run's folder, and a line saying what it picks up.
-
-    Without `resume` or `retry_failed`: a fresh folder. Otherwise the unfinished
-    run of the same recipe with the most receipts (its folder continues), and
-    the published dataset's ledger when its recipe is the same. ValueError, in
-    one line naming the flags that changed, when the earlier work is another
-    recipe's, or `retry_failed` finds no published dataset.
-    """
-    if not (resume or retry_failed):
-        return RunFolder.fresh(output), ""
-    flag = "--retry_failed" if retry_failed else "--resume"
-    info = _read_json(FileSystems.join(output, manifest.MANIFEST))  # None: no dataset
-    if retry_failed and info is None:
-        raise ValueError(f"--retry_failed: {output} holds no published dataset to retry the "
-                         "failures of; --resume continues an unfinished run")
-    if info is not None and info.get("recipe_fingerprint") != fingerprint:
-        raise _another_recipe(flag, f"{output} was written by", info, options, recipe,
-                              "replace it")
-    runs = _run_folders(output)
-    mine = [folder for folder, run in runs if run.get("fingerprint") == fingerprint]
-    others = [run for _, run in runs if run.get("fingerprint") != fingerprint]
-    if not mine and others and info is None:
-        raise _another_recipe(flag, f"the unfinished run in {output} used", others[0], options,
-                              recipe, "start afresh")
-    counts = {folder: len(FileSystems.match([FileSystems.join(folder, _RECEIPTS, "*.json")])[0]
-                          .metadata_list) for folder in mine}
-    reuse, said = [], []
-    folder = max(mine, key=lambda f: (counts[f], f)) if mine else None
-    if folder is not None:
-        reuse.append(FileSystems.join(folder, _RECEIPTS, "*.json"))
-        said.append(f"{counts[folder]} unit receipts of the unfinished run in {folder}")
-    if info is not None and info.get("ledger"):
-        reuse.append(FileSystems.join(output, info["ledger"]))
-        said.append(f"the published dataset's {info['ledger']}")
-    run = RunFolder(folder or RunFolder.fresh(output).temp_dir, tuple(reuse), retry_failed)
-    return run, f"{flag}: reusing " + (" and ".join(said) if said else "nothing: a full run")
-
-
-def start_run(run: RunFolder, fingerprint: str, options: Mapping[str, Any],
-              recipe: Mapping[str, Any]) -> None:
-    """Marks the run's folder with its recipe, so a later --resume knows it:
-    its fingerprint, and to say what changed, its flags and its recipe."""
-    with FileSystems.create(FileSystems.join(run.temp_dir, _RUN_FILE)) as f:
-        f.write(json.dumps({"fingerprint": fingerprint, "options": dict(options),
-                            "recipe": dict(recipe)}, sort_keys=True).encode("utf-8"))
+    @staticmethod
+    def marker_in(temp_dir: str) -> str:
+        """The file that marks a run's folder with its recipe (pipelines/resume.py)."""
+        return FileSystems.join(temp_dir, _RUN_FILE)
 
 
 def _tiling(receipts: Sequence[UnitReceipt], span: tuple | None) -> tuple | None:

@@ -74,6 +74,7 @@ from transforms.sources.units import PlanUnits
 from transforms.storage.folders import check_writable
 from transforms.tft.preprocessing import Preprocessing
 from transforms.writer.convert import (
+    ANALYZED,
     KEYS,
     RECEIPTS,
     SOURCES,
@@ -480,6 +481,15 @@ class WriteDataset(beam.PTransform):
         self._unwired = check_choice("unwired_failures", unwired_failures, UNWIRED)
         self._examples_sink = examples_sink
         self._run = run or RunFolder.fresh(self._config.output)
+        config = self._config
+        if self._run.reuse and (config.shuffle == "global" or config.duplicates == "drop"
+                                or config.preprocessing is not None):
+            # The global layout writes no shard before every example is shuffled; the
+            # copies to drop and a tf.Transform are found (fitted) over every unit's
+            # samples as they are converted.
+            raise ArgumentError("run", "reuses the shards of work units: not with shuffle "
+                                       "'global', duplicates 'drop' or preprocessing, which "
+                                       "decide over the whole input")
 
     @property
     def config(self) -> DatasetConfig:
@@ -548,16 +558,20 @@ class WriteDataset(beam.PTransform):
         strata = (units | "StratifySplits" >> StratifySplits(recipe, reader)
                   if recipe.split_plan.stratify_by else None)
         # Preprocessing where the examples are written where they are built takes
-        # TFX's shape: converted untransformed (uncompressed, to be read back), then
-        # fitted on the train shards and applied to the shards. Where they leave the
+        # TFX's shape: converted untransformed (uncompressed, to be read back), fitted
+        # on the train examples' analyzed features as they are built, then applied
+        # to the shards. Where they leave the
         # converter (the global layout, an examples sink), it is fitted first, by a
         # pass of its own, and applied as each example is built.
         options = self._convert_options(None)
         on_shards = (config.preprocessing is not None and options.write_shards
                      and not options.emit_examples)
-        analysis = None
+        analysis = plan = None
         if on_shards:
-            options = dataclasses.replace(options, compression="none")
+            # Imported only when asked for: it loads TensorFlow and tf.Transform.
+            from transforms.tft.stage import AnalysisPlan
+            plan = AnalysisPlan.of(config.preprocessing, recipe.spec)
+            options = dataclasses.replace(options, compression="none", analyzed=plan.analyzed)
         elif config.preprocessing is not None:
             # Imported only when asked for: it loads TensorFlow and tf.Transform.
             from transforms.tft.stage import AnalyzeTrainSplit
@@ -574,9 +588,10 @@ class WriteDataset(beam.PTransform):
         receipts = ((converted[RECEIPTS], pending[REUSED])
                     | "AllReceipts" >> beam.Flatten())
         if on_shards:
-            from transforms.writer.transformed import AnalyzeWrittenTrain, TransformShards
-            analysis = receipts | "Preprocess" >> AnalyzeWrittenTrain(
-                config.preprocessing, recipe.spec, self._run.temp_dir)
+            from transforms.tft.stage import FitAnalysis
+            from transforms.writer.transformed import TransformShards
+            analysis = converted[ANALYZED] | "Preprocess" >> FitAnalysis(
+                plan, config.preprocessing, recipe.spec, self._run.temp_dir)
             receipts = receipts | "Transform" >> TransformShards(
                 analysis, recipe.spec, self._run.temp_dir, config.compression,
                 config.shard_size_bytes)
