@@ -47,7 +47,7 @@ from transforms.runner.runtime import announce_job, make_pipeline, runs_locally,
 from transforms.runner.worker_count import local_workers
 from transforms.sources.augment_corpus import list_recordings
 from transforms.tft.preprocessing import Preprocessing
-from transforms.writer.write import DatasetConfig, WriteDataset
+from transforms.writer.write import DatasetConfig, WriteDataset, check_reuse
 
 __all__ = ["cut_options", "dataset_config", "feature_spec", "media_roots", "named_fields",
            "run_dataset_job", "run_rows_job", "segment_options", "shard_size_bytes"]
@@ -184,15 +184,6 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
     if not opts.output:
         raise ValueError("--output is required")
     shard_bytes = shard_size_bytes(options)
-    whole_input = opts.shuffle == "global" or opts.duplicates == "drop" or any(
-        (opts.preprocessing_fn, opts.normalize, opts.vocabulary, opts.bucketize))
-    if (opts.resume or opts.retry_failed) and whole_input:
-        # The global layout writes no shard before every example is shuffled, and a
-        # tf.Transform is fitted (the copies to drop found) on the whole input
-        # before any unit is written.
-        raise ValueError(f"--{'retry_failed' if opts.retry_failed else 'resume'} reuses the "
-                         "shards of work units: not with --shuffle global, --duplicates drop "
-                         "or tf.Transform preprocessing, which decide over the whole input")
     workers = options.view_as(DirectOptions).direct_num_workers
     if opts.shuffle == "global" and runs_locally(options) and workers != 1:
         # docs/writing.md, "--shuffle global": Beam 2.77's local runner sends a stage's input
@@ -351,10 +342,8 @@ def run_dataset_job(
                          "or more")
     if opts.dry_run_samples:
         return launch.dry_run(config, source, opts.dry_run_samples)
-    if (opts.resume or opts.retry_failed) and not (config.write_tfrecords
-                                                   and examples_sink is None):
-        raise ValueError("--resume and --retry_failed reuse TFRecord shards: not with an "
-                         "examples table")
+    if opts.resume or opts.retry_failed:
+        check_reuse(config, "retry_failed" if opts.retry_failed else "resume", examples_sink)
     run, picked_up = launch.open_run(config, resume=opts.resume, retry_failed=opts.retry_failed)
     if picked_up:
         print(picked_up)

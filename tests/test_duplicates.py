@@ -231,7 +231,8 @@ def test_drop_and_resume_do_not_go_together(corpus, tmp_path):
          "--output", str(tmp_path / "out"), *FLAGS, "--duplicates", "drop", "--resume"],
         capture_output=True, text=True)
     assert result.returncode == 2
-    assert "not with --shuffle global, --duplicates drop" in result.stderr
+    assert "--resume reuses the shards of work units: not with --duplicates 'drop'" in (
+        result.stderr)
     assert len(result.stderr.strip().splitlines()) == 1
 
 

@@ -212,7 +212,7 @@ def test_resume_of_a_published_dataset_changes_nothing(corpus, tmp_path, capsys)
 
 @pytest.mark.parametrize("extra, message", [
     (["--retry_failed"], "holds no published dataset"),
-    (["--resume", "--shuffle", "global"], "not with --shuffle global"),
+    (["--resume", "--shuffle", "global"], "not with --shuffle 'global'"),
     (["--resume", "--normalize", "label=zscore"], "tf.Transform"),
 ])
 def test_refusals_fail_before_any_work(corpus, tmp_path, extra, message):

@@ -89,7 +89,7 @@ from transforms.writer.ledger import REUSED, RunFolder, SkipCommitted, recipe_fi
 from transforms.writer.tfrecord import COMPRESSIONS
 from transforms.writer.upstream import cut_counts, unwired_failures
 
-__all__ = ["COMPRESSIONS", "DatasetConfig", "SHUFFLES", "WriteDataset"]
+__all__ = ["COMPRESSIONS", "DatasetConfig", "SHUFFLES", "WriteDataset", "check_reuse"]
 
 # --shuffle: where examples are written (module docstring).
 SHUFFLES = ("none", "global")
@@ -332,6 +332,27 @@ def _given_keywords(keywords: Mapping[str, Any]) -> list:
 _OUTPUTS_OF: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
+def check_reuse(config: DatasetConfig, parameter: str,
+                examples_sink: beam.PTransform | None = None) -> None:
+    """ArgumentError naming `parameter` (what asks to reuse earlier work: a
+    RunFolder's `reuse`, --resume) when the config cannot reuse work units'
+    shards: the global layout writes no shard before every example is
+    shuffled; the copies to drop and a tf.Transform are found (fitted) over
+    every unit's samples as they are converted; an examples sink would miss
+    the reused units' examples."""
+    deciding = [what for what, asked in (
+        ("{shuffle} 'global'", config.shuffle == "global"),
+        ("{duplicates} 'drop'", config.duplicates == "drop"),
+        ("tf.Transform preprocessing", config.preprocessing is not None)) if asked]
+    if deciding:
+        raise ArgumentError(parameter, config.said(
+            f"reuses the shards of work units: not with {' or '.join(deciding)} (decided "
+            "over the whole input)"))
+    if examples_sink is not None or not config.write_tfrecords:
+        raise ArgumentError(parameter, "reuses TFRecord shards: not with an examples sink (an "
+                                       "examples table)")
+
+
 def _claim_output(pipeline, output: str) -> None:
     claimed = _OUTPUTS_OF.setdefault(pipeline, set())
     where = output if "://" in output else os.path.abspath(output)
@@ -481,15 +502,8 @@ class WriteDataset(beam.PTransform):
         self._unwired = check_choice("unwired_failures", unwired_failures, UNWIRED)
         self._examples_sink = examples_sink
         self._run = run or RunFolder.fresh(self._config.output)
-        config = self._config
-        if self._run.reuse and (config.shuffle == "global" or config.duplicates == "drop"
-                                or config.preprocessing is not None):
-            # The global layout writes no shard before every example is shuffled; the
-            # copies to drop and a tf.Transform are found (fitted) over every unit's
-            # samples as they are converted.
-            raise ArgumentError("run", "reuses the shards of work units: not with shuffle "
-                                       "'global', duplicates 'drop' or preprocessing, which "
-                                       "decide over the whole input")
+        if self._run.reuse:
+            check_reuse(self._config, "run", examples_sink)
 
     @property
     def config(self) -> DatasetConfig:
