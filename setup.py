@@ -15,6 +15,8 @@ setuptools.setup(
         "tensorflow-metadata==1.21.*",
         "tensorflow-transform==1.21.*",
         "numpy>=1.26",
+        "scipy>=1.11",  # its float32 FFT: the audio features' kernel (transforms/media/features.py)
+        "threadpoolctl>=3.1",  # the features' BLAS product on one thread (same module)
         "google-crc32c>=1.5",
         "isal>=1.6",
         "soundfile>=0.12",

@@ -145,13 +145,13 @@ def test_fbank_and_mfcc_are_kaldis(speech, i):
     mfcc = compute_features(audio, 16000, AudioFeatures("mfcc", num_mel_bins=23, num_ceps=13))
     assert fbank.shape == (1 + (len(audio) - 400) // 160, 80) and fbank.dtype == np.float32
     for expected in (_kaldi_fbank(audio, 80), _kaldi_native(audio, "fbank", 80)):
-        # Measured over the eight utterances, against each: at most 1.8e-3 (in
-        # near-silent frames, log energy ~1), 99.9% of values within 3.6e-4.
+        # Measured over the eight utterances, against each: at most 2.7e-3 (in
+        # near-silent frames, log energy ~1), 99.9% of values within 5.4e-4.
         difference = np.abs(fbank - expected)
         assert difference.max() < 1e-2 and np.percentile(difference, 99.9) < 1e-3
     for expected in (_kaldi_mfcc(audio, 23, 13), _kaldi_native(audio, "mfcc", 23)):
         assert mfcc.shape == expected.shape
-        assert np.abs(mfcc - expected).max() < 1e-2   # measured: at most 1.8e-3, of up to 160
+        assert np.abs(mfcc - expected).max() < 1e-2   # measured: at most 2.8e-3, of up to 160
 
 
 def test_logmel_is_tf_signals(speech):
