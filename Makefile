@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 DEMO   ?= demo
 
-.PHONY: demo test test-fast bench clean media-tools
+.PHONY: demo test test-fast bench bench-peers clean media-tools
 
 # The venv is rebuilt when setup.py changes; the stamp marks a finished install.
 $(VENV)/.installed: setup.py
@@ -70,6 +70,10 @@ bench: $(VENV)/.installed
 	$(PY) -m benchmarks.transform_bench
 	$(PY) -m benchmarks.features_bench
 	$(PY) -m benchmarks.augment_bench
+
+# Peers, each installed in a venv of its own under benchmarks/out (Lhotse: torch, ~5 GB).
+bench-peers: $(VENV)/.installed media-tools
+	$(PY) -m benchmarks.peers.lhotse_bench --workdir benchmarks/out/lhotse
 
 clean:
 	rm -rf $(DEMO) benchmarks/out .pytest_cache .hypothesis

@@ -6,9 +6,11 @@ runner's worker processes), sampled from /proc.
     run.seconds, run.peak_rss     # bytes: the largest sum of RSS seen at once
     run.first_output_s            # when the first .tfrecord file appeared under `watch`
     run.cpu_seconds               # user + system CPU of the whole tree
+    run.peak_pss                  # bytes: the largest sum of PSS seen at once
 
 RSS counts pages shared between the processes (libraries, copy-on-write) in
-each of them, so the sum errs high, never low.
+each of them, so the sum errs high, never low; PSS splits each shared page
+among its processes, so the tree's sum counts it once (/proc/PID/smaps_rollup).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import threading
 import time
 from typing import Mapping, NamedTuple, Sequence
 
-__all__ = ["Measured", "interleaved", "measure", "tree_rss", "warm"]
+__all__ = ["Measured", "interleaved", "measure", "tree_memory", "tree_rss", "warm"]
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -32,16 +34,16 @@ class Measured(NamedTuple):
     output: str                   # stdout and stderr, for errors and the job's own summary
     first_output_s: float | None  # seconds to the first .tfrecord file under `watch`
     cpu_seconds: float            # user + system, of the command and every process it waited for
+    peak_pss: int = 0             # bytes
 
 
 def warm(folder: str) -> None:
     """Before a timed run: nothing left to write back (the disk's background
-    work would be timed too), and every file of `folder` in the page cache."""
+    work would be timed too), and every file under `folder` in the page cache."""
     os.sync()
-    for name in os.listdir(folder):
-        path = os.path.join(folder, name)
-        if os.path.isfile(path):
-            with open(path, "rb") as f:
+    for directory, _, names in os.walk(folder):
+        for name in names:
+            with open(os.path.join(directory, name), "rb") as f:
                 while f.read(1 << 24):
                     pass
 
@@ -62,18 +64,36 @@ def _children() -> dict:
     return children
 
 
-def tree_rss(pid: int) -> int:
-    """The RSS of `pid` and all its descendants now, in bytes."""
-    children, pending, total = _children(), [pid], 0
+def _tree(pid: int) -> list:
+    """`pid` and all its descendants now."""
+    children, pending, found = _children(), [pid], []
     while pending:
         current = pending.pop()
+        found.append(current)
+        pending.extend(children.get(current, ()))
+    return found
+
+
+def tree_rss(pid: int) -> int:
+    """The RSS of `pid` and all its descendants now, in bytes."""
+    return tree_memory(pid, pss=False)[0]
+
+
+def tree_memory(pid: int, pss: bool = True) -> tuple[int, int]:
+    """(RSS, PSS) of `pid` and all its descendants now, in bytes (PSS 0
+    unless asked: it costs the kernel a walk of each process's pages)."""
+    rss = proportional = 0
+    for current in _tree(pid):
         try:
             with open(f"/proc/{current}/statm") as f:
-                total += int(f.read().split()[1]) * _PAGE
-        except OSError:
+                rss += int(f.read().split()[1]) * _PAGE
+            if pss:
+                with open(f"/proc/{current}/smaps_rollup") as f:
+                    proportional += next(int(line.split()[1]) * 1024 for line in f
+                                         if line.startswith("Pss:"))
+        except (OSError, StopIteration):
             continue  # exited meanwhile
-        pending.extend(children.get(current, ()))
-    return total
+    return rss, proportional
 
 
 def _has_output(folder: str) -> bool:
@@ -96,13 +116,14 @@ def measure(command: Sequence[str], env: dict | None = None, cwd: str | None = N
     start = time.perf_counter()
     process = subprocess.Popen(command, env=env, cwd=cwd, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT)
-    peak = [0]
+    peak = [0, 0]   # RSS, PSS
     first: list = [None]
     done = threading.Event()
 
     def sample():
         while not done.is_set():
-            peak[0] = max(peak[0], tree_rss(process.pid))
+            rss, pss = tree_memory(process.pid)
+            peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
             if watch and first[0] is None and _has_output(watch):
                 first[0] = time.perf_counter() - start
             done.wait(interval_s)
@@ -116,7 +137,7 @@ def measure(command: Sequence[str], env: dict | None = None, cwd: str | None = N
     text = output.decode("utf-8", "replace")
     if process.returncode:
         raise subprocess.CalledProcessError(process.returncode, command, text)
-    return Measured(seconds, peak[0], text, first[0], _cpu_of_children() - cpu)
+    return Measured(seconds, peak[0], text, first[0], _cpu_of_children() - cpu, peak[1])
 
 
 def interleaved(commands: Mapping[str, Sequence[str]], corpus: str, output: str,
