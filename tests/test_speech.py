@@ -24,6 +24,7 @@ import tensorflow_datasets as tfds
 import transforms as dg
 from pipelines import tar_to_tfrecord
 from transforms.format import reader
+from transforms.media.cutting import cut_sample
 from transforms.media.features import AudioFeatures, compute_features
 from transforms.testing.spoken import sentences, speak
 
@@ -152,6 +153,27 @@ def test_fbank_and_mfcc_are_kaldis(speech, i):
     for expected in (_kaldi_mfcc(audio, 23, 13), _kaldi_native(audio, "mfcc", 23)):
         assert mfcc.shape == expected.shape
         assert np.abs(mfcc - expected).max() < 1e-2   # measured: at most 2.8e-3, of up to 160
+
+
+@pytest.mark.parametrize("kind", ["fbank", "mfcc", "logmel"])
+@pytest.mark.parametrize("windows", [dg.WindowOptions(window_s=1.0, hop_s=0.25),
+                                     dg.WindowOptions(window_s=0.5, random_crops=6)])
+def test_overlapping_windows_features_are_each_windows_own(speech, kind, windows):
+    """Windows 0.25 s apart share three quarters of their frames, taken from
+    the window before; random crops, off the frame grid, are computed whole:
+    either way each window's features are those of its own audio."""
+    features = AudioFeatures(kind, num_mel_bins=40, keep_waveform=True)
+    cut = dg.CutOptions(mode="audio_windows", audio_fields=("flac",), windows=windows,
+                        audio_features=features)
+    flac = (speech / "files" / "u1.flac").read_bytes()
+    examples = list(cut_sample({"__key__": "u1", "flac": flac}, cut))
+    assert len(examples) >= 6
+    for example in examples:
+        # To float32's last bit: BLAS sums a product's rows in an order that
+        # depends on how many rows it is given at once.
+        np.testing.assert_allclose(example[kind],
+                                   compute_features(example["audio"], 16000, features),
+                                   rtol=1e-6, atol=1e-5)
 
 
 def test_logmel_is_tf_signals(speech):

@@ -64,7 +64,12 @@ from transforms.media.augment import (
     perturbed_blocks,
 )
 from transforms.media.decoded import MediaError, staged
-from transforms.media.features import FEATURE_KINDS, AudioFeatures, compute_features
+from transforms.media.features import (
+    FEATURE_KINDS,
+    AudioFeatures,
+    WindowFeatures,
+    compute_features,
+)
 from transforms.media.frames import FrameOptions
 from transforms.media.image_sequence import (
     IMAGE_SEQUENCE,
@@ -542,11 +547,18 @@ def hear_copy(sample: Mapping[str, Any], options: CutOptions, augmentation: Augm
 
 def _with_features(examples: Iterator[dict], options: CutOptions,
                    sample: Mapping[str, Any]) -> Iterator[dict]:
-    """Each example with its audio's features (the audio dropped unless kept)."""
+    """Each example with its audio's features (the audio dropped unless kept);
+    windows share the frames they overlap on (WindowFeatures)."""
     rate = options.audio.sample_rate
+    windows = (WindowFeatures(rate, options.audio_features)
+               if options.mode == "audio_windows" else None)
     for example in examples:
-        features = staged("features", _audio_source(sample, options), compute_features,
-                          example["audio"], rate, options.audio_features)
+        if windows is not None:
+            features = staged("features", _audio_source(sample, options), windows,
+                              example["audio"], example["start_time"])
+        else:
+            features = staged("features", _audio_source(sample, options), compute_features,
+                              example["audio"], rate, options.audio_features)
         example = {**example, options.audio_features.kind: features}
         if not options.audio_features.keep_waveform:
             del example["audio"]

@@ -41,7 +41,8 @@ import threadpoolctl
 from transforms.format.arguments import ArgumentError, ArgumentTypeError, check_choice
 from transforms.media.decoded import MediaError, full_scale_floats
 
-__all__ = ["AudioFeatures", "FEATURE_KINDS", "compute_features", "describe_in_words"]
+__all__ = ["AudioFeatures", "FEATURE_KINDS", "WindowFeatures", "compute_features",
+           "describe_in_words"]
 
 FEATURE_KINDS = ("fbank", "logmel", "mfcc")
 # Kaldi reads 16-bit audio as its integer values; float audio is in [-1, 1].
@@ -157,6 +158,50 @@ def compute_features(audio: np.ndarray, sample_rate: int, options: AudioFeatures
     if options.kind == "logmel":
         return _logmel(floats, sample_rate, options)
     return _kaldi(floats * np.float32(_KALDI_SCALE), sample_rate, options, frames)
+
+
+class WindowFeatures:
+    """The features of one recording's windows, given in the order they start
+    (an audio_windows cut): a window that starts a whole number of frame
+    shifts after the one before takes the frames they share from it rather
+    than computing them again, so overlapping windows (a hop shorter than
+    the window) cost about their hop's frames each. Every kind computes a
+    frame from its own samples alone, so the values are compute_features'
+    (to float32's last bit: BLAS orders a product's sums by how many rows it
+    is given). A window off that grid (a random crop) is computed whole.
+
+        features = WindowFeatures(16000, AudioFeatures("fbank"))
+        for window in windows:
+            window_fbank = features(window.samples, window.start)
+    """
+
+    def __init__(self, sample_rate: int, options: AudioFeatures):
+        self._rate, self._options = sample_rate, options
+        self._shift = options.frame_samples(sample_rate)[1]
+        self._origin: float | None = None   # the first window's start, seconds
+        self._first = 0                     # the frame the kept features start at
+        self._kept: np.ndarray | None = None
+
+    def __call__(self, audio: np.ndarray, start_s: float) -> np.ndarray:
+        if self._origin is None:
+            self._origin = start_s
+        offset = round((start_s - self._origin) * self._rate)
+        if offset % self._shift:
+            return compute_features(audio, self._rate, self._options)
+        first = offset // self._shift
+        frames = self._options.num_frames(len(audio), self._rate)
+        shared = 0
+        if self._kept is not None and first >= self._first:
+            shared = max(0, min(self._first + len(self._kept) - first, frames))
+        if not shared:
+            features = compute_features(audio, self._rate, self._options)
+        else:
+            reused = self._kept[first - self._first:first - self._first + shared]
+            features = reused if shared == frames else np.concatenate(
+                [reused, compute_features(audio[shared * self._shift:], self._rate,
+                                          self._options)])
+        self._first, self._kept = first, features
+        return features
 
 
 @functools.lru_cache(maxsize=16)
