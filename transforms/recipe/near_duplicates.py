@@ -95,9 +95,10 @@ class _Landmarks:
             return
         frames = np.lib.stride_tricks.sliding_window_view(pending, _FRAME)[::_HOP][:count]
         self._pending = pending[count * _HOP:]
-        # scipy's float32 FFT: numpy's is several times slower in float32.
-        spectrum = np.log1p(np.abs(scipy.fft.rfft(frames * self._window, axis=1, workers=1)))
-        spectrum = spectrum[:, _LOW_BIN:_HIGH_BIN]
+        # scipy's float32 FFT (numpy's is slower in float32); the log of the
+        # peaks' band only.
+        spectrum = scipy.fft.rfft(frames * self._window, axis=1, workers=1)
+        spectrum = np.log1p(np.abs(spectrum[:, _LOW_BIN:_HIGH_BIN]))
         strongest = _strongest(spectrum, _PEAKS_PER_FRAME)
         rows = np.arange(count)[:, None]
         rises = spectrum[rows, strongest] > spectrum.mean(axis=1, keepdims=True) + _PEAK_RISE
