@@ -201,7 +201,8 @@ class WindowFeatures:
                 [reused, compute_features(audio[shared * self._shift:], self._rate,
                                           self._options)])
         self._first, self._kept = first, features
-        return features
+        # A copy of its own: an example_fn changing it in place changes no other window.
+        return features.copy()
 
 
 @functools.lru_cache(maxsize=16)
