@@ -22,12 +22,12 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 import numpy as np
-import scipy.fft
 import soxr
 
 from transforms.format.sample import SPAN
 from transforms.media.audio import AudioOptions, stream_audio
 from transforms.media.decoded import Audio, MediaError, full_scale_floats, staged
+from transforms.media.features import frame_spectra
 
 __all__ = ["NEAR", "NearTap", "near_bands", "near_fingerprints", "near_similarity"]
 
@@ -95,9 +95,8 @@ class _Landmarks:
             return
         frames = np.lib.stride_tricks.sliding_window_view(pending, _FRAME)[::_HOP][:count]
         self._pending = pending[count * _HOP:]
-        # scipy's float32 FFT (numpy's is slower in float32); the log of the
-        # peaks' band only.
-        spectrum = scipy.fft.rfft(frames * self._window, axis=1, workers=1)
+        # The features' FFT; the log of the peaks' band only.
+        spectrum = frame_spectra(frames * self._window)
         spectrum = np.log1p(np.abs(spectrum[:, _LOW_BIN:_HIGH_BIN]))
         strongest = _strongest(spectrum, _PEAKS_PER_FRAME)
         rows = np.arange(count)[:, None]
