@@ -179,7 +179,7 @@ class DatasetConfig:
         if (isinstance(self.shard_size_bytes, bool)
                 or not isinstance(self.shard_size_bytes, int) or self.shard_size_bytes <= 0):
             raise ArgumentError("shard_size_bytes", f"must be a positive int (bytes), got "
-                                                      f"{self.shard_size_bytes!r}")
+                                                    f"{self.shard_size_bytes!r}")
         if not isinstance(self.num_shards, int) or self.num_shards < 0:
             raise ArgumentError("num_shards", f"must be an int >= 0, got {self.num_shards!r}")
         check_fraction("near_duplicates", self.near_duplicates)
