@@ -145,6 +145,7 @@ def cut_options(options: PipelineOptions) -> CutOptions:
             frame_ms=opts.feature_frame_ms,
             shift_ms=opts.feature_shift_ms,
             keep_waveform=opts.keep_waveform,
+            dtype=opts.feature_dtype,
         ),
     )
 

@@ -10,7 +10,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.flag_types import FUNCTION, GS_PATH, Flag, FlagTable
 from transforms.media.cutting import MODES
-from transforms.media.features import FEATURE_KINDS
+from transforms.media.features import FEATURE_DTYPES, FEATURE_KINDS
 from transforms.recipe.units import SHARD_SIZE_BYTES
 from transforms.writer.write import COMPRESSIONS, SHUFFLES
 
@@ -233,6 +233,10 @@ class DatasetOptions(FlagTable, PipelineOptions):
         Flag("feature_shift_ms", "audio features", type=float, default=10.0, recorded="cut",
              parameters=("shift_ms",), label="Feature frame shift (ms)",
              help="Feature frame shift, milliseconds."),
+        Flag("feature_dtype", "audio features", default="float32", choices=FEATURE_DTYPES,
+             recorded="cut",
+             help="How the audio features are stored: float32, or float16 at half the size "
+                  "(read back as float32, each value within 0.05% of itself)."),
         Flag("keep_waveform", "audio features", switch=True, recorded="cut",
              help="Write each example's audio as well as its features (by default the features "
                   "replace it)."),

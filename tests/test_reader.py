@@ -21,7 +21,8 @@ N = 40
 
 
 SPEC = ("ids:int64[*],emb:float[2,3],name:bytes,cls:int64,"
-        "flag:bool,small:int32,ids32=ids:int32[*],trio:int32[3],x:double,text:string")
+        "flag:bool,small:int32,ids32=ids:int32[*],trio:int32[3],x:double,text:string,"
+        "pcm:int16[*],half:float16[*,2]")
 
 
 def _sample(i):
@@ -30,7 +31,14 @@ def _sample(i):
     return {"__key__": f"k{i:03d}", "__url__": "mem://test", "ids": list(range(i % 4)),
             "emb": np.arange(6, dtype=np.float64).reshape(2, 3) + i, "name": f"n{i}".encode(),
             "cls": str(i).encode(), "flag": i % 3 == 0, "small": -1000 * i,
-            "trio": [i, -(2 ** 31), 2 ** 31 - 1], "x": i + 0.1, "text": f"тест {i}"}
+            "trio": [i, -(2 ** 31), 2 ** 31 - 1], "x": i + 0.1, "text": f"тест {i}",
+            # Packed arrays of a variable length, none at all in some examples.
+            "pcm": np.arange(i % 5, dtype=np.int16) * -7000, "half": _half(i)}
+
+
+def _half(i):
+    """i % 3 rows of two values, float16 rounds 0.1 of them."""
+    return np.arange(i % 3 * 2, dtype=np.float32).reshape(-1, 2) * 1000 + 0.1 * i
 
 
 @pytest.fixture(scope="module")
@@ -61,14 +69,17 @@ def test_values_shapes_and_dtypes(dataset):
         assert ex["emb"].dtype == tf.float32 and ex["emb"].shape == (2, 3)
         np.testing.assert_array_equal(ex["emb"].numpy(), np.arange(6).reshape(2, 3) + i)
         assert ex["ids"].numpy().tolist() == list(range(i % 4))
+        assert ex["pcm"].numpy().tolist() == list(range(0, -7000 * (i % 5), -7000))
+        np.testing.assert_array_equal(ex["half"].numpy().reshape(-1, 2),
+                                      _half(i).astype(np.float16))
 
 
 def test_typed_fields_come_back_as_their_declared_dtypes(dataset):
     examples = _all(dataset, batch_size=None)
     assert {name: t.dtype for name, t in examples[0].items()
-            if name in ("flag", "small", "ids32", "trio", "x", "text")} == {
+            if name in ("flag", "small", "ids32", "trio", "x", "text", "pcm", "half")} == {
         "flag": tf.bool, "small": tf.int32, "ids32": tf.int32, "trio": tf.int32,
-        "x": tf.float64, "text": tf.string}
+        "x": tf.float64, "text": tf.string, "pcm": tf.int16, "half": tf.float32}
     for ex in examples:
         i = int(ex["cls"])
         assert bool(ex["flag"]) is (i % 3 == 0)
@@ -111,6 +122,8 @@ def test_batches_are_dense_or_ragged_with_drop_remainder(dataset):
     assert batches[0]["emb"].shape == (4, 2, 3)
     assert isinstance(batches[0]["ids"], tf.RaggedTensor)
     assert batches[0]["ids"].shape[0] == 4
+    assert batches[0]["half"].shape.as_list() == [4, None, 2]
+    assert batches[0]["pcm"].shape.as_list() == [4, None]
 
 
 def test_unshuffled_order_is_the_written_order_and_shuffle_is_seeded(dataset):

@@ -200,13 +200,17 @@ def test_logmel_is_tf_signals(speech):
 def utterances(speech, tmp_path_factory):
     """Whole utterances as fbank [*, 80] with their waveform, and the short one."""
     output = tmp_path_factory.mktemp("utterances") / "ds"
-    tar_to_tfrecord.run(["--input", f"{speech}/*.tar", "--output", str(output),
-                         "--cut", "utterances", "--audio_features", "fbank", "--keep_waveform",
-                         "--max_failure_fraction", "0.2", *FLAGS,
-                         "--features", "text=txt:string,speaker=json.speaker:string",
-                         "--text_field", "text", "--text_case", "lower",
-                         "--text_punctuation", "strip"])
+    tar_to_tfrecord.run(_utterances_job(speech, output))
     return output
+
+
+def _utterances_job(speech, output, *flags: str) -> list:
+    """The utterances job's flags, with `flags` added."""
+    return ["--input", f"{speech}/*.tar", "--output", str(output), "--cut", "utterances",
+            "--audio_features", "fbank", "--keep_waveform", "--max_failure_fraction", "0.2",
+            *FLAGS, "--features", "text=txt:string,speaker=json.speaker:string",
+            "--text_field", "text", "--text_case", "lower", "--text_punctuation", "strip",
+            *flags]
 
 
 def _records(output, split: str) -> list[dict]:
@@ -317,6 +321,48 @@ def test_statistics_are_numpys_over_each_written_split(utterances):
             assert entry["count"] == len(values)
             np.testing.assert_allclose(entry["mean"], values.mean(axis=0), rtol=1e-9, atol=1e-12)
             np.testing.assert_allclose(entry["variance"], values.var(axis=0), rtol=1e-9)
+
+
+def test_float16_features_read_back_as_float32_rounded_at_half_the_bytes(
+        speech, utterances, tmp_path):
+    """--feature_dtype float16: the utterances job's features, each value the
+    float32 one rounded to float16 (within 0.008 on fbank's scale), read as
+    float32 by our reader and as float16 by TFDS, measured as read, two bytes
+    a value smaller, and verified."""
+    half = tmp_path / "half"
+    tar_to_tfrecord.run(_utterances_job(speech, half, "--feature_dtype", "float16"))
+    info = reader.load_info(half)
+    assert (info.spec.features[0].dtype, info.spec.features[0].shape) == ("float16", (None, 80))
+    assert info.document["audio_features"]["fbank"]["dtype"] == "float16"
+    full = {e["source_key"].decode(): e["fbank"].reshape(-1, 80)
+            for split in ("train", "test") for e in _records(utterances, split)}
+    values, largest_error = 0, 0.0
+    for split in ("train", "test"):
+        read = []
+        for batch in reader.load(half, split, batch_size=3, features=["source_key", "fbank"]):
+            assert batch["fbank"].dtype == tf.float32 and batch["fbank"].shape[2] == 80
+            for key, fbank in zip(batch["source_key"].numpy(), batch["fbank"]):
+                expected = full[key.decode()]
+                fbank = fbank.numpy()
+                np.testing.assert_array_equal(fbank, expected.astype(np.float16).astype(np.float32))
+                largest_error = max(largest_error, np.abs(fbank - expected).max())
+                values += expected.size
+                read.append(fbank.astype(np.float64))
+        rows = np.concatenate(read)
+        entry = info.statistics["fbank"][split]
+        assert entry["count"] == len(rows)
+        np.testing.assert_allclose(entry["mean"], rows.mean(axis=0), rtol=1e-9, atol=1e-12)
+    assert 0 < largest_error < 0.008 and values == sum(f.size for f in full.values())
+    by_tfds = tfds.builder_from_directory(str(half)).as_dataset(split="test")
+    for example in by_tfds:
+        fbank = example["fbank"].numpy()
+        assert fbank.dtype == np.float16
+        np.testing.assert_array_equal(fbank, full[example["source_key"].numpy().decode()]
+                                      .astype(np.float16))
+    saved = sum(s["num_bytes"] for s in reader.load_info(utterances).splits.values()) - sum(
+        s["num_bytes"] for s in info.splits.values())
+    assert saved == pytest.approx(2 * values, rel=0.01)
+    assert dg.verify_dataset(half).ok
 
 
 def test_the_reader_normalizes_with_trains_statistics_or_each_utterances(utterances):

@@ -215,7 +215,7 @@ def test_no_manifest(tmp_path):
 # -- one record against the spec, and its media ----------------------------------------------
 
 SPEC = parse_features("label:int64,flag:bool,name:string,pcm:int16[4],emb:float[2],"
-                      "image:bytes,sound:bytes")
+                      "image:bytes,sound:bytes,fbank:float16[*,2]")
 
 
 def _jpeg(height=4, width=6) -> bytes:
@@ -232,6 +232,7 @@ def _flac() -> bytes:
 
 def _example(**overrides):
     values = {"label": [3], "flag": [1], "name": ["né".encode()], "pcm": [b"\0" * 8],
+              "fbank": [np.arange(6, dtype="<f2").tobytes()],
               "emb": [0.5, -1.0], "image": [_jpeg()], "sound": [_flac()], **overrides}
     feature = {}
     for name, v in values.items():
@@ -258,6 +259,10 @@ def test_a_record_of_the_spec_passes_and_its_media_decode():
     ({"name": [b"\xff"]}, "feature 'name': text that is not UTF-8"),
     ({"pcm": [b"\0" * 6]}, "feature 'pcm': 6 bytes, int16[4] packs into 8"),
     ({"emb": [float("nan"), 0.0]}, "feature 'emb': a NaN or infinite value"),
+    ({"fbank": [b"\0" * 6]}, "feature 'fbank': 6 bytes, not whole rows of float16[*,2]"),
+    ({"fbank": [np.array([1, np.inf], "<f2").tobytes()]},
+     "feature 'fbank': a NaN or infinite value"),
+    ({"fbank": [b"", b""]}, "feature 'fbank': 2 values, its shape [*,2] holds 1"),
 ])
 def test_a_record_off_its_spec(overrides, problem):
     assert example_problems(_example(**overrides), SPEC) == [problem]

@@ -3,7 +3,7 @@
 `example_problems` checks a parsed record the way the reader will take it:
 every feature present, in the tf.Example list of its declared kind, with as
 many values (or packed bytes) as its shape holds, and within its declared
-dtype (a bool is 0 or 1, an int32 fits, a string is UTF-8); a feature the
+dtype (a bool is 0 or 1, an int32 fits, a string is UTF-8, a float finite); a feature the
 spec does not name is a problem too. `pipelines.verify` checks every record
 of a dataset so, and WriteDataset every serialized example a PCollection
 gives it. The record is parsed with TensorFlow's own protobuf.
@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from transforms.format.spec import PACKED, FeatureSpec
+from transforms.format.spec import PACKED, FeatureSpec, shape_text
 
 __all__ = ["example_problems", "parse_example", "stored_values"]
 
@@ -61,15 +61,18 @@ def example_problems(example, spec: FeatureSpec) -> list:
 
 
 def _count_problem(f, values) -> str | None:
-    if f.is_variable:
+    if f.stored_variable:
         return None
     expected = math.prod(f.stored_shape)
     if len(values) != expected:
-        return f"{len(values)} values, its shape {list(f.shape)} holds {expected}"
+        return f"{len(values)} values, its shape {shape_text(f.shape)} holds {expected}"
     if f.dtype in PACKED:
-        size = f.size * np.dtype(PACKED[f.dtype]).itemsize
-        if len(values[0]) != size:
-            return f"{len(values[0])} bytes, {f.dtype}{list(f.shape)} packs into {size}"
+        item, size = np.dtype(PACKED[f.dtype]).itemsize, len(values[0])
+        declared = f"{f.dtype}{shape_text(f.shape)}"
+        if f.is_variable and size % (math.prod(f.shape[1:]) * item):
+            return f"{size} bytes, not whole rows of {declared}"
+        if not f.is_variable and size != f.size * item:
+            return f"{size} bytes, {declared} packs into {f.size * item}"
     return None
 
 
@@ -85,5 +88,7 @@ def _domain_problem(f, values) -> str | None:
         except UnicodeDecodeError:
             return "text that is not UTF-8"
     if f.kind == "float" and not np.isfinite(np.asarray(values, np.float32)).all():
+        return "a NaN or infinite value"
+    if f.dtype == "float16" and not np.isfinite(np.frombuffer(values[0], PACKED["float16"])).all():
         return "a NaN or infinite value"
     return None

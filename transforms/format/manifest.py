@@ -166,7 +166,7 @@ def schema_proto(spec: FeatureSpec, num_classes: Mapping[str, int] | None = None
     language can: `image_domain` for JPEG frames, `audio_domain` for audio,
     `bool_domain` for bools, an `int_domain` for int32 (its range) and for
     labels with `num_classes` ({feature: classes}: categorical, 0..n-1). What
-    it cannot say (int16 or uint8 arrays packed into one bytes value, a
+    it cannot say (int16, uint8 or float16 arrays packed into one bytes value, a
     double stored as float32, the sample rate) goes in the feature's
     annotation: `beam_datagen.dtype:int16`, `beam_datagen.shape:[8000]`,
     `beam_datagen.sample_rate:16000`, with a comment in words.
@@ -178,7 +178,7 @@ def schema_proto(spec: FeatureSpec, num_classes: Mapping[str, int] | None = None
         feature = schema.feature.add(name=f.name, type=_TFMD_TYPES[f.kind])
         feature.presence.min_fraction = 1.0
         feature.presence.min_count = 1
-        if f.is_variable:
+        if f.stored_variable:
             feature.value_count.min = 0
         else:
             feature.shape.dim.extend(schema_pb2.FixedShape.Dim(size=d) for d in f.stored_shape)
@@ -216,6 +216,7 @@ _STORED_AS = {"bytes": "bytes", "int64": "int64", "float": "float"}
 _COMMENTS = {
     "int16": "int16{shape}, packed little-endian into one bytes value",
     "uint8": "uint8{shape}, packed into one bytes value",
+    "float16": "float16{shape}, packed little-endian into one bytes value, read as float32",
     "jpeg": "JPEG image(s) of shape {shape}",
     "string": "UTF-8 text",
     "bool": "bool, stored as 0/1",

@@ -14,8 +14,10 @@ Fixed-shape features come back as dense tensors of their declared shape;
 variable-length ones as `tf.RaggedTensor`s. Each comes back as its declared
 dtype: `bool`, `int32` and `double` are cast from the int64/float lists they
 are stored in; media features are decoded from the manifest alone: packed
-`int16`/`uint8` arrays with `tf.io.decode_raw`, `jpeg` images with
-`tf.io.decode_jpeg`, each reshaped to its declared shape.
+`int16`/`uint8`/`float16` arrays with `tf.io.decode_raw` (float16 then cast
+to float32, what a model takes), `jpeg` images with `tf.io.decode_jpeg`,
+each reshaped to its declared shape (a packed array with a variable first
+dimension, `float16[*,80]`, to a ragged batch like a float list's).
 
 For Keras `fit`: `features=[...]` picks the inputs (a lone name gives a lone
 tensor), `label_key="label"` yields `(features, label)`, the dataset knows
@@ -39,6 +41,7 @@ raw features when serving (`transform_features_layer()`).
 
 from __future__ import annotations
 
+import math
 import os
 import random
 
@@ -54,9 +57,10 @@ __all__ = ["load", "load_info", "steps_per_epoch", "examples_per_epoch", "parsin
            "decode_features", "transform_output"]
 
 _TF_DTYPES = {"bytes": tf.string, "int64": tf.int64, "float": tf.float32}
-_PACKED_DTYPES = {"int16": tf.int16, "uint8": tf.uint8}
+_PACKED_DTYPES = {"int16": tf.int16, "uint8": tf.uint8, "float16": tf.float16}
 # Declared dtypes stored in a wider tf.Example list, cast back after parsing.
-_CAST_DTYPES = {"bool": tf.bool, "int32": tf.int32, "double": tf.float64}
+_CAST_DTYPES = {"bool": tf.bool, "int32": tf.int32, "double": tf.float64,
+                "float16": tf.float32}
 _COMPRESSION = {"gzip": "GZIP", "none": ""}
 # Shards read at once, one example from each in turn: with shuffling, how many
 # sources (speakers, classes) the first batches can draw from.
@@ -121,7 +125,7 @@ def parsing_spec(spec: FeatureSpec) -> dict:
     features = {}
     for f in spec:
         dtype = _TF_DTYPES[f.kind]
-        if f.is_variable:
+        if f.stored_variable:
             # Inner dimensions (a [*, 80] filterbank) are uniform rows of the flat list.
             inner = tuple(tf.io.RaggedFeature.UniformRowLength(d) for d in f.stored_shape[1:])
             features[f.name] = tf.io.RaggedFeature(dtype=dtype, row_splits_dtype=tf.int64,
@@ -147,13 +151,26 @@ def decode_features(spec: FeatureSpec, parsed: dict) -> dict:
     out = dict(parsed)
     for f in spec:
         if f.dtype in _PACKED_DTYPES:
-            out[f.name] = tf.reshape(tf.io.decode_raw(parsed[f.name], _PACKED_DTYPES[f.dtype]),
-                                     [-1, *f.shape])
+            out[f.name] = _unpack(parsed[f.name], f)
         elif f.dtype == "jpeg":
             out[f.name] = _decode_jpegs(parsed[f.name], f.shape)
-        elif f.dtype in _CAST_DTYPES:
-            out[f.name] = tf.cast(parsed[f.name], _CAST_DTYPES[f.dtype])
+        if f.dtype in _CAST_DTYPES:
+            out[f.name] = tf.cast(out[f.name], _CAST_DTYPES[f.dtype])
     return out
+
+
+def _unpack(packed: tf.Tensor, f) -> tf.Tensor | tf.RaggedTensor:
+    """[batch] packed arrays -> [batch, *shape]; with a variable first
+    dimension, a ragged [batch, None, *rest] whose rows the byte counts give
+    (the batch's bytes decoded in one call)."""
+    dtype = _PACKED_DTYPES[f.dtype]
+    if not f.is_variable:
+        return tf.reshape(tf.io.decode_raw(packed, dtype), [-1, *f.shape])
+    row_bytes = math.prod(f.shape[1:]) * dtype.size
+    values = tf.reshape(tf.io.decode_raw(tf.strings.reduce_join(packed), dtype),
+                        [-1, *f.shape[1:]])
+    rows = tf.cast(tf.strings.length(packed) // row_bytes, tf.int64)
+    return tf.RaggedTensor.from_row_lengths(values, rows)
 
 
 _NORMALIZE = ("global", "utterance")

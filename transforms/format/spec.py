@@ -9,17 +9,21 @@ Flag grammar, comma separated: `[name=]source:dtype[shape]`, e.g.
 `flac:bytes,cls:int64,speaker=json.speaker:bytes,emb:float[128],ids:int64[*]`.
 `source` is a Sample field (`cls`) or a JSON projection (`json.speaker`,
 `json.meta.age`); `shape` is `[]`-less for a scalar, `[k]` / `[h,w]` for a fixed
-shape and `[*]` for a variable-length list.
+shape and `[*]` for a variable-length list (`[*,80]`: rows of 80).
 
 Declared dtypes (TFRecorder's types and the media ones) and where they are
 stored: `bool`, `int32`, `int64` in an int64_list; `float` (alias `float32`)
 and `double` (alias `float64`) in a float_list, so a double is rounded to
 float32 on the wire (tf.Example has no wider float); `bytes` (as stored) and
 `string` (UTF-8 text, checked, stored as `field_text` reads it) in a
-bytes_list; `int16`/`uint8` arrays and `jpeg` images packed into bytes (a
+bytes_list; `int16`/`uint8`/`float16` arrays and `jpeg` images packed into
+bytes, one bytes value an example (a packed array's first dimension may be
+variable, `float16[*,80]`: the byte count says how many rows; a
 `jpeg[k,h,w,c]` feature is k images, and k may be variable: a segment's
 frames). The manifest records the declared dtype and the reader restores it
-(tf.bool, tf.int32, tf.float64, ...). A numeric or
+(tf.bool, tf.int32, tf.float64, ...); a float16 array reads back as float32,
+its values rounded to float16's 11 significant bits (a relative error of at
+most 2^-11, 0.05%). A numeric or
 bool feature reads a `.npy` member (numpy.save's format, as WebDataset's
 TarWriter stores arrays) as the array it holds, never unpickling.
 """
@@ -47,19 +51,21 @@ __all__ = [
     "ALIASES",
     "npy_array",
     "parse_features",
+    "shape_text",
+    "unpacked",
 ]
 
 # Declared dtype -> the tf.Example list it is stored in.
 KINDS = {"bytes": "bytes", "string": "bytes", "bool": "int64", "int32": "int64",
          "int64": "int64", "float": "float", "double": "float",
-         "int16": "bytes", "uint8": "bytes", "jpeg": "bytes"}
+         "int16": "bytes", "uint8": "bytes", "float16": "bytes", "jpeg": "bytes"}
 # numpy's names for the float dtypes, accepted in specs and stored as the dtype they mean.
 ALIASES = {"float32": "float", "float64": "double"}
 _INT32 = np.iinfo(np.int32)
 
 _NUMPY_DTYPES = {"int64": np.int64, "float": np.float32}
 # Packed arrays: declared dtype -> little-endian numpy dtype of the bytes.
-PACKED = {"int16": "<i2", "uint8": "u1"}
+PACKED = {"int16": "<i2", "uint8": "u1", "float16": "<f2"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,9 +95,9 @@ class Feature:
             raise ValueError(
                 f"feature {self.name!r}: only the first dimension may be variable, "
                 f"got shape {self.shape}")
-        if self.dtype in PACKED and (not self.shape or self.is_variable):
-            raise ValueError(f"feature {self.name!r}: {self.dtype} needs a fixed shape, "
-                             f"e.g. {self.dtype}[16000]")
+        if self.dtype in PACKED and not self.shape:
+            raise ValueError(f"feature {self.name!r}: {self.dtype} is an array: give its "
+                             f"shape, e.g. {self.dtype}[16000] or {self.dtype}[*]")
         if self.dtype == "jpeg" and (len(self.shape) not in (3, 4) or self.shape[-1] not in (1, 3)
                                      or self.is_variable and len(self.shape) == 3):
             raise ValueError(f"feature {self.name!r}: jpeg needs [h,w,c] or [k,h,w,c] (k "
@@ -107,6 +113,12 @@ class Feature:
     @property
     def is_variable(self) -> bool:
         return bool(self.shape) and self.shape[0] is None
+
+    @property
+    def stored_variable(self) -> bool:
+        """Whether the tf.Example list's length varies (a packed array's does
+        not: it is one bytes value whatever its rows)."""
+        return bool(self.stored_shape) and self.stored_shape[0] is None
 
     @property
     def size(self) -> int | None:
@@ -191,8 +203,7 @@ class Feature:
         else:
             fits = shape == declared
         if not fits:
-            wanted = ("[" + ",".join("*" if d is None else str(d) for d in declared) + "]"
-                      if declared else "a scalar")
+            wanted = shape_text(declared) if declared else "a scalar"
             raise ValueError(f"feature {self.name!r} (from {self.source!r}) is an array of "
                              f"shape {list(shape)}; the spec declares {wanted}")
 
@@ -281,17 +292,17 @@ def _split_terms(text: str) -> list:
 def _parse_shape(text: str | None, term: str) -> tuple:
     if text is None:
         return ()
-    text = text.strip()
-    if text == "*":
-        return (None,)
+    parts = [part.strip() for part in text.split(",")]
+    variable = parts[0] == "*"
     try:
-        dims = tuple(int(d) for d in text.split(","))
+        dims = tuple(int(d) for d in parts[variable:])
     except ValueError:
-        raise ArgumentError("features", f"term {term!r}: shape must be [*] or integers like "
-                                        "[128] or [4,4]") from None
-    if not dims or any(d <= 0 for d in dims):
+        raise ArgumentError("features", f"term {term!r}: shape must be integers like [128] "
+                                        "or [4,4], the first may be * (variable): [*], [*,80]"
+                            ) from None
+    if any(d <= 0 for d in dims):
         raise ArgumentError("features", f"term {term!r}: dimensions must be positive")
-    return dims
+    return (None,) * variable + dims
 
 
 def parse_features(text: str) -> FeatureSpec:
@@ -379,18 +390,50 @@ def _to_bool_array(value, name: str) -> np.ndarray:
 
 
 def _pack(value, feature: Feature) -> bytes:
-    """An integer array of the feature's shape as little-endian bytes."""
+    """An array of the feature's shape as little-endian bytes of its dtype:
+    integers in the int16/uint8 range, or numbers float16 holds (finite,
+    within ±65504; rounded to the nearest float16)."""
     array = np.asarray(value)
-    if array.dtype.kind not in "iu":
-        raise ValueError(f"feature {feature.name!r}: expected an integer array for "
+    floating = feature.dtype == "float16"
+    if array.dtype.kind not in ("iuf" if floating else "iu"):
+        wanted = "a numeric" if floating else "an integer"
+        raise ValueError(f"feature {feature.name!r}: expected {wanted} array for "
                          f"{feature.dtype}, got {array.dtype}")
-    if array.size != feature.size:
+    fits = (array.size % math.prod(feature.shape[1:]) == 0 if feature.is_variable
+            else array.size == feature.size)
+    if not fits:
         raise ValueError(f"feature {feature.name!r} (from {feature.source!r}) has "
-                         f"{array.size} values, shape {list(feature.shape)} needs {feature.size}")
-    info = np.iinfo(PACKED[feature.dtype])
+                         f"{array.size} values, not {_rows_of(feature.shape)}")
+    stored = PACKED[feature.dtype]
+    if floating:
+        with np.errstate(over="ignore", invalid="ignore"):
+            packed = np.ascontiguousarray(array, dtype=stored)
+        if not np.isfinite(packed).all():
+            raise ValueError(f"feature {feature.name!r}: values that are not finite float16 "
+                             f"numbers (NaN, infinity, or beyond ±65504)")
+        return packed.tobytes()
+    info = np.iinfo(stored)
     if array.size and (array.min() < info.min or array.max() > info.max):
         raise ValueError(f"feature {feature.name!r}: values outside the {feature.dtype} range")
-    return np.ascontiguousarray(array, dtype=PACKED[feature.dtype]).tobytes()
+    return np.ascontiguousarray(array, dtype=stored).tobytes()
+
+
+def unpacked(values, dtype: str) -> np.ndarray:
+    """A feature's coerced (or stored) values as the numbers the reader gives:
+    a packed array's bytes read as its dtype, any other list as it is."""
+    if dtype in PACKED:
+        return np.frombuffer(values[0], PACKED[dtype])
+    return np.asarray(values)
+
+
+def shape_text(shape: tuple) -> str:
+    """A shape as the --features grammar writes it: '[98,40]', '[*,80]'."""
+    return "[" + ",".join("*" if d is None else str(d) for d in shape) + "]"
+
+
+def _rows_of(shape: tuple) -> str:
+    """'shape [98,40]' / 'whole rows of shape [*,40]', what an array must fill."""
+    return ("whole rows of shape " if shape and shape[0] is None else "shape ") + shape_text(shape)
 
 
 def _text_numbers(value: bytes | str) -> list:

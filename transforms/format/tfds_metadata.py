@@ -12,7 +12,8 @@ the manifest, in the JSON TFDS 4.x writes for its own datasets (its
   frames, `Audio` for a window (raw float32 values, or int16 packed as
   bytes), `ClassLabel` for an integer label whose classes are known, `Text`
   for UTF-8 strings and `Tensor` for everything else (packed arrays with
-  TFDS's bytes encoding).
+  TFDS's bytes encoding; TFDS gives a float16 array as float16, where our
+  reader casts it to float32).
 
 TFDS reads uncompressed tfrecord shards only, so a gzip dataset gets neither
 file (`applies`).
@@ -39,7 +40,7 @@ _CLASS = "tensorflow_datasets.core.features."
 # int32, float lists narrow double; TFDS casts back, as our reader does).
 _DTYPES = {"bytes": "string", "string": "string", "bool": "bool", "int32": "int32",
            "int64": "int64", "float": "float32", "double": "float64",
-           "int16": "int16", "uint8": "uint8"}
+           "int16": "int16", "uint8": "uint8", "float16": "float16"}
 
 
 def applies(compression: str) -> bool:

@@ -207,10 +207,10 @@ class CutOptions:
 
     @functools.cached_property   # asked of every sample: made once
     def measured_features(self) -> tuple:
-        """(name, values a row) of the features whose statistics a job keeps
-        (transforms/recipe/measures/statistics.py): the audio features' per value of a
-        frame, a float waveform's level."""
-        return tuple((f.name, f.shape[-1]) if f.name in FEATURE_KINDS else (f.name, 1)
+        """(name, values a row, dtype) of the features whose statistics a job
+        keeps (transforms/recipe/measures/statistics.py): the audio features'
+        per value of a frame, a float waveform's level."""
+        return tuple((f.name, f.shape[-1] if f.name in FEATURE_KINDS else 1, f.dtype)
                      for f in self.features
                      if f.name in FEATURE_KINDS or f.name == "audio" and f.dtype == "float")
 
@@ -273,7 +273,8 @@ def media_features(options: CutOptions) -> tuple:
         if options.audio_features:
             frames = None if length is None else options.audio_features.num_frames(
                 length, options.audio.sample_rate)
-            features.append(Feature(options.audio_features.kind, "float",
+            features.append(Feature(options.audio_features.kind,
+                                    options.audio_features.stored_dtype,
                                     (frames, options.audio_features.dims)))
         if options.audio_features.keep_waveform or not options.audio_features:
             features.append(Feature("audio", audio_dtype, (length,),

@@ -24,6 +24,7 @@ from typing import Iterable, NamedTuple
 
 import numpy as np
 
+from transforms.format.spec import unpacked
 from transforms.recipe.measures import Measure, Seen
 
 __all__ = ["Moments", "Statistics", "merge_moments", "statistics_entry"]
@@ -64,8 +65,9 @@ def statistics_entry(moments: Moments) -> dict:
 
 @dataclasses.dataclass(frozen=True)
 class Statistics(Measure):
-    """The moments of `features` ((name, values a row) pairs: the cut's
-    CutOptions.measured_features) per split. A unit's accumulator is
+    """The moments of `features` ((name, values a row, declared dtype): the
+    cut's CutOptions.measured_features) per split, of the values as the
+    reader gives them (a float16 feature's after its rounding). A unit's accumulator is
     {(split, feature): [rows, sums, squares]} in float64 arrays; merged, it
     is {(split, feature): Moments} of Fractions."""
 
@@ -76,8 +78,8 @@ class Statistics(Measure):
         return {}
 
     def add(self, accumulator: dict, seen: Seen) -> None:
-        for feature, width in self.features:
-            rows = np.asarray(seen.values[feature], np.float64).reshape(-1, width)
+        for feature, width, dtype in self.features:
+            rows = np.asarray(unpacked(seen.values[feature], dtype), np.float64).reshape(-1, width)
             sums = [len(rows), rows.sum(axis=0), np.einsum("ij,ij->j", rows, rows)]
             found = accumulator.setdefault((seen.split, feature), sums)
             if found is not sums:
