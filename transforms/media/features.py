@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import NamedTuple
 
 import numpy as np
 import threadpoolctl
@@ -220,10 +221,10 @@ class WindowFeatures:
 
 @functools.lru_cache(maxsize=16)
 def _kaldi_parts(sample_rate: int, options: AudioFeatures) -> tuple:
-    """(Povey window, FFT length, paired mel banks, lifted DCT or None) as
-    Kaldi makes them, in float32. The banks weigh the FFT's bins below
-    Nyquist, each row twice: once for a bin's real part squared, once for
-    its imaginary part (`_kaldi_block`)."""
+    """(Povey window, FFT length, paired mel banks in _Bands, lifted DCT or
+    None) as Kaldi makes them, in float32. The banks weigh the FFT's bins
+    below Nyquist, each row twice: once for a bin's real part squared, once
+    for its imaginary part (`_kaldi_block`)."""
     length, _ = options.frame_samples(sample_rate)
     n = np.arange(length)
     window = ((0.5 - 0.5 * np.cos(2 * np.pi * n / (length - 1))) ** 0.85).astype(np.float32)
@@ -250,7 +251,44 @@ def _kaldi_parts(sample_rate: int, options: AudioFeatures) -> tuple:
         lifter = 1 + _CEPSTRAL_LIFTER / 2 * np.sin(np.pi * np.arange(options.num_ceps)
                                                    / _CEPSTRAL_LIFTER)
         lifted = (dct * lifter[:, None]).T.astype(np.float32)
-    return window, fft_length, np.repeat(banks, 2, axis=0), lifted
+    return window, fft_length, _bands(np.repeat(banks, 2, axis=0)), lifted
+
+
+class _Band(NamedTuple):
+    """Adjacent mel bins (`bins`) and the spectrum values they weigh (`rows`):
+    a block of the mel weights, all of its nonzero ones."""
+
+    bins: slice
+    rows: slice
+    weights: np.ndarray
+
+
+# Mel bins a band of the mel product takes: each band multiplies only the
+# spectrum values its triangles weigh (at 80 bins and 16 kHz, a fifth of the
+# dense product's work), and 16 float32 results a row fill whole vector
+# registers: for 98 frames 23 µs against 68 dense; bands of 13 or 14 bins
+# took 30.
+_BAND_BINS = 16
+
+
+def _bands(weights: np.ndarray) -> tuple:
+    """`weights` (spectrum values x mel bins: triangles along a diagonal) as
+    _Bands of _BAND_BINS mel bins each."""
+    bands = []
+    for first in range(0, weights.shape[1], _BAND_BINS):
+        bins = slice(first, min(first + _BAND_BINS, weights.shape[1]))
+        weighed = np.flatnonzero(weights[:, bins].any(axis=1))
+        rows = slice(weighed[0], weighed[-1] + 1) if len(weighed) else slice(0, 0)
+        bands.append(_Band(bins, rows, np.ascontiguousarray(weights[rows, bins])))
+    return tuple(bands)
+
+
+def _mel_product(values: np.ndarray, bands: tuple) -> np.ndarray:
+    """`values` (frames x spectrum values) times the mel weights, band by band."""
+    out = np.empty((len(values), bands[-1].bins.stop), np.float32)
+    for band in bands:
+        np.matmul(values[:, band.rows], band.weights, out=out[:, band.bins])
+    return out
 
 
 # Frames the kernels take at a time (a 1 s window's 98 in one): a block's
@@ -305,7 +343,7 @@ def _kaldi(audio: np.ndarray, sample_rate: int, options: AudioFeatures,
     return _in_blocks(framed, options.dims, functools.partial(_kaldi_block, *parts))
 
 
-def _kaldi_block(window: np.ndarray, fft_length: int, paired_banks: np.ndarray,
+def _kaldi_block(window: np.ndarray, fft_length: int, paired_banks: tuple,
                  lifted: np.ndarray | None, frames: np.ndarray) -> np.ndarray:
     """A block of frames' log mel energies (or MFCCs), float32 throughout."""
     centred = frames - frames.mean(axis=1, keepdims=True)  # a copy, worked on in place
@@ -320,7 +358,7 @@ def _kaldi_block(window: np.ndarray, fft_length: int, paired_banks: np.ndarray,
     # imaginary parts squared side by side, the banks' rows paired to match.
     squares = spectrum.view(np.float32)
     np.square(squares, out=squares)
-    energies = np.log(np.maximum(squares @ paired_banks, _FLOAT_EPSILON))
+    energies = np.log(np.maximum(_mel_product(squares, paired_banks), _FLOAT_EPSILON))
     if lifted is None:
         return energies
     mfcc = energies @ lifted
@@ -332,12 +370,12 @@ def _empty_mel_bins(sample_rate: int, options: AudioFeatures) -> int:
     """How many of the mel bins `options.kind` lays over the FFT bins at
     `sample_rate` weigh none of them."""
     parts = (_tf_signal_parts if options.kind == "logmel" else _kaldi_parts)(sample_rate, options)
-    return int(np.count_nonzero(~parts[2].any(axis=0)))
+    return sum(int(np.count_nonzero(~band.weights.any(axis=0))) for band in parts[2])
 
 
 @functools.lru_cache(maxsize=16)
 def _tf_signal_parts(sample_rate: int, options: AudioFeatures) -> tuple:
-    """(window, FFT length, mel weights) as tf.signal makes them, in float32."""
+    """(window, FFT length, mel weights in _Bands) as tf.signal makes them, in float32."""
     length, _ = options.frame_samples(sample_rate)
     n = np.arange(length, dtype=np.float32)
     window = (0.5 - 0.5 * np.cos(2 * np.pi * n / length)).astype(np.float32)  # periodic Hann
@@ -355,16 +393,16 @@ def _tf_signal_parts(sample_rate: int, options: AudioFeatures) -> tuple:
     weights = np.maximum(0.0, np.minimum((spectrum_mel - lower) / (center - lower),
                                          (upper - spectrum_mel) / (upper - center)))
     weights = np.concatenate([np.zeros((1, options.num_mel_bins)), weights]).astype(np.float32)
-    return window, fft_length, weights
+    return window, fft_length, _bands(weights)
 
 
 def _logmel(audio: np.ndarray, sample_rate: int, options: AudioFeatures) -> np.ndarray:
     length, shift = options.frame_samples(sample_rate)
-    window, fft_length, weights = _tf_signal_parts(sample_rate, options)
+    window, fft_length, bands = _tf_signal_parts(sample_rate, options)
 
     def kernel(frames: np.ndarray) -> np.ndarray:
         magnitude = np.abs(frame_spectra(frames * window, fft_length, overwrite=True))
-        return np.log(magnitude @ weights + np.float32(_LOG_OFFSET))
+        return np.log(_mel_product(magnitude, bands) + np.float32(_LOG_OFFSET))
 
     framed = np.lib.stride_tricks.sliding_window_view(audio, length)[::shift]
     return _in_blocks(framed, options.num_mel_bins, kernel)
