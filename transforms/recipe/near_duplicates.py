@@ -27,7 +27,7 @@ import soxr
 from transforms.format.sample import SPAN
 from transforms.media.audio import AudioOptions, stream_audio
 from transforms.media.decoded import Audio, MediaError, full_scale_floats, staged
-from transforms.media.features import frame_spectra
+from transforms.media.features import frame_spectra, frames_of
 
 __all__ = ["NEAR", "NearTap", "near_bands", "near_fingerprints", "near_similarity"]
 
@@ -89,11 +89,11 @@ class _Landmarks:
 
     def update(self, samples: np.ndarray) -> None:
         pending = np.concatenate([self._pending, samples])
-        count = 1 + (len(pending) - _FRAME) // _HOP if len(pending) >= _FRAME else 0
+        frames = frames_of(pending, _FRAME, _HOP)
+        count = len(frames)
         if not count:
             self._pending = pending
             return
-        frames = np.lib.stride_tricks.sliding_window_view(pending, _FRAME)[::_HOP][:count]
         self._pending = pending[count * _HOP:]
         # The features' FFT; the log of the peaks' band only.
         spectrum = frame_spectra(frames * self._window)
