@@ -14,7 +14,8 @@ after a sync with the corpus in the page cache, one core each:
                the filterbanks replacing the waveform.
 
 Targets (issue #38): fbank's time <= 1.3x windows' (features add at most
-30%), and fbank >= 0.85x the lean loop's speed.
+30%), and fbank >= 0.85x the lean loop's speed, judged on CPU time (wall
+time printed beside it).
 """
 
 from __future__ import annotations
@@ -65,13 +66,18 @@ def main(argv=None) -> None:
     results = interleaved({name: [*command, "--input", f"{corpus}/*.tar", "--output", output]
                            for name, command in RUNS.items()}, corpus, output, args.repeats)
     seconds = {name: statistics.median(r.seconds for r in runs) for name, runs in results.items()}
+    cpu = {name: statistics.median(r.cpu_seconds for r in runs) for name, runs in results.items()}
     for name, runs in results.items():
-        print(f"{name:11s} {seconds[name]:7.1f} s {megabytes / seconds[name]:6.1f} MB/s "
+        print(f"{name:11s} {seconds[name]:7.1f} s {cpu[name]:7.1f} CPU-s "
+              f"{megabytes / seconds[name]:6.1f} MB/s "
               f"peak RSS {statistics.median(r.peak_rss for r in runs) / 2**20:5.0f} MiB")
-    added = seconds["fbank"] / seconds["windows"]
-    of_lean = seconds["lean fbank"] / seconds["fbank"]
-    print(f"fbank / windows: {added:.2f}x time (target <= {MOST_ADDED}x); "
-          f"fbank job: {of_lean:.2f}x the lean loop's speed (target >= {LEAST_OF_LEAN}x)")
+    # Judged on CPU time, the steadier figure on a shared machine (a run's wall
+    # time also counts its waits for the disk and for other tenants).
+    added = cpu["fbank"] / cpu["windows"]
+    of_lean = cpu["lean fbank"] / cpu["fbank"]
+    print(f"fbank / windows: {added:.2f}x CPU time ({seconds['fbank'] / seconds['windows']:.2f}x "
+          f"wall; target <= {MOST_ADDED}x); fbank job: {of_lean:.2f}x the lean loop's speed "
+          f"({seconds['lean fbank'] / seconds['fbank']:.2f}x wall; target >= {LEAST_OF_LEAN}x)")
     missed = [f"fbank adds {added:.2f}x > {MOST_ADDED}x"] * (added > MOST_ADDED) + [
         f"fbank job {of_lean:.2f}x lean < {LEAST_OF_LEAN}x"] * (of_lean < LEAST_OF_LEAN)
     missed += ["the lean loop and the job wrote different records"] * (not same)
