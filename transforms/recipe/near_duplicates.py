@@ -60,6 +60,11 @@ _MULTIPLIER, _OFFSET = 1_103_515_245, 12_345
 _EMPTY = np.uint32(_PRIME)
 # Fewer landmarks than this (silence, a click) estimate nothing: no signature.
 _MIN_LANDMARKS = 100
+# Frames whose spectra are taken at a time: their arrays stay in the core's
+# cache (as the features', transforms/media/features.py).
+_BLOCK_FRAMES = 128
+# A time no peak has: the padding after the last peak pairs with none.
+_NEVER = 1 << 40
 
 
 def _strongest(spectrum: np.ndarray, count: int) -> np.ndarray:
@@ -95,31 +100,40 @@ class _Landmarks:
             self._pending = pending
             return
         self._pending = pending[count * _HOP:]
+        peaks = [self._recent] + [self._peaks(frames[start:start + _BLOCK_FRAMES], start)
+                                  for start in range(0, count, _BLOCK_FRAMES)]
+        self._frame += count
+        self._pair(np.concatenate(peaks))
+
+    def _peaks(self, frames: np.ndarray, start: int) -> np.ndarray:
+        """(frame, bin) of the peaks of a block of frames (from this update's
+        `start`-th frame on), in frame then bin order."""
         # The features' FFT; the log of the peaks' band only.
-        spectrum = frame_spectra(frames * self._window)
+        spectrum = frame_spectra(frames * self._window, overwrite=True)
         spectrum = np.log1p(np.abs(spectrum[:, _LOW_BIN:_HIGH_BIN]))
         strongest = _strongest(spectrum, _PEAKS_PER_FRAME)
-        rows = np.arange(count)[:, None]
+        rows = np.arange(len(frames))[:, None]
         rises = spectrum[rows, strongest] > spectrum.mean(axis=1, keepdims=True) + _PEAK_RISE
-        frame_of, bin_of = (rows + self._frame)[rises.nonzero()[0]], strongest[rises]
-        order = np.lexsort((bin_of, frame_of[:, 0]))
-        peaks = np.stack([frame_of[order, 0], bin_of[order]], axis=1).astype(np.int64)
-        self._frame += count
-        self._pair(np.concatenate([self._recent, peaks]))
+        frame_of, bin_of = rises.nonzero()[0], strongest[rises]
+        order = np.lexsort((bin_of, frame_of))
+        return np.stack([frame_of[order] + self._frame + start, bin_of[order]],
+                        axis=1).astype(np.int64)
 
     def _pair(self, peaks: np.ndarray) -> None:
         # The last _FAN_OUT peaks pair again with those still to come: a pair
         # seen twice changes no minimum.
         self._recent = peaks[-_FAN_OUT:]
-        # Every peak with each of the next _FAN_OUT, in one pass.
-        first = np.repeat(np.arange(len(peaks)), _FAN_OUT)
-        second = first + np.tile(np.arange(1, _FAN_OUT + 1), len(peaks))
-        inside = second < len(peaks)
-        first, second = first[inside], second[inside]
-        dt = peaks[second, 0] - peaks[first, 0]
+        # Every peak with each of the next _FAN_OUT, in one pass: a row of
+        # `later` holds the _FAN_OUT peaks after a peak (past the last, a
+        # frame too far to pair).
+        count, times, bins = len(peaks), peaks[:, 0], peaks[:, 1] // _BIN_STEP
+        padded = np.concatenate([peaks, np.full((_FAN_OUT, 2), (_NEVER, 0))])
+        later = np.lib.stride_tricks.as_strided(padded[1:], (count, _FAN_OUT, 2),
+                                                (padded.strides[0],) + padded.strides)
+        dt = later[:, :, 0] - times[:, None]
         keep = (dt >= 1) & (dt <= _MAX_DT)
-        landmarks = (((peaks[first[keep], 1] // _BIN_STEP) << 14)
-                     | ((peaks[second[keep], 1] // _BIN_STEP) << 6) | dt[keep]).astype(np.uint64)
+        landmarks = ((bins[:, None] << 14) | ((later[:, :, 1] // _BIN_STEP) << 6)
+                     | dt)[keep].astype(np.uint64)
         if not len(landmarks):
             return
         self.landmarks += len(landmarks)
