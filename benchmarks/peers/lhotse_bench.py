@@ -22,7 +22,9 @@ and repeated (medians), each after a sync with the corpus in the page cache:
                    CutSet.from_manifests, Fbank(80 bins, no dither),
                    compute_and_store_features(num_jobs=N) into lilcom chunks
                    (lossy), N = 1 and 2;
-  lhotse hdf5 2    the same into HDF5 float32 (lossless), 2 jobs.
+  lhotse hdf5 2    the same into HDF5 float32 (lossless), 2 jobs;
+  ours float16     ours, 1 worker, with --feature_dtype float16 (half the
+                   features' bytes; within 2^-11 of each value).
 
 For each: the CPU seconds of the whole process tree (the steadier figure on
 a noisy machine), wall seconds, peak RSS and PSS of the tree
@@ -158,6 +160,8 @@ def main(argv=None) -> None:
         "ours, 2 workers": [*ours, "--direct_num_workers", "2"],
         "lhotse lilcom, 2 jobs": [python, SIDE, "features", output, manifests, "2", "lilcom"],
         "lhotse hdf5, 2 jobs": [python, SIDE, "features", output, manifests, "2", "hdf5"],
+        "ours, float16, 1 worker": [*ours, "--direct_num_workers", "1", "--feature_dtype",
+                                    "float16"],
     }
     disk = {}
     for name, command in runs.items():   # once, untimed: what each writes
@@ -170,7 +174,7 @@ def main(argv=None) -> None:
                 if n.endswith(".flac")) / 3600
     print(f"{args.utterances} utterances, {megabytes:.0f} MB of FLAC, {hours:.2f} h; "
           f"{os.cpu_count()} cores; medians of {args.repeats} interleaved runs")
-    print(f"{'run':<24}{'CPU s':>8}{'ours/lhotse':>13}{'wall s':>8}{'RSS MiB':>9}"
+    print(f"{'run':<26}{'CPU s':>8}{'ours/lhotse':>13}{'wall s':>8}{'RSS MiB':>9}"
           f"{'PSS MiB':>9}{'disk MB':>9}")
     median = {name: {field: statistics.median(getattr(m, field) for m in measures)
                      for field in ("cpu_seconds", "seconds", "peak_rss", "peak_pss")}
@@ -179,7 +183,7 @@ def main(argv=None) -> None:
     for name, m in median.items():
         ratio = (f"{m['cpu_seconds'] / median[peers[name]]['cpu_seconds']:.2f}x"
                  if name in peers else "")
-        print(f"{name:<24}{m['cpu_seconds']:8.1f}{ratio:>13}{m['seconds']:8.1f}"
+        print(f"{name:<26}{m['cpu_seconds']:8.1f}{ratio:>13}{m['seconds']:8.1f}"
               f"{m['peak_rss'] / 2**20:9.0f}{m['peak_pss'] / 2**20:9.0f}"
               f"{disk[name] / 1e6:9.0f}")
     largest, percentile = agreement(python, files, workdir)
