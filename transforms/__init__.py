@@ -17,7 +17,7 @@ them); everything else is internal. Each is imported when first used, so
 `import transforms` costs nothing, and training code that imports only
 `transforms.format` (the reader) never loads Beam.
 
-- reading samples: `ReadTarSamples`, `ReadListingSamples`,
+- reading samples: `ReadTarSamples`, `ReadListingSamples`, `ReadLhotseSamples`,
   `ReadParquetSamples`, `ReadBigtableSamples` (each gives a `SampleResult`: `.samples`,
   `.failures`), and for your own storage a `Source` (plan `WorkUnit`s, a
   `UnitReader` reads one into Samples or `Failed` dead letters;
@@ -77,7 +77,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see of the names loaded on firs
     from transforms.recipe.units import Failed, Source, UnitReader, WorkUnit, group_by_size
     from transforms.runner.runtime import make_pipeline
     from transforms.sources.bigtable.source import ReadBigtableSamples
-    from transforms.sources.listing import ReadListingSamples
+    from transforms.sources.listing import ReadLhotseSamples, ReadListingSamples
     from transforms.sources.parquet import ReadParquetSamples
     from transforms.sources.tar import ReadTarSamples
     from transforms.tft.preprocessing import Preprocessing
@@ -88,6 +88,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see of the names loaded on firs
 _EXPORTS = {
     "ReadTarSamples": "transforms.sources.tar",
     "ReadListingSamples": "transforms.sources.listing",
+    "ReadLhotseSamples": "transforms.sources.listing",
     "ReadParquetSamples": "transforms.sources.parquet",
     "ReadBigtableSamples": "transforms.sources.bigtable.source",
     "Source": "transforms.recipe.units",

@@ -19,7 +19,7 @@ from transforms.format.arguments import said
 from transforms.format.sample import escape_name, is_text
 
 __all__ = ["DUPLICATE_KEY", "DatasetFailed", "EXAMPLE", "FAILURES", "FILE", "MAX_MESSAGE",
-           "SAMPLE", "SEGMENT",
+           "RowError", "SAMPLE", "SEGMENT",
            "StorageReadError", "check_failure_fraction", "dead_letter", "describe",
            "failure_line", "failures_jsonl", "sorted_failures"]
 
@@ -36,6 +36,17 @@ MAX_MESSAGE = 2000
 
 # The stage of a sample whose key another sample of the input has too.
 DUPLICATE_KEY = "duplicate_key"
+
+
+class RowError(ValueError):
+    """A listing row that cannot be read, the key it names (its dead letter's
+    key) and the stage it failed at (the reader's own when None)."""
+
+    def __init__(self, key: str, message: str, stage: str | None = None):
+        super().__init__(message)
+        self.key = key
+        if stage:
+            self.stage = stage
 
 
 class StorageReadError(Exception):

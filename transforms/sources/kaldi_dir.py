@@ -44,10 +44,10 @@ from typing import Mapping, NamedTuple
 
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.format.dead_letters import DUPLICATE_KEY
+from transforms.format.dead_letters import DUPLICATE_KEY, RowError
 from transforms.sources.input_files import read_whole
 
-__all__ = ["KALDI", "KaldiRowError", "KaldiTables", "is_kaldi_listing", "kaldi_columns",
+__all__ = ["KALDI", "KaldiTables", "is_kaldi_listing", "kaldi_columns",
            "kaldi_files", "recording_path", "rows_file"]
 
 KALDI = "kaldi"
@@ -133,24 +133,13 @@ def _ids_repeated(path: str) -> dict:
     return _table(path).repeated
 
 
-class KaldiRowError(ValueError):
-    """A row that cannot be read, the utterance it is (its dead letter's key)
-    and the stage it failed at."""
-
-    def __init__(self, key: str, message: str, stage: str | None = None):
-        super().__init__(message)
-        self.key = key
-        if stage:
-            self.stage = stage
-
-
-def _duplicate(utterance: str, kind: str, name: str, file: str, table: _Table) -> KaldiRowError:
+def _duplicate(utterance: str, kind: str, name: str, file: str, table: _Table) -> RowError:
     """The dead letter of `utterance`, whose row needs the `kind` (utterance,
     recording) `name`, which `table`, the data directory's `file`, has on
     several lines."""
     lines = table.repeated[name]
     where = ", ".join(map(str, lines[:-1])) + f" and {lines[-1]}"
-    return KaldiRowError(utterance, f"{kind} {name!r} is on lines {where} of {file}: which line "
+    return RowError(utterance, f"{kind} {name!r} is on lines {where} of {file}: which line "
                                     "holds it is unknown; give each id one line", DUPLICATE_KEY)
 
 
@@ -178,7 +167,7 @@ class KaldiTables:
 
     def row(self, line: bytes) -> dict:
         """A rows-file line -> {column: value}; ValueError saying why it is not
-        one (KaldiRowError, naming the utterance, once the line names one)."""
+        one (RowError, naming the utterance, once the line names one)."""
         if self.segmented:
             utterance, recording, start, end = _split(line, 4, "segments")
         else:
@@ -188,10 +177,10 @@ class KaldiTables:
         try:
             return self._row(utterance, *((recording, start, end) if self.segmented
                                           else (entry.strip(),)))
-        except KaldiRowError:
+        except RowError:
             raise
         except ValueError as e:
-            raise KaldiRowError(utterance, str(e)) from None
+            raise RowError(utterance, str(e)) from None
 
     def _row(self, utterance: str, *fields: str) -> dict:
         if self.segmented:

@@ -69,14 +69,7 @@ from transforms.sources import compression
 from transforms.sources.compression import StreamCorrupt, codec_of_name
 from transforms.sources.file_match import as_patterns, file_version, match_files, matched_files
 from transforms.sources.input_files import StorageGuard, open_input, read_whole
-from transforms.sources.kaldi_dir import (
-    KALDI,
-    KaldiTables,
-    kaldi_columns,
-    kaldi_files,
-    recording_path,
-    rows_file,
-)
+from transforms.sources.lhotse_manifests import LHOTSE
 from transforms.sources.listing_rows import (
     ListingLayout,
     MediaReadError,
@@ -86,11 +79,13 @@ from transforms.sources.listing_rows import (
     parse_row,
     row_to_sample,
 )
+from transforms.sources.listing_sets import LISTING_SETS
 from transforms.sources.media_paths import MediaRoots
 from transforms.sources.stored import StoredMember, stored_or_read
 from transforms.sources.units import ReadUnits
 
-__all__ = ["ListingReader", "ReadListingSamples", "check_columns", "inspect_listings",
+__all__ = ["ListingReader", "ReadLhotseSamples", "ReadListingSamples", "check_columns",
+           "inspect_listings",
            "iter_samples", "missing_fields", "plan_listing_units", "read_media"]
 
 _LOG = logging.getLogger(__name__)
@@ -148,8 +143,8 @@ def inspect_listings(patterns: Sequence[str], media_columns: Sequence[str],
             raise ValueError(f"listing {escape_name(path)!r}: its name is not UTF-8; rename "
                              f"it (rows name their listing as text)")
         fmt = listing_format(path)
-        if fmt == KALDI:
-            layouts[path] = (fmt, _inspect_kaldi(path))
+        if fmt in LISTING_SETS:
+            layouts[path] = (fmt, _inspect_set(path, LISTING_SETS[fmt]))
             continue
         try:
             line = _first_line(path)
@@ -182,7 +177,7 @@ def inspect_listings(patterns: Sequence[str], media_columns: Sequence[str],
     if reserved:
         raise ValueError(f"listing {first!r}: column names starting with __ are reserved: "
                          f"{', '.join(reserved)}")
-    if fmt == KALDI:  # its rows are utterances, their recording's path in `audio`
+    if fmt in LISTING_SETS:  # its rows are utterances, their recording's path in `audio`
         media_columns, key_column = media_columns or ("audio",), key_column or "utterance"
     try:
         layout = ListingLayout(fmt, columns, tuple(media_columns), key_column or None,
@@ -195,12 +190,11 @@ def inspect_listings(patterns: Sequence[str], media_columns: Sequence[str],
 
 def _check_first_row(path: str, layout: ListingLayout) -> None:
     """ArgumentError when the first row of the listing at `path` names media
-    outside the corpus (a Kaldi directory's: its first recording, without
+    outside the corpus (a listing set's: its first recording, without
     loading its tables); a row that does not parse is left to be a dead letter."""
     try:
-        if layout.format == KALDI:
-            recording, _, entry = _first_line(path).decode("utf-8").strip().partition(" ")
-            row = {"audio": entry.strip()}
+        if layout.format in LISTING_SETS:
+            row = {"audio": LISTING_SETS[layout.format].first_media(_first_line(path))}
         else:
             line = next((line for line in _lines(path, skip_header=layout.has_header)
                          if line.strip()), None)
@@ -212,27 +206,27 @@ def _check_first_row(path: str, layout: ListingLayout) -> None:
             layout.media_roots.first_row_outside(path, "the first row", row[column])
 
 
-def _inspect_kaldi(wav_scp: str) -> tuple:
-    """A Kaldi data directory's columns; ValueError when its first recording is
-    a command (kaldi_dir.recording_path)."""
-    line = _first_line(wav_scp)
+def _inspect_set(path: str, listing_set) -> tuple:
+    """A listing set's columns; ValueError when its first recording cannot be
+    read (a command, say: ListingSet.first_media)."""
+    line = _first_line(path)
     if not line.strip():
-        raise ValueError(f"listing {wav_scp!r} has no recording on its first line")
-    recording, _, entry = line.decode("utf-8", "replace").strip().partition(" ")
+        raise ValueError(f"listing {path!r} has no recording on its first line")
     try:
-        recording_path(recording, entry.strip())
+        listing_set.first_media(line)
     except ValueError as e:
-        raise ValueError(f"{wav_scp}: {e}") from None
-    return kaldi_columns(kaldi_files(wav_scp))
+        raise ValueError(f"{path}: {e}") from None
+    return listing_set.columns(listing_set.files(path))
 
 
 def _rows_source(path: str, layout: ListingLayout) -> tuple[str, Callable[[bytes], dict]]:
     """(the file whose lines are the listing's rows, line -> row): the listing
-    itself and its format's parser, or a Kaldi directory's rows file and its
+    itself and its format's parser, or a listing set's rows file and its
     tables."""
-    if layout.format == KALDI:
-        files = kaldi_files(path)
-        return rows_file(files), KaldiTables(files).row
+    if layout.format in LISTING_SETS:
+        listing_set = LISTING_SETS[layout.format]
+        files = listing_set.files(path)
+        return listing_set.rows_file(files), listing_set.tables(files).row
     return path, functools.partial(parse_row, layout=layout)
 
 
@@ -327,19 +321,22 @@ def _sizing(path: str, layout: ListingLayout) -> tuple:
 
 def _rows_metadata(listing: FileMetadata, layout: ListingLayout) -> FileMetadata:
     """The matched file whose lines are the listing's rows (byte ranges of it
-    are the units): the listing, or a Kaldi directory's rows file."""
-    if layout.format != KALDI:
+    are the units): the listing, or a listing set's rows file."""
+    if layout.format not in LISTING_SETS:
         return listing
-    return FileSystems.match([rows_file(kaldi_files(listing.path))])[0].metadata_list[0]
+    listing_set = LISTING_SETS[layout.format]
+    rows = listing_set.rows_file(listing_set.files(listing.path))
+    return FileSystems.match([rows])[0].metadata_list[0]
 
 
 def _read_files(matched: Sequence[FileMetadata], layout: ListingLayout) -> dict:
     """{listing: the matched files a unit of it reads}: itself, or every file of
-    its Kaldi directory (a change to any converts its units again)."""
-    if layout.format != KALDI:
+    its listing set (a change to any converts its units again)."""
+    if layout.format not in LISTING_SETS:
         return {m.path: (m,) for m in matched}
+    files = LISTING_SETS[layout.format].files
     return {m.path: tuple(FileSystems.match([path])[0].metadata_list[0]
-                          for _, path in sorted(kaldi_files(m.path).items()))
+                          for _, path in sorted(files(m.path).items()))
             for m in matched}
 
 
@@ -384,13 +381,15 @@ class ListingReader(UnitReader):
         return ListingReader(self._layout, min_bytes)
 
     def check_recipe(self, recipe) -> None:
-        """A Kaldi directory with `segments` lists utterances of its recordings:
+        """A listing set whose rows are segments (a Kaldi directory with
+        `segments`, Lhotse supervisions) lists utterances of its recordings:
         refused unless the recipe cuts each row's segment out of its recording."""
-        if self._layout.format == KALDI and "start" in self._layout.columns and (
+        listing_set = LISTING_SETS.get(self._layout.format)
+        if listing_set and "start" in self._layout.columns and (
                 recipe.segments.columns != ("start", "end")):
-            raise ArgumentError("segments.columns", "must be start,end for a Kaldi data "
-                                "directory with a segments file: each row is an utterance of "
-                                "its recording, from start to end")
+            raise ArgumentError("segments.columns", f"must be start,end for "
+                                f"{listing_set.describes}: each row is an utterance of its "
+                                "recording, from start to end")
 
     def setup(self, counting: bool = True) -> None:
         self._rows_of = functools.lru_cache(maxsize=1)(
@@ -418,7 +417,7 @@ class ListingReader(UnitReader):
         url, start, end = unit.inputs
         try:
             rows, parse = self._rows_of(url)
-        except ValueError as e:  # a Kaldi directory's file that does not parse
+        except ValueError as e:  # a listing set's file that does not parse
             yield Failed.of(_ROW_STAGE, e, url=url, file=True)
             return
         lines = _lines(rows, start, end, skip_header=self._layout.has_header, verify=True)
@@ -438,7 +437,7 @@ class ListingReader(UnitReader):
         except MediaReadError as e:
             return Failed.of(_MEDIA_STAGE, e, url=url, key=e.key, member=e.path,
                              column=e.column)
-        except ValueError as e:  # a Kaldi row names its utterance (and may its stage)
+        except ValueError as e:  # a listing set's row names its key (and may its stage)
             return Failed.of(getattr(e, "stage", _ROW_STAGE), e, url=url,
                              key=getattr(e, "key", None))
 
@@ -497,3 +496,34 @@ class ReadListingSamples(beam.PTransform):
 
     def expand(self, pbegin):
         return pbegin | "ReadUnits" >> ReadUnits(self.source)
+
+
+class ReadLhotseSamples(ReadListingSamples):
+    """Reads Lhotse manifests into Samples: each supervision of the recordings
+    manifests matching `manifests` (the supervisions manifest beside each),
+    or each cut of a CutSet, as a segment of its recording with its labels
+    (transforms/sources/lhotse_manifests.py). Write them with
+    `segments=SegmentOptions(columns=("start", "end"))`, which cuts each out of
+    its recording. ValueError, made, for a file that is neither.
+
+    >>> import json, transforms as dg
+    >>> with open("demo_recordings_a.jsonl", "w") as f:   # as Lhotse's recipes write them
+    ...     _ = f.write(json.dumps({"id": "r1", "sampling_rate": 16000, "num_samples": 32000,
+    ...         "duration": 2.0, "sources": [{"type": "file", "channels": [0],
+    ...                                       "source": "r1.flac"}]}) + "\\n")
+    >>> with open("demo_supervisions_a.jsonl", "w") as f:
+    ...     _ = f.write(json.dumps({"id": "r1-0", "recording_id": "r1", "start": 0.5,
+    ...                             "duration": 1.0, "channel": 0, "text": "HI"}) + "\\n")
+    >>> read = dg.ReadLhotseSamples("demo_recordings_*.jsonl")
+    >>> read.describe()["format"], read.layout.columns[:6]
+    ('lhotse', ('utterance', 'audio', 'recording', 'start', 'end', 'channel'))
+    """
+
+    def __init__(self, manifests: str | Sequence[str], target_bytes: int = SHARD_SIZE_BYTES,
+                 media_root: str | Sequence[str] | None = None):
+        other = next((path for path in match_files(as_patterns(manifests))
+                      if listing_format(path) != LHOTSE), None)
+        if other is not None:
+            raise ValueError(f"{other!r} is not a Lhotse recordings manifest or CutSet (named "
+                             "like *_recordings_*.jsonl.gz, *_cuts_*.jsonl.gz)")
+        super().__init__(manifests, (), None, target_bytes, media_root)

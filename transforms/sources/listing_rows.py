@@ -36,7 +36,7 @@ from transforms.format.text import comma_list, preview
 from transforms.media.sniff import NotMedia, check_media
 from transforms.sources.compression import codec_of_name
 from transforms.sources.input_files import StorageReadError
-from transforms.sources.kaldi_dir import KALDI, is_kaldi_listing
+from transforms.sources.listing_sets import listing_set_of
 from transforms.sources.media_paths import MediaRoots, OutsideCorpus
 
 __all__ = ["ListingLayout", "MediaReadError", "header_columns", "listing_format",
@@ -67,7 +67,7 @@ class ListingLayout:
     (transforms/sources/media_paths.py).
     """
 
-    format: str  # csv, tsv, jsonl, kaldi (transforms/sources/kaldi_dir.py) or parquet
+    format: str  # csv, tsv, jsonl, parquet, or a listing set (transforms/sources/listing_sets.py)
     columns: tuple
     media_columns: tuple
     key_column: str | None = None
@@ -95,10 +95,12 @@ def media_column_list(media_columns: str | Sequence[str]) -> list:
 
 
 def listing_format(path: str) -> str:
-    """'a/b.csv.gz' -> 'csv', 'data/train/wav.scp' -> 'kaldi'; ValueError for an
-    extension that is not a listing's."""
-    if is_kaldi_listing(path):
-        return KALDI
+    """'a/b.csv.gz' -> 'csv', 'data/train/wav.scp' -> 'kaldi',
+    'data/x_recordings_dev.jsonl.gz' -> 'lhotse'; ValueError for an extension
+    that is not a listing's."""
+    listing_set = listing_set_of(path)
+    if listing_set is not None:
+        return listing_set
     name = path.rsplit("/", 1)[-1]
     if codec_of_name(path) is not None:
         name = name.rsplit(".", 1)[0]
@@ -106,7 +108,8 @@ def listing_format(path: str) -> str:
     if ext not in _FORMATS:
         raise ValueError(f"listing {path!r}: cannot tell its format; name it .csv, .tsv, "
                          f".jsonl or .ndjson, optionally compressed as .gz, .bz2 or .xz "
-                         f"(e.g. rows.csv.gz), or give a Kaldi data directory's wav.scp")
+                         f"(e.g. rows.csv.gz), or give a Kaldi data directory's wav.scp or "
+                         f"a Lhotse recordings manifest")
     return _FORMATS[ext]
 
 

@@ -1,0 +1,124 @@
+"""Lhotse manifests in: written by Lhotse itself (tests/fixtures/lhotse/make_manifests.py:
+its LibriSpeech recipe, and its classes for a meeting), the audio made again by sox.
+
+Each supervision becomes an example holding exactly its stretch of its
+recording's file for its channel, with its text, speaker and labels; what
+cannot be read as Lhotse means it (a channel of a file holding two, a command
+source, an unknown recording, a segment past its recording's end) is a dead
+letter naming the supervision.
+"""
+
+import json
+import pathlib
+import shutil
+import sys
+
+import numpy as np
+import pytest
+import soundfile
+
+import transforms as dg
+from pipelines import manifest_to_tfrecord
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "lhotse"
+sys.path.insert(0, str(FIXTURES))
+from audio import UTTERANCES, make_audio, utterance_path  # noqa: E402
+
+FLAGS = ["--segment_columns", "start,end", "--cut", "utterances", "--audio_fields", "audio",
+         "--splits", "train=1"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """The manifests, and beside them the audio they describe."""
+    root = tmp_path_factory.mktemp("lhotse")
+    for manifest in FIXTURES.glob("*.jsonl.gz"):
+        shutil.copy(manifest, root)
+    make_audio(str(root))
+    return root
+
+
+def _examples(output) -> dict:
+    return {e["source_key"].numpy().decode(): e for e in dg.load(output, "train", batch_size=None)}
+
+
+def test_a_librispeech_recipes_supervisions_are_its_utterances(corpus, tmp_path):
+    output = tmp_path / "ds"
+    manifest_to_tfrecord.run(["--input", f"{corpus}/librispeech_recordings_*.jsonl.gz",
+                              "--output", str(output), *FLAGS,
+                              "--features", "text:string,speaker:string,language:string"])
+    info = dg.load_info(output)
+    assert info.document["source"]["format"] == "lhotse"
+    examples = _examples(output)
+    assert len(examples) == len(UTTERANCES)
+    for speaker, chapter, utterance, seconds, _, text in UTTERANCES:
+        example = examples[f"{speaker}-{chapter}-{utterance}"]
+        audio, _ = soundfile.read(corpus / utterance_path(speaker, chapter, utterance),
+                                  dtype="float32")
+        assert len(audio) == seconds * 16000
+        np.testing.assert_allclose(example["audio"].numpy(), audio, atol=1e-4)
+        assert (example["text"].numpy().decode(), example["speaker"].numpy().decode(),
+                example["language"].numpy().decode()) == (text, speaker, "English")
+
+
+def test_each_supervision_is_its_channels_stretch_or_a_dead_letter(corpus, tmp_path):
+    output = tmp_path / "meeting"
+    read = dg.ReadLhotseSamples(f"{corpus}/meeting_recordings_test.jsonl.gz")
+    with dg.make_pipeline() as p:
+        _ = p | dg.WriteDataset(
+            str(output), read.source, splits="train=1", max_failure_fraction=0.8,
+            features="text:string",
+            cut=dg.CutOptions(mode="utterances", audio_fields=("audio",)),
+            segments=dg.SegmentOptions(columns=("start", "end")))
+    examples = _examples(output)
+    assert sorted(examples) == ["m-0", "m-1", "s-both"]
+    meeting = corpus / "meeting"
+    headsets = [soundfile.read(meeting / f"headset{c}.flac", dtype="float32")[0] for c in (0, 1)]
+    np.testing.assert_allclose(examples["m-0"]["audio"].numpy(), headsets[0][8000:32000],
+                               atol=1e-4)
+    np.testing.assert_allclose(examples["m-1"]["audio"].numpy(), headsets[1][32000:52000],
+                               atol=1e-4)
+    stereo, _ = soundfile.read(meeting / "stereo.flac", dtype="float32")
+    np.testing.assert_allclose(examples["s-both"]["audio"].numpy(),
+                               stereo[:32000].mean(axis=1), atol=1e-4)
+    assert {key: examples[key]["text"].numpy().decode() for key in examples} == {
+        "m-0": "first speaker", "m-1": "second speaker", "s-both": "both at once"}
+    samples = {sample["__key__"]: sample for sample in read.first_samples()}
+    assert (samples["m-0"]["speaker"], samples["m-0"]["gender"]) == (b"A", b"F")
+    assert json.loads(samples["m-1"]["custom"]) == {"emotion": "calm"}
+    assert (samples["m-1"]["recording"], samples["m-1"]["channel"]) == (b"meeting", 1)
+    with open(output / "failures" / "failures.jsonl") as f:
+        letters = {letter["key"]: letter["message"] for letter in map(json.loads, f)}
+    assert sorted(letters) == ["o-0", "p-0", "s-left", "x-0"]
+    assert "channels [0] are part of a source holding channels [0, 1]" in letters["s-left"]
+    assert "a 'command' source is not read" in letters["p-0"]
+    assert "names recording 'absent', which meeting_recordings_test.jsonl.gz does not" in (
+        letters["x-0"])
+    assert "spans 3.5-4.5 s, outside its recording 'meeting' of 4 s" in letters["o-0"]
+
+
+def test_a_cutsets_cuts_are_the_same_utterances(corpus, tmp_path):
+    """Lhotse's CutSet.from_manifests of the recipe's manifests: each cut
+    holds its recording and supervision, and reads as they do."""
+    by_supervisions, by_cuts = tmp_path / "supervisions", tmp_path / "cuts"
+    flags = [*FLAGS, "--features", "text:string,speaker:string"]
+    for output, manifest in ((by_supervisions, "recordings"), (by_cuts, "cuts")):
+        manifest_to_tfrecord.run(["--input", f"{corpus}/librispeech_{manifest}_*.jsonl.gz",
+                                  "--output", str(output), *flags])
+    cuts, supervisions = _examples(by_cuts), _examples(by_supervisions)
+    assert sorted(cuts) == [f"{s}-{c}-{u}-{i}" for i, (s, c, u, *_) in sorted(
+        enumerate(UTTERANCES), key=lambda e: f"{e[1][0]}-{e[1][1]}-{e[1][2]}-{e[0]}")]
+    for key, example in cuts.items():
+        twin = supervisions[key.rsplit("-", 1)[0]]
+        for name in ("audio", "text", "speaker"):
+            np.testing.assert_array_equal(example[name].numpy(), twin[name].numpy())
+    with pytest.raises(ValueError, match="is not a Lhotse recordings manifest or CutSet"):
+        dg.ReadLhotseSamples(f"{corpus}/librispeech_supervisions_dev-clean.jsonl.gz")
+
+
+def test_supervisions_without_segment_columns_are_refused(corpus, tmp_path):
+    with pytest.raises(ValueError, match="^--segment_columns must be start,end for Lhotse "
+                                         "supervisions"):
+        manifest_to_tfrecord.run(["--input", f"{corpus}/librispeech_recordings_*.jsonl.gz",
+                                  "--output", str(tmp_path / "ds"), *FLAGS[2:]])
+    assert not (tmp_path / "ds").exists()
