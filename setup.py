@@ -37,6 +37,7 @@ setuptools.setup(
             "tensorflow-datasets==4.9.*",  # reads our datasets back (tests/test_interop.py)
             "kaldi-native-fbank>=1.20",  # Kaldi's features, to compare ours with (test_speech)
             "tensorflow-hub>=0.16",  # Beam's RunInference TensorFlow handler imports it
+            "datasets>=3.0",  # writes Hugging Face Parquet (tests/test_huggingface_parquet.py)
         ],
         # NVIDIA DALI reads our datasets back on the CPU (tests/test_interop.py); about
         # 1 GB installed, so `make test` installs it in a step of its own.

@@ -18,7 +18,7 @@ import contextlib
 import itertools
 import logging
 import os
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
@@ -200,7 +200,8 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
     # The input is read from here on: the flags that need no input are checked.
     source = read.describe()
     cut = cut_options(options)   # lists the augmentation's corpora, once
-    spec = feature_spec(options, read.first_samples(), cut)
+    spec = feature_spec(options, read.first_samples(), cut,
+                        getattr(read, "declared_dtypes", {}))
     recipe = ExampleRecipe(
         cut=cut,
         spec=spec,
@@ -261,10 +262,11 @@ def named_fields(config: DatasetConfig) -> list:
     return [(flag, field) for flag, field in fields if not (field and segments.makes(field))]
 
 
-def feature_spec(options: PipelineOptions, samples: Iterable, cut: CutOptions) -> FeatureSpec:
+def feature_spec(options: PipelineOptions, samples: Iterable, cut: CutOptions,
+                 declared: Mapping[str, str] | None = None) -> FeatureSpec:
     """The spec: what `cut` (the flags' cut_options) adds, plus --features
     parsed, or inferred from the first of `samples` (a lazy iterable) when it
-    is 'auto'.
+    is 'auto' (a field of `declared`, the input's schema's word, its dtype).
 
     With a cut, inference looks only at the fields the cut does not consume
     (labels, metadata); 'none' adds nothing beyond the cut's features.
@@ -288,7 +290,7 @@ def feature_spec(options: PipelineOptions, samples: Iterable, cut: CutOptions) -
             "--features auto: the input has no readable sample to infer from; "
             "give --features explicitly"
         )
-    spec = FeatureSpec(with_cut_features(infer_spec(first).features, cut))
+    spec = FeatureSpec(with_cut_features(infer_spec(first, declared).features, cut))
     _LOG.info(
         "features: %s",
         ",".join(f"{f.name}:{f.dtype}" + ("[*]" if f.is_variable else "") for f in spec),
@@ -306,9 +308,20 @@ def run_rows_job(job: str, argv, read_rows, what: str) -> dict | None:
     with cli.in_job_terms(job):
         read = read_rows(input_patterns(options, what), columns.media_columns,
                          columns.key_column, shard_size_bytes(options), media_roots(options))
+    _take_flag_defaults(options, getattr(read, "flag_defaults", {}))
     config = dataset_config(options, read)
     read.check_fields(named_fields(config))
     return run_dataset_job(options, config, read.source)
+
+
+def _take_flag_defaults(options: PipelineOptions, defaults: dict) -> None:
+    """The input's own word (a Hugging Face Audio column's sampling rate) for
+    each flag of `defaults` the command line does not give, said in a line."""
+    given = beam_internals.given_flags(options)
+    for flag, value in defaults.items():
+        if flag not in given:
+            setattr(options.view_as(DatasetOptions), flag, value)
+            _LOG.info("--%s %s, as the input's metadata declares", flag, value)
 
 
 def _choose_workers(options: PipelineOptions, source: Source) -> None:

@@ -87,7 +87,8 @@ def _infer_sample(sample: Mapping[str, Any]) -> dict:
     return found
 
 
-def infer_spec(samples: Iterable[Mapping[str, Any]]) -> FeatureSpec:
+def infer_spec(samples: Iterable[Mapping[str, Any]],
+               declared: Mapping[str, str] | None = None) -> FeatureSpec:
     """Infers a spec from a few samples: fields present in all of them.
 
     Text that parses as an integer is int64, as a number float; a JSON bool is
@@ -95,7 +96,9 @@ def infer_spec(samples: Iterable[Mapping[str, Any]]) -> FeatureSpec:
     projected one feature per top-level key that is not null or an object;
     anything else is bytes. When the samples disagree, the wider type wins
     (int64 < float < bytes; a bool and anything else: bytes) and differing
-    shapes become variable-length.
+    shapes become variable-length. A field of `declared` ({field: dtype}, what
+    the input's own schema says: a Hugging Face `Value("string")`) takes that
+    dtype, its shape still the samples'.
     """
     merged = None
     for sample in samples:
@@ -106,7 +109,8 @@ def infer_spec(samples: Iterable[Mapping[str, Any]]) -> FeatureSpec:
         merged = {k: _unify(merged[k], found[k]) for k in merged if k in found}
     if not merged:
         raise ValueError("cannot infer a feature spec: no field is present in every sample")
-    return FeatureSpec(tuple(Feature(name=k, dtype=d, shape=s, source=k)
+    declared = declared or {}
+    return FeatureSpec(tuple(Feature(name=k, dtype=declared.get(k, d), shape=s, source=k)
                              for k, (d, s) in sorted(merged.items())))
 
 

@@ -32,6 +32,15 @@ column); the other rows go on. The other columns are fields as they are
 (numbers, text, a struct as a dict, which `--features` projects like JSON:
 `meta.age`). A row's key is its `key_column`, else `<file stem>-<row number>`.
 
+A Hugging Face `datasets` export says what its columns are in the schema's
+`huggingface` metadata (`huggingface_features`): its `Audio` and `Image`
+columns are the media columns when none are named, the Audio ones the
+job's default `--audio_fields` and their `sampling_rate` its default
+`--sample_rate` (`flag_defaults`); a `Value` column's dtype, and a
+`ClassLabel`'s int64, are what `--features auto` gives it (`declared_dtypes`).
+Without media columns named or so declared, the launcher says which columns
+hold bytes, Hugging Face's bytes-and-path structs, or text that may be paths.
+
 The launcher reads each file's footer only (`inspect_parquet`): every file
 must have the columns the flags name. When the job starts, the files' row
 groups are planned as work units of about `target_bytes` of stored data
@@ -45,6 +54,7 @@ Counters (namespace `datagen`): `parquet_rows_read`, `media_files_read`,
 from __future__ import annotations
 
 import functools
+import json
 import posixpath
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -81,30 +91,77 @@ def _parquet_file(path: str, f) -> pq.ParquetFile:
         raise ValueError(f"{path}: not a Parquet file: {e}") from None
 
 
+# Hugging Face `datasets` feature types whose columns hold media.
+_HF_MEDIA = ("Audio", "Image", "Video")
+# A `Value` column's dtype -> the spec's (a ClassLabel's values are int64).
+_HF_DTYPES = {"string": "string", "large_string": "string", "bool": "bool",
+              "binary": "bytes", "large_binary": "bytes", "int32": "int32", "int64": "int64",
+              **{t: "int64" for t in ("int8", "int16", "uint8", "uint16", "uint32")},
+              "float16": "float", "float32": "float", "float64": "double"}
+
+
+def huggingface_features(schema: pa.Schema) -> dict:
+    """{column: its `datasets` feature (a dict with `_type`)} from a Parquet
+    schema's `huggingface` metadata; {} for plain Parquet (or metadata that
+    does not read)."""
+    text = (schema.metadata or {}).get(b"huggingface")
+    try:
+        features = json.loads(text)["info"]["features"] if text else {}
+    except (ValueError, KeyError, TypeError):
+        return {}
+    return {name: f for name, f in features.items() if isinstance(f, dict)} if isinstance(
+        features, dict) else {}
+
+
+def _no_media_columns(path: str, schema: pa.Schema) -> ValueError:
+    """The launcher's error when no column is named or declared media: what
+    each column holds, so the user can tell which is."""
+    def holds(field: pa.Field) -> str:
+        kind = field.type
+        if pa.types.is_struct(kind) and {"bytes", "path"} <= {c.name for c in kind}:
+            return "bytes or a path a row (Hugging Face's media struct)"
+        if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+            return "bytes"
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            return "text (file paths?)"
+        return str(kind)
+    found = "; ".join(f"{field.name}: {holds(field)}" for field in schema)
+    return ValueError(f"{path}: name the columns that hold each row's media with "
+                      f"--media_columns (its schema declares no Hugging Face Audio or Image "
+                      f"column); the columns hold {found}")
+
+
 def inspect_parquet(patterns: Sequence[str], media_columns: Sequence[str],
                     key_column: str | None = None,
                     media_roots: MediaRoots | None = None) -> tuple:
-    """(files, their ListingLayout) from the files' footers and the first
-    file's first row; ValueError before any work when a file is not Parquet,
-    the files' columns differ or lack one named, or the first row's media is
+    """(files, their ListingLayout, the first file's `huggingface_features`)
+    from the files' footers and the first file's first row; ValueError before
+    any work when a file is not Parquet, the files' columns differ or lack one
+    named, no media column is named or declared, or the first row's media is
     a path outside the corpus (`MediaRoots.first_row_outside`)."""
     files = match_files(patterns)
-    columns = {}
+    schemas = {}
     for path in files:
         with open_input(path) as f:
-            columns[path] = tuple(_parquet_file(path, f).schema_arrow.names)
+            schemas[path] = _parquet_file(path, f).schema_arrow
+    columns = {path: tuple(schema.names) for path, schema in schemas.items()}
     first = files[0]
     for path, found in columns.items():
         if found != columns[first]:
             raise ValueError(f"Parquet files {first!r} and {path!r} differ in their columns "
                              f"({', '.join(columns[first])} vs {', '.join(found)})")
+    declared = huggingface_features(schemas[first])
+    media_columns = tuple(media_columns) or tuple(
+        name for name, feature in declared.items() if feature.get("_type") in _HF_MEDIA)
+    if not media_columns:
+        raise _no_media_columns(first, schemas[first])
     try:
         layout = ListingLayout("parquet", columns[first], tuple(media_columns), key_column or None,
                                media_roots or MediaRoots())
     except ValueError as e:
         raise ValueError(f"{first}: {e}") from None
     _check_first_row(first, layout)
-    return files, layout
+    return files, layout, declared
 
 
 def _check_first_row(path: str, layout: ListingLayout) -> None:
@@ -259,7 +316,9 @@ class ReadParquetSamples(beam.PTransform):
 
     Made, it reads each file's footer and the first row's media columns
     (`inspect_parquet`): ValueError before any work when one is not Parquet,
-    the files differ in their columns, one named is missing, or the first
+    the files differ in their columns, one named is missing, none is named
+    (`media_columns` empty) or declared (a Hugging Face Audio or Image
+    column: `huggingface` holds the declared features), or the first
     row's media is a path outside the file's folder and every `media_root`
     (a folder, or a list of them, the paths may also lead into). Units are
     runs of row groups of about `target_bytes` (`plan_parquet_units`),
@@ -280,11 +339,36 @@ class ReadParquetSamples(beam.PTransform):
                  media_root: str | Sequence[str] | None = None):
         super().__init__()
         self._patterns = as_patterns(file_pattern)
-        self.files, self.layout = inspect_parquet(self._patterns,
-                                                  media_column_list(media_columns), key_column,
-                                                  MediaRoots.of(media_root))
+        self.files, self.layout, self.huggingface = inspect_parquet(
+            self._patterns, media_column_list(media_columns), key_column,
+            MediaRoots.of(media_root))
         plan = functools.partial(plan_parquet_units, self._patterns, target_bytes)
         self.source = Source(plan, ParquetReader(self.layout))
+
+    @property
+    def flag_defaults(self) -> dict:
+        """{flag: value} the files' own metadata suggests where the command
+        line gives none: their Hugging Face Audio columns as the fields a cut
+        decodes, and the sample rate those declare (when they agree on one)."""
+        audio = [c for c in self.layout.media_columns
+                 if self.huggingface.get(c, {}).get("_type") == "Audio"]
+        rates = {self.huggingface[c].get("sampling_rate") for c in audio}
+        rate = rates.pop() if len(rates) == 1 else None
+        return ({"audio_fields": ",".join(audio)} if audio else {}) | (
+            {"sample_rate": rate} if isinstance(rate, int) and rate > 0 else {})
+
+    @property
+    def declared_dtypes(self) -> dict:
+        """{column: the spec's dtype} of the columns a Hugging Face schema
+        declares a `Value` of a known dtype, or a `ClassLabel` (int64)."""
+        declared = {}
+        for name, feature in self.huggingface.items():
+            kind = feature.get("_type")
+            dtype = "int64" if kind == "ClassLabel" else (
+                _HF_DTYPES.get(feature.get("dtype")) if kind == "Value" else None)
+            if dtype:
+                declared[name] = dtype
+        return declared
 
     def describe(self) -> dict:
         """What the manifest records of this input."""

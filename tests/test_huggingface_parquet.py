@@ -1,0 +1,106 @@
+"""Hugging Face `datasets` Parquet read by its own metadata: files written by
+the real `datasets` library (to_parquet, and push_to_hub's layout of
+data/train-0000N-of-0000M.parquet with the audio embedded), audio made by sox.
+
+The schema's `huggingface` key says which columns are Audio and at what rate:
+no --media_columns is needed, the rate is the job's default --sample_rate,
+and plain Parquet with no media column named gets an error saying what each
+column holds.
+"""
+
+import subprocess
+
+import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import soundfile
+
+import transforms as dg
+from pipelines import parquet_to_tfrecord
+
+TONES = {"a": (1.0, 300), "b": (1.5, 500), "c": (0.75, 700)}   # seconds, Hz
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    """a.flac, b.flac, c.flac: 16 kHz tones by sox."""
+    root = tmp_path_factory.mktemp("hf")
+    for name, (seconds, hz) in TONES.items():
+        subprocess.run(["sox", "-n", "-r", "16000", "-b", "16", "-c", "1",
+                        str(root / f"{name}.flac"), "synth", str(seconds), "sine", str(hz),
+                        "gain", "-6"], check=True)
+    return root
+
+
+def _dataset(columns: dict, rate: int | None = None) -> datasets.Dataset:
+    ds = datasets.Dataset.from_dict(columns)
+    ds = ds.cast_column("audio", datasets.Audio(sampling_rate=rate))
+    return ds.cast_column("label", datasets.ClassLabel(names=["low", "mid", "high"]))
+
+
+def test_to_parquets_audio_column_and_rate_need_no_flags(clips, tmp_path, monkeypatch):
+    """Paths (as to_parquet keeps them: relative to the Parquet file's folder
+    here) and Audio(sampling_rate=8000): the job decodes at 8 kHz without
+    --media_columns, --sample_rate or --features."""
+    monkeypatch.chdir(clips)   # where `datasets` finds the relative paths
+    _dataset({"audio": [f"{n}.flac" for n in TONES], "text": ["one", "two", "three"],
+              "code": ["007", "010", "3"], "label": [0, 1, 2]},
+             rate=8000).to_parquet(str(clips / "clips.parquet"))
+    output = tmp_path / "ds"
+    parquet_to_tfrecord.run(["--input", str(clips / "clips.parquet"), "--output", str(output),
+                             "--cut", "utterances", "--splits", "train=1"])
+    info = dg.load_info(output)
+    audio = next(f for f in info.spec if f.name == "audio")
+    assert audio.sample_rate == 8000 and info.document["options"]["sample_rate"] == 8000
+    # The schema's dtypes: text that reads as a number stays text (Value("string")).
+    assert {f.name: f.dtype for f in info.spec if f.name in ("text", "code", "label")} == {
+        "text": "string", "code": "string", "label": "int64"}
+    examples = {int(e["label"]): e for e in dg.load(output, "train", batch_size=None)}
+    assert sorted(examples) == [0, 1, 2]
+    for label, (seconds, hz) in enumerate(TONES.values()):
+        audio = examples[label]["audio"].numpy()
+        assert len(audio) == seconds * 8000
+        # Each tone at 8 kHz: its strongest FFT bin its pitch, its level sox's -6 dB sine.
+        spectrum = np.abs(np.fft.rfft(audio))
+        assert np.argmax(spectrum) * 8000 / len(audio) == pytest.approx(hz, abs=2)
+        assert np.sqrt(np.mean(audio[800:-800] ** 2)) == pytest.approx(0.501 / np.sqrt(2),
+                                                                        rel=0.01)
+        assert examples[label]["text"].numpy() == [b"one", b"two", b"three"][label]
+        assert examples[label]["code"].numpy() == [b"007", b"010", b"3"][label]
+
+
+def test_push_to_hubs_shards_with_embedded_audio(clips, tmp_path):
+    """data/train-0000N-of-00002.parquet, each FLAC's bytes in its row."""
+    embedded = [{"bytes": (clips / f"{n}.flac").read_bytes(), "path": f"{n}.flac"} for n in TONES]
+    ds = _dataset({"audio": embedded, "text": list(TONES), "label": [0, 1, 2]})
+    data = tmp_path / "data"
+    data.mkdir()
+    for index in range(2):
+        ds.shard(2, index).to_parquet(str(data / f"train-{index:05d}-of-00002.parquet"))
+    first = pq.read_table(data / "train-00000-of-00002.parquet")
+    assert first["audio"][0]["bytes"].as_py()[:4] == b"fLaC"
+    read = dg.ReadParquetSamples(str(data / "train-*.parquet"), [])
+    assert read.layout.media_columns == ("audio",)
+    assert read.flag_defaults == {"audio_fields": "audio"}   # Audio(): the files' own rate
+    output = tmp_path / "ds"
+    with dg.make_pipeline() as p:
+        _ = p | dg.WriteDataset(str(output), read.source, features="text:string,label:int64",
+                                cut=dg.CutOptions(mode="utterances", audio_fields=("audio",)),
+                                splits="train=1")
+    examples = {e["text"].numpy().decode(): e for e in dg.load(output, "train", batch_size=None)}
+    assert sorted(examples) == sorted(TONES)
+    for name in TONES:
+        audio, _ = soundfile.read(clips / f"{name}.flac", dtype="float32")
+        np.testing.assert_allclose(examples[name]["audio"].numpy(), audio, atol=1e-4)
+
+
+def test_plain_parquet_without_media_columns_says_what_its_columns_hold(clips, tmp_path):
+    path = tmp_path / "plain.parquet"
+    pq.write_table(pa.table({"clip": [(clips / "a.flac").read_bytes()], "note": ["a.flac"],
+                             "n": [1]}), path)
+    with pytest.raises(ValueError, match="clip: bytes; note: text \\(file paths\\?\\); n: int64"):
+        parquet_to_tfrecord.run(["--input", str(path), "--output", str(tmp_path / "ds"),
+                                 "--cut", "utterances", "--splits", "train=1"])
+    assert not (tmp_path / "ds").exists()
