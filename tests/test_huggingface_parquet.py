@@ -16,9 +16,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import soundfile
+import tensorflow_datasets as tfds
 
 import transforms as dg
 from pipelines import parquet_to_tfrecord
+from transforms.report.gather import gather
 
 TONES = {"a": (1.0, 300), "b": (1.5, 500), "c": (0.75, 700)}   # seconds, Hz
 
@@ -50,8 +52,15 @@ def test_to_parquets_audio_column_and_rate_need_no_flags(clips, tmp_path, monkey
              rate=8000).to_parquet(str(clips / "clips.parquet"))
     output = tmp_path / "ds"
     parquet_to_tfrecord.run(["--input", str(clips / "clips.parquet"), "--output", str(output),
-                             "--cut", "utterances", "--splits", "train=1"])
+                             "--cut", "utterances", "--splits", "train=1",
+                             "--label_field", "label"])
     info = dg.load_info(output)
+    # The ClassLabel's names: the manifest's, TFDS's, the report's label axis.
+    assert info.class_names == {"label": ["low", "mid", "high"]}
+    assert tfds.builder_from_directory(str(output)).info.features["label"].names == [
+        "low", "mid", "high"]
+    assert gather(str(output)).splits[0].label_counts == {"low": 1, "mid": 1, "high": 1}
+    assert dg.verify_dataset(output).ok
     audio = next(f for f in info.spec if f.name == "audio")
     assert audio.sample_rate == 8000 and info.document["options"]["sample_rate"] == 8000
     # The schema's dtypes: text that reads as a number stays text (Value("string")).

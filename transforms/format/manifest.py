@@ -158,6 +158,15 @@ def label_classes(spec: FeatureSpec, label_source: str | None,
             if f.source == label_source and f.dtype == "int64" and not f.shape}
 
 
+def class_names(spec: FeatureSpec, source: Mapping[str, Any]) -> dict:
+    """{feature: its classes' names} of the int64 scalars whose source column
+    the input declares names for (a Hugging Face ClassLabel: the source
+    section's `class_names`, {column: names})."""
+    declared = source.get("class_names") or {}
+    return {f.name: list(declared[f.source]) for f in spec
+            if f.source in declared and f.dtype == "int64" and not f.shape}
+
+
 def schema_proto(spec: FeatureSpec, num_classes: Mapping[str, int] | None = None):
     """The spec as a tensorflow_metadata Schema (what TFXIO decodes tf.Examples
     with, and TFDV validates statistics against).
@@ -328,6 +337,12 @@ class DatasetInfo:
     def warnings(self) -> list:
         """What the run warned of (an empty split allowed, a lopsided one, duplicates)."""
         return self.document.get("warnings", [])
+
+    @property
+    def class_names(self) -> dict:
+        """{feature: the names of its classes 0..n-1} where the input declared
+        them (a Hugging Face ClassLabel column); {} otherwise."""
+        return class_names(self.spec, self.document.get("source", {}))
 
     @property
     def statistics(self) -> Mapping[str, Any]:

@@ -10,7 +10,8 @@ the manifest, in the JSON TFDS 4.x writes for its own datasets (its
 - `features.json`: one TFDS feature per spec feature, chosen so TFDS decodes
   the bytes we wrote: `Image` for a JPEG frame, `Video` for a clip's JPEG
   frames, `Audio` for a window (raw float32 values, or int16 packed as
-  bytes), `ClassLabel` for an integer label whose classes are known, `Text`
+  bytes), `ClassLabel` for an integer label whose classes are known (their
+  names, where the input declared them, in `<feature>.labels.txt`), `Text`
   for UTF-8 strings and `Tensor` for everything else (packed arrays with
   TFDS's bytes encoding; TFDS gives a float16 array as float16, where our
   reader casts it to float32).
@@ -27,7 +28,7 @@ from typing import Mapping
 from transforms.format.spec import PACKED, Feature, FeatureSpec
 
 __all__ = ["TFDS_INFO", "TFDS_FEATURES", "FILEPATH_TEMPLATE", "VERSION", "applies",
-           "dataset_name", "tfds_feature", "tfds_features", "tfds_dataset_info"]
+           "dataset_name", "labels_file", "tfds_feature", "tfds_features", "tfds_dataset_info"]
 
 TFDS_INFO = "dataset_info.json"
 TFDS_FEATURES = "features.json"
@@ -41,6 +42,11 @@ _CLASS = "tensorflow_datasets.core.features."
 _DTYPES = {"bytes": "string", "string": "string", "bool": "bool", "int32": "int32",
            "int64": "int64", "float": "float32", "double": "float64",
            "int16": "int16", "uint8": "uint8", "float16": "float16"}
+
+
+def labels_file(feature: str) -> str:
+    """The file TFDS reads a ClassLabel feature's names from, a name a line."""
+    return f"{feature}.labels.txt"
 
 
 def applies(compression: str) -> bool:

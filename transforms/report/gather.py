@@ -108,6 +108,15 @@ def _label_name(info: DatasetInfo) -> str | None:
                 "label" if "label" in info.spec.names else None)
 
 
+def _named(counts: dict, names: list | None) -> dict:
+    """Label counts keyed by the classes' names where the input declared them
+    (a Hugging Face ClassLabel), else as counted."""
+    if not names:
+        return dict(counts)
+    return {names[int(label)] if label.isdigit() and int(label) < len(names) else label: n
+            for label, n in counts.items()}
+
+
 def _key_name(spec: FeatureSpec, media: tuple) -> str | None:
     """The feature naming an example's source: `source_key`, a feature of the
     sample key, else the first short text one (not a stored recording)."""
@@ -225,11 +234,12 @@ def gather(root: str, *, max_examples: int = 5000, frames: int = 24, audio_windo
     # leaving the rest to those after it.
     left = sum(1 for split in info.splits.values() if split["num_examples"])
     wanted_total = frames if image else (audio_windows if audio or whole else 0)
+    names = info.class_names.get(label) if label else None
     for name, split in info.splits.items():
         starts = _start_times(root, info, name, max_examples)
         splits.append(SplitView(name, split["num_examples"], split.get("num_bytes", 0),
                                 dict(split.get("durations", {})),
-                                dict(split.get("label_counts", {})),
+                                _named(split.get("label_counts", {}), names),
                                 _sizes(root, info, name), *_durations(split), starts, len(starts)))
         wanted = 0
         if split["num_examples"]:

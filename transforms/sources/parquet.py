@@ -372,8 +372,11 @@ class ReadParquetSamples(beam.PTransform):
 
     def describe(self) -> dict:
         """What the manifest records of this input."""
+        names = {name: feature["names"] for name, feature in self.huggingface.items()
+                 if feature.get("_type") == "ClassLabel" and isinstance(feature.get("names"), list)}
         return {"type": "parquet", "input": ",".join(self._patterns),
-                "num_files": len(self.files), "media_columns": list(self.layout.media_columns)}
+                "num_files": len(self.files), "media_columns": list(self.layout.media_columns),
+                **({"class_names": names} if names else {})}
 
     def first_samples(self) -> Iterator[dict]:
         """The readable samples of the first file, in order: lazy, so --features

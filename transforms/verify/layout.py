@@ -69,6 +69,8 @@ def _accounted(info: DatasetInfo, path: str) -> bool:
         return True
     if path == manifest.DUPLICATES_FILE:
         return bool(info.document.get("duplicates", {}).get("file"))
+    if path in {tfds_metadata.labels_file(feature) for feature in info.class_names}:
+        return True
     return bool(info.transform) and path.split("/", 1)[0] in TRANSFORM_DIRS
 
 

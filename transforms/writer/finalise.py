@@ -437,9 +437,15 @@ class _PublishFn(beam.DoFn):
         return (self._transformed_spec,
                 config.preprocessing.manifest_section(config.recipe.spec))
 
-    def _publish_tfds(self, spec: FeatureSpec, classes: dict, info: Mapping[str, Any]) -> None:
-        """TFDS's dataset_info.json and features.json for the manifest `info`."""
+    def _publish_tfds(self, spec: FeatureSpec, classes: dict, names: dict,
+                      info: Mapping[str, Any]) -> None:
+        """TFDS's dataset_info.json and features.json for the manifest `info`,
+        and a `<feature>.labels.txt` of each ClassLabel's `names`, where TFDS
+        looks for them."""
         output = self._config.output
+        for feature, found in names.items():
+            write_text(FileSystems.join(output, tfds_metadata.labels_file(feature)),
+                       "".join(f"{name}\n" for name in found))
         description = (f"Written by beam-datagen {info['package_version']} from "
                        f"{info['source'].get('input') or info['source'].get('type')}; "
                        f"its manifest is {manifest.MANIFEST}.")
@@ -484,8 +490,10 @@ class _PublishFn(beam.DoFn):
             audio_features=_audio_features_section(config.recipe.cut),
             augmentation=config.recipe.cut.augment.describe(), recipe=config.describe(),
             sections=plan.sections)
-        classes = manifest.label_classes(spec, config.recipe.split_plan.label_source,
-                                         _section(plan.sections, Labels.name))
+        names = manifest.class_names(spec, info["source"])
+        classes = {**manifest.label_classes(spec, config.recipe.split_plan.label_source,
+                                            _section(plan.sections, Labels.name)),
+                   **{feature: len(found) for feature, found in names.items()}}
         write_text(FileSystems.join(config.output, manifest.SCHEMA),
                     manifest.schema_pbtxt(spec, classes))
         if ledger_parts is not None:
@@ -493,7 +501,7 @@ class _PublishFn(beam.DoFn):
         else:
             delete_if_exists(FileSystems.join(config.output, LEDGER))  # an earlier run's
         if config.write_tfrecords and tfds_metadata.applies(config.compression):
-            self._publish_tfds(spec, classes, info)
+            self._publish_tfds(spec, classes, names, info)
         write_text(FileSystems.join(config.output, manifest.MANIFEST),
                     json.dumps(info, indent=2, sort_keys=False) + "\n")
         # This run's temporary folder, and any a killed run left behind.
