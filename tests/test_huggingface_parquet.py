@@ -78,6 +78,11 @@ def test_to_parquets_audio_column_and_rate_need_no_flags(clips, tmp_path, monkey
                                                                         rel=0.01)
         assert examples[label]["text"].numpy() == [b"one", b"two", b"three"][label]
         assert examples[label]["code"].numpy() == [b"007", b"010", b"3"][label]
+    # A rerun into the folder without the label leaves no class names behind.
+    parquet_to_tfrecord.run(["--input", str(clips / "clips.parquet"), "--output", str(output),
+                             "--cut", "utterances", "--splits", "train=1",
+                             "--features", "text:string"])
+    assert not (output / "label.labels.txt").exists() and dg.verify_dataset(output).ok
 
 
 def test_push_to_hubs_shards_with_embedded_audio(clips, tmp_path):

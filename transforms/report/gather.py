@@ -108,13 +108,15 @@ def _label_name(info: DatasetInfo) -> str | None:
                 "label" if "label" in info.spec.names else None)
 
 
+def _class_name(label: str, names: list | None) -> str:
+    """A label as its class's name where the input declared the names (a
+    Hugging Face ClassLabel), else as it is."""
+    return names[int(label)] if names and label.isdigit() and int(label) < len(names) else label
+
+
 def _named(counts: dict, names: list | None) -> dict:
-    """Label counts keyed by the classes' names where the input declared them
-    (a Hugging Face ClassLabel), else as counted."""
-    if not names:
-        return dict(counts)
-    return {names[int(label)] if label.isdigit() and int(label) < len(names) else label: n
-            for label, n in counts.items()}
+    """Label counts keyed by `_class_name`."""
+    return {_class_name(label, names): n for label, n in counts.items()}
 
 
 def _key_name(spec: FeatureSpec, media: tuple) -> str | None:
@@ -158,10 +160,11 @@ def _text(value) -> str:
     return str(value.item() if hasattr(value, "item") else value)
 
 
-def _caption(example: dict, label: str | None, key: str | None) -> str:
+def _caption(example: dict, label: str | None, key: str | None,
+             names: list | None = None) -> str:
     parts = []
     if label:
-        parts.append(f"label {_text(example[label])}")
+        parts.append(f"label {_class_name(_text(example[label]), names)}")
     if key:
         parts.append(_text(example[key])[-18:])
     if "start_time" in example:
@@ -247,7 +250,7 @@ def gather(root: str, *, max_examples: int = 5000, frames: int = 24, audio_windo
             wanted = min(split["num_examples"], -(-(wanted_total - picked) // left))
             left -= 1
         for example in _picked(root, info, name, wanted, seed):
-            caption, source = _caption(example, label, key), _source(example, key)
+            caption, source = _caption(example, label, key, names), _source(example, key)
             if image:
                 pixels = example[image.name].numpy()
                 thumbnails.append(Thumbnail(name, pixels[0] if pixels.ndim == 4 else pixels,

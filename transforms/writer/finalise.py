@@ -298,6 +298,9 @@ class _CheckFn(beam.DoFn):
         output = self._config.output
         for name in (manifest.MANIFEST, tfds_metadata.TFDS_INFO, tfds_metadata.TFDS_FEATURES):
             delete_if_exists(FileSystems.join(output, name))
+        labels = FileSystems.match([FileSystems.join(output, tfds_metadata.labels_file("*"))])
+        if labels[0].metadata_list:   # TFDS's class names of an earlier run's
+            FileSystems.delete([m.path for m in labels[0].metadata_list])
         named = name_shards(shards, self._config.compression)
         final_files = {n.shard.temp: n.file for n in named}  # before any is moved aside
         named = _move_aside(named, output, self._temp_dir)
