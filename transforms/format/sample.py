@@ -29,13 +29,18 @@ import numpy as np
 
 from transforms.format.text import preview
 
-__all__ = ["CONTENT_KEY_PREFIX", "KEY", "SOURCE_KEY", "SPAN", "URL", "StoredBytes", "as_sample",
+__all__ = ["CHANNEL", "CONTENT_KEY_PREFIX", "KEY", "SOURCE_KEY", "SPAN", "URL", "StoredBytes",
+           "as_sample",
            "content_key", "data_fields", "escape", "escape_name", "field_text", "field_value",
            "is_text", "keyed", "read_stored", "FieldReader"]
 
 KEY = "__key__"
 URL = "__url__"
 SPAN = "__span__"
+# The channel of its file a sample's audio is on, where its input says so (a
+# Lhotse supervision on one channel of a stereo telephone call): a cut decodes
+# that channel alone, whatever --channel chooses for the others.
+CHANNEL = "__channel__"
 # The field of a cut example naming the sample (the recording) it was cut from.
 SOURCE_KEY = "source_key"
 # The key `content_key` gives a dict that has none.

@@ -51,7 +51,7 @@ from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 import numpy as np
 
 from transforms.format.arguments import ArgumentError, check_choice, check_names
-from transforms.format.sample import KEY, SOURCE_KEY, SPAN
+from transforms.format.sample import CHANNEL, KEY, SOURCE_KEY, SPAN
 from transforms.format.segments import BoxTrack
 from transforms.format.spec import Feature
 from transforms.media.audio import AudioOptions, stream_audio
@@ -381,7 +381,9 @@ def _audio_stream(sample: Mapping[str, Any], options: CutOptions, span,
     given to the route's tap too, then augmented as the route says; the
     milliseconds decoded counted in stats["audio_ms_decoded"]."""
     field = _audio_source(sample, options)
-    blocks = stream_audio(sample[field], options.audio, name=field, span=span)
+    audio = options.audio if CHANNEL not in sample else dataclasses.replace(
+        options.audio, channel=sample[CHANNEL])
+    blocks = stream_audio(sample[field], audio, name=field, span=span)
 
     def decoded():
         for block in _staged_iter("decode_audio", field, blocks):

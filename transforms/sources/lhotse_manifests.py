@@ -39,9 +39,10 @@ audio is a `command` (refused as wav.scp commands are: convert the audio
 first) or held in memory, or which Lhotse would transform (speed, volume) as
 it loads it. A recording of several sources (a file a channel, as AMI's
 headsets) gives each supervision the file of its channel; a supervision on
-some channels of a file that holds more is a dead letter too: the job reads
-every row's file through one `--channel` choice, which would mix in the
-other channels' speech.
+one channel of a file holding several (a stereo telephone call, as
+Switchboard's and Fisher's) is decoded from that channel alone, whatever
+`--channel` says (the sample's `__channel__`); one on some channels of a file
+holding more is a dead letter too, as mixing them is not what it means.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from typing import Any, Mapping
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.format.dead_letters import DUPLICATE_KEY, RowError
+from transforms.format.sample import CHANNEL
 from transforms.format.text import preview
 from transforms.sources import compression
 from transforms.sources.input_files import read_whole
@@ -136,9 +138,10 @@ def _number(record: Mapping[str, Any], field: str, kind: str) -> float:
     return float(value)
 
 
-def _source(recording: Mapping[str, Any], channels: tuple) -> str:
-    """The file or URL that holds exactly `channels` of `recording`
-    (ValueError naming why there is none: see the module docstring)."""
+def _source(recording: Mapping[str, Any], channels: tuple) -> tuple[str, int | None]:
+    """(the file or URL holding `channels` of `recording`, the one channel of
+    that file to decode, or None for all of it); ValueError naming why there
+    is none (see the module docstring)."""
     name = recording["id"]
     if recording.get("transforms"):
         kinds = ", ".join(str(t.get("name", t)) if isinstance(t, dict) else str(t)
@@ -157,18 +160,17 @@ def _source(recording: Mapping[str, Any], channels: tuple) -> str:
             raise ValueError(f"recording {name!r}: channels {list(channels)} are in several of "
                              "its files; the job reads one file a row (give supervisions of "
                              "one channel each)")
-        if set(held) != set(channels):
+        if set(held) != set(channels) and len(channels) > 1:
             raise ValueError(f"recording {name!r}: channels {list(channels)} are part of a "
-                             f"source holding channels {held}; the job reads a file through "
-                             "one --channel choice for every row (split the channels into "
-                             "files of their own)")
+                             f"source holding channels {held}; a row is one channel of a "
+                             "file, or all of them")
         kind, where = source.get("type"), source.get("source")
         if kind not in ("file", "url"):
             raise ValueError(f"recording {name!r}: a {kind!r} source is not read (only files "
                              f"and URLs); convert the audio to files first")
         if not isinstance(where, str) or not where:
             raise ValueError(f"recording {name!r}: its source names no file")
-        return where
+        return where, (held.index(channels[0]) if set(held) != set(channels) else None)
     raise ValueError(f"recording {name!r} has no source of channels {list(channels)}")
 
 
@@ -182,7 +184,7 @@ def first_recording_path(line: bytes) -> str:
     sources = recording.get("sources")
     first = sources[0] if isinstance(sources, list) and sources else {}
     held = first.get("channels") if isinstance(first, dict) else None
-    return _source({**recording, "sources": [first]}, tuple(held or (0,)))
+    return _source({**recording, "sources": [first]}, tuple(held or (0,)))[0]
 
 
 def _channels(recording: Mapping[str, Any]) -> list:
@@ -210,9 +212,10 @@ def _segment(name: str, kind: str, recording: Mapping[str, Any], start: float,
         raise ValueError(f"{kind} {name!r} spans {start:g}-{end:g} s, outside its recording "
                          f"{recording['id']!r} of {length:g} s")
     channels = tuple(channel) if isinstance(channel, list) else (channel,)
-    return {"utterance": name, "audio": _source(recording, channels),
-            "recording": recording["id"], "start": start, "end": min(end, length),
-            "channel": channel}
+    path, in_file = _source(recording, channels)
+    return {"utterance": name, "audio": path, "recording": recording["id"], "start": start,
+            "end": min(end, length), "channel": channel,
+            **({CHANNEL: in_file} if in_file is not None else {})}
 
 
 def _labels(supervisions: list) -> dict:
@@ -263,7 +266,7 @@ class LhotseTables:
             if self._kind == "supervision":
                 return self._supervision(record)
             return {"utterance": record["id"],
-                    "audio": _source(record, tuple(_channels(record)))}
+                    "audio": _source(record, tuple(_channels(record)))[0]}
         except RowError:
             raise
         except ValueError as e:

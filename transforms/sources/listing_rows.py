@@ -31,12 +31,12 @@ import json
 import re
 from typing import Any, Callable, Mapping, Sequence
 
-from transforms.format.sample import KEY, URL, StoredBytes, field_text, field_value
+from transforms.format.sample import CHANNEL, KEY, URL, StoredBytes, field_text, field_value
 from transforms.format.text import comma_list, preview
 from transforms.media.sniff import NotMedia, check_media
 from transforms.sources.compression import codec_of_name
 from transforms.sources.input_files import StorageReadError
-from transforms.sources.listing_sets import listing_set_of
+from transforms.sources.listing_sets import LISTING_SETS, listing_set_of
 from transforms.sources.media_paths import MediaRoots, OutsideCorpus
 
 __all__ = ["ListingLayout", "MediaReadError", "header_columns", "listing_format",
@@ -190,7 +190,8 @@ def row_to_sample(row: Mapping[str, Any], listing_url: str, layout: ListingLayou
     except that StorageReadError (the storage's fault) propagates.
     """
     for column in row:
-        if column.startswith("__"):
+        # A listing set's rows may name the channel of its file a row is on.
+        if column.startswith("__") and not (column == CHANNEL and layout.format in LISTING_SETS):
             raise ValueError(f"column {column!r}: names starting with __ are reserved")
     media = {}
     for column in layout.media_columns:
