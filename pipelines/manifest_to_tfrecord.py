@@ -19,7 +19,9 @@ On Dataflow:
 
 Each row is a sample: its media columns' files (relative to the manifest, or
 absolute, or gs://) read into fields named by the columns, its other columns
-as label and metadata fields (`transforms.sources.listing`). The launcher reads
+as label and metadata fields (`transforms.sources.listing`). A Kaldi data
+directory's `wav.scp` and a Lhotse recordings manifest or CutSet are listings
+too, a row an utterance (`transforms.sources.listing_sets`). The launcher reads
 only the first line of each manifest, to check that the columns the flags name
 exist; workers read the rows. Every other flag is shared by all pipelines
 (`pipelines.dataset_options`); `--input` is the tar pipeline's flag, here
@@ -38,8 +40,8 @@ __all__ = ["run"]
 def run(argv=None) -> dict | None:
     """Builds and runs the job; returns the manifest once it has finished."""
     return run_rows_job("manifest_to_tfrecord", argv, dg.ReadListingSamples,
-                        "CSV or JSONL manifests (or Kaldi wav.scp files): a file pattern, or "
-                        "several comma separated")
+                        "CSV or JSONL manifests (or Kaldi wav.scp files, Lhotse recordings "
+                        "manifests or CutSets): a file pattern, or several comma separated")
 
 
 if __name__ == "__main__":
