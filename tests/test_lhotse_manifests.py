@@ -5,7 +5,8 @@ Each supervision becomes an example holding exactly its stretch of its
 recording's file for its channel (one file of several, or one channel of a
 stereo file), with its text, speaker and labels; what cannot be read as
 Lhotse means it (a command source, an unknown recording, a segment past its
-recording's end) is a dead letter naming the supervision.
+recording's end, a speed perturbation Lhotse would apply as it loads the
+audio) is a dead letter naming the supervision.
 """
 
 import json
@@ -93,7 +94,8 @@ def test_each_supervision_is_its_channels_stretch_or_a_dead_letter(corpus, tmp_p
     assert (samples["m-1"]["recording"], samples["m-1"]["channel"]) == (b"meeting", 1)
     with open(output / "failures" / "failures.jsonl") as f:
         letters = {letter["key"]: letter["message"] for letter in map(json.loads, f)}
-    assert sorted(letters) == ["o-0", "p-0", "x-0"]
+    assert sorted(letters) == ["o-0", "p-0", "sp-0", "x-0"]
+    assert "has transforms (Speed) Lhotse applies as it loads the audio" in letters["sp-0"]
     assert "a 'command' source is not read" in letters["p-0"]
     assert "names recording 'absent', which meeting_recordings_test.jsonl.gz does not" in (
         letters["x-0"])
