@@ -24,7 +24,10 @@ and repeated (medians), each after a sync with the corpus in the page cache:
                    (lossy), N = 1 and 2;
   lhotse hdf5 2    the same into HDF5 float32 (lossless), 2 jobs;
   ours float16     ours, 1 worker, with --feature_dtype float16 (half the
-                   features' bytes; within 2^-11 of each value).
+                   features' bytes; within 2^-11 of each value);
+  ours from Lhotse's manifests
+                   pipelines.manifest_to_tfrecord on the RecordingSet and
+                   SupervisionSet Lhotse reads, the same job otherwise.
 
 For each: the CPU seconds of the whole process tree (the steadier figure on
 a noisy machine), wall seconds, peak RSS and PSS of the tree
@@ -65,6 +68,10 @@ PEER_PACKAGES = ["lhotse", "torch", "lilcom", "h5py", "urllib3"]
 OURS = ["--cut", "utterances", "--audio_fields", "flac", "--audio_features", "fbank",
         "--num_mel_bins", "80", "--features", "text=txt:string,speaker=json.speaker:string",
         "--text_field", "text", "--split_by", "json.speaker"]
+# The same job reading the corpus as Lhotse does: its manifests, a supervision a row.
+FROM_MANIFESTS = ["--cut", "utterances", "--audio_fields", "audio", "--audio_features",
+                  "fbank", "--num_mel_bins", "80", "--features", "text:string,speaker:string",
+                  "--text_field", "text", "--split_by", "speaker"]
 
 
 def _utterance(files: str, index: int) -> None:
@@ -162,6 +169,11 @@ def main(argv=None) -> None:
         "lhotse hdf5, 2 jobs": [python, SIDE, "features", output, manifests, "2", "hdf5"],
         "ours, float16, 1 worker": [*ours, "--direct_num_workers", "1", "--feature_dtype",
                                     "float16"],
+        "ours from Lhotse's manifests": [
+            sys.executable, "-m", "pipelines.manifest_to_tfrecord", "--input",
+            os.path.join(manifests, "recordings.jsonl.gz"), "--media_root", files,
+            "--segment_columns", "start,end", "--output", output, "--direct_num_workers", "1",
+            *FROM_MANIFESTS],
     }
     disk = {}
     for name, command in runs.items():   # once, untimed: what each writes
@@ -174,7 +186,7 @@ def main(argv=None) -> None:
                 if n.endswith(".flac")) / 3600
     print(f"{args.utterances} utterances, {megabytes:.0f} MB of FLAC, {hours:.2f} h; "
           f"{os.cpu_count()} cores; medians of {args.repeats} interleaved runs")
-    print(f"{'run':<26}{'CPU s':>8}{'ours/lhotse':>13}{'wall s':>8}{'RSS MiB':>9}"
+    print(f"{'run':<30}{'CPU s':>8}{'ours/lhotse':>13}{'wall s':>8}{'RSS MiB':>9}"
           f"{'PSS MiB':>9}{'disk MB':>9}")
     median = {name: {field: statistics.median(getattr(m, field) for m in measures)
                      for field in ("cpu_seconds", "seconds", "peak_rss", "peak_pss")}
@@ -183,7 +195,7 @@ def main(argv=None) -> None:
     for name, m in median.items():
         ratio = (f"{m['cpu_seconds'] / median[peers[name]]['cpu_seconds']:.2f}x"
                  if name in peers else "")
-        print(f"{name:<26}{m['cpu_seconds']:8.1f}{ratio:>13}{m['seconds']:8.1f}"
+        print(f"{name:<30}{m['cpu_seconds']:8.1f}{ratio:>13}{m['seconds']:8.1f}"
               f"{m['peak_rss'] / 2**20:9.0f}{m['peak_pss'] / 2**20:9.0f}"
               f"{disk[name] / 1e6:9.0f}")
     largest, percentile = agreement(python, files, workdir)
