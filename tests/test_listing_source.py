@@ -241,6 +241,34 @@ def test_every_row_read_once_across_range_boundaries(tmp_path, pipeline):
         ROWS - len(missing))
 
 
+@pytest.mark.parametrize("members", [1, 2])
+def test_a_gzip_listing_is_cut_into_ranges_of_its_text(tmp_path, pipeline, members):
+    """GNU gzip's file (or two members of it, cat'ed: the trailer then gives
+    the last one's size alone): ranges of the text, the last running to the
+    end, each row read once."""
+    missing = _corpus(tmp_path)
+    text = (tmp_path / "list.csv").read_bytes()
+    header, rest = text.split(b"\r\n", 1)
+    half = rest.index(b"\r\n", len(rest) // 2) + 2
+    parts = [text] if members == 1 else [header + b"\r\n" + rest[:half], rest[half:]]
+    for i, part in enumerate(parts):
+        (tmp_path / f"part{i}").write_bytes(part)
+        subprocess.run(["gzip", "-n", str(tmp_path / f"part{i}")], check=True)
+    (tmp_path / "list.csv.gz").write_bytes(b"".join(
+        (tmp_path / f"part{i}.gz").read_bytes() for i in range(len(parts))))
+    files, layout = inspect_listings([str(tmp_path / "list.csv.gz")], ["path"])
+    units = plan_listing_units(files, layout, target_bytes=300)
+    assert len(units) > (10 if members == 1 else 4)
+    assert [u.inputs[1] for u in units] == sorted(u.inputs[1] for u in units)
+    assert units[-1].inputs[2] is None and all(u.inputs[2] for u in units[:-1])
+    read = pipeline | ReadListingSamples(files, ["path"], target_bytes=300)
+    assert_that(read.samples | "Keys" >> beam.Map(lambda s: s["__key__"]),
+                equal_to([f"media/{i:03d}" for i in range(ROWS)
+                          if f"media/{i:03d}" not in missing]), label="samples")
+    result = pipeline.run()
+    assert _counter(result, "manifest_rows_read") == ROWS
+
+
 def test_units_name_the_version_of_their_listing(tmp_path):
     """What --resume compares (transforms/writer/ledger.py): the listing as planned."""
     _corpus(tmp_path)

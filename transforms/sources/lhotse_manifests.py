@@ -17,8 +17,8 @@ read once for its consecutive supervisions). A recordings manifest with no
 supervisions manifest beside it (its name with `supervisions` for
 `recordings`) lists whole recordings: the columns utterance (the recording's
 id) and audio. The rows are the supervisions manifest's lines, else the
-recordings manifest's; a work unit is a byte range of that file (a gzipped
-manifest, as Lhotse writes them, is one unit).
+recordings manifest's; a work unit is a byte range of that file (of a gzipped
+manifest's text, as Lhotse writes them: transforms/sources/listing.py).
 
 A CutSet (`--input 'data/*_cuts_*.jsonl.gz'`, `CutSet.to_file`'s) lists its
 cuts, each holding its recording: each cut is a row of the same columns,

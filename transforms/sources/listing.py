@@ -18,9 +18,10 @@ Large listings never pass through the launching machine: the launcher reads
 one line of each file (`inspect_listings`, when ReadListingSamples is made).
 When the job starts, a worker reads a few rows of the first to size the work
 units (`plan_listing_units`): byte ranges of the listings, each holding about
-`target_bytes` of media by the first rows' sizes (a compressed listing is one
-unit: it cannot be read from the middle). Workers read a unit's rows - the lines that start in its
-range - and their media. So a row is one physical line. CSV follows RFC 4180
+`target_bytes` of media by the first rows' sizes (a gzip listing's ranges are
+of its text, whose size its trailer gives, each unit decompressing up to its
+own; a bzip2 or xz one is one unit). Workers read a unit's rows - the lines
+that start in its range - and their media. So a row is one physical line. CSV follows RFC 4180
 on that line (quoted fields may hold the delimiter and doubled quotes), but a
 quoted field may not span lines: the line holding the opening quote fails as
 unterminated, and the one holding the closing quote as a quote inside an
@@ -38,7 +39,7 @@ unreadable, or a FIFO or device (`key` the row's, `member` the file's path or
 URI, `column` its column). A compressed listing (.gz, .bz2, .xz) is read to
 its end through its codec's checks before its first row is used, as a
 compressed tar is (transforms/sources/tar.py): one that fails them is one FILE
-dead letter, stage `read_manifest`, and gives no row. As in the tar source, a
+dead letter (its first unit's), stage `read_manifest`, and gives no row. As in the tar source, a
 file that opens but whose bytes then fail to arrive (a gs:// read still
 failing after the client's retries, a disk error) is the storage's fault, not
 the row's: StorageReadError propagates and the runner retries the bundle.
@@ -344,7 +345,8 @@ def plan_listing_units(patterns: str | Sequence[str], layout: ListingLayout,
                        target_bytes: int) -> tuple:
     """The work units of the listings matching `patterns`: byte ranges of about
     `target_bytes` of media each, by the sizes of the first listing's first
-    rows' media; a compressed listing is one unit whatever its size."""
+    rows' media: ranges of a gzip listing's text (`_gzip_text_bytes`), and a
+    bzip2 or xz listing one unit whatever its size."""
     matched = matched_files(patterns)
     rows = {m.path: _rows_metadata(m, layout) for m in matched}
     sizes = {path: m.size_in_bytes for path, m in rows.items()}
@@ -356,14 +358,36 @@ def plan_listing_units(patterns: str | Sequence[str], layout: ListingLayout,
                    else row_bytes * _DEFAULT_UNIT_ROWS)
     spans = []
     for path in files:
-        if codec_of_name(path) is not None:
+        codec = codec_of_name(path)
+        text_bytes = sizes[path] if codec is None else _gzip_text_bytes(path, sizes[path])
+        if text_bytes is None:   # bzip2, xz: their text's size is known only at the end
             spans.append(((path, 0, None), sizes[path]))
             continue
-        for start in range(0, max(1, sizes[path]), range_bytes):
-            end = min(start + range_bytes, sizes[path])
-            spans.append(((path, start, end), int((end - start) * (ratio or 1))))
+        for start in range(0, max(1, text_bytes), range_bytes):
+            end = min(start + range_bytes, text_bytes)
+            # A gzip listing's last range runs to its end: the size its trailer
+            # gives may fall short (a file of several members, or over 4 GiB).
+            last = codec is not None and end == text_bytes
+            spans.append(((path, start, None if last else end),
+                          int((end - start) * (ratio or 1))))
     return tuple(WorkUnit(i, inputs, size, versions[inputs[0]])
                  for i, (inputs, size) in enumerate(spans))
+
+
+# Deflate shrinks text at most 1032 times: a trailer claiming more is not one.
+_DEFLATE_MOST = 1032
+
+
+def _gzip_text_bytes(path: str, stored_bytes: int) -> int | None:
+    """The size of a gzip listing's text, from its trailer (ISIZE: the last
+    member's size, modulo 4 GiB, so never more than the text); None for
+    another codec, or a trailer no gzip file could have."""
+    if codec_of_name(path) != "gzip" or stored_bytes < 18:
+        return None
+    with open_input(path) as f:
+        f.seek(stored_bytes - 4)
+        size = int.from_bytes(f.read(4), "little")
+    return size if 0 < size <= stored_bytes * _DEFLATE_MOST else None
 
 
 class ListingReader(UnitReader):
@@ -415,10 +439,12 @@ class ListingReader(UnitReader):
     def read(self, unit: WorkUnit, tracker=None) -> Iterator[dict | Failed]:  # noqa: ARG002
         self._last = None
         url, start, end = unit.inputs
+        # A file that cannot be read is one dead letter: its first unit's.
         try:
             rows, parse = self._rows_of(url)
         except ValueError as e:  # a listing set's file that does not parse
-            yield Failed.of(_ROW_STAGE, e, url=url, file=True)
+            if not start:
+                yield Failed.of(_ROW_STAGE, e, url=url, file=True)
             return
         lines = _lines(rows, start, end, skip_header=self._layout.has_header, verify=True)
         try:
@@ -426,7 +452,8 @@ class ListingReader(UnitReader):
                 if line.strip():  # a blank line (often the last) is not a row
                     yield self._sample(url, line, parse)
         except StreamCorrupt as e:  # raised before the first line: no row was read
-            yield Failed.of(_ROW_STAGE, e, url=url, file=True)
+            if not start:
+                yield Failed.of(_ROW_STAGE, e, url=url, file=True)
 
     def _sample(self, url: str, line: bytes, parse: Callable[[bytes], dict]) -> dict | Failed:
         """The row's Sample, or its dead letter."""
