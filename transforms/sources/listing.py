@@ -359,7 +359,8 @@ def plan_listing_units(patterns: str | Sequence[str], layout: ListingLayout,
     spans = []
     for path in files:
         codec = codec_of_name(path)
-        text_bytes = sizes[path] if codec is None else _gzip_text_bytes(path, sizes[path])
+        text_bytes = (sizes[path] if codec is None
+                      else _gzip_text_bytes(path, sizes[path], range_bytes))
         if text_bytes is None:   # bzip2, xz: their text's size is known only at the end
             spans.append(((path, 0, None), sizes[path]))
             continue
@@ -376,13 +377,19 @@ def plan_listing_units(patterns: str | Sequence[str], layout: ListingLayout,
 
 # Deflate shrinks text at most 1032 times: a trailer claiming more is not one.
 _DEFLATE_MOST = 1032
+# Listings' text rarely shrinks more than this: a gzip listing stored in less
+# than a range's share of it is taken as one unit, its trailer not read (a
+# plan of many small listings opens none of them).
+_LISTING_SHRINKS = 8
 
 
-def _gzip_text_bytes(path: str, stored_bytes: int) -> int | None:
+def _gzip_text_bytes(path: str, stored_bytes: int, range_bytes: int) -> int | None:
     """The size of a gzip listing's text, from its trailer (ISIZE: the last
-    member's size, modulo 4 GiB, so never more than the text); None for
-    another codec, or a trailer no gzip file could have."""
-    if codec_of_name(path) != "gzip" or stored_bytes < 18:
+    member's size, modulo 4 GiB, so never more than the text); None (one
+    unit) for another codec, a listing too small to cut, or a trailer no
+    gzip file could have."""
+    if (codec_of_name(path) != "gzip" or stored_bytes < 18
+            or stored_bytes * _LISTING_SHRINKS < range_bytes):
         return None
     with open_input(path) as f:
         f.seek(stored_bytes - 4)
