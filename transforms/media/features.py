@@ -42,7 +42,7 @@ from transforms.format.arguments import ArgumentError, ArgumentTypeError, check_
 from transforms.media.decoded import MediaError, full_scale_floats
 
 __all__ = ["AudioFeatures", "FEATURE_DTYPES", "FEATURE_KINDS", "WindowFeatures",
-           "compute_features", "describe_in_words", "frame_spectra", "frames_of", "padded_frames"]
+           "compute_features", "describe_in_words", "frame_spectra", "frames_of"]
 
 FEATURE_KINDS = ("fbank", "logmel", "mfcc")
 # How features are stored: as float32 values, or float16 packed into bytes.
@@ -310,7 +310,7 @@ def frames_of(audio: np.ndarray, length: int, shift: int, count: int | None = No
                                            writeable=False)
 
 
-def padded_frames(count: int, length: int, fft_length: int) -> tuple[np.ndarray, np.ndarray]:
+def _padded_frames(count: int, length: int, fft_length: int) -> tuple[np.ndarray, np.ndarray]:
     """(a zeroed float32[count, fft_length], the view of its first `length`
     columns): frames written into the view are already padded for the FFT,
     which then copies nothing."""
@@ -365,7 +365,7 @@ def _kaldi(audio: np.ndarray, sample_rate: int, options: AudioFeatures,
 def _kaldi_block(window: np.ndarray, fft_length: int, paired_banks: tuple,
                  lifted: np.ndarray | None, frames: np.ndarray) -> np.ndarray:
     """A block of frames' log mel energies (or MFCCs), float32 throughout."""
-    padded, centred = padded_frames(len(frames), frames.shape[1], fft_length)
+    padded, centred = _padded_frames(len(frames), frames.shape[1], fft_length)
     mean = np.add.reduce(frames, axis=1, keepdims=True) / np.float32(frames.shape[1])
     np.subtract(frames, mean, out=centred)   # worked on in place from here
     # An MFCC's first coefficient is the frame's log energy, before pre-emphasis.
@@ -422,7 +422,7 @@ def _logmel(audio: np.ndarray, sample_rate: int, options: AudioFeatures) -> np.n
     window, fft_length, bands = _tf_signal_parts(sample_rate, options)
 
     def kernel(frames: np.ndarray) -> np.ndarray:
-        padded, windowed = padded_frames(len(frames), length, fft_length)
+        padded, windowed = _padded_frames(len(frames), length, fft_length)
         np.multiply(frames, window, out=windowed)
         magnitude = np.abs(frame_spectra(padded, overwrite=True))
         return np.log(_mel_product(magnitude, bands) + np.float32(_LOG_OFFSET))

@@ -14,19 +14,20 @@ Two faults of the input must not pass for something else:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
-from typing import IO
+from typing import IO, Iterator
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.io.localfilesystem import LocalFileSystem
 
 from transforms.format.dead_letters import StorageReadError
+from transforms.sources import compression
 
 __all__ = ["NotARegularFile", "StorageGuard", "StorageReadError", "check_regular", "is_local",
-           "open_input",
-           "read_whole"]
+           "open_decompressed", "open_input", "read_whole"]
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
@@ -142,3 +143,25 @@ def read_whole(path: str) -> bytes:
     StorageReadError."""
     with open_input(path) as f:
         return StorageGuard(f, path).read()
+
+
+@contextlib.contextmanager
+def open_decompressed(path: str, verify: bool = False) -> Iterator[IO[bytes]]:
+    """`path` opened for reading, decompressed by its name's suffix (a
+    listing, a manifest); bad compressed data raises StreamCorrupt, a failing
+    read StorageReadError. With `verify`, a compressed one is first read to
+    its end through its codec's checks (transforms/sources/compression.py)."""
+    codec = compression.codec_of_name(path)
+    with open_input(path) as f:
+        if codec is None:
+            yield f
+            return
+        raw = StorageGuard(f, path)
+        try:
+            if verify:
+                compression.verify(raw, codec)
+                raw.rewind()
+            with compression.decompressed(raw, codec) as stream:
+                yield stream
+        except compression.CORRUPT as e:  # the codec's: the storage's are StorageReadError
+            raise compression.corrupt(codec, e) from None

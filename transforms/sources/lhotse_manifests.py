@@ -47,7 +47,6 @@ holding more is a dead letter too, as mixing them is not what it means.
 
 from __future__ import annotations
 
-import io
 import json
 import posixpath
 import re
@@ -58,8 +57,7 @@ from apache_beam.io.filesystems import FileSystems
 from transforms.format.dead_letters import DUPLICATE_KEY, RowError
 from transforms.format.sample import CHANNEL
 from transforms.format.text import preview
-from transforms.sources import compression
-from transforms.sources.input_files import read_whole
+from transforms.sources.input_files import open_decompressed
 
 __all__ = ["LHOTSE", "LhotseTables", "is_lhotse_listing", "lhotse_columns", "lhotse_files",
            "first_recording_path", "rows_file"]
@@ -109,15 +107,8 @@ def rows_file(files: Mapping[str, str]) -> str:
 def _manifest_lines(path: str) -> list:
     """A manifest's lines, read whole (decompressed by its name's suffix);
     StreamCorrupt for compressed data that fails its checks."""
-    data = read_whole(path)
-    codec = compression.codec_of_name(path)
-    if codec is not None:
-        try:
-            with compression.decompressed(io.BytesIO(data), codec) as stream:
-                data = stream.read()
-        except compression.CORRUPT as e:
-            raise compression.corrupt(codec, e) from None
-    return data.splitlines()
+    with open_decompressed(path) as stream:
+        return stream.read().splitlines()
 
 
 def _object(line: bytes, kind: str) -> dict:

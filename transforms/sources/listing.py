@@ -52,11 +52,10 @@ recording, NeMo-style) share one read of it: it is counted once.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
 import logging
-from typing import IO, Callable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import apache_beam as beam
 from apache_beam.io.filesystem import FileMetadata
@@ -66,10 +65,9 @@ from transforms.format.arguments import ArgumentError
 from transforms.format.sample import KEY, URL, escape_name, is_text
 from transforms.recipe.units import SHARD_SIZE_BYTES, Failed, Source, UnitReader, WorkUnit
 from transforms.runner.counters import counter
-from transforms.sources import compression
 from transforms.sources.compression import StreamCorrupt, codec_of_name
 from transforms.sources.file_match import as_patterns, file_version, match_files, matched_files
-from transforms.sources.input_files import StorageGuard, open_input, read_whole
+from transforms.sources.input_files import open_decompressed, open_input, read_whole
 from transforms.sources.lhotse_manifests import LHOTSE
 from transforms.sources.listing_rows import (
     ListingLayout,
@@ -101,29 +99,8 @@ _DEFAULT_UNIT_ROWS = 1000
 read_media = read_whole
 
 
-@contextlib.contextmanager
-def _opened(path: str, verify: bool = False) -> Iterator[IO[bytes]]:
-    """A listing opened for its lines, decompressed by its name's suffix; bad
-    compressed data raises StreamCorrupt. With `verify`, a compressed one is
-    first read to its end through its codec's checks (transforms/sources/compression.py)."""
-    codec = codec_of_name(path)
-    with open_input(path) as f:
-        if codec is None:
-            yield f
-            return
-        raw = StorageGuard(f, path)
-        try:
-            if verify:
-                compression.verify(raw, codec)
-                raw.rewind()
-            with compression.decompressed(raw, codec) as lines:
-                yield lines
-        except compression.CORRUPT as e:  # the codec's: the storage's are StorageReadError
-            raise compression.corrupt(codec, e) from None
-
-
 def _first_line(path: str) -> bytes:
-    with _opened(path) as f:
+    with open_decompressed(path) as f:
         return f.readline().rstrip(b"\r\n")
 
 
@@ -260,10 +237,10 @@ def _lines(path: str, start: int = 0, end: int | None = None,
     `end` None reads to the end (how a compressed listing, one unit, is read).
 
     `skip_header` leaves out the file's first line (a CSV header) when the range
-    starts at 0; `verify` checks a compressed listing whole first (`_opened`).
+    starts at 0; `verify` checks a compressed listing whole first (`open_decompressed`).
     Reads through Beam's filesystems: local or gs://.
     """
-    with _opened(path, verify) as f:
+    with open_decompressed(path, verify) as f:
         if start:
             f.seek(start - 1)
             f.readline()  # the rest of the line that byte start-1 is in: a range before ours
@@ -359,8 +336,8 @@ def plan_listing_units(patterns: str | Sequence[str], layout: ListingLayout,
     spans = []
     for path in files:
         codec = codec_of_name(path)
-        text_bytes = (sizes[path] if codec is None
-                      else _gzip_text_bytes(path, sizes[path], range_bytes))
+        text_bytes = sizes[path] if codec is None else (
+            _gzip_text_bytes(path, sizes[path], range_bytes) if codec == "gzip" else None)
         if text_bytes is None:   # bzip2, xz: their text's size is known only at the end
             spans.append(((path, 0, None), sizes[path]))
             continue
@@ -386,10 +363,9 @@ _LISTING_SHRINKS = 8
 def _gzip_text_bytes(path: str, stored_bytes: int, range_bytes: int) -> int | None:
     """The size of a gzip listing's text, from its trailer (ISIZE: the last
     member's size, modulo 4 GiB, so never more than the text); None (one
-    unit) for another codec, a listing too small to cut, or a trailer no
-    gzip file could have."""
-    if (codec_of_name(path) != "gzip" or stored_bytes < 18
-            or stored_bytes * _LISTING_SHRINKS < range_bytes):
+    unit) for a listing too small to cut, or a trailer no gzip file could
+    have."""
+    if stored_bytes < 18 or stored_bytes * _LISTING_SHRINKS < range_bytes:
         return None
     with open_input(path) as f:
         f.seek(stored_bytes - 4)
