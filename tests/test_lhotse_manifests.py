@@ -127,3 +127,30 @@ def test_supervisions_without_segment_columns_are_refused(corpus, tmp_path):
         manifest_to_tfrecord.run(["--input", f"{corpus}/librispeech_recordings_*.jsonl.gz",
                                   "--output", str(tmp_path / "ds"), *FLAGS[2:]])
     assert not (tmp_path / "ds").exists()
+
+
+def test_a_recordings_manifest_that_does_not_read_is_one_dead_letter(corpus, tmp_path):
+    """A recordings manifest whose second line is no JSON (its supervisions
+    beside it): the set is one file dead letter, planned (the units sized by
+    its rows) and read without a crash, and the other set's utterances are
+    written."""
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    first = ('{"id": "r", "sampling_rate": 16000, "num_samples": 16000, "duration": 1, '
+             '"sources": [{"type": "file", "channels": [0], "source": "r.flac"}]}')
+    (bad / "x_recordings_a.jsonl").write_text(first + '\n{"id": "q", "sources": [\n')
+    (bad / "x_supervisions_a.jsonl").write_text(
+        '{"id": "s", "recording_id": "r", "start": 0, "duration": 1}\n')
+    read = dg.ReadLhotseSamples(str(bad / "x_recordings_a.jsonl"))
+    assert [u.inputs[1:] for u in read.source.plan()] == [
+        (0, (bad / "x_supervisions_a.jsonl").stat().st_size)]
+    output = tmp_path / "ds"
+    info = manifest_to_tfrecord.run([
+        "--input", f"{bad}/x_recordings_a.jsonl,{corpus}/librispeech_recordings_dev-clean.jsonl.gz",
+        "--output", str(output), *FLAGS, "--features", "text:string",
+        "--max_failure_fraction", "0.5"])
+    assert info["accounting"]["files_failed"] == 1
+    assert len(_examples(output)) == len(UTTERANCES)
+    with open(output / "failures" / "failures.jsonl") as f:
+        (letter,) = map(json.loads, f)
+    assert letter["url"].endswith("x_recordings_a.jsonl") and "not JSON" in letter["message"]

@@ -27,6 +27,8 @@ def test_parse_features_names_sources_and_shapes():
     ("cls:int32x", "unknown dtype"),
     ("emb:float[0]", "must be positive"),
     ("emb:float[a]", "shape must be"),
+    ("emb:float[2,*]", "shape must be"),
+    ("emb:float16", "is an array: give its shape"),
     ("a:int64,a:bytes", "duplicate feature names"),
     ("", "spec is empty"),
 ])
@@ -55,6 +57,13 @@ def test_coerce_numpy_arrays_to_declared_dtype():
     (Feature("cls", "int64"), 1.5, "not an integer"),
     (Feature("emb", "float", (3,)), [1.0, 2.0], "has 2 values, shape \\[3\\] needs 3"),
     (Feature("x", "float"), b"abc", "is not float"),
+    # float16 arrays: finite values float16 holds, whole rows, numbers.
+    (Feature("fb", "float16", (None, 2)), np.array([[1.0, 7e4]]), "not finite float16"),
+    (Feature("fb", "float16", (None, 2)), [1.0, float("nan")], "not finite float16"),
+    (Feature("fb", "float16", (None, 2)), [1.0, 2.0, 3.0],
+     "has 3 values, not whole rows of shape \\[\\*,2\\]"),
+    (Feature("fb", "float16", (None, 2)), np.zeros((2, 3)), "declares \\[\\*,2\\]"),
+    (Feature("fb", "float16", (2,)), ["a", "b"], "expected a numeric array for float16"),
 ])
 def test_coerce_errors_name_the_feature(feature, value, message):
     with pytest.raises(ValueError, match=message):

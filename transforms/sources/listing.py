@@ -277,7 +277,10 @@ def _sizing(path: str, layout: ListingLayout) -> tuple:
     metadata, not read), None when none do."""
     media = sized_text = 0
     row_bytes = []
-    rows_path, parse = _rows_source(path, layout)
+    try:
+        rows_path, parse = _rows_source(path, layout)
+    except ValueError:   # a listing set's file that does not read: its dead letter is the unit's
+        return 1, None
     rows = (line for line in _lines(rows_path, skip_header=layout.has_header) if line.strip())
     try:
         for line in itertools.islice(rows, _SIZING_ROWS):
