@@ -55,6 +55,7 @@ bench: $(VENV)/.installed
 	$(PY) -m benchmarks.kernels_bench
 	test -f $(DEMO)/dataset/manifest.json || $(MAKE) demo
 	$(PY) -m benchmarks.compression_bench --dataset $(DEMO)/dataset
+	$(PY) -m benchmarks.array_record_bench
 	$(PY) -m benchmarks.writer_bench
 	$(PY) -m benchmarks.workers_bench
 	$(PY) -m benchmarks.final_step_bench

@@ -25,6 +25,7 @@ setuptools.setup(
         "pillow>=10",
         "matplotlib>=3.8",  # pipelines.inspect --report
         "xxhash>=3.0",  # content fingerprints (transforms/recipe/fingerprints.py)
+        "array_record>=0.5",  # --file_format array_record (transforms/writer/array_record.py)
     ],
     extras_require={
         "test": [
@@ -38,6 +39,7 @@ setuptools.setup(
             "kaldi-native-fbank>=1.20",  # Kaldi's features, to compare ours with (test_speech)
             "tensorflow-hub>=0.16",  # Beam's RunInference TensorFlow handler imports it
             "datasets>=3.0",  # writes Hugging Face Parquet (tests/test_huggingface_parquet.py)
+            "grain>=0.2",  # reads ArrayRecord datasets by index (tests/test_array_record.py)
         ],
         # NVIDIA DALI reads our datasets back on the CPU (tests/test_interop.py); about
         # 1 GB installed, so `make test` installs it in a step of its own.

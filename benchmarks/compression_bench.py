@@ -20,7 +20,8 @@ import timeit
 import tensorflow as tf
 
 from transforms.format import reader
-from transforms.writer.tfrecord import write_tfrecords
+from transforms.format.shard_format import ShardFormat
+from transforms.writer.shard_files import write_shard
 
 
 def _read_all(paths: list, compression: str) -> None:
@@ -39,7 +40,8 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         gzipped = [os.path.join(tmp, f"{i}.tfrecord.gz") for i in range(len(plain))]
         for path, gz in zip(plain, gzipped):
-            write_tfrecords(gz, (r.numpy() for r in tf.data.TFRecordDataset(path)), "gzip")
+            write_shard(gz, (r.numpy() for r in tf.data.TFRecordDataset(path)),
+                        ShardFormat("tfrecord", "gzip"), "train", (0,))
         results = {}
         for name, paths, compression in (("none", plain, ""), ("gzip", gzipped, "GZIP")):
             seconds = min(timeit.repeat(lambda: _read_all(paths, compression),  # noqa: B023

@@ -48,7 +48,7 @@ def convert(argv: list, part: int = 0, parts: int = 1) -> int:
     temp_dir = FileSystems.join(config.output, "plain-loop")
     written = 0
     for unit in plan_tar_units(patterns, config.shard_size_bytes)[part::parts]:
-        shards = RollingShards(temp_dir, (unit.index,), config.compression,
+        shards = RollingShards(temp_dir, (unit.index,), config.shard_format,
                                config.shard_size_bytes)
         work = driver.start(keys_seen=True)
         for event in reader.read(unit):

@@ -229,6 +229,7 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
     return DatasetConfig(
         output=opts.output.rstrip("/"),
         recipe=recipe,
+        file_format=opts.file_format,
         compression=opts.compression,
         shard_size_bytes=shard_bytes,
         num_shards=opts.num_shards,

@@ -9,10 +9,11 @@ from __future__ import annotations
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines.flag_types import FUNCTION, GS_PATH, Flag, FlagTable
+from transforms.format.shard_format import COMPRESSIONS, FILE_FORMATS
 from transforms.media.cutting import MODES
 from transforms.media.features import FEATURE_DTYPES, FEATURE_KINDS
 from transforms.recipe.units import SHARD_SIZE_BYTES
-from transforms.writer.write import COMPRESSIONS, SHUFFLES
+from transforms.writer.write import SHUFFLES
 
 __all__ = ["DatasetOptions"]
 
@@ -325,7 +326,11 @@ class DatasetOptions(FlagTable, PipelineOptions):
              recorded=True, parameters=("shard_size_bytes",),
              help="Target shard size in MiB of serialized examples (default 128); also the input a "
                   "work unit gathers (a tar file, or consecutive smaller ones)."),
-        Flag("compression", "output", default="none", choices=tuple(COMPRESSIONS), recorded=True,
+        Flag("file_format", "output", default="tfrecord", choices=FILE_FORMATS, recorded=True,
+             help="Shard files: tfrecord (default), what tf.data, Keras, TFDS and DALI stream; or "
+                  "array_record, records a seek apart, what TFDS's as_data_source and Grain "
+                  "read by index (JAX loops, a uniform shuffle without a buffer)."),
+        Flag("compression", "output", default="none", choices=COMPRESSIONS, recorded=True,
              help="TFRecord compression: none (default), what TFDS and DALI read and what the "
                   "record index seeks in; or gzip, smaller by a fifth on JPEG frames and audio, "
                   "read by our reader and tf.data only."),

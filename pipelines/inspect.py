@@ -51,7 +51,7 @@ def describe_dataset(output_dir: str, examples: int = 2, failures: int = 3) -> s
     lines = [f"dataset {output_dir}",
              f"  created {doc['created']} by beam-datagen {doc['package_version']}",
              f"  source  {json.dumps(doc['source'], sort_keys=True)}",
-             f"  compression {info.compression}", "  features:"]
+             f"  files   {info.shard_format}", "  features:"]
     for f in info.spec:
         shape = "[*]" if f.is_variable else str(list(f.shape))
         lines.append(f"    {f.name:<20} {f.dtype:<6} {shape:<10} from {f.source}")

@@ -66,7 +66,8 @@ def dry_run(config: DatasetConfig, source: Source, samples: int) -> projection.P
         measure, input_bytes=input_bytes, read_bytes=read_bytes,
         split_ratios=None if plan.column else dict(plan.splits), split_names=plan.names,
         shard_size_bytes=config.shard_size_bytes,
-        shuffle=config.shuffle, num_shards=config.num_shards, compression=config.compression,
+        shuffle=config.shuffle, num_shards=config.num_shards,
+        shard_format=config.shard_format,
         video=config.recipe.cut.mode in ("frames", "clips"))
     print(projection.render(projected, measure, input_bytes=input_bytes, read_bytes=read_bytes,
                             input_files=config.source.get("num_files", len(measure.files_read)),

@@ -21,6 +21,7 @@ import math
 from typing import Mapping, NamedTuple, Sequence
 
 from pipelines.dry_run import SampleMeasure
+from transforms.format.shard_format import ShardFormat
 from transforms.recipe.accounting import Accounting
 from transforms.recipe.examples import PROTOBUF_LIMIT
 
@@ -65,7 +66,8 @@ def _shuffle_dollars(gb: float) -> float:
 def project(measure: SampleMeasure, *, input_bytes: int, read_bytes: int,
             split_ratios: Mapping[str, float] | None, split_names: Sequence[str],
             shard_size_bytes: int,
-            shuffle: str, num_shards: int, compression: str, video: bool) -> Projection:
+            shuffle: str, num_shards: int, shard_format: ShardFormat,
+            video: bool) -> Projection:
     """The whole job's figures from `measure`, whose whole files hold `read_bytes`
     of the input's `input_bytes` (the module docstring says how)."""
     scale = 1.0 if measure.complete else input_bytes / max(read_bytes, 1)
@@ -89,7 +91,7 @@ def project(measure: SampleMeasure, *, input_bytes: int, read_bytes: int,
     rate = built_bytes / 1e6 / max(measure.seconds, 1e-9)
     vcpu_hours = input_bytes / 1e6 / (rate * PLANNING_FACTOR) / 3600
     machine, memory_gb = MACHINES[video]
-    files_per_shard = 2 if compression == "none" else 1  # a record index beside each
+    files_per_shard = 2 if shard_format.has_record_index else 1  # a record index beside each
     total_bytes = sum(split_bytes.values())
     cost = {
         "compute": vcpu_hours * (VCPU_HOUR + memory_gb * GB_HOUR),

@@ -16,6 +16,7 @@ import pytest
 from pipelines import manifest_to_tfrecord, tar_to_tfrecord
 from pipelines.dry_run import SampleMeasure
 from pipelines.projection import project
+from transforms.format.shard_format import ShardFormat
 from transforms.recipe.accounting import Kind, Tally
 from transforms.testing.corpus import write_corpus
 
@@ -79,7 +80,7 @@ def _measure(**overrides) -> SampleMeasure:
 def test_the_projection_scales_by_bytes_and_rolls_shards_per_unit():
     p = project(_measure(), input_bytes=20_000_000, read_bytes=2_000_000, split_ratios=None,
                 split_names=["train", "test"], shard_size_bytes=100_000, shuffle="none",
-                num_shards=0, compression="none", video=False)
+                num_shards=0, shard_format=ShardFormat(), video=False)
     assert p.scale == 10 and p.samples == 200
     # 30 examples from 10 of the 20 samples of the files read, times 10.
     assert p.examples == {"train": 600, "test": 200} and p.bytes["train"] == 600_000
@@ -96,7 +97,7 @@ def test_the_global_layout_pays_a_shuffle_and_takes_num_shards():
     p = project(big, input_bytes=2 * 10**12, read_bytes=2 * 10**9,
                 split_ratios={"train": 0.75, "test": 0.25}, split_names=["train", "test"],
                 shard_size_bytes=128 << 20, shuffle="global", num_shards=64,
-                compression="gzip", video=True)
+                shard_format=ShardFormat("tfrecord", "gzip"), video=True)
     # The ratios share the examples out (the samples built held train only).
     assert p.examples == {"train": 750_000, "test": 250_000}
     assert p.shards == {"train": 64, "test": 64}

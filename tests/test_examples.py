@@ -139,7 +139,7 @@ def test_convert_sample_ends_every_sample_in_one_outcome():
 
 def _convert_fn(recipe, tmp_path, **options):
     fn = _ConvertFn(memory_source([]).reader, recipe,
-                    ConvertOptions(temp_dir=str(tmp_path), compression="none", **options))
+                    ConvertOptions(temp_dir=str(tmp_path), **options))
     fn.setup()
     return fn
 

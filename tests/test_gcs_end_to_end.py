@@ -20,6 +20,7 @@ import tensorflow as tf
 import transforms as dg
 from pipelines import tar_to_tfrecord
 from transforms.format import manifest, reader, tfds_metadata
+from transforms.format.shard_format import ShardFormat
 from transforms.format.tf_paths import tf_readable
 from transforms.storage.folders import ensure_dir
 from transforms.testing.corpus import write_corpus
@@ -27,7 +28,7 @@ from transforms.verify.dataset import verify_dataset
 from transforms.writer import finalise
 from transforms.writer.commit import move_shards, name_shards
 from transforms.writer.ledger import LEDGER
-from transforms.writer.tfrecord import write_tfrecords
+from transforms.writer.shard_files import write_shard
 
 pytestmark = pytest.mark.slow  # jobs against the storage emulator
 
@@ -212,7 +213,7 @@ def _temp_shards(temp_dir: str) -> list:
     for split, part in (("train", 0), ("train", 1), ("eval", 0)):
         temp = f"{temp_dir}/{split}-{part}.tfrecord"
         record = f"{split}{part}".encode()
-        shards.append(write_tfrecords(temp, [record], "none").shard(split, (0, part)))
+        shards.append(write_shard(temp, [record], ShardFormat(), split, (0, part)))
     return shards
 
 
@@ -221,7 +222,7 @@ def test_moves_survive_a_retry_after_failing_partway(where, gcs_emulator, tmp_pa
     """A runner retries a batch of moves that failed: a GCS rename is a copy and a
     delete per shard, so a retry finds some shards moved and some not."""
     output = str(tmp_path / "out") if where == "local" else gcs_emulator.url("commit/out")
-    named = name_shards(_temp_shards(f"{output}/.temp"), "none")
+    named = name_shards(_temp_shards(f"{output}/.temp"), ShardFormat())
     for split in ("train", "eval"):
         ensure_dir(f"{output}/{split}")
     moves = [pair for n in named for pair in n.moves(output)]

@@ -9,10 +9,13 @@ import pytest
 import tensorflow as tf
 
 from transforms.format.record_index import RecordIndexError, parse_index
+from transforms.format.shard_format import ShardFormat
 from transforms.writer.commit import name_shards
 from transforms.writer.global_shards import _BucketHistogram, plan_shards
 from transforms.writer.rolling_shards import RollingShards
-from transforms.writer.tfrecord import ShardRecord, shard_name, write_tfrecords
+from transforms.writer.shard_files import ShardRecord, shard_name, write_shard
+
+PLAIN, GZIP = ShardFormat(), ShardFormat("tfrecord", "gzip")
 
 
 def _histogram(orders, sizes=None, chunks=1):
@@ -68,18 +71,21 @@ def test_histogram_coarsens_deterministically_however_it_is_split():
 
 def test_tfrecords_read_back_with_tensorflow(tmp_path):
     records = [b"", b"x", bytes(range(256)) * 100]
-    for compression, tf_compression in (("gzip", "GZIP"), ("none", "")):
-        path = str(tmp_path / f"data-{compression}")
-        assert write_tfrecords(path, records, compression).num_bytes == sum(map(len, records))
+    for shard_format, tf_compression in ((GZIP, "GZIP"), (PLAIN, "")):
+        path = str(tmp_path / f"data-{shard_format.compression}")
+        shard = write_shard(path, records, shard_format, "train", (0,))
+        assert shard.num_bytes == sum(map(len, records)) and shard.num_examples == 3
         back = [r.numpy() for r in tf.data.TFRecordDataset(path, compression_type=tf_compression)]
         assert back == records
 
 
 def test_shard_name():
-    assert shard_name("train", 3, 8, "gzip") == "train/data-00003-of-00008.tfrecord.gz"
-    assert shard_name("eval", 0, 1, "none") == "eval/data-00000-of-00001.tfrecord"
+    assert shard_name("train", 3, 8, GZIP) == "train/data-00003-of-00008.tfrecord.gz"
+    assert shard_name("eval", 0, 1, PLAIN) == "eval/data-00000-of-00001.tfrecord"
+    assert (shard_name("eval", 0, 1, ShardFormat("array_record"))
+            == "eval/data-00000-of-00001.array_record")
     # TFDS's SHARD_X_OF_Y: five digits, more when the count needs them.
-    assert shard_name("train", 7, 123456, "none") == "train/data-000007-of-123456.tfrecord"
+    assert shard_name("train", 7, 123456, PLAIN) == "train/data-000007-of-123456.tfrecord"
 
 
 def _records(path, compression="GZIP"):
@@ -87,7 +93,7 @@ def _records(path, compression="GZIP"):
 
 
 def test_rolling_shards_roll_before_the_target_and_keep_order(tmp_path):
-    shards = RollingShards(str(tmp_path), order=(7,), compression="gzip", shard_size_bytes=1000)
+    shards = RollingShards(str(tmp_path), order=(7,), shard_format=GZIP, shard_size_bytes=1000)
     written = {"train": [], "test": []}
     for i in range(50):
         split = "test" if i % 5 == 0 else "train"
@@ -113,7 +119,7 @@ def test_rolling_shards_roll_before_the_target_and_keep_order(tmp_path):
 def test_rolling_shards_of_two_attempts_never_share_a_file(tmp_path):
     paths = set()
     for _ in range(2):
-        shards = RollingShards(str(tmp_path), order=(0,), compression="none", shard_size_bytes=100)
+        shards = RollingShards(str(tmp_path), order=(0,), shard_format=PLAIN, shard_size_bytes=100)
         shards.write("train", b"x")
         paths.update(r.temp for r in shards.close())
     assert len(paths) == 2
@@ -124,7 +130,7 @@ def test_shards_are_named_by_their_order_not_their_arrival():
         return ShardRecord(split, order, f"/tmp/{split}{order}", 1, 1, "00000000")
 
     named = name_shards([shard("train", 2, 0), shard("test", 0, 0), shard("train", 0, 1),
-                         shard("train", 0, 0)], "gzip")
+                         shard("train", 0, 0)], GZIP)
     assert [(n.shard.split, n.shard.order, n.file) for n in named] == [
         ("test", (0, 0), "test/data-00000-of-00001.tfrecord.gz"),
         ("train", (0, 0), "train/data-00000-of-00003.tfrecord.gz"),
@@ -135,7 +141,7 @@ def test_shards_are_named_by_their_order_not_their_arrival():
 def test_uncompressed_shards_get_a_record_index_and_checksums(tmp_path):
     records = [b"", b"x" * 5, bytes(range(256)) * 5000]   # the last one > the write buffer
     path = str(tmp_path / "data.tfrecord")
-    writer = write_tfrecords(path, records, "none")
+    writer = write_shard(path, records, PLAIN, "train", (0,))
     data = open(path, "rb").read()
     index = open(path + ".idx", "rb").read()
     sizes = [len(r) + 16 for r in records]
@@ -145,7 +151,7 @@ def test_uncompressed_shards_get_a_record_index_and_checksums(tmp_path):
     table = parse_index(index, "data.tfrecord.idx")
     assert [data[o + 12:o + s - 4] for o, s in table] == records
     gz = str(tmp_path / "data.tfrecord.gz")
-    writer = write_tfrecords(gz, records, "gzip")
+    writer = write_shard(gz, records, GZIP, "train", (0,))
     assert writer.index_crc32c is None and not os.path.exists(gz + ".idx")
     assert writer.crc32c == f"{google_crc32c.value(open(gz, 'rb').read()):08x}"
 

@@ -169,8 +169,9 @@ def test_the_beam_free_layers_import_with_beam_blocked():
     # unit contract (recipe/units), the sample driver (recipe/driver) and plain values
     # (format/plain); then the accounting (recipe/accounting) and the measures
     # (recipe/measures/, where statistics moved: durations, labels, transcripts,
-    # augmentation), subpackages walked too.
-    assert out.stdout.strip() == "54"
+    # augmentation), subpackages walked too; #47 the shard formats (format/shard_format)
+    # and ArrayRecord's reading (format/array_records).
+    assert out.stdout.strip() == "56"
 
 
 def test_inspect_shows_counts_and_decoded_examples(dataset):

@@ -29,7 +29,7 @@ from transforms.writer.ledger import (
     UnitReceipt,
     reusable,
 )
-from transforms.writer.tfrecord import ShardRecord
+from transforms.writer.shard_files import ShardRecord
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLAGS = ["--features", "payload=bin:bytes,label=cls:int64,speaker=json.speaker:bytes",

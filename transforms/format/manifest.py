@@ -13,6 +13,7 @@ import json
 from importlib import metadata
 from typing import Any, Mapping, NamedTuple, Sequence
 
+from transforms.format.shard_format import ShardFormat
 from transforms.format.spec import FeatureSpec
 from transforms.format.text import comma_list
 
@@ -65,7 +66,7 @@ def _package_version() -> str:
         return "unknown"
 
 
-def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression: str,
+def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], shard_format: ShardFormat,
                    accounting: Mapping[str, Any], num_failures: int, source: Mapping[str, Any],
                    options: Mapping[str, Any], split_names: list,
                    group_counts: Mapping[str, int] | None = None, warnings: Sequence[str] = (),
@@ -121,7 +122,8 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], compression:
         **({"recipe": dict(recipe)} if recipe is not None else {}),
         "recipe_fingerprint": recipe_fingerprint,
         "features": spec.to_json(),
-        "compression": compression,
+        "file_format": shard_format.file_format,
+        "compression": shard_format.compression,
         "splits": splits,
         "accounting": {**accounting, **placed[ACCOUNTING]},
         "failures": {"count": num_failures, "file": FAILURES_FILE if num_failures else None},
@@ -273,7 +275,9 @@ class DatasetInfo:
             raise ValueError(f"{MANIFEST}: format_version {version!r} is not {FORMAT_VERSION}")
         self.document = document
         self.spec = FeatureSpec.from_json(document["features"])
-        self.compression = document["compression"]
+        # Manifests from before ArrayRecord have no file_format: theirs is TFRecord.
+        self.shard_format = ShardFormat(document.get("file_format", "tfrecord"),
+                                        document["compression"])
         self.splits = document["splits"]
         # With tf.Transform, `spec` is the transformed examples' and the raw one is here.
         self.transform = document.get("transform")

@@ -26,6 +26,12 @@ its length, and `steps_per_epoch` counts batches from the manifest.
 a uniform shuffle, exact resume) seek through the shards' record indexes
 (transforms/format/record_index.py).
 
+An ArrayRecord dataset (`--file_format array_record`) is always read by
+record number (transforms/format/array_records.py), from a local or mounted
+folder: in its shards' order, or with `shuffle` in a uniform random order of
+the whole split each epoch (what `global_shuffle` gives a TFRecord dataset),
+since every record is a seek away.
+
 Shards are written where examples are built, in the order of their source
 (a tar file's samples, a listing's rows), so one shard may hold one speaker or
 one class. With `shuffle=True` the reader mixes them: it shuffles the shard
@@ -48,6 +54,7 @@ import random
 import tensorflow as tf
 
 from transforms.format.arguments import check_number
+from transforms.format.array_records import ArrayRecordTable
 from transforms.format.manifest import LEGACY_MANIFEST, MANIFEST, DatasetInfo
 from transforms.format.record_index import RecordTable
 from transforms.format.spec import FeatureSpec
@@ -69,6 +76,8 @@ _INTERLEAVE = 64
 # examples, and from 1,000 to 100,000 of them.
 _SHUFFLE_BUFFER_BYTES = 64 << 20
 _SHUFFLE_BUFFER_EXAMPLES = (1_000, 100_000)
+# Records read by number at a time where single records are wanted.
+_READ_BATCH = 64
 
 
 def _read_text(path: str) -> bytes | None:
@@ -340,7 +349,7 @@ def _stream_records(root: str, info: DatasetInfo, split: str, shuffle: bool, see
     file_ds = tf.data.Dataset.from_tensor_slices(tf.constant(files, dtype=tf.string))
     if shuffle and files:
         file_ds = file_ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-    compression = _COMPRESSION[info.compression]
+    compression = _COMPRESSION[info.shard_format.compression]
     return file_ds.interleave(
         lambda path: tf.data.TFRecordDataset(path, compression_type=compression),
         cycle_length=max(1, min(len(files), _INTERLEAVE)), block_length=1,
@@ -429,7 +438,9 @@ def load(output_dir: str | os.PathLike, split: str = "train", batch_size: int | 
     `seed`). With `global_shuffle` or `shard` the reader seeks there; the
     streaming read gets there by reading past the first n examples.
     `global_shuffle` and `shard` read through the shards' record indexes,
-    which uncompressed datasets have (the default).
+    which uncompressed datasets have (the default). An ArrayRecord dataset
+    is always read by record number: `shuffle` then reads each epoch in a
+    uniform random order, as `global_shuffle` does.
 
     The dataset knows its length (`cardinality`), from the manifest, so Keras
     shows progress and does not warn at the end of an epoch; a shard holding
@@ -474,19 +485,28 @@ def load(output_dir: str | os.PathLike, split: str = "train", batch_size: int | 
         raise ValueError(f"random_crop: {sorted(set(crops) - set(names))} not among the "
                          "features read")
     index, count = _check_shard(shard)
+    root = os.fspath(output_dir).rstrip("/")
+    by_number = info.shard_format.array_record
+    if by_number:
+        if "://" in root:
+            raise ValueError(f"{root}: ArrayRecord shards are read from a local or mounted "
+                             "folder (gcsfuse for a bucket), as Grain and TFDS read them")
+        # Every record is a seek away: a shuffle is a uniform one, with no buffer.
+        global_shuffle, shuffle = global_shuffle or shuffle, False
     if bucket_by_duration is not False and (global_shuffle or count > 1 or not batch_size):
         raise ValueError("bucket_by_duration batches the streamed order: give a batch_size, "
                          "and not global_shuffle or shard")
     if global_shuffle and count > 1 and seed is None:
         raise ValueError("global_shuffle with shard: give every worker the same seed")
-    root = os.fspath(output_dir).rstrip("/")
     num_examples = info.num_examples(split)
-    indexed = global_shuffle or count > 1
+    indexed = global_shuffle or count > 1 or by_number
     per_epoch = examples_per_epoch(num_examples, (index, count)) if indexed else num_examples
     deterministic = not shuffle or seed is not None
 
     if indexed:
-        table = RecordTable(root, info.split(split)["shards"], _open_binary)
+        shards = info.split(split)["shards"]
+        table = (ArrayRecordTable(root, shards) if by_number
+                 else RecordTable(root, shards, _open_binary))
         ds = _record_ids(num_examples, per_epoch, (index, count), start, repeat,
                          global_shuffle, seed if seed is not None else random.getrandbits(31))
     else:
@@ -505,8 +525,14 @@ def load(output_dir: str | os.PathLike, split: str = "train", batch_size: int | 
         records = tf.numpy_function(table.read, [ids], tf.string, stateful=False)
         return tf.ensure_shape(records, [None])
 
+    reads_numbers = indexed
+    if indexed and bucket_by_duration is not False:  # only an ArrayRecord dataset's order
+        # A bucket is chosen by the example's duration, so its record is read first.
+        ds = ds.batch(_READ_BATCH).map(read).unbatch()
+        reads_numbers = False
+
     def parse(batch):
-        serialized = read(batch) if indexed else batch
+        serialized = read(batch) if reads_numbers else batch
         parsed = decode_features(spec, tf.io.parse_example(serialized, parsing))
         parsed = normalized(parsed)
         parsed = _random_crop(parsed, crops, seed) if crops else parsed

@@ -28,10 +28,10 @@ _HEADER = 12  # the length and its CRC
 
 class Record(NamedTuple):
     """The `number`-th record of a file, whose frame starts at byte `offset` of
-    the uncompressed stream."""
+    the uncompressed stream (None where a format does not say: ArrayRecord)."""
 
     number: int
-    offset: int
+    offset: int | None
     data: bytes
 
 

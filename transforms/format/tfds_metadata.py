@@ -16,8 +16,9 @@ the manifest, in the JSON TFDS 4.x writes for its own datasets (its
   TFDS's bytes encoding; TFDS gives a float16 array as float16, where our
   reader casts it to float32).
 
-TFDS reads uncompressed tfrecord shards only, so a gzip dataset gets neither
-file (`applies`).
+TFDS reads uncompressed shards only (TFRecord through `as_dataset`, ArrayRecord
+through `as_data_source`), so a gzip dataset gets neither file
+(ShardFormat.tfds_readable).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Mapping
 
 from transforms.format.spec import PACKED, Feature, FeatureSpec
 
-__all__ = ["TFDS_INFO", "TFDS_FEATURES", "FILEPATH_TEMPLATE", "VERSION", "applies",
+__all__ = ["TFDS_INFO", "TFDS_FEATURES", "FILEPATH_TEMPLATE", "VERSION",
            "dataset_name", "labels_file", "tfds_feature", "tfds_features", "tfds_dataset_info"]
 
 TFDS_INFO = "dataset_info.json"
@@ -47,11 +48,6 @@ _DTYPES = {"bytes": "string", "string": "string", "bool": "bool", "int32": "int3
 def labels_file(feature: str) -> str:
     """The file TFDS reads a ClassLabel feature's names from, a name a line."""
     return f"{feature}.labels.txt"
-
-
-def applies(compression: str) -> bool:
-    """Whether TFDS can read shards of this compression (only uncompressed)."""
-    return compression == "none"
 
 
 def dataset_name(output_dir: str) -> str:
@@ -105,13 +101,15 @@ def tfds_features(spec: FeatureSpec, num_classes: Mapping[str, int],
             "featuresDict": {"features": features}}
 
 
-def tfds_dataset_info(name: str, splits: Mapping[str, Mapping], description: str) -> dict:
-    """`dataset_info.json` for the manifest's `splits` (each with its shards)."""
+def tfds_dataset_info(name: str, splits: Mapping[str, Mapping], description: str,
+                      file_format: str = "tfrecord") -> dict:
+    """`dataset_info.json` for the manifest's `splits` (each with its shards),
+    whose files are `file_format`'s (TFDS's name for it: tfrecord, array_record)."""
     return {
         "name": name,
         "version": VERSION,
         "description": description,
-        "fileFormat": "tfrecord",
+        "fileFormat": file_format,
         "splits": [{"name": split,
                     "filepathTemplate": FILEPATH_TEMPLATE,
                     "numBytes": str(entry["num_bytes"]),

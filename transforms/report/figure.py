@@ -55,7 +55,7 @@ def _summary(ax, view: DatasetView) -> None:
     doc = view.info.document
     lines = [view.root, f"created {doc['created']}, beam-datagen {doc['package_version']}",
              f"source {json.dumps(doc['source'], sort_keys=True)[:90]}",
-             f"compression {view.info.compression}; features:"]
+             f"{view.info.shard_format}; features:"]
     lines += [f"  {f.name} {f.dtype}{list(f.shape) if f.shape else ''}"
               + (f" @ {f.sample_rate} Hz" if f.sample_rate else "") for f in view.info.spec][:9]
     acc = doc["accounting"]

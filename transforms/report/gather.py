@@ -199,7 +199,7 @@ def _picked(root: str, info: DatasetInfo, split: str, count: int, seed: int) -> 
     """`count` examples of the split, chosen at random with `seed`."""
     if not count or not info.num_examples(split):
         return []
-    indexed = info.compression == "none"
+    indexed = info.shard_format.seekable
     ds = reader.load(root, split, batch_size=None, global_shuffle=indexed, shuffle=not indexed,
                      seed=seed)
     return list(ds.take(count))

@@ -98,7 +98,7 @@ def _check_shards(info: DatasetInfo, root: str, entries: list, media_samples: in
         pipeline = make_pipeline(options)
         _ = (pipeline
              | "Shards" >> beam.Create(entries)
-             | "Verify" >> VerifyShards(root, info.spec, info.compression, fraction, seed, sought,
+             | "Verify" >> VerifyShards(root, info.spec, info.shard_format, fraction, seed, sought,
                                         augmented)
              | "Gather" >> beam.combiners.ToList()
              | "WriteReports" >> beam.Map(_write_reports, path))

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping
 
 from transforms.format import manifest, tfds_metadata
 from transforms.format.manifest import TEMP_PREFIX, DatasetInfo
+from transforms.format.shard_format import ShardFormat
 from transforms.tft.preprocessing import TRANSFORM_DIRS
 
 __all__ = ["layout_problems", "manifest_problems"]
@@ -56,6 +57,10 @@ def manifest_problems(document: Any) -> list:
         problems += found
     if not isinstance(document["failures"].get("count"), int):
         problems.append("failures has no count (int)")
+    try:
+        ShardFormat(document.get("file_format", "tfrecord"), document["compression"])
+    except ValueError as e:
+        problems.append(str(e))
     return [f"{manifest.MANIFEST}: {p}" for p in problems]
 
 

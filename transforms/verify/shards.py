@@ -1,9 +1,11 @@
 """One shard against its manifest entry: `check_shard`, and `VerifyShards` running it.
 
-Per shard, a verification reads every byte once (transforms/format/records.py)
-and checks that:
+Per shard, a verification reads every byte once (transforms/format/records.py,
+or ArrayRecord's own reader: transforms/format/array_records.py) and checks
+that:
 
-- every record's framing and CRCs, and a gzip file's stream and trailer, hold;
+- every record's framing and CRCs, and a gzip file's stream and trailer, hold
+  (an ArrayRecord file's chunk hashes);
 - the file's CRC32C is the one the writer recorded in the manifest (CRC32C,
   as GCS keeps for every object: `gsutil hash -c` shows the same);
 - the records are as many, and hold as many bytes, as the manifest says;
@@ -25,11 +27,14 @@ import apache_beam as beam
 import google_crc32c
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.io.localfilesystem import LocalFileSystem
 
+from transforms.format.array_records import ArrayRecordStream
 from transforms.format.example_check import example_problems, parse_example, stored_values
 from transforms.format.record_index import index_text
 from transforms.format.records import RecordStream
 from transforms.format.sample import SOURCE_KEY
+from transforms.format.shard_format import ShardFormat
 from transforms.format.spec import FeatureSpec
 from transforms.verify.augmentation import AugmentedRange, record_problems
 from transforms.verify.examples import media_problems
@@ -69,7 +74,15 @@ def _read(path: str) -> bytes:
     return b"".join(_chunks(path))
 
 
-def check_shard(root: str, entry: Mapping[str, Any], spec: FeatureSpec, compression: str,
+def _records(path: str, shard_format: ShardFormat, read_chunks: Callable):
+    """The stream of the shard at `path`'s records."""
+    if not shard_format.array_record:
+        return RecordStream(read_chunks(path), shard_format.compression)
+    local = isinstance(FileSystems.get_filesystem(path), LocalFileSystem)
+    return ArrayRecordStream(read_chunks(path), path if local else None)
+
+
+def check_shard(root: str, entry: Mapping[str, Any], spec: FeatureSpec, shard_format: ShardFormat,
                 decode: Callable[[int], bool], read_chunks: Callable = _chunks,
                 read_file: Callable = _read, sought: frozenset = frozenset(),
                 augmented: AugmentedRange | None = None) -> ShardReport:
@@ -81,10 +94,11 @@ def check_shard(root: str, entry: Mapping[str, Any], spec: FeatureSpec, compress
     by default)."""
     name = entry["file"]
     problems, decoded, num_bytes, found_keys, copies = [], 0, 0, set(), 0
-    stream = RecordStream(read_chunks(f"{root}/{name}"), compression)
+    stream = _records(f"{root}/{name}", shard_format, read_chunks)
     for record in stream:
         num_bytes += len(record.data)
-        where = f"record {record.number} (byte {record.offset})"
+        where = f"record {record.number}" + (f" (byte {record.offset})"
+                                             if record.offset is not None else "")
         try:
             example = parse_example(record.data)
         except ValueError as e:
@@ -134,13 +148,14 @@ def _index_problems(root: str, index: Mapping[str, str], sizes: list,
 
 
 class _CheckShardFn(beam.DoFn):
-    def __init__(self, root: str, spec: FeatureSpec, compression: str, decode_fraction: float,
-                 seed: int, sought: frozenset, augmented: AugmentedRange | None):
+    def __init__(self, root: str, spec: FeatureSpec, shard_format: ShardFormat,
+                 decode_fraction: float, seed: int, sought: frozenset,
+                 augmented: AugmentedRange | None):
         self._root = root
         self._sought = sought
         self._augmented = augmented
         self._spec = spec
-        self._compression = compression
+        self._format = shard_format
         self._fraction = decode_fraction
         self._seed = seed
 
@@ -148,7 +163,7 @@ class _CheckShardFn(beam.DoFn):
         def decode(number: int) -> bool:
             return chosen_for_decoding(self._seed, entry["file"], number, self._fraction)
 
-        report = check_shard(self._root, entry, self._spec, self._compression, decode,
+        report = check_shard(self._root, entry, self._spec, self._format, decode,
                              sought=self._sought, augmented=self._augmented)
         beam.metrics.Metrics.counter("datagen", "records_verified").inc(report.num_records)
         yield report
@@ -160,11 +175,11 @@ class VerifyShards(beam.PTransform):
     probability `decode_fraction`, chosen by `seed`; the `sought` source keys
     found are reported, and with `augmented` the copies."""
 
-    def __init__(self, root: str, spec: FeatureSpec, compression: str,
+    def __init__(self, root: str, spec: FeatureSpec, shard_format: ShardFormat,
                  decode_fraction: float, seed: int = 0, sought: frozenset = frozenset(),
                  augmented: AugmentedRange | None = None):
         super().__init__()
-        self._fn = _CheckShardFn(root, spec, compression, decode_fraction, seed, sought,
+        self._fn = _CheckShardFn(root, spec, shard_format, decode_fraction, seed, sought,
                                  augmented)
 
     def expand(self, entries):

@@ -16,7 +16,9 @@ from typing import Iterable, NamedTuple, Sequence
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.writer.tfrecord import INDEX_SUFFIX, ShardRecord, shard_name
+from transforms.format.shard_format import ShardFormat
+from transforms.writer.shard_files import ShardRecord, shard_name
+from transforms.writer.tfrecord import INDEX_SUFFIX
 
 __all__ = ["NamedShard", "name_shards", "move_shards", "remove_stale_shards", "split_entries"]
 
@@ -48,7 +50,7 @@ class NamedShard(NamedTuple):
         return {self.file, self.index_file} - {None}
 
 
-def name_shards(shards: Iterable[ShardRecord], compression: str) -> list[NamedShard]:
+def name_shards(shards: Iterable[ShardRecord], shard_format: ShardFormat) -> list[NamedShard]:
     """Every shard with its final name, per split in `order`; sorted by split and name."""
     by_split: dict = {}
     for shard in shards:
@@ -56,7 +58,7 @@ def name_shards(shards: Iterable[ShardRecord], compression: str) -> list[NamedSh
     named = []
     for split in sorted(by_split):
         ordered = sorted(by_split[split], key=lambda s: s.order)
-        named += [NamedShard(s, shard_name(split, i, len(ordered), compression))
+        named += [NamedShard(s, shard_name(split, i, len(ordered), shard_format))
                   for i, s in enumerate(ordered)]
     return named
 

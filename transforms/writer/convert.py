@@ -42,6 +42,7 @@ from apache_beam.transforms.window import GlobalWindows
 from transforms.format.dead_letters import EXAMPLE, SAMPLE
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.sample import KEY, URL
+from transforms.format.shard_format import ShardFormat
 from transforms.format.spec import FeatureSpec
 from transforms.recipe.accounting import Kind, Tally
 from transforms.recipe.driver import (
@@ -76,7 +77,7 @@ class ConvertOptions:
     """Where the built examples go; pickled to workers, so configuration only."""
 
     temp_dir: str
-    compression: str = "none"
+    shard_format: ShardFormat = ShardFormat()
     shard_size_bytes: int = SHARD_SIZE_BYTES
     write_shards: bool = True       # roll shards where the examples are built
     emit_examples: bool = False     # also output them (global layout, an examples sink)
@@ -171,7 +172,7 @@ class _ConvertFn(beam.DoFn):
             self._transformer = ExampleTransformer(options.transform_dir, self._spec,
                                                    options.transformed_spec,
                                                    options.passed_through)
-        return (RollingShards(options.temp_dir, order, options.compression,
+        return (RollingShards(options.temp_dir, order, options.shard_format,
                               options.shard_size_bytes) if options.write_shards else None)
 
     def _route(self, items, shards) -> Iterator:

@@ -301,7 +301,7 @@ class _CheckFn(beam.DoFn):
         labels = FileSystems.match([FileSystems.join(output, tfds_metadata.labels_file("*"))])
         if labels[0].metadata_list:   # TFDS's class names of an earlier run's
             FileSystems.delete([m.path for m in labels[0].metadata_list])
-        named = name_shards(shards, self._config.compression)
+        named = name_shards(shards, self._config.shard_format)
         final_files = {n.shard.temp: n.file for n in named}  # before any is moved aside
         named = _move_aside(named, output, self._temp_dir)
         for split in sorted({n.shard.split for n in named}):
@@ -458,7 +458,8 @@ class _PublishFn(beam.DoFn):
             tfds_metadata.tfds_features(spec, classes, descriptions), indent=2) + "\n")
         write_text(FileSystems.join(output, tfds_metadata.TFDS_INFO), json.dumps(
             tfds_metadata.tfds_dataset_info(tfds_metadata.dataset_name(output), info["splits"],
-                                            description), indent=2) + "\n")
+                                            description, self._config.shard_format.file_format),
+            indent=2) + "\n")
 
     # `moved` only orders this step after every move; `ledger_parts` are the
     # ledger's part files, when the dataset keeps one.
@@ -484,7 +485,7 @@ class _PublishFn(beam.DoFn):
             splits = {name: {"num_examples": n, "num_bytes": None, "shards": []}
                       for name, n in plan.accounting["examples_per_split"].items()}
         info = manifest.build_manifest(
-            spec=spec, splits=splits, compression=config.compression,
+            spec=spec, splits=splits, shard_format=config.shard_format,
             accounting=plan.accounting, num_failures=plan.num_failures, source=config.source,
             options=config.options, split_names=names,
             group_counts=plan.group_counts, warnings=plan.warnings, transform=transform,
@@ -503,7 +504,7 @@ class _PublishFn(beam.DoFn):
             _join_files(sorted(ledger_parts), FileSystems.join(config.output, LEDGER))
         else:
             delete_if_exists(FileSystems.join(config.output, LEDGER))  # an earlier run's
-        if config.write_tfrecords and tfds_metadata.applies(config.compression):
+        if config.write_tfrecords and config.shard_format.tfds_readable:
             self._publish_tfds(spec, classes, names, info)
         write_text(FileSystems.join(config.output, manifest.MANIFEST),
                     json.dumps(info, indent=2, sort_keys=False) + "\n")

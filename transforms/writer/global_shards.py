@@ -27,10 +27,11 @@ from typing import Iterable, NamedTuple, Tuple
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.format.shard_format import ShardFormat
 from transforms.recipe.examples import Example
 from transforms.recipe.units import SHARD_SIZE_BYTES
 from transforms.runner.counters import counter
-from transforms.writer.tfrecord import COMPRESSIONS, SUFFIXES, ShardRecord, write_tfrecords
+from transforms.writer.shard_files import ShardRecord, write_shard
 
 __all__ = ["Histogram", "ShardPlan", "WriteShards", "plan_shards"]
 
@@ -159,9 +160,9 @@ def plan_shards(histogram: Histogram, shard_size_bytes: int, num_shards: int = 0
 class _WriteShardFn(beam.DoFn):
     """((split, shard), [(order, bytes)]) -> its ShardRecord; writes a temp file."""
 
-    def __init__(self, temp_dir: str, compression: str):
+    def __init__(self, temp_dir: str, shard_format: ShardFormat):
         self._temp_dir = temp_dir
-        self._compression = compression
+        self._format = shard_format
 
     def setup(self):
         self._shards = counter("shards_written")
@@ -172,11 +173,11 @@ class _WriteShardFn(beam.DoFn):
         # equal order keys only come from duplicate sample keys.
         examples = sorted(examples)
         # Unique per attempt: a retried bundle never writes over another's file.
-        name = f"{split}-{index:05d}-{uuid.uuid4().hex[:12]}{SUFFIXES[self._compression]}"
+        name = f"{split}-{index:05d}-{uuid.uuid4().hex[:12]}{self._format.suffix}"
         temp = FileSystems.join(self._temp_dir, name)
-        writer = write_tfrecords(temp, (e for _, e in examples), self._compression)
+        shard = write_shard(temp, (e for _, e in examples), self._format, split, (index,))
         self._shards.inc()
-        yield writer.shard(split, (index,))
+        yield shard
 
 
 class WriteShards(beam.PTransform):
@@ -186,13 +187,11 @@ class WriteShards(beam.PTransform):
     per split comes from `num_shards` or from `shard_size_bytes`.
     """
 
-    def __init__(self, temp_dir: str, compression: str = "none",
+    def __init__(self, temp_dir: str, shard_format: ShardFormat,
                  shard_size_bytes: int = SHARD_SIZE_BYTES, num_shards: int = 0):
         super().__init__()
-        if compression not in COMPRESSIONS:
-            raise ValueError(f"compression {compression!r}: expected one of {COMPRESSIONS}")
         self._temp_dir = temp_dir
-        self._compression = compression
+        self._format = shard_format
         self._target = shard_size_bytes
         self._num_shards = num_shards
 
@@ -214,4 +213,4 @@ class WriteShards(beam.PTransform):
             | "AssignShard" >> beam.Map(assign, plans=beam.pvalue.AsDict(plans))
             | "GroupByShard" >> beam.GroupByKey()
             # ((split, shard), iterable of (order, serialized))
-            | "WriteShard" >> beam.ParDo(_WriteShardFn(self._temp_dir, self._compression)))
+            | "WriteShard" >> beam.ParDo(_WriteShardFn(self._temp_dir, self._format)))

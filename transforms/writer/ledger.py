@@ -45,7 +45,7 @@ from transforms.format import manifest
 from transforms.recipe.accounting import Kind, parse_tallies
 from transforms.recipe.units import WorkUnit
 from transforms.runner.counters import counter
-from transforms.writer.tfrecord import ShardRecord
+from transforms.writer.shard_files import ShardRecord
 
 __all__ = ["CHANGED", "LEDGER", "LEDGER_PART_UNITS", "NEW", "RETRIED", "REUSE", "REUSED", "Reuse",
            "RunFolder", "SkipCommitted", "UnitReceipt", "deciding", "deciding_recipe",

@@ -1,6 +1,6 @@
 """One work unit's examples into per-split shard files, written as they are built.
 
-A `RollingShards` holds one open TFRecord file per split it has seen: each
+A `RollingShards` holds one open shard file per split it has seen: each
 example goes to its split's file, and a file is closed and a new one started
 before it would grow past the target size (a single larger example gets a file
 of its own). A file is opened only for an example, so no shard is empty.
@@ -17,7 +17,8 @@ import uuid
 
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.writer.tfrecord import SUFFIXES, ShardRecord, TFRecordWriter
+from transforms.format.shard_format import ShardFormat
+from transforms.writer.shard_files import ShardRecord, open_shard_writer, shard_record
 
 __all__ = ["RollingShards"]
 
@@ -26,16 +27,17 @@ class RollingShards:
     """Writes one unit's examples, in order, into rolling per-split shards.
 
         # `order` starts with the unit's index
-        shards = RollingShards(temp_dir, order=(unit.index,), compression="gzip",
+        shards = RollingShards(temp_dir, order=(unit.index,), shard_format=ShardFormat(),
                                shard_size_bytes=SHARD_SIZE_BYTES)
         shards.write("train", serialized)
         records = shards.close()   # ShardRecords, ordered by `order + (part,)`
     """
 
-    def __init__(self, temp_dir: str, order: tuple, compression: str, shard_size_bytes: int):
+    def __init__(self, temp_dir: str, order: tuple, shard_format: ShardFormat,
+                 shard_size_bytes: int):
         self._temp_dir = temp_dir
         self._order = order
-        self._compression = compression
+        self._format = shard_format
         self._target = shard_size_bytes
         self._attempt = uuid.uuid4().hex[:12]
         self._open: dict = {}   # split -> (part, writer)
@@ -57,14 +59,14 @@ class RollingShards:
         # The unit's index and the attempt name the file; the rest of `order` (a
         # split unit's row key) stays in the record, out of file names.
         name = f"{split}-{self._order[0]:06d}-{part:05d}-{self._attempt}"
-        path = FileSystems.join(self._temp_dir, name + SUFFIXES[self._compression])
-        self._open[split] = (part, TFRecordWriter(path, self._compression))
+        path = FileSystems.join(self._temp_dir, name + self._format.suffix)
+        self._open[split] = (part, open_shard_writer(path, self._format))
         return self._open[split]
 
     def _finish(self, split: str) -> None:
         part, writer = self._open.pop(split)
         writer.close()
-        self._done.append(writer.shard(split, (*self._order, part)))
+        self._done.append(shard_record(writer, split, (*self._order, part)))
 
     def close(self) -> list[ShardRecord]:
         """Closes every open file; the records of all shards written."""

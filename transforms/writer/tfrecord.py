@@ -1,4 +1,4 @@
-"""TFRecord files: framing, a streaming writer, and the record of a written shard.
+"""TFRecord files: framing, a streaming writer and a checked reader.
 
 A TFRecord is the record's length, a masked CRC32C of the length, the record,
 and a masked CRC32C of the record. `TFRecordWriter` streams records into one
@@ -21,7 +21,7 @@ format and its reader are transforms/format/record_index.py.
 from __future__ import annotations
 
 import struct
-from typing import Iterable, Iterator, NamedTuple
+from typing import Iterator
 
 import google_crc32c
 from apache_beam.io.filesystem import CompressionTypes
@@ -31,38 +31,14 @@ from isal import isal_zlib
 from transforms.format.record_index import FRAME_OVERHEAD, index_text, masked_crc32c
 from transforms.format.records import RecordStream
 
-__all__ = ["COMPRESSIONS", "INDEX_SUFFIX", "SUFFIXES", "ShardRecord", "TFRecordWriter",
-           "read_tfrecords", "shard_name", "write_tfrecords"]
+__all__ = ["INDEX_SUFFIX", "TFRecordWriter", "read_tfrecords"]
 
-SUFFIXES = {"gzip": ".tfrecord.gz", "none": ".tfrecord"}
-COMPRESSIONS = tuple(SUFFIXES)
 INDEX_SUFFIX = ".idx"
 # Frames are gathered up to this much before one compress and write. Larger
 # buffers are slower, not faster: glibc gives their memory back after every
 # flush and the next one faults it in again (8 MiB: +45% time on payloads).
 _WRITE_BUFFER = 1 << 20
 _GZIP_WBITS = 31  # deflate inside a gzip header and trailer
-
-
-class ShardRecord(NamedTuple):
-    """A shard written to the job's temporary folder, waiting for the final step
-    to name it `data-NNNNN-of-MMMMM` by its place in its split and move it."""
-
-    split: str
-    order: tuple       # the split's shards are named in this order
-    temp: str          # where it was written
-    num_examples: int
-    num_bytes: int     # serialized examples, before compression
-    crc32c: str        # of the file's bytes, 8 hex digits
-    index_crc32c: str | None = None  # of its record index (`temp` + INDEX_SUFFIX), if it has one
-
-
-def shard_name(split: str, index: int, num_shards: int, compression: str) -> str:
-    """`train/data-00003-of-00008.tfrecord.gz`, relative to the output directory:
-    TFDS's `{SPLIT}/data-{SHARD_X_OF_Y}.{FILEFORMAT}` (five digits or more)."""
-    digits = max(5, len(str(num_shards)))
-    return (f"{split}/data-{index:0{digits}d}-of-{num_shards:0{digits}d}"
-            f"{SUFFIXES[compression]}")
 
 
 def _frame(record: bytes) -> tuple:
@@ -79,17 +55,15 @@ class TFRecordWriter:
 
         with TFRecordWriter(path, "gzip") as writer:
             writer.write(serialized)
-        writer.shard("train", order)   # its ShardRecord: counts and checksums
+        writer.num_records, writer.num_bytes, writer.crc32c
     """
 
     def __init__(self, path: str, compression: str):
-        if compression not in SUFFIXES:
-            raise ValueError(f"compression {compression!r}: expected one of {COMPRESSIONS}")
         self._file = FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED)
         self._compressor = (isal_zlib.compressobj(isal_zlib.ISAL_DEFAULT_COMPRESSION,
                                                   isal_zlib.DEFLATED, _GZIP_WBITS)
                             if compression == "gzip" else None)
-        self._path = path
+        self.path = path
         self._pending: list = []
         self._pending_bytes = 0
         self._crc = 0
@@ -142,30 +116,16 @@ class TFRecordWriter:
         self.crc32c = f"{self._crc:08x}"
         if self._record_sizes is not None:
             index = index_text(self._record_sizes).encode("ascii")
-            with FileSystems.create(self._path + INDEX_SUFFIX,
+            with FileSystems.create(self.path + INDEX_SUFFIX,
                                     compression_type=CompressionTypes.UNCOMPRESSED) as f:
                 f.write(index)
             self.index_crc32c = f"{google_crc32c.value(index):08x}"
-
-    def shard(self, split: str, order: tuple) -> ShardRecord:
-        """The closed file as the shard of `split` at `order`."""
-        return ShardRecord(split, order, self._path, self.num_records, self.num_bytes,
-                           self.crc32c, self.index_crc32c)
 
     def __enter__(self) -> "TFRecordWriter":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def write_tfrecords(path: str, records: Iterable[bytes], compression: str) -> TFRecordWriter:
-    """Writes records as one TFRecord file (and its index); returns the closed
-    writer, which holds the counts and checksums."""
-    with TFRecordWriter(path, compression) as writer:
-        for record in records:
-            writer.write(record)
-    return writer
 
 
 def read_tfrecords(path: str) -> Iterator[bytes]:

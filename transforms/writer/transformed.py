@@ -5,9 +5,9 @@ train split's examples as they were built, then transform each unit's shards.
     analysis = converted[ANALYZED] | "Preprocess" >> FitAnalysis(plan, preprocessing,
                                                                  raw_spec, temp_dir)
     receipts = receipts | "Transform" >> TransformShards(analysis, raw_spec, temp_dir,
-                                                         compression, shard_size_bytes)
+                                                         shard_format, shard_size_bytes)
 
-The converter writes the untransformed examples (uncompressed, in the job's
+The converter writes the untransformed examples (plain TFRecord, in the job's
 temporary folder) where it builds them, as without a transform, so the media
 are decoded once; of each train example it also outputs the features the
 analyzers read (ConvertOptions.analyzed, a few bytes for metadata), which the
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 
+from transforms.format.shard_format import ShardFormat
 from transforms.format.spec import FeatureSpec
 from transforms.recipe.examples import Example
 from transforms.tft.stage import Analysis, ExampleTransformer
@@ -46,13 +47,13 @@ class _TransformUnitFn(beam.DoFn):
     (a retried bundle reads them again) until the final step removes it."""
 
     def __init__(self, analysis: Analysis, raw_spec: FeatureSpec, temp_dir: str,
-                 compression: str, shard_size_bytes: int):
+                 shard_format: ShardFormat, shard_size_bytes: int):
         self._analysis_dir = analysis.directory
         self._spec = analysis.spec
         self._passed_through = analysis.passed_through
         self._raw_spec = raw_spec
         self._temp_dir = temp_dir
-        self._compression = compression
+        self._format = shard_format
         self._shard_size_bytes = shard_size_bytes
 
     def setup(self):
@@ -66,7 +67,7 @@ class _TransformUnitFn(beam.DoFn):
         if self._transformer is None:
             self._transformer = ExampleTransformer(self._analysis_dir, self._raw_spec,
                                                    self._spec, self._passed_through)
-        shards = RollingShards(self._temp_dir, receipt.shards[0].order[:-1], self._compression,
+        shards = RollingShards(self._temp_dir, receipt.shards[0].order[:-1], self._format,
                                self._shard_size_bytes)
         for raw in sorted(receipt.shards, key=lambda shard: (shard.split, shard.order)):
             for serialized in read_tfrecords(raw.temp):
@@ -82,10 +83,10 @@ class TransformShards(beam.PTransform):
     transformed by `analysis`'s staged transform (`_TransformUnitFn`)."""
 
     def __init__(self, analysis: Analysis, raw_spec: FeatureSpec, temp_dir: str,
-                 compression: str, shard_size_bytes: int):
+                 shard_format: ShardFormat, shard_size_bytes: int):
         super().__init__()
         self._analysis = analysis
-        self._fn = _TransformUnitFn(analysis, raw_spec, temp_dir, compression, shard_size_bytes)
+        self._fn = _TransformUnitFn(analysis, raw_spec, temp_dir, shard_format, shard_size_bytes)
 
     def expand(self, receipts):
         return receipts | "TransformUnits" >> beam.ParDo(

@@ -61,6 +61,7 @@ from transforms.format.dead_letters import SAMPLE
 from transforms.format.outputs import CutCount, ExampleResult, SampleResult
 from transforms.format.plain import plain
 from transforms.format.sample import KEY, SOURCE_KEY
+from transforms.format.shard_format import COMPRESSIONS, FILE_FORMATS, ShardFormat
 from transforms.format.spec import Feature, FeatureSpec, parse_features
 from transforms.media.cutting import CutOptions, with_cut_features
 from transforms.recipe.accounting import Kind, Tally
@@ -86,10 +87,9 @@ from transforms.writer.convert import (
 from transforms.writer.finalise import Finalise
 from transforms.writer.global_shards import WriteShards
 from transforms.writer.ledger import REUSED, RunFolder, SkipCommitted, recipe_fingerprint
-from transforms.writer.tfrecord import COMPRESSIONS
 from transforms.writer.upstream import cut_counts, unwired_failures
 
-__all__ = ["COMPRESSIONS", "DatasetConfig", "SHUFFLES", "WriteDataset", "check_reuse"]
+__all__ = ["DatasetConfig", "SHUFFLES", "WriteDataset", "check_reuse"]
 
 # --shuffle: where examples are written (module docstring).
 SHUFFLES = ("none", "global")
@@ -120,6 +120,7 @@ class DatasetConfig:
 
     output: str
     recipe: ExampleRecipe
+    file_format: str = "tfrecord"
     compression: str = "none"
     shard_size_bytes: int = SHARD_SIZE_BYTES
     num_shards: int = 0
@@ -152,7 +153,7 @@ class DatasetConfig:
         examples are written and published; the same from the command line and
         from Python, so verify and --resume read one record either way."""
         return {**self.recipe.describe(), "preprocessing": plain(self.preprocessing),
-                "writing": {"compression": self.compression,
+                "writing": {"file_format": self.file_format, "compression": self.compression,
                             "shard_size_bytes": self.shard_size_bytes,
                             "shuffle": self.shuffle, "num_shards": self.num_shards,
                             "write_tfrecords": self.write_tfrecords,
@@ -160,6 +161,11 @@ class DatasetConfig:
                             "near_duplicates": self.near_duplicates,
                             "max_failure_fraction": self.max_failure_fraction,
                             "allow_empty_splits": self.allow_empty_splits}}
+
+    @property
+    def shard_format(self) -> ShardFormat:
+        """What the shard files are (transforms/format/shard_format.py)."""
+        return ShardFormat(self.file_format, self.compression)
 
     @property
     def fingerprint(self) -> str:
@@ -171,7 +177,11 @@ class DatasetConfig:
         if not isinstance(self.recipe, ExampleRecipe):
             raise ArgumentTypeError("recipe", f"must be an ExampleRecipe, got "
                                               f"{type(self.recipe).__name__}")
+        check_choice("file_format", self.file_format, FILE_FORMATS)
         check_choice("compression", self.compression, COMPRESSIONS)
+        if self.file_format == "array_record" and self.compression != "none":
+            raise ArgumentError("compression", "must be 'none' with {file_format} "
+                                "'array_record': its records are stored uncompressed")
         check_choice("shuffle", self.shuffle, SHUFFLES)
         check_choice("duplicates", self.duplicates, POLICIES)
         object.__setattr__(self, "max_failure_fraction",
@@ -223,7 +233,8 @@ def _keyword_config(output: str | os.PathLike, features: Any, split_by: str,
                     splits: str | Mapping[str, float], split_column: str, stratify_by: str,
                     label_field: str, cut: CutOptions | None, cut_by: CutOptions | None,
                     segments: SegmentOptions | None, text_field: str, text_case: str,
-                    text_punctuation: str, drop_transcript: bool, compression: str,
+                    text_punctuation: str, drop_transcript: bool, file_format: str,
+                    compression: str,
                     shard_size_bytes: int, max_failure_fraction: float,
                     allow_empty_splits: bool, duplicates: str,
                     measures: Sequence[Measure]) -> DatasetConfig:
@@ -257,7 +268,7 @@ def _keyword_config(output: str | os.PathLike, features: Any, split_by: str,
                                                          text_case, text_punctuation,
                                                          drop_transcript),
                            measures=measures)
-    return DatasetConfig(output=output, recipe=recipe,
+    return DatasetConfig(output=output, recipe=recipe, file_format=file_format,
                          compression=compression, shard_size_bytes=shard_size_bytes,
                          max_failure_fraction=max_failure_fraction,
                          allow_empty_splits=allow_empty_splits, duplicates=duplicates)
@@ -416,7 +427,9 @@ class WriteDataset(beam.PTransform):
         'upper', `text_punctuation` 'keep' or 'strip'), its characters
         counted per split in the manifest. A cut that splits utterances apart
         is refused unless `drop_transcript` leaves the transcript out.
-      compression: 'none' (TFDS and DALI read it) or 'gzip'.
+      file_format: the shard files: 'tfrecord' (tf.data, Keras, TFDS, DALI) or
+        'array_record' (random access: TFDS's as_data_source, Grain).
+      compression: 'none' (TFDS and DALI read it) or 'gzip' (TFRecord only).
       shard_size_bytes: the shards' target size.
       max_failure_fraction: the share of inputs that may fail, 0 to 1.
       allow_empty_splits: publish even when a split (or all) came out empty.
@@ -465,7 +478,8 @@ class WriteDataset(beam.PTransform):
                  stratify_by: str = "", label_field: str = "", cut: CutOptions | None = None,
                  cut_by: CutOptions | None = None, segments: SegmentOptions | None = None,
                  text_field: str = "", text_case: str = "keep", text_punctuation: str = "keep",
-                 drop_transcript: bool = False, compression: str = "none",
+                 drop_transcript: bool = False, file_format: str = "tfrecord",
+                 compression: str = "none",
                  shard_size_bytes: int = SHARD_SIZE_BYTES, max_failure_fraction: float = 0.01,
                  allow_empty_splits: bool = False, duplicates: str = "warn",
                  measures: Sequence[Measure] = (), failures: Any = None,
@@ -477,7 +491,8 @@ class WriteDataset(beam.PTransform):
                         label_field=label_field, cut=cut, cut_by=cut_by, segments=segments,
                         text_field=text_field, text_case=text_case,
                         text_punctuation=text_punctuation, drop_transcript=drop_transcript,
-                        compression=compression, shard_size_bytes=shard_size_bytes,
+                        file_format=file_format, compression=compression,
+                        shard_size_bytes=shard_size_bytes,
                         max_failure_fraction=max_failure_fraction,
                         allow_empty_splits=allow_empty_splits, duplicates=duplicates,
                         measures=measures)
@@ -515,7 +530,7 @@ class WriteDataset(beam.PTransform):
         config = self._config
         hashed = config.shuffle == "global"
         return ConvertOptions(
-            temp_dir=self._run.temp_dir, compression=config.compression,
+            temp_dir=self._run.temp_dir, shard_format=config.shard_format,
             shard_size_bytes=config.shard_size_bytes,
             write_shards=config.write_tfrecords and not hashed,
             emit_examples=hashed or self._examples_sink is not None,
@@ -585,7 +600,8 @@ class WriteDataset(beam.PTransform):
             # Imported only when asked for: it loads TensorFlow and tf.Transform.
             from transforms.tft.stage import AnalysisPlan
             plan = AnalysisPlan.of(config.preprocessing, recipe.spec)
-            options = dataclasses.replace(options, compression="none", analyzed=plan.analyzed)
+            options = dataclasses.replace(options, shard_format=ShardFormat(),
+                                          analyzed=plan.analyzed)
         elif config.preprocessing is not None:
             # Imported only when asked for: it loads TensorFlow and tf.Transform.
             from transforms.tft.stage import AnalyzeTrainSplit
@@ -607,7 +623,7 @@ class WriteDataset(beam.PTransform):
             analysis = converted[ANALYZED] | "Preprocess" >> FitAnalysis(
                 plan, config.preprocessing, recipe.spec, self._run.temp_dir)
             receipts = receipts | "Transform" >> TransformShards(
-                analysis, recipe.spec, self._run.temp_dir, config.compression,
+                analysis, recipe.spec, self._run.temp_dir, config.shard_format,
                 config.shard_size_bytes)
         splittable = reader.splittable
         planned = units | "PlannedSpans" >> beam.Map(
@@ -660,7 +676,7 @@ class WriteDataset(beam.PTransform):
         config, temp_dir = self._config, self._run.temp_dir
         if config.shuffle == "global" and config.write_tfrecords:
             shards = converted.examples | "WriteShards" >> WriteShards(
-                temp_dir, config.compression, config.shard_size_bytes, config.num_shards)
+                temp_dir, config.shard_format, config.shard_size_bytes, config.num_shards)
         else:
             shards = receipts | "UnitShards" >> beam.FlatMap(lambda r: r.shards)
         tally_parts = [receipts | "UnitTallies" >> beam.FlatMap(lambda r: r.tallies)]
