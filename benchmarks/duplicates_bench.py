@@ -1,6 +1,7 @@
 """What the duplicate check costs, and how well it finds near copies.
 
     python -m benchmarks.duplicates_bench [--speech_mb 512] [--repeats 3] [--sentences 30]
+        [--noises 12]
 
 First, near-duplicate recall and false positives: espeak-ng speaks
 --sentences Harvard sentences in four voices, ffmpeg and sox make a near copy
@@ -8,7 +9,9 @@ of each of every NEAR_COPIES kind (transforms/testing/spoken.py); every take
 and copy gets its `near` signature, and a pair counts as found as the job
 finds it (a shared band key, then similarity at or above --near_duplicates'
 threshold), from the audio as the job's cut decodes it (16 kHz). Recall is
-over the planted pairs, false positives over all pairs of different sentences.
+over the planted pairs, false positives over all pairs of different sentences,
+and over all pairs of noise-like recordings sox makes (--noises of each
+colour of noise, of mains hum and of a held chord; transforms/testing/noises.py).
 
 Then the cost: 16 kHz FLAC speech in tar shards
 (benchmarks/audio_pipeline_bench.py) cut into 1 s float32 windows by
@@ -36,6 +39,7 @@ from benchmarks.audio_pipeline_bench import speech_corpus, write_shards
 from benchmarks.process_tree import interleaved
 from transforms.media.audio import AudioOptions
 from transforms.recipe.near_duplicates import near_bands, near_fingerprints, near_similarity
+from transforms.testing.noises import NOISE_LIKE, noise_like
 from transforms.testing.spoken import NEAR_COPIES, near_copy, sentences, speak
 
 FLAGS = ["--cut", "audio_windows", "--audio_fields", "flac", "--window_s", "1",
@@ -48,15 +52,33 @@ RUNS = {"off": ["--duplicates", "off"], "warn": ["--duplicates", "warn"],
         "near": ["--duplicates", "warn", "--near_duplicates", str(NEAR_THRESHOLD)]}
 
 
-def _signature(path: str) -> str:
+def _signature(path: str) -> str | None:
+    """Its `near` digest; None for audio too steady to tell (a hum, a chord)."""
     with open(path, "rb") as f:
-        ((_, digest),) = near_fingerprints({"audio": f.read()}, ["audio"], None, AUDIO)
-    return digest
+        found = near_fingerprints({"audio": f.read()}, ["audio"], None, AUDIO)
+    return found[0][1] if found else None
 
 
 def _found(digest: str, other: str) -> bool:
     return (bool(set(near_bands(digest)) & set(near_bands(other)))
             and near_similarity(digest, other) >= NEAR_THRESHOLD)
+
+
+def noise_accuracy(workdir: str, count: int) -> None:
+    """Prints how many noise-like recordings get a signature, and the false
+    positives among all pairs of them."""
+    digests = []
+    for kind, i in itertools.product(NOISE_LIKE, range(count)):
+        path = os.path.join(workdir, f"{kind}{i}.flac")
+        noise_like(path, kind)
+        digests.append((kind, _signature(path)))
+    for kind in NOISE_LIKE:
+        signed = sum(digest is not None for k, digest in digests if k == kind)
+        print(f"  {kind:>19s}: {signed}/{count} with a signature")
+    pairs = list(itertools.combinations([d for _, d in digests if d is not None], 2))
+    similarity = [near_similarity(a, b) for a, b in pairs]
+    print(f"  noise-like recordings: {sum(_found(a, b) for a, b in pairs)} false positives "
+          f"of {len(pairs)} pairs, similarity max {max(similarity, default=0):.2f}")
 
 
 def near_accuracy(workdir: str, count: int) -> None:
@@ -88,10 +110,12 @@ def main(argv=None) -> None:
     parser.add_argument("--speech_mb", type=float, default=512)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sentences", type=int, default=30)
+    parser.add_argument("--noises", type=int, default=12)
     args = parser.parse_args(argv)
     workdir = tempfile.mkdtemp(prefix="datagen-duplicates-bench-")
     try:
         near_accuracy(workdir, args.sentences)
+        noise_accuracy(workdir, args.noises)
         corpus = os.path.join(workdir, "speech")
         megabytes = write_shards(speech_corpus(args.speech_mb), corpus, shards=8)
         runs = interleaved(

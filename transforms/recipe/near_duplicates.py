@@ -23,6 +23,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 import soxr
+from scipy.ndimage import uniform_filter1d
 
 from transforms.format.sample import SPAN
 from transforms.media.audio import AudioOptions, stream_audio
@@ -35,18 +36,21 @@ NEAR = "near"
 
 # The landmarks' audio: 8 kHz mono, 64 ms frames every 16 ms; peaks between
 # 62 Hz and 3.1 kHz (where speech and most sound events hold their energy,
-# and what lossy codecs keep), the 3 strongest of a frame that stand 1.0
-# (log magnitude) above its mean; each paired with the next 14 peaks within
-# 40 frames (0.64 s), frequencies in steps of two bins (31 Hz) so a peak that
-# moves a bin when a copy starts between two frames still pairs the same.
-# Tuned on espeak-ng speech re-encoded by ffmpeg and cut by sox
-# (benchmarks/duplicates_bench.py measures recall and false positives).
+# and what lossy codecs keep). A peak is the largest bin within 3 of it and
+# stands 0.7 (log magnitude) above the mean of the 17 bins around it: a
+# whitened spectrum, so the slope of a noise's colour makes no peak (the
+# strongest bins of brown noise are always its lowest: every brown noise
+# would share them). A frame keeps its 3 that stand highest, each paired
+# with the next 14 peaks within 40 frames (0.64 s): 196 x 196 x 40 values.
+# Tuned on espeak-ng speech re-encoded by ffmpeg and cut by sox, against
+# independent sox noises, hums and chords (benchmarks/duplicates_bench.py
+# measures recall and false positives).
 _NEAR_RATE = 8000
 _FRAME, _HOP = 512, 128
 _LOW_BIN, _HIGH_BIN = 4, 200
-_PEAKS_PER_FRAME, _PEAK_RISE = 3, 1.0
+_PEAKS_PER_FRAME, _PEAK_RISE = 3, 0.7
+_PEAK_REACH, _MEAN_BINS = 3, 17   # a peak is the largest within _PEAK_REACH bins
 _FAN_OUT, _MAX_DT = 14, 40
-_BIN_STEP = 2
 # The signature: one-permutation MinHash (Li, Owen and Zhang 2012). Each
 # landmark is hashed once into [0, 2^31 - 1), its low 7 bits choosing one of
 # 128 bins, and a bin keeps its smallest hash: a bin of two samples holds the
@@ -58,8 +62,12 @@ _BINS, _BAND_ROWS = 128, 3
 _PRIME = (1 << 31) - 1
 _MULTIPLIER, _OFFSET = 1_103_515_245, 12_345
 _EMPTY = np.uint32(_PRIME)
-# Fewer landmarks than this (silence, a click) estimate nothing: no signature.
-_MIN_LANDMARKS = 100
+_EMPTY_HEX = _EMPTY.astype("<u4").tobytes().hex()
+# Fewer distinct landmarks than this estimate nothing: no signature. Silence
+# and clicks have few landmarks; a steady tone or a hum repeats a few dozen
+# (a three-tone chord 39, mains hum 14), and every recording of one would
+# match every other.
+_MIN_DISTINCT = 100
 # Frames whose spectra are taken at a time: their arrays stay in the core's
 # cache (as the features', transforms/media/features.py).
 _BLOCK_FRAMES = 128
@@ -80,6 +88,17 @@ def _strongest(spectrum: np.ndarray, count: int) -> np.ndarray:
     return found
 
 
+def _peaked(spectrum: np.ndarray) -> np.ndarray:
+    """Whether each bin is the largest within _PEAK_REACH bins of it in its
+    frame: the maximum of 7 bins by three maxima of halving overlap (van
+    Herk's), a fifth of scipy's maximum_filter1d's time here."""
+    edge = np.full((len(spectrum), _PEAK_REACH), -np.inf, spectrum.dtype)
+    padded = np.concatenate([edge, spectrum, edge], axis=1)
+    two = np.maximum(padded[:, :-1], padded[:, 1:])
+    four = np.maximum(two[:, :-2], two[:, 2:])          # bins j .. j + 3
+    return spectrum >= np.maximum(four[:, :-_PEAK_REACH], four[:, _PEAK_REACH:])
+
+
 class _Landmarks:
     """Streams audio blocks into the MinHash of their landmarks: memory stays a
     frame and a few peaks however long the recording."""
@@ -90,7 +109,12 @@ class _Landmarks:
         self._recent = np.empty((0, 2), np.int64)        # (frame, bin) of the last peaks
         self._window = np.hanning(_FRAME).astype(np.float32)
         self.signature = np.full(_BINS, _EMPTY, np.uint32)
-        self.landmarks = 0
+        self._distinct: set = set()   # up to _MIN_DISTINCT of them: enough to tell
+
+    @property
+    def enough(self) -> bool:
+        """Whether it heard enough distinct landmarks for a signature."""
+        return len(self._distinct) >= _MIN_DISTINCT
 
     def update(self, samples: np.ndarray) -> None:
         pending = np.concatenate([self._pending, samples])
@@ -111,9 +135,11 @@ class _Landmarks:
         # The features' FFT; the log of the peaks' band only.
         spectrum = frame_spectra(frames * self._window, overwrite=True)
         spectrum = np.log1p(np.abs(spectrum[:, _LOW_BIN:_HIGH_BIN]))
-        strongest = _strongest(spectrum, _PEAKS_PER_FRAME)
+        rise = spectrum - uniform_filter1d(spectrum, _MEAN_BINS, axis=1, mode="nearest")
+        rise[~_peaked(spectrum)] = -np.inf
+        strongest = _strongest(rise, _PEAKS_PER_FRAME)
         rows = np.arange(len(frames))[:, None]
-        rises = spectrum[rows, strongest] > spectrum.mean(axis=1, keepdims=True) + _PEAK_RISE
+        rises = rise[rows, strongest] > _PEAK_RISE
         frame_of, bin_of = rises.nonzero()[0], strongest[rises]
         order = np.lexsort((bin_of, frame_of))
         return np.stack([frame_of[order] + self._frame + start, bin_of[order]],
@@ -126,17 +152,17 @@ class _Landmarks:
         # Every peak with each of the next _FAN_OUT, in one pass: a row of
         # `later` holds the _FAN_OUT peaks after a peak (past the last, a
         # frame too far to pair).
-        count, times, bins = len(peaks), peaks[:, 0], peaks[:, 1] // _BIN_STEP
+        count, times, bins = len(peaks), peaks[:, 0], peaks[:, 1]
         padded = np.concatenate([peaks, np.full((_FAN_OUT, 2), (_NEVER, 0))])
         later = np.lib.stride_tricks.as_strided(padded[1:], (count, _FAN_OUT, 2),
                                                 (padded.strides[0],) + padded.strides)
         dt = later[:, :, 0] - times[:, None]
         keep = (dt >= 1) & (dt <= _MAX_DT)
-        landmarks = ((bins[:, None] << 14) | ((later[:, :, 1] // _BIN_STEP) << 6)
-                     | dt)[keep].astype(np.uint64)
+        landmarks = ((bins[:, None] << 14) | (later[:, :, 1] << 6) | dt)[keep].astype(np.uint64)
         if not len(landmarks):
             return
-        self.landmarks += len(landmarks)
+        if not self.enough:
+            self._distinct.update(np.unique(landmarks)[:_MIN_DISTINCT].tolist())
         hashed = (landmarks * _MULTIPLIER + _OFFSET) % _PRIME
         np.minimum.at(self.signature, (hashed % _BINS).astype(np.intp), hashed.astype(np.uint32))
 
@@ -164,12 +190,12 @@ class NearTap:
 
     def fingerprints(self) -> tuple:
         """((`near`, signature hex),) of what it heard; () for too little to tell
-        (silence, a click)."""
+        (silence, a click, a steady tone)."""
         if self._resampler is not None:
             self._landmarks.update(self._resampler.resample_chunk(np.empty(0, np.float32),
                                                                   last=True))
             self._resampler = None
-        if self._landmarks.landmarks < _MIN_LANDMARKS:
+        if not self._landmarks.enough:
             return ()
         return ((NEAR, self._landmarks.signature.astype("<u4").tobytes().hex()),)
 
@@ -185,7 +211,8 @@ def near_fingerprints(sample: Mapping[str, Any], audio_fields: Iterable[str],
                       video_field: str | None, audio: AudioOptions) -> tuple:
     """((`near`, signature hex),) of the sample's audio decoded by `audio` (the
     cut's options): its first audio field present, else its video's audio
-    track; () when it has no audio or too little of it to tell (silence).
+    track; () when it has no audio or too little of it to tell (silence, a
+    steady tone).
     Raises MediaError for an audio field that does not decode (a video's
     audio track is taken if it has one: its frames are the cut's to report)."""
     span = sample.get(SPAN)
@@ -219,7 +246,9 @@ def near_similarity(digest: str, other: str) -> float:
 
 def near_bands(digest: str) -> tuple:
     """The locality-sensitive keys of a `near` digest: two samples that share
-    one are worth comparing."""
+    one are worth comparing. A band with an empty bin is no key: two samples
+    with few landmarks would share it by their emptiness alone."""
     width = _BAND_ROWS * 8   # hex digits of a band
-    return tuple(f"{i}:{digest[i * width:(i + 1) * width]}"
-                 for i in range(len(digest) // width))
+    bands = (digest[i * width:(i + 1) * width] for i in range(len(digest) // width))
+    return tuple(f"{i}:{band}" for i, band in enumerate(bands)
+                 if all(band[at:at + 8] != _EMPTY_HEX for at in range(0, width, 8)))
