@@ -38,7 +38,12 @@ import tempfile
 from benchmarks.audio_pipeline_bench import speech_corpus, write_shards
 from benchmarks.process_tree import interleaved
 from transforms.media.audio import AudioOptions
-from transforms.recipe.near_duplicates import near_bands, near_fingerprints, near_similarity
+from transforms.recipe.near_duplicates import (
+    band_rows,
+    near_bands,
+    near_fingerprints,
+    near_similarity,
+)
 from transforms.testing.noises import NOISE_LIKE, noise_like
 from transforms.testing.spoken import NEAR_COPIES, near_copy, sentences, speak
 
@@ -60,7 +65,8 @@ def _signature(path: str) -> str | None:
 
 
 def _found(digest: str, other: str) -> bool:
-    return (bool(set(near_bands(digest)) & set(near_bands(other)))
+    rows = band_rows(NEAR_THRESHOLD)
+    return (bool(set(near_bands(digest, rows)) & set(near_bands(other, rows)))
             and near_similarity(digest, other) >= NEAR_THRESHOLD)
 
 

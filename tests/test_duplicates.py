@@ -14,8 +14,10 @@ import json
 import subprocess
 import sys
 
+import apache_beam as beam
 import numpy as np
 import pytest
+from apache_beam.testing.util import assert_that, equal_to
 
 import transforms as dg
 from pipelines import (
@@ -25,7 +27,7 @@ from pipelines import (
     tar_to_bigtable,
     tar_to_tfrecord,
 )
-from transforms.checks import near_pairs
+from transforms.checks import near_groups
 from transforms.checks.duplicates import copies_to_drop
 from transforms.format import reader
 from transforms.media.audio import AudioOptions
@@ -448,19 +450,64 @@ def test_a_band_with_an_empty_bin_is_no_key():
     """Two samples with few landmarks would share a band by its empty bins alone."""
     bins = np.random.default_rng(0).integers(0, 2**31 - 1, 128, dtype=np.uint32)
     bins[[0, 7]] = near_duplicates._EMPTY     # in the first band and the third
-    bands = near_duplicates.near_bands(bins.astype("<u4").tobytes().hex())
+    bands = near_duplicates.near_bands(bins.astype("<u4").tobytes().hex(), 3)
     assert [band.split(":")[0] for band in bands] == [str(i) for i in range(42) if i not in (0, 2)]
 
 
-def test_a_band_most_samples_share_brings_no_candidates():
-    """Pairs of different keys only, and none from a band more samples share
-    than the cap (a common sound: copies share other bands too)."""
-    members = [("a", "train"), ("a", "test"), ("b", "train")]
-    assert sorted(near_pairs._candidates(members)) == [
-        (("a", "test"), ("b", "train")), (("a", "train"), ("b", "train"))]
-    crowd = [(f"k{i}", "train") for i in range(near_pairs._BAND_CAP + 1)]
-    assert list(near_pairs._candidates(crowd)) == []
-    assert len(list(near_pairs._candidates(crowd[:-1]))) == 256 * 255 // 2
+def test_a_bucket_of_any_size_gives_a_star_of_edges():
+    """Every member of a band's bucket of another key is a candidate with its
+    smallest: n - 1 edges, never n^2, and no cap (#48: a clip copied 10,000
+    times is found like one copied twice)."""
+    members = [("b", "train"), ("a", "test"), ("a", "train"), ("c", "train")]
+    assert list(near_groups.star_edges(members)) == [
+        (("a", "test"), ("b", "train")), (("a", "test"), ("c", "train"))]
+    crowd = [(f"k{i:05d}", "train") for i in range(10_000)]
+    edges = list(near_groups.star_edges(crowd))
+    assert len(edges) == 9_999 and {first for first, _ in edges} == {("k00000", "train")}
+
+
+@pytest.mark.parametrize("threshold, rows", [(0.2, 2), (0.4, 3), (0.6, 4), (0.8, 8)])
+def test_bands_follow_the_threshold(threshold, rows):
+    """A pair at the threshold shares a band with probability 0.9 or more, with
+    the most rows a band that allows (the fewest chance candidates below it)."""
+    assert near_duplicates.band_rows(threshold) == rows
+    bands = 128 // rows
+    assert 1 - (1 - threshold ** rows) ** bands >= 0.9
+    assert 1 - (1 - threshold ** (rows + 1)) ** (128 // (rows + 1)) < 0.9
+
+
+def _digest(bins) -> str:
+    return np.asarray(bins, "<u4").tobytes().hex()
+
+
+def test_a_clip_copied_a_thousand_times_is_one_group(pipeline):
+    """1,000 copies of a clip (each with 15% of its signature's bins changed:
+    similarity about 0.85 to the clip), two copies of another, and 200
+    unrelated samples: with no bucket cap, every copy is in its clip's group,
+    and nothing else is grouped (#48: the cap had dropped every band of a
+    clip copied more than 256 times)."""
+    rng = np.random.default_rng(0)
+
+    def signature():
+        return rng.integers(0, 2**31 - 1, 128, dtype=np.uint32)
+
+    def copy_of(bins):
+        changed = bins.copy()
+        at = rng.choice(128, 19, replace=False)
+        changed[at] = signature()[at]
+        return changed
+
+    jingle, other = signature(), signature()
+    digests = ([((f"jingle{i:04d}", "train", ""), _digest(copy_of(jingle))) for i in range(1000)]
+               + [(("jingle", "test", ""), _digest(jingle))]
+               + [((f"other{i}", "train", ""), _digest(copy_of(other))) for i in range(2)]
+               + [((f"unrelated{i:03d}", "train", ""), _digest(signature()))
+                  for i in range(200)])
+    groups = (pipeline | beam.Create(digests) | near_groups.NearGroups(0.4)
+              | beam.Map(lambda group: (len(group.members), group.members[0][0],
+                                        group.similarity >= 0.4)))
+    assert_that(groups, equal_to([(1001, "jingle", True), (2, "other0", True)]))
+    pipeline.run()
 
 
 def test_one_clip_in_mp4_and_mkv(tmp_path):

@@ -22,11 +22,11 @@ or more keys go on), and the final step reports them by --duplicates:
 Copies within one split are counted and listed; only `drop` drops them.
 
 With --near_duplicates S, samples whose audio is alike but not identical (a
-lossy re-encode, another start) are found too: each pair whose `near`
-signatures (transforms/recipe/near_duplicates.py) are S or more alike
-(transforms/checks/near_pairs.py) is a group of its own (kind `near`, with
-its similarity), and the policy above applies to them as to identical
-content.
+lossy re-encode, another start) are found too: samples joined by pairs
+whose `near` signatures (transforms/recipe/near_duplicates.py) are S or more
+alike are a group (transforms/checks/near_groups.py: kind `near`, with the
+similarity of its weakest pair), and the policy above applies to them as to
+identical content: `drop` keeps one sample of each.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import Iterable, NamedTuple, Sequence
 
 import apache_beam as beam
 
-from transforms.checks.near_pairs import NearPair, NearPairs
+from transforms.checks.near_groups import NearGroup, NearGroups
 from transforms.format.sample import KEY, URL
 from transforms.recipe.driver import Converted, SampleDriver
 from transforms.recipe.examples import ExampleRecipe
@@ -51,7 +51,7 @@ POLICIES = ("off", "warn", "fail", "drop")
 
 
 class Shared(NamedTuple):
-    """Samples sharing one fingerprint (similarity 1.0), or a near pair: its
+    """Samples sharing one fingerprint (similarity 1.0), or a near group: its
     kind, and the members (tuples, each sample's key first)."""
 
     kind: str
@@ -59,14 +59,14 @@ class Shared(NamedTuple):
     similarity: float = 1.0
 
     @staticmethod
-    def near(pair: NearPair) -> "Shared":
-        return Shared(NEAR, [pair.first, pair.second], pair.similarity)
+    def near(group: NearGroup) -> "Shared":
+        return Shared(NEAR, list(group.members), group.similarity)
 
 
 class DuplicateGroup(NamedTuple):
     """Samples of one content: the fingerprint kinds that matched, each
-    member's (key, split, url), sorted, and for a `near` pair its estimated
-    similarity (1.0 for identical content)."""
+    member's (key, split, url), sorted, and for a `near` group the estimated
+    similarity of its weakest pair (1.0 for identical content)."""
 
     kinds: tuple
     members: tuple
@@ -78,9 +78,9 @@ class DuplicateGroup(NamedTuple):
 
 
 def _merged(found: Iterable[Shared]) -> list[DuplicateGroup]:
-    """Each shared fingerprint and near pair, members (key, split, url) -> one
+    """Each shared fingerprint and near group, members (key, split, url) -> one
     group per set of identical samples, its kinds merged
-    (a copied file matches by bytes and by content), and one per near pair
+    (a copied file matches by bytes and by content), and one per near group
     not within such a set."""
     by_members: dict = {}
     near = []
@@ -101,8 +101,8 @@ def _merged(found: Iterable[Shared]) -> list[DuplicateGroup]:
 class SharedContent(beam.PTransform):
     """((kind, digest), member) of each sample's fingerprints, a member being a
     tuple (key, split, url, ...) -> a Shared of each digest two or more samples
-    (keys, or one key in two urls) share and, with a `near_threshold`, of each near pair. Only
-    fingerprint-sized records are shuffled."""
+    (keys, or one key in two urls) share and, with a `near_threshold`, of each near
+    group. Only fingerprint-sized records are shuffled."""
 
     def __init__(self, near_threshold: float = 0.0):
         super().__init__()
@@ -124,14 +124,14 @@ class SharedContent(beam.PTransform):
             fingerprints
             | "Near" >> beam.Filter(lambda kv: kv[0][0] == NEAR)
             | "ByMember" >> beam.MapTuple(lambda fingerprint, member: (member, fingerprint[1]))
-            | "NearPairs" >> NearPairs(self._threshold)
+            | "NearGroups" >> NearGroups(self._threshold)
             | "NearKind" >> beam.Map(Shared.near))
         return (identical, near) | "Both" >> beam.Flatten()
 
 
 class FindDuplicates(beam.PTransform):
     """Unit receipts -> a Shared, members (key, split, url), of every
-    fingerprint two or more samples share, and of every near pair alike to
+    fingerprint two or more samples share, and of every near group alike to
     `near_threshold` or more (see SharedContent)."""
 
     def __init__(self, near_threshold: float = 0.0):
@@ -156,7 +156,7 @@ def _pair(splits: Sequence[str], order: Sequence[str]) -> str:
 def duplicates_summary(found: Iterable[tuple], split_order: Sequence[str],
                        kinds: Sequence[str], features: Sequence[str] = ()
                        ) -> tuple[dict, list[DuplicateGroup]]:
-    """({"kinds", "features", "groups", "near": pairs, "across_splits":
+    """({"kinds", "features", "groups", "near": near groups, "across_splits":
     {"train/test": n}, "within_split": {"train": n}}, the merged groups) from
     FindDuplicates' output; `features` those whose media were fingerprinted
     (ExampleRecipe.fingerprinted_features: none for a spec of text and
@@ -182,7 +182,7 @@ def duplicates_summary(found: Iterable[tuple], split_order: Sequence[str],
 
 
 def duplicates_lines(groups: Iterable[DuplicateGroup]) -> str:
-    """duplicates.jsonl: a line per group of identical content, or near pair
+    """duplicates.jsonl: a line per group of identical content, or near group
     (with its `similarity`)."""
     return "".join(json.dumps({
         "kinds": list(group.kinds), "splits": list(group.splits),
@@ -209,11 +209,10 @@ def duplicates_message(summary: dict, groups: Sequence[DuplicateGroup], where: s
 
 def dropped_message(summary: dict, where: str) -> str:
     """'2 groups of identical content, one sample of each kept (across splits:
-    train/test 1; within: test 1); list in <where>'. A sample near two others
-    that are not alike may go with both."""
+    train/test 1; within: test 1); list in <where>'."""
     across = ", ".join(f"{pair} {n}" for pair, n in summary["across_splits"].items())
     within = ", ".join(f"{split} {n}" for split, n in summary["within_split"].items())
-    near = f" ({summary['near']} of them near pairs)" if summary.get("near") else ""
+    near = f" ({summary['near']} of them near groups)" if summary.get("near") else ""
     return (f"{{duplicates}} drop: {summary['groups']} groups of identical content{near}, "
             f"one sample of each kept, the rest filtered as 'duplicate' (across splits: "
             f"{across or 'none'}; within: {within or 'none'}); list in {where}")

@@ -9,7 +9,7 @@ peaks and an offset moves none relative to each other, so two copies share
 most landmarks; `near_similarity` estimates the Jaccard similarity of two
 samples' landmark sets from their signatures, and `near_bands` gives the
 locality-sensitive keys that bring likely pairs together
-(transforms/checks/near_pairs.py).
+(transforms/checks/near_groups.py).
 
 The landmarks are taken from the audio as the cut decodes it (a `NearTap` on
 its blocks, resampled to 8 kHz as they pass), so the job decodes the audio
@@ -30,7 +30,8 @@ from transforms.media.audio import AudioOptions, stream_audio
 from transforms.media.decoded import Audio, MediaError, full_scale_floats, staged
 from transforms.media.features import frame_spectra, frames_of
 
-__all__ = ["NEAR", "NearTap", "near_bands", "near_fingerprints", "near_similarity"]
+__all__ = ["NEAR", "NearTap", "band_rows", "near_bands", "near_fingerprints",
+           "near_similarity"]
 
 NEAR = "near"
 
@@ -55,10 +56,15 @@ _FAN_OUT, _MAX_DT = 14, 40
 # landmark is hashed once into [0, 2^31 - 1), its low 7 bits choosing one of
 # 128 bins, and a bin keeps its smallest hash: a bin of two samples holds the
 # same minimum with probability their landmark sets' Jaccard similarity
-# (estimated from 128 bins to about +-0.04). Its first 126 bins, cut into 42
-# bands of 3, are the keys: two samples of similarity s share a band with
-# probability 1 - (1 - s^3)^42 (0.94 at 0.4, 0.996 at 0.5; 0.04 at 0.1).
-_BINS, _BAND_ROWS = 128, 3
+# (estimated from 128 bins to about +-0.04). Its bins, cut into b bands of r
+# rows (b = 128 // r), are the keys: two samples of similarity s share a band
+# with probability 1 - (1 - s^r)^b, an S-curve whose rise `band_rows` places
+# below the threshold t: the largest r (the fewest chance candidates) with
+# which a pair at t itself shares one with probability 0.9 or more. At 0.4:
+# 42 bands of 3 (0.94 at 0.4, 0.996 at 0.5; 0.04 at 0.1); at 0.6, 32 of 4
+# (0.99 at 0.6; 0.003 at 0.2); at 0.8, 16 of 8.
+_BINS = 128
+_BAND_RECALL = 0.9
 _PRIME = (1 << 31) - 1
 _MULTIPLIER, _OFFSET = 1_103_515_245, 12_345
 _EMPTY = np.uint32(_PRIME)
@@ -244,11 +250,20 @@ def near_similarity(digest: str, other: str) -> float:
     return float(np.sum((first == second) & filled) / max(1, np.sum(filled)))
 
 
-def near_bands(digest: str) -> tuple:
-    """The locality-sensitive keys of a `near` digest: two samples that share
-    one are worth comparing. A band with an empty bin is no key: two samples
-    with few landmarks would share it by their emptiness alone."""
-    width = _BAND_ROWS * 8   # hex digits of a band
+def band_rows(threshold: float) -> int:
+    """The rows of a band for pairs of `threshold` similarity: the most with which
+    such a pair still shares a band with probability _BAND_RECALL."""
+    def recall(rows: int) -> float:
+        return 1 - (1 - threshold ** rows) ** (_BINS // rows)
+    return max(rows for rows in range(1, _BINS + 1) if rows == 1 or recall(rows) >= _BAND_RECALL)
+
+
+def near_bands(digest: str, rows: int) -> tuple:
+    """The locality-sensitive keys of a `near` digest, in bands of `rows` bins
+    (`band_rows`): two samples that share one are worth comparing. A band
+    with an empty bin is no key: two samples with few landmarks would share
+    it by their emptiness alone."""
+    width = rows * 8   # hex digits of a band
     bands = (digest[i * width:(i + 1) * width] for i in range(len(digest) // width))
     return tuple(f"{i}:{band}" for i, band in enumerate(bands)
                  if all(band[at:at + 8] != _EMPTY_HEX for at in range(0, width, 8)))
