@@ -28,7 +28,7 @@ from pipelines import (
     tar_to_tfrecord,
 )
 from transforms.checks import near_groups
-from transforms.checks.duplicates import copies_to_drop
+from transforms.checks.duplicates import DuplicateGroup, DuplicateGroups, Shared, copies_to_drop
 from transforms.format import reader
 from transforms.media.audio import AudioOptions
 from transforms.media.cutting import CutOptions, cut_sample
@@ -507,6 +507,23 @@ def test_a_clip_copied_a_thousand_times_is_one_group(pipeline):
               | beam.Map(lambda group: (len(group.members), group.members[0][0],
                                         group.similarity >= 0.4)))
     assert_that(groups, equal_to([(1001, "jingle", True), (2, "other0", True)]))
+    pipeline.run()
+
+
+def test_groups_merge_kinds_and_leave_out_near_groups_within_identical_ones(pipeline):
+    """Identical content found by two kinds is one group; a near group of
+    samples all identical to each other says nothing new and goes, one with
+    a sample beyond them stays (#48: joined by key, not compared group by
+    group on one worker)."""
+    a, b, c, d = (("a", "train", "u"), ("b", "test", "u"), ("c", "train", "u"),
+                  ("d", "test", "u"))
+    found = [Shared("bytes", [a, b]), Shared("samples", [b, a]),
+             Shared("near", [a, b], 0.9), Shared("near", [b, c, a], 0.7),
+             Shared("near", [c, d], 0.5)]
+    groups = pipeline | beam.Create(found) | DuplicateGroups()
+    assert_that(groups, equal_to([
+        DuplicateGroup(("bytes", "samples"), (a, b)),
+        DuplicateGroup(("near",), (a, b, c), 0.7), DuplicateGroup(("near",), (c, d), 0.5)]))
     pipeline.run()
 
 

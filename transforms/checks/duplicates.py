@@ -31,8 +31,9 @@ identical content: `drop` keeps one sample of each.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from typing import Iterable, NamedTuple, Sequence
+from typing import Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 import apache_beam as beam
 
@@ -43,9 +44,9 @@ from transforms.recipe.examples import ExampleRecipe
 from transforms.recipe.near_duplicates import NEAR
 from transforms.recipe.units import WorkUnit, streaming
 
-__all__ = ["POLICIES", "DuplicateGroup", "DuplicatesToDrop", "FindDuplicates", "Shared",
-           "SharedContent", "copies_to_drop", "dropped_message", "duplicates_lines",
-           "duplicates_message", "duplicates_summary"]
+__all__ = ["POLICIES", "DuplicateGroup", "DuplicateGroups", "DuplicatesToDrop", "FindDuplicates",
+           "Shared", "SharedContent", "copies_to_drop", "dropped_message", "duplicates_lines",
+           "duplicates_message", "duplicates_summary", "group_tallies"]
 
 POLICIES = ("off", "warn", "fail", "drop")
 
@@ -77,25 +78,57 @@ class DuplicateGroup(NamedTuple):
         return tuple(sorted({split for _, split, _ in self.members}))
 
 
-def _merged(found: Iterable[Shared]) -> list[DuplicateGroup]:
-    """Each shared fingerprint and near group, members (key, split, url) -> one
-    group per set of identical samples, its kinds merged
-    (a copied file matches by bytes and by content), and one per near group
-    not within such a set."""
-    by_members: dict = {}
-    near = []
-    for kind, members, similarity in found:
-        members = tuple(sorted(set(members)))
-        if kind == NEAR:
-            near.append(DuplicateGroup((NEAR,), members, round(similarity, 3)))
-        else:
-            by_members.setdefault(members, set()).add(kind)
-    identical = [DuplicateGroup(tuple(sorted(kinds)), members)
-                 for members, kinds in by_members.items()]
-    keys_of = [{key for key, _, _ in group.members} for group in identical]
-    near = [group for group in near
-            if not any({key for key, _, _ in group.members} <= keys for keys in keys_of)]
-    return sorted(identical + near)
+def _group_id(group: DuplicateGroup) -> str:
+    return hashlib.sha256(repr(group.members).encode("utf-8")).hexdigest()[:16]
+
+
+def _keyed_by_member(group: DuplicateGroup) -> Iterator[tuple]:
+    return ((key, _group_id(group)) for key in {key for key, _, _ in group.members})
+
+
+def _near_within(_, joined) -> Iterator[tuple]:
+    """(near group, the identical groups a key of its is in), per near group of the key."""
+    identical = frozenset(joined["identical"])
+    return ((near, identical) for near in set(joined["near"]))
+
+
+class DuplicateGroups(beam.PTransform):
+    """Shared, members (key, split, url) -> a DuplicateGroup per set of identical
+    samples, its kinds merged (a copied file matches by bytes and by content),
+    and one per near group not within such a set. Distributed: a near group
+    meets the identical groups by a join on its members' keys, so no worker
+    holds more than one group's members."""
+
+    def expand(self, shared):
+        identical = (
+            shared
+            | "Identical" >> beam.Filter(lambda found: found.kind != NEAR)
+            | "ByMembers" >> beam.Map(lambda found: (tuple(sorted(set(found.members))),
+                                                     found.kind))
+            | "KindsOfMembers" >> beam.GroupByKey()
+            | "IdenticalGroup" >> beam.MapTuple(lambda members, kinds: DuplicateGroup(
+                tuple(sorted(set(kinds))), members)))
+        near = (
+            shared
+            | "Near" >> beam.Filter(lambda found: found.kind == NEAR)
+            | "NearGroup" >> beam.Map(lambda found: DuplicateGroup(
+                (NEAR,), tuple(sorted(set(found.members))), round(found.similarity, 3))))
+        within = (
+            {"identical": identical | "IdenticalByKey" >> beam.FlatMap(_keyed_by_member),
+             "near": near | "NearByKey" >> beam.FlatMap(_keyed_by_member)}
+            | "ByKey" >> beam.CoGroupByKey()
+            | "NearWithin" >> beam.FlatMapTuple(_near_within)
+            | "ByNearGroup" >> beam.GroupByKey()
+            # (near group, the identical groups each of its keys is in): within one of them?
+            | "WithinOne" >> beam.FlatMapTuple(lambda group, of_keys: (
+                [(group, True)] if frozenset.intersection(*list(of_keys)) else [])))
+        kept = (
+            {"group": near | "NearById" >> beam.Map(lambda group: (_group_id(group), group)),
+             "within": within}
+            | "NearAndWithin" >> beam.CoGroupByKey()
+            | "NotWithin" >> beam.FlatMapTuple(lambda _, joined: (
+                [] if joined["within"] else list(joined["group"]))))
+        return (identical, kept) | "AllGroups" >> beam.Flatten()
 
 
 class SharedContent(beam.PTransform):
@@ -130,8 +163,8 @@ class SharedContent(beam.PTransform):
 
 
 class FindDuplicates(beam.PTransform):
-    """Unit receipts -> a Shared, members (key, split, url), of every
-    fingerprint two or more samples share, and of every near group alike to
+    """Unit receipts -> the DuplicateGroups, members (key, split, url), of the
+    fingerprints two or more samples share, and of the near groups alike to
     `near_threshold` or more (see SharedContent)."""
 
     def __init__(self, near_threshold: float = 0.0):
@@ -144,7 +177,8 @@ class FindDuplicates(beam.PTransform):
             | "Fingerprints" >> beam.FlatMap(
                 lambda r: (((kind, digest), (key, split, url))
                            for kind, digest, split, key, url in r.fingerprints))
-            | "SharedContent" >> SharedContent(self._threshold))
+            | "SharedContent" >> SharedContent(self._threshold)
+            | "Groups" >> DuplicateGroups())
 
 
 def _pair(splits: Sequence[str], order: Sequence[str]) -> str:
@@ -153,32 +187,42 @@ def _pair(splits: Sequence[str], order: Sequence[str]) -> str:
     return f"{first}/{second}"
 
 
-def duplicates_summary(found: Iterable[tuple], split_order: Sequence[str],
-                       kinds: Sequence[str], features: Sequence[str] = ()
-                       ) -> tuple[dict, list[DuplicateGroup]]:
-    """({"kinds", "features", "groups", "near": near groups, "across_splits":
-    {"train/test": n}, "within_split": {"train": n}}, the merged groups) from
-    FindDuplicates' output; `features` those whose media were fingerprinted
+def group_tallies(group: DuplicateGroup, split_order: Sequence[str]) -> Iterator[tuple]:
+    """((what counted,), 1) of one group, summed over the job for
+    `duplicates_summary` and the message: groups, near groups, groups within
+    one split (by split) and across splits (by pair of splits)."""
+    near = group.kinds == (NEAR,)
+    yield ("groups",), 1
+    if near:
+        yield ("near",), 1
+    splits = group.splits
+    if len(splits) == 1:
+        yield ("within", splits[0]), 1
+        return
+    yield ("across_groups",), 1
+    if near:
+        yield ("near_across",), 1
+    for i, a in enumerate(splits):
+        for b in splits[i + 1:]:
+            yield ("across", _pair((a, b), split_order)), 1
+
+
+def duplicates_summary(tallies: Mapping[tuple, int], kinds: Sequence[str],
+                       features: Sequence[str] = ()) -> dict:
+    """{"kinds", "features", "groups", "near": near groups, "across_splits":
+    {"train/test": n}, "within_split": {"train": n}} from the groups' summed
+    `group_tallies`; `features` those whose media were fingerprinted
     (ExampleRecipe.fingerprinted_features: none for a spec of text and
     numbers), `near` only when `kinds` has it."""
-    groups = _merged(found)
-    across: dict = {}
-    within: dict = {}
-    for group in groups:
-        splits = group.splits
-        if len(splits) > 1:
-            for i, a in enumerate(splits):
-                for b in splits[i + 1:]:
-                    pair = _pair((a, b), split_order)
-                    across[pair] = across.get(pair, 0) + 1
-        else:
-            within[splits[0]] = within.get(splits[0], 0) + 1
-    summary = {"kinds": list(kinds), "features": list(features), "groups": len(groups),
-               "across_splits": dict(sorted(across.items())),
-               "within_split": dict(sorted(within.items()))}
+    def by(what):
+        return dict(sorted((name[1], n) for name, n in tallies.items() if name[0] == what))
+
+    summary = {"kinds": list(kinds), "features": list(features),
+               "groups": tallies.get(("groups",), 0),
+               "across_splits": by("across"), "within_split": by("within")}
     if NEAR in kinds:
-        summary["near"] = sum(group.kinds == (NEAR,) for group in groups)
-    return summary, groups
+        summary["near"] = tallies.get(("near",), 0)
+    return summary
 
 
 def duplicates_lines(groups: Iterable[DuplicateGroup]) -> str:
@@ -193,18 +237,20 @@ def duplicates_lines(groups: Iterable[DuplicateGroup]) -> str:
         for group in groups)
 
 
-def duplicates_message(summary: dict, groups: Sequence[DuplicateGroup], where: str) -> str:
+def duplicates_message(summary: dict, tallies: Mapping[tuple, int], first: DuplicateGroup,
+                       where: str) -> str:
     """'3 recordings appear in more than one split (train/test 2, ...): first: a
-    (train) = b (test); list in <where>', with how many of them are near."""
-    across = [group for group in groups if len(group.splits) > 1]
+    (train) = b (test); list in <where>', with how many of them are near;
+    `first` the first group across splits."""
     pairs = ", ".join(f"{pair} {n}" for pair, n in summary["across_splits"].items())
-    first = " = ".join(f"{key} ({split})" for key, split, _ in across[0].members[:3])
-    if across[0].kinds == (NEAR,):
-        first += f" (near, similarity {across[0].similarity})"
-    many = f"{len(across)} recordings appear" if len(across) > 1 else "1 recording appears"
-    near = sum(group.kinds == (NEAR,) for group in across)
+    shown = " = ".join(f"{key} ({split})" for key, split, _ in first.members[:3])
+    if first.kinds == (NEAR,):
+        shown += f" (near, similarity {first.similarity})"
+    across = tallies.get(("across_groups",), 0)
+    many = f"{across} recordings appear" if across > 1 else "1 recording appears"
+    near = tallies.get(("near_across",), 0)
     alike = f"; {near} of them near, not identical" if near else ""
-    return f"{many} in more than one split ({pairs}{alike}): first: {first}; list in {where}"
+    return f"{many} in more than one split ({pairs}{alike}): first: {shown}; list in {where}"
 
 
 def dropped_message(summary: dict, where: str) -> str:
@@ -278,8 +324,10 @@ class DuplicatesToDrop(beam.PTransform):
             # Shared, members (key, split, url, order)
             | "SharedContent" >> SharedContent(self._threshold))
         return {
-            "groups": shared | "Members" >> beam.Map(
-                lambda group: group._replace(members=sorted({m[:3] for m in group.members}))),
+            "groups": (shared
+                       | "Members" >> beam.Map(lambda found: found._replace(
+                           members=sorted({m[:3] for m in found.members})))
+                       | "Groups" >> DuplicateGroups()),
             "dropped": (shared
                         | "Copies" >> beam.FlatMap(lambda group: copies_to_drop(group.members,
                                                                                order))

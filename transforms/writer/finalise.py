@@ -10,7 +10,10 @@
    built. The dead letters go to the run's temporary folder, in the input's
    order (unit by unit, each unit's in reading order; a sink's refusals last):
    written in parts of LEDGER_PART_UNITS units, each by one worker, and
-   joined a part at a time, so no step holds them all. Then the job
+   joined a part at a time, so no step holds them all. The duplicate
+   check's list is written so too (in parts by a hash of each group, each
+   part sorted), and only its counts and first group across splits reach
+   this step. Then the job
    fails when more than --max_failure_fraction of the inputs failed or a group
    key is in two splits: it keeps its shards and receipts for --resume and its
    dead letters where its error says (`<output>/.temp-datagen-<run>/failures.jsonl`),
@@ -35,16 +38,19 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import zlib
 from typing import Any, Iterable, Mapping, NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.checks.duplicates import (
+    DuplicateGroup,
     dropped_message,
     duplicates_lines,
     duplicates_message,
     duplicates_summary,
+    group_tallies,
 )
 from transforms.checks.leakage import leakage_message
 from transforms.format import manifest, tfds_metadata
@@ -223,6 +229,8 @@ class _CheckFn(beam.DoFn):
 
     def process(self, _, planned, shards, tallies, failure_parts, leaks, group_counts, spans,
                 duplicates, repeated_keys, measured):
+        """`duplicates` is what `_duplicates_found` makes of the groups: their
+        summed tallies, the first across splits, the written parts."""
         config = self._config
         counted = Accounting(tallies)
         _check_totals(counted, dict(planned), spans, shards, config.write_tfrecords)
@@ -309,26 +317,26 @@ class _CheckFn(beam.DoFn):
         return tuple(named), final_files
 
     def _duplicates(self, found) -> tuple[dict | None, str]:
-        """The duplicate check's summary (written with its list into the run's
+        """The duplicate check's summary (its list's parts joined into the run's
         folder) and its message: with drop, what it dropped; else when some
         content is in two splits."""
         config = self._config
         if config.duplicates == "off":
             return None, ""
         recipe = config.recipe
-        summary, groups = duplicates_summary(found, recipe.split_plan.names,
-                                             recipe.fingerprint_kinds,
-                                             recipe.fingerprinted_features)
-        if not groups:
+        (tallies, firsts, parts), = found
+        summary = duplicates_summary(tallies, recipe.fingerprint_kinds,
+                                     recipe.fingerprinted_features)
+        if not summary["groups"]:
             return summary, ""
-        write_text(_run_duplicates(self._temp_dir), duplicates_lines(groups))
+        _join_files(sorted(parts), _run_duplicates(self._temp_dir))
         if config.duplicates == "drop":
             return summary, config.said(dropped_message(summary, manifest.DUPLICATES_FILE))
         if not summary["across_splits"]:
             return summary, ""
         where = (manifest.DUPLICATES_FILE if config.duplicates == "warn"
                  else _run_duplicates(self._temp_dir))
-        return summary, duplicates_message(summary, groups, where)
+        return summary, duplicates_message(summary, tallies, firsts[0], where)
 
 
 def _move_aside(named: list, output: str, temp_dir: str) -> list:
@@ -388,6 +396,60 @@ class _WriteFailurePartFn(beam.DoFn):
         path = FileSystems.join(self._temp_dir, "failures", f"{part:020d}.jsonl")
         write_text(path, "".join(lines))
         yield FailurePart(path, len(lines), lines[0])
+
+
+# The duplicate list's parts: a group goes to the part of a hash of it, so a
+# part holds about 1/_DUPLICATE_PARTS of the groups, sorted.
+_DUPLICATE_PARTS = 1024
+
+
+def _duplicates_part(group: DuplicateGroup) -> int:
+    return zlib.crc32(repr(group.members).encode("utf-8")) % _DUPLICATE_PARTS
+
+
+class _WriteDuplicatesPartFn(beam.DoFn):
+    """(part, its groups) -> their lines, sorted, written into the run's folder;
+    outputs the part's path."""
+
+    def __init__(self, temp_dir: str):
+        self._temp_dir = temp_dir
+
+    def process(self, part_groups):
+        part, groups = part_groups
+        path = FileSystems.join(self._temp_dir, "duplicates", f"{part:05d}.jsonl")
+        write_text(path, duplicates_lines(sorted(groups)))
+        yield path
+
+
+class _DuplicatesFound(beam.PTransform):
+    """DuplicateGroups -> one (summed group_tallies, [the first group across
+    splits], [paths of the written parts of the list]): all the final step
+    needs of them."""
+
+    def __init__(self, split_order, temp_dir: str):
+        super().__init__()
+        self._split_order = split_order
+        self._temp_dir = temp_dir
+
+    def expand(self, groups):
+        order = self._split_order
+        tallies = (groups
+                   | "GroupTallies" >> beam.FlatMap(group_tallies, order)
+                   | "SumGroupTallies" >> beam.CombinePerKey(sum)
+                   | "GroupTallyDict" >> beam.combiners.ToDict())
+        firsts = (groups
+                  | "AcrossSplits" >> beam.Filter(lambda group: len(group.splits) > 1)
+                  | "FirstAcross" >> beam.combiners.Top.Smallest(1))
+        parts = (groups
+                 | "ToParts" >> beam.Map(lambda group: (_duplicates_part(group), group))
+                 | "ByPart" >> beam.GroupByKey()
+                 | "WriteDuplicatesParts" >> beam.ParDo(_WriteDuplicatesPartFn(self._temp_dir)))
+        return (groups.pipeline
+                | "Once" >> beam.Create([None])
+                | "Together" >> beam.Map(lambda _, t, f, p: (t, f, p),
+                                         beam.pvalue.AsSingleton(tallies),
+                                         beam.pvalue.AsSingleton(firsts),
+                                         beam.pvalue.AsList(parts)))
 
 
 def _ledger_part_path(temp_dir: str, part: int) -> str:
@@ -575,7 +637,9 @@ class Finalise(beam.PTransform):
                 leaks=beam.pvalue.AsList(inputs["leaks"]),
                 group_counts=beam.pvalue.AsList(inputs["group_counts"]),
                 spans=beam.pvalue.AsList(spans),
-                duplicates=beam.pvalue.AsList(inputs["duplicates"]),
+                duplicates=beam.pvalue.AsList(
+                    inputs["duplicates"] | "DuplicatesFound" >> _DuplicatesFound(
+                        config.recipe.split_plan.names, self._temp_dir)),
                 repeated_keys=beam.pvalue.AsList(inputs["repeated_keys"]),
                 measured=beam.pvalue.AsSingleton(measured)))
         moved = (
