@@ -30,7 +30,7 @@ from transforms.media.audio import AudioOptions, stream_audio
 from transforms.media.decoded import Audio, MediaError, full_scale_floats, staged
 from transforms.media.features import frame_spectra, frames_of
 
-__all__ = ["NEAR", "NearTap", "band_rows", "near_bands", "near_fingerprints",
+__all__ = ["NEAR", "NearTap", "band_rows", "minhash", "near_bands", "near_fingerprints",
            "near_similarity"]
 
 NEAR = "near"
@@ -105,6 +105,16 @@ def _peaked(spectrum: np.ndarray) -> np.ndarray:
     return spectrum >= np.maximum(four[:, :-_PEAK_REACH], four[:, _PEAK_REACH:])
 
 
+def minhash(landmarks: np.ndarray, signature: np.ndarray | None = None) -> np.ndarray:
+    """The one-permutation MinHash of `landmarks` (uint64), merged into
+    `signature` (128 uint32 bins) when given: what a `near` digest holds."""
+    if signature is None:
+        signature = np.full(_BINS, _EMPTY, np.uint32)
+    hashed = (landmarks * _MULTIPLIER + _OFFSET) % _PRIME
+    np.minimum.at(signature, (hashed % _BINS).astype(np.intp), hashed.astype(np.uint32))
+    return signature
+
+
 class _Landmarks:
     """Streams audio blocks into the MinHash of their landmarks: memory stays a
     frame and a few peaks however long the recording."""
@@ -169,8 +179,7 @@ class _Landmarks:
             return
         if not self.enough:
             self._distinct.update(np.unique(landmarks)[:_MIN_DISTINCT].tolist())
-        hashed = (landmarks * _MULTIPLIER + _OFFSET) % _PRIME
-        np.minimum.at(self.signature, (hashed % _BINS).astype(np.intp), hashed.astype(np.uint32))
+        minhash(landmarks, self.signature)
 
 
 class NearTap:
