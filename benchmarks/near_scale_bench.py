@@ -20,6 +20,11 @@ signatures are what real audio would give for those sets:
 Each size runs the real step, `NearGroups` (transforms/checks/near_groups.py:
 bands, star edges, verified pairs, connected components) on the local
 runner in a process of its own, whose peak RSS and wall time are its own.
+The local runner holds every PCollection in memory (3.2 GiB at 10^5), so
+sizes from --simulate_from on run the step's own functions without Beam
+instead: each bucket's smallest member found in one pass over the bands, and
+every other member's edge to it made in a second (what `star_edges` does),
+`near_similarity` on each edge, `union_find` on those that pass.
 Reported: recall of the planted pairs by similarity (a pair is found when
 both are in one group), of each cluster (its copies in the clip's group),
 false pairs (two members of a group from unrelated recordings) and the
@@ -42,8 +47,9 @@ import apache_beam as beam
 import numpy as np
 
 from benchmarks.process_tree import measure
+from transforms.checks.components import union_find
 from transforms.checks.near_groups import NearGroups
-from transforms.recipe.near_duplicates import minhash
+from transforms.recipe.near_duplicates import band_rows, minhash, near_bands, near_similarity
 from transforms.runner.runtime import local_runner
 
 _SPACE = 196 * 196 * 64
@@ -133,12 +139,32 @@ def _groups(records: list, threshold: float) -> list:
             return [json.loads(line) for line in f]
 
 
-def one_size(size: int, threshold: float) -> dict:
+def _simulated_groups(records: list, threshold: float) -> list:
+    """The keys of each group the step's functions find, without Beam."""
+    rows = band_rows(threshold)
+    smallest: dict = {}   # band key -> its bucket's smallest member
+    for member, digest in records:
+        for key in near_bands(digest, rows):
+            if key not in smallest or member < smallest[key]:
+                smallest[key] = member
+    candidates = {(smallest[key], member) for member, digest in records
+                  for key in near_bands(digest, rows) if smallest[key][0] != member[0]}
+    del smallest
+    digest_of = dict(records)
+    edges = [(a, b) for a, b in candidates
+             if near_similarity(digest_of[a], digest_of[b]) >= threshold]
+    members: dict = {}
+    for member, label in union_find(edges).items():
+        members.setdefault(label, []).append(member[0])
+    return list(members.values())
+
+
+def one_size(size: int, threshold: float, simulated: bool) -> dict:
     """The figures of one size, in this process."""
     started = time.perf_counter()
     corpus = build(size)
     built = time.perf_counter()
-    groups = _groups(corpus.records, threshold)
+    groups = (_simulated_groups if simulated else _groups)(corpus.records, threshold)
     seconds = time.perf_counter() - built
     group_of = {key: i for i, members in enumerate(groups) for key in members}
     families = Counter(corpus.family.values())
@@ -159,7 +185,8 @@ def one_size(size: int, threshold: float) -> dict:
                                                         for n in by_family.values())
         grouped_noise += sum(corpus.kind[key] == "noise-like" for key in members)
     noise = sum(kind == "noise-like" for kind in corpus.kind.values())
-    return {"size": size, "seconds": round(seconds, 1), "build_s": round(built - started, 1),
+    return {"size": size, "step": "functions" if simulated else "beam",
+            "seconds": round(seconds, 1), "build_s": round(built - started, 1),
             "recall": {kind: round(sum(hits) / len(hits), 4) for kind, hits in recall.items()},
             "false_pairs": false_pairs, "groups": len(groups),
             "noise_grouped": f"{grouped_noise}/{noise}",
@@ -170,15 +197,17 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--threshold", type=float, default=0.4)
+    parser.add_argument("--simulate_from", type=int, default=1_000_000)
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
-        print(json.dumps(one_size(args.one, args.threshold)))
+        print(json.dumps(one_size(args.one, args.threshold, args.one >= args.simulate_from)))
         return
     results = []
     for size in (int(s) for s in args.sizes.split(",")):
         run = measure([sys.executable, "-m", "benchmarks.near_scale_bench", "--one", str(size),
-                       "--threshold", str(args.threshold)])
+                       "--threshold", str(args.threshold),
+                       "--simulate_from", str(args.simulate_from)])
         lines = [line for line in run.output.splitlines() if line.startswith("{")]
         if not lines:
             raise RuntimeError(run.output[-2000:])
@@ -187,6 +216,8 @@ def main(argv=None) -> None:
         results.append(result)
         print(json.dumps(result), flush=True)
     for before, after in zip(results, results[1:]):
+        if before["step"] != after["step"]:
+            continue
         law = math.log(after["seconds"] / before["seconds"]) / math.log(
             after["size"] / before["size"])
         print(f"{before['size']:,} -> {after['size']:,}: time grows as N^{law:.2f}")
