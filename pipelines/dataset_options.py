@@ -70,11 +70,11 @@ class DatasetOptions(FlagTable, PipelineOptions):
                   "media twice; off takes no fingerprints."),
         Flag("near_duplicates", "splits", default=0.0, type=float, example="0.4", recorded=True,
              help="Also find audio alike but not identical (a lossy re-encode, a take cut at "
-                  "another start): pairs whose spectral-peak landmarks are at least this "
-                  "similar (0-1; at 0.4 every MP3, AAC and Opus copy of speech measured is "
-                  "found and no two different sentences) are listed as 'near' and handled as "
-                  "--duplicates says; landmarks of the audio the cut decodes (whole samples "
-                  "decode theirs for it). 0 (default): off."),
+                  "another start): samples joined by pairs whose spectral-peak landmarks are at "
+                  "least this similar (0-1; at 0.4 every MP3, AAC and Opus copy of speech "
+                  "measured is found, and no two different sentences or noises) are a 'near' "
+                  "group, handled as --duplicates says; landmarks of the audio the cut "
+                  "decodes (whole samples decode theirs for it). 0 (default): off."),
         Flag("label_field", "splits", default="", example="cls", recorded=True,
              help="Label field to count: the manifest records examples per split and label (e.g. "
                   "'cls' or 'json.label'); --stratify_by counts its label without it."),

@@ -77,7 +77,7 @@ def describe_dataset(output_dir: str, examples: int = 2, failures: int = 3) -> s
     if duplicates:  # --duplicates warn or fail (transforms/checks/duplicates.py)
         across = ", ".join(f"{pair} {n}" for pair, n in duplicates["across_splits"].items())
         within = ", ".join(f"{split} {n}" for split, n in duplicates["within_split"].items())
-        near = (f" ({duplicates['near']} of them near pairs)" if duplicates.get("near")
+        near = (f" ({duplicates['near']} of them near groups)" if duplicates.get("near")
                 else "")
         lines.append(f"  duplicates: {duplicates['groups']} groups of identical content{near} "
                      f"(across splits: {across or 'none'}; within: {within or 'none'})"

@@ -6,7 +6,7 @@ against the manifest's counts and against the shards.
 examples' `source_key`), and `written_problems` checks what it found: with
 --duplicates warn or fail every listed sample is in its split's shards;
 with drop one sample of each group of identical content is, and at most one
-of a near pair.
+of a near group.
 """
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ class DatasetConfig:
     shuffle: str = "none"
     allow_empty_splits: bool = False
     duplicates: str = "warn"   # transforms/checks/duplicates.py POLICIES
-    near_duplicates: float = 0.0  # the similarity of a near pair; 0: none looked for
+    near_duplicates: float = 0.0  # the similarity of a near group's pairs; 0: none looked for
     # How the caller names the parameters its errors and warnings mention: the
     # command line its flags ({"allow_empty_splits": "--allow_empty_splits"});
     # empty for a Python caller, by their names.
