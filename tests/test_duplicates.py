@@ -37,6 +37,7 @@ from transforms.recipe import near_duplicates
 from transforms.testing.noises import NOISE_LIKE, noise_like
 from transforms.testing.spoken import NEAR_COPIES, near_copy, sentences, speak
 from transforms.verify.dataset import verify_dataset
+from transforms.writer import ledger
 
 FLAGS = ["--cut", "audio_windows", "--audio_fields", "flac,wav", "--features",
          "label=cls:int64", "--splits", "train=0.5,test=0.5", "--allow_empty_splits"]
@@ -368,6 +369,18 @@ def test_a_resume_with_another_similarity_reuses_every_unit(speech, tmp_path, ca
     info = tar_to_tfrecord.run([*argv, "--resume"])
     assert "resume: 1 work units reused, 0 converted" in capsys.readouterr().out
     assert info["duplicates"]["near"] == 3 and _near(tmp_path / "out") == sorted(pairs[1:])
+
+
+def test_a_resume_across_a_change_of_landmarks_reuses_nothing(speech, tmp_path, monkeypatch):
+    """Signatures of two landmark schemes cannot be compared: a run whose units
+    were fingerprinted by another (before #48 whitened the peaks) is another
+    recipe, refused before any work."""
+    argv = ["--input", f"{speech}/*.tar", "--output", str(tmp_path / "out"), *SPEECH_FLAGS]
+    with monkeypatch.context() as patched:
+        patched.setattr(ledger, "NEAR_LANDMARKS", "an older scheme")
+        tar_to_tfrecord.run(argv)
+    with pytest.raises(ValueError, match="^--resume: .* was written by another recipe"):
+        tar_to_tfrecord.run([*argv, "--resume"])
 
 
 def test_a_take_that_does_not_decode_is_the_dead_letter_it_always_was(speech, tmp_path):

@@ -30,10 +30,14 @@ from transforms.media.audio import AudioOptions, stream_audio
 from transforms.media.decoded import Audio, MediaError, full_scale_floats, staged
 from transforms.media.features import frame_spectra, frames_of
 
-__all__ = ["NEAR", "NearTap", "band_rows", "minhash", "near_bands", "near_fingerprints",
-           "near_similarity"]
+__all__ = ["NEAR", "NEAR_LANDMARKS", "NearTap", "band_rows", "minhash", "near_bands",
+           "near_fingerprints", "near_similarity"]
 
 NEAR = "near"
+# The landmarks' scheme, which a signature is of: two schemes' signatures
+# cannot be compared, so a run resumed across a change of it (#48 whitened
+# the peaks) reuses none of the other's units (transforms/writer/ledger.py).
+NEAR_LANDMARKS = "whitened peaks, 196 bins"
 
 # The landmarks' audio: 8 kHz mono, 64 ms frames every 16 ms; peaks between
 # 62 Hz and 3.1 kHz (where speech and most sound events hold their energy,

@@ -43,6 +43,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from transforms.format import manifest
 from transforms.recipe.accounting import Kind, parse_tallies
+from transforms.recipe.near_duplicates import NEAR_LANDMARKS
 from transforms.recipe.units import WorkUnit
 from transforms.runner.counters import counter
 from transforms.writer.shard_files import ShardRecord
@@ -65,8 +66,11 @@ def deciding(options: Mapping[str, Any]) -> dict:
     policy. Duplicates warn and fail differ in policy only; off leaves the
     receipts without fingerprints, and drop writes less. With warn or fail, the
     near duplicates' similarity only sorts what the receipts hold: whether they
-    hold near fingerprints is what counts."""
+    hold near fingerprints is what counts, and by which landmarks (signatures
+    of two schemes cannot be compared)."""
     deciding = {k: v for k, v in options.items() if k not in _POLICY_FLAGS}
+    if deciding.get("near_duplicates"):
+        deciding["near_landmarks"] = NEAR_LANDMARKS
     if deciding.get("duplicates") in ("warn", "fail"):
         deciding["duplicates"] = "fingerprinted"
         if deciding.get("near_duplicates"):
