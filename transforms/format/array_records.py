@@ -20,68 +20,58 @@ import tempfile
 import threading
 from typing import Iterable, Iterator, Sequence
 
-import google_crc32c
 import numpy as np
 from array_record.python.array_record_module import ArrayRecordReader
 
 from transforms.format.record_index import RecordIndexError
-from transforms.format.records import Record
+from transforms.format.records import Record, StoredFile
 
 __all__ = ["ArrayRecordStream", "ArrayRecordTable"]
 
 # Random access: no read-ahead, which would fetch chunks no one asked for.
 _RANDOM_ACCESS = "readahead_buffer_size:0,max_parallelism:0"
+_UNREADABLE = "not a readable ArrayRecord file (truncated, or another format)"
 
 
 def _open(path: str, options: str = "") -> ArrayRecordReader:
     try:
         reader = ArrayRecordReader(path, options)
     except (RuntimeError, ValueError) as e:
-        raise RecordIndexError(f"{path}: not a readable ArrayRecord file: {e}") from None
+        raise RecordIndexError(f"{path}: {_UNREADABLE}: {e}") from None
     if not reader.ok():
-        raise RecordIndexError(f"{path}: not a readable ArrayRecord file (truncated, or another "
-                               "format)")
+        raise RecordIndexError(f"{path}: {_UNREADABLE}")
     return reader
 
 
-class ArrayRecordStream:
-    """The records of one ArrayRecord file whose bytes are `chunks`. ArrayRecord
-    reads local files only: `local_path`, when the chunks are that file's, is
-    read in place; otherwise the chunks are copied to a temporary file first."""
+class ArrayRecordStream(StoredFile):
+    """The records of one ArrayRecord file whose bytes are `chunks` (see
+    StoredFile). ArrayRecord reads local files only: `local_path`, when the
+    chunks are that file's, is read in place; otherwise the chunks are
+    copied to a temporary file first."""
 
     def __init__(self, chunks: Iterable[bytes], local_path: str | None = None):
-        self._chunks = chunks
+        super().__init__(chunks)
         self._local = local_path
-        self._crc = 0
-        self.sizes: list = []
-        self.problems: list = []
 
-    @property
-    def crc32c(self) -> str:
-        return f"{self._crc:08x}"
-
-    def _stored(self) -> str:
+    def _local_copy(self) -> str:
         """The file's local path, its CRC32C taken on the way."""
-        spool = None
-        if self._local is None:
-            handle, spool = tempfile.mkstemp(suffix=".array_record")
-            spool_file = os.fdopen(handle, "wb")
-        for chunk in self._chunks:
-            self._crc = google_crc32c.extend(self._crc, chunk)
-            if spool is not None:
+        if self._local is not None:
+            for _ in self._stored():
+                pass
+            return self._local
+        handle, spool = tempfile.mkstemp(suffix=".array_record")
+        with os.fdopen(handle, "wb") as spool_file:
+            for chunk in self._stored():
                 spool_file.write(chunk)
-        if spool is not None:
-            spool_file.close()
-        return spool or self._local
+        return spool
 
     def __iter__(self) -> Iterator[Record]:
-        path = self._stored()
+        path = self._local_copy()
         try:
             try:
                 reader = _open(path)
             except RecordIndexError:
-                self.problems.append("not a readable ArrayRecord file (truncated, or another "
-                                     "format)")
+                self.problems.append(_UNREADABLE)
                 return
             for number in range(reader.num_records()):
                 try:

@@ -20,7 +20,7 @@ from isal import isal_zlib
 
 from transforms.format.record_index import FRAME_OVERHEAD, masked_crc32c
 
-__all__ = ["Record", "RecordStream"]
+__all__ = ["Record", "RecordStream", "StoredFile"]
 
 _GZIP_WBITS = 31
 _HEADER = 12  # the length and its CRC
@@ -35,14 +35,14 @@ class Record(NamedTuple):
     data: bytes
 
 
-class RecordStream:
-    """The intact records of one file, from its raw `chunks` (`compression` gzip
-    or none); once iterated, `crc32c` (8 hex digits, of the file as stored),
-    `sizes` (every framed record's size, intact or not) and `problems`."""
+class StoredFile:
+    """A shard file read from its raw `chunks`, its records checked by a
+    subclass as they are iterated; once iterated, `crc32c` (8 hex digits, of
+    the file as stored), `sizes` (every record's size, intact or not) and
+    `problems`."""
 
-    def __init__(self, chunks: Iterable[bytes], compression: str):
+    def __init__(self, chunks: Iterable[bytes]):
         self._chunks = chunks
-        self._gzip = compression == "gzip"
         self._crc = 0
         self.sizes: list = []
         self.problems: list = []
@@ -52,9 +52,19 @@ class RecordStream:
         return f"{self._crc:08x}"
 
     def _stored(self) -> Iterator[bytes]:
+        """The file's bytes, each through the CRC."""
         for chunk in self._chunks:
             self._crc = google_crc32c.extend(self._crc, chunk)
             yield chunk
+
+
+class RecordStream(StoredFile):
+    """The intact records of one TFRecord file, from its raw `chunks`
+    (`compression` gzip or none): see StoredFile."""
+
+    def __init__(self, chunks: Iterable[bytes], compression: str):
+        super().__init__(chunks)
+        self._gzip = compression == "gzip"
 
     def _payload(self) -> Iterator[bytes]:
         """The uncompressed bytes; every stored byte passes through the CRC, even

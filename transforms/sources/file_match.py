@@ -15,7 +15,8 @@ from apache_beam.io.filesystem import FileMetadata
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.format.arguments import ArgumentError, ArgumentTypeError
-from transforms.sources.input_files import NotARegularFile, check_regular, is_local
+from transforms.sources.input_files import NotARegularFile, check_regular
+from transforms.storage.folders import is_local
 
 __all__ = ["FILE_PATTERN", "as_patterns", "file_version", "match_files", "matched_files"]
 

@@ -21,12 +21,12 @@ from typing import IO, Iterator
 
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.io.localfilesystem import LocalFileSystem
 
 from transforms.format.dead_letters import StorageReadError
 from transforms.sources import compression
+from transforms.storage.folders import is_local
 
-__all__ = ["NotARegularFile", "StorageGuard", "StorageReadError", "check_regular", "is_local",
+__all__ = ["NotARegularFile", "StorageGuard", "StorageReadError", "check_regular",
            "open_decompressed", "open_input", "read_whole"]
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
@@ -41,11 +41,6 @@ class NotARegularFile(ValueError):
         super().__init__(f"{path} is {kind}, not a regular file")
         self.path = path
         self.kind = kind
-
-
-def is_local(path: str) -> bool:
-    """Whether `path` is on this machine's disk (not gs:// or another store)."""
-    return isinstance(FileSystems.get_filesystem(path), LocalFileSystem)
 
 
 def check_regular(path: str) -> None:

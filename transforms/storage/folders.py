@@ -10,6 +10,7 @@ kinds of store, and gets them here:
 - `remove_trees_named`: the same for every directory in a folder whose name
   starts with a prefix (the temporary folders of earlier runs);
 - `delete_if_exists`: delete one file that may be absent;
+- `is_local`: whether a path is on this machine's disk;
 - `check_writable`: create and delete a probe file, so a job learns that it
   cannot write its output before it reads anything;
 - `write_text`: a text file, written whole;
@@ -30,10 +31,15 @@ from apache_beam.io.localfilesystem import LocalFileSystem
 from transforms.format import manifest
 from transforms.format.dead_letters import failures_jsonl
 
-__all__ = ["check_writable", "delete_if_exists", "ensure_dir", "read_manifest", "remove_tree",
-           "remove_trees_named", "write_failures", "write_text"]
+__all__ = ["check_writable", "delete_if_exists", "ensure_dir", "is_local", "read_manifest",
+           "remove_tree", "remove_trees_named", "write_failures", "write_text"]
 
 _GCS = "gs://"
+
+
+def is_local(path: str) -> bool:
+    """Whether `path` is on this machine's disk (not gs:// or another store)."""
+    return isinstance(FileSystems.get_filesystem(path), LocalFileSystem)
 
 
 def ensure_dir(path: str) -> None:
@@ -61,8 +67,7 @@ def remove_tree(path: str) -> None:
 def remove_trees_named(parent: str, prefix: str) -> None:
     """Deletes every directory directly in `parent` whose name starts with
     `prefix`, with everything under it."""
-    filesystem = FileSystems.get_filesystem(parent)
-    if isinstance(filesystem, LocalFileSystem):
+    if is_local(parent):
         # Beam's match lists files only; an emptied folder is found by its name.
         if os.path.isdir(parent):
             for entry in os.scandir(parent):

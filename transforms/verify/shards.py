@@ -27,7 +27,6 @@ import apache_beam as beam
 import google_crc32c
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.io.localfilesystem import LocalFileSystem
 
 from transforms.format.array_records import ArrayRecordStream
 from transforms.format.example_check import example_problems, parse_example, stored_values
@@ -36,6 +35,7 @@ from transforms.format.records import RecordStream
 from transforms.format.sample import SOURCE_KEY
 from transforms.format.shard_format import ShardFormat
 from transforms.format.spec import FeatureSpec
+from transforms.storage.folders import is_local
 from transforms.verify.augmentation import AugmentedRange, record_problems
 from transforms.verify.examples import media_problems
 
@@ -78,8 +78,7 @@ def _records(path: str, shard_format: ShardFormat, read_chunks: Callable):
     """The stream of the shard at `path`'s records."""
     if not shard_format.array_record:
         return RecordStream(read_chunks(path), shard_format.compression)
-    local = isinstance(FileSystems.get_filesystem(path), LocalFileSystem)
-    return ArrayRecordStream(read_chunks(path), path if local else None)
+    return ArrayRecordStream(read_chunks(path), path if is_local(path) else None)
 
 
 def check_shard(root: str, entry: Mapping[str, Any], spec: FeatureSpec, shard_format: ShardFormat,

@@ -17,8 +17,9 @@ import tempfile
 import google_crc32c
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.io.localfilesystem import LocalFileSystem
 from array_record.python.array_record_module import ArrayRecordWriter
+
+from transforms.storage.folders import is_local
 
 __all__ = ["WRITER_OPTIONS", "ArrayRecordShardWriter"]
 
@@ -38,7 +39,7 @@ class ArrayRecordShardWriter:
 
     def __init__(self, path: str):
         self.path = path
-        if isinstance(FileSystems.get_filesystem(path), LocalFileSystem):
+        if is_local(path):
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             self._local, self._spooled = path, False
         else:
