@@ -189,6 +189,31 @@ def test_verify_and_the_reader_find_a_damaged_shard(datasets, tmp_path):
         list(dg.load(str(cut), "train"))
 
 
+def test_a_resumed_and_a_global_layout_array_record_dataset(corpus, datasets, tmp_path, capsys):
+    """--resume into a published ArrayRecord dataset reuses every unit and
+    leaves the same shards; the global layout writes ArrayRecord too; an empty
+    split reads as empty."""
+    output, info = datasets["array_record"]
+    resumed = tmp_path / "resumed"
+    shutil.copytree(output, resumed)
+    argv = ["--input", f"{corpus}/*.tar", "--output", str(resumed),
+            "--file_format", "array_record", *FLAGS]
+    capsys.readouterr()
+    again = tar_to_tfrecord.run([*argv, "--resume"])
+    assert "0 converted" in capsys.readouterr().out
+    assert again["splits"] == info["splits"] and dg.verify_dataset(str(resumed)).ok
+    hashed = tar_to_tfrecord.run([*argv[:3], str(tmp_path / "global"), *argv[4:],
+                                  "--shuffle", "global", "--num_shards", "2",
+                                  "--splits", "train=0.99,test=0.01", "--allow_empty_splits"])
+    assert [s["file"] for s in hashed["splits"]["train"]["shards"]] == [
+        "train/data-00000-of-00002.array_record", "train/data-00001-of-00002.array_record"]
+    assert dg.verify_dataset(str(tmp_path / "global")).ok
+    assert len(list(dg.load(str(tmp_path / "global"), "train", batch_size=None))) == \
+        hashed["splits"]["train"]["num_examples"]
+    assert hashed["splits"]["test"]["num_examples"] == 0    # 6 speakers: none drawn for test
+    assert list(dg.load(str(tmp_path / "global"), "test", batch_size=None, shuffle=True)) == []
+
+
 def test_gzip_array_record_is_refused_before_any_work(corpus, tmp_path):
     with pytest.raises(ValueError, match="^--compression must be 'none' with --file_format "
                                          "'array_record'"):

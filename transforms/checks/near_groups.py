@@ -64,7 +64,7 @@ def _scored(second: tuple, joined: dict, threshold: float) -> Iterator[NearEdge]
 
 def _group(_, joined: dict) -> Iterator[NearGroup]:
     for weakest in joined["weakest"]:
-        yield NearGroup(tuple(sorted(joined["members"])), round(weakest, 3))
+        yield NearGroup(tuple(sorted(joined["members"])), weakest)
 
 
 class NearGroups(beam.PTransform):

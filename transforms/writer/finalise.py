@@ -229,7 +229,7 @@ class _CheckFn(beam.DoFn):
 
     def process(self, _, planned, shards, tallies, failure_parts, leaks, group_counts, spans,
                 duplicates, repeated_keys, measured):
-        """`duplicates` is what `_duplicates_found` makes of the groups: their
+        """`duplicates` is what `_DuplicatesFound` makes of the groups: their
         summed tallies, the first across splits, the written parts."""
         config = self._config
         counted = Accounting(tallies)
@@ -324,7 +324,7 @@ class _CheckFn(beam.DoFn):
         if config.duplicates == "off":
             return None, ""
         recipe = config.recipe
-        (tallies, firsts, parts), = found
+        tallies, firsts, parts = found
         summary = duplicates_summary(tallies, recipe.fingerprint_kinds,
                                      recipe.fingerprinted_features)
         if not summary["groups"]:
@@ -637,7 +637,7 @@ class Finalise(beam.PTransform):
                 leaks=beam.pvalue.AsList(inputs["leaks"]),
                 group_counts=beam.pvalue.AsList(inputs["group_counts"]),
                 spans=beam.pvalue.AsList(spans),
-                duplicates=beam.pvalue.AsList(
+                duplicates=beam.pvalue.AsSingleton(
                     inputs["duplicates"] | "DuplicatesFound" >> _DuplicatesFound(
                         config.recipe.split_plan.names, self._temp_dir)),
                 repeated_keys=beam.pvalue.AsList(inputs["repeated_keys"]),
