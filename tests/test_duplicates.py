@@ -261,14 +261,17 @@ def test_verify_checks_the_list_against_the_manifest(corpus, tmp_path):
     _job(corpus, output, "--split_column", "split")
     assert verify_dataset(str(output))[0] == []
     lines = (output / "duplicates.jsonl").read_text().splitlines()
-    moved = json.loads(lines[1])
+    # The list is in parts by a hash of each group: find the group within train.
+    within = next(i for i, line in enumerate(lines) if json.loads(line)["splits"] == ["train"])
+    moved = json.loads(lines[within])
     moved["members"][0]["split"] = "test"   # a within-train group made one across splits
-    (output / "duplicates.jsonl").write_text("\n".join([lines[0], json.dumps(moved)]) + "\n")
+    lines[within] = json.dumps(moved)
+    (output / "duplicates.jsonl").write_text("\n".join(lines) + "\n")
     problems = verify_dataset(str(output))[0]
     assert problems[0].startswith("duplicates.jsonl: its groups count {'train/test': 2} across")
-    assert problems[1:] == [f"duplicates.jsonl: line 2: {moved['members'][0]['key']} has no "
-                            "examples in test"]
-    (output / "duplicates.jsonl").write_text(lines[0] + "\n")
+    assert problems[1:] == [f"duplicates.jsonl: line {within + 1}: "
+                            f"{moved['members'][0]['key']} has no examples in test"]
+    (output / "duplicates.jsonl").write_text(lines[1 - within] + "\n")
     assert "duplicates.jsonl: 1 groups, the manifest says 2" in verify_dataset(str(output))[0]
 
 
@@ -279,14 +282,23 @@ def test_verify_checks_the_list_against_the_shards(corpus, tmp_path):
     _job(corpus, output, "--split_column", "split")
     text = (output / "duplicates.jsonl").read_text()
     (output / "duplicates.jsonl").write_text(text.replace('"copy01"', '"k03"'))
+    line = _line_of(text, '"copy01"')
     assert verify_dataset(str(output))[0] == [
-        "duplicates.jsonl: line 1: k03 has no examples in test"]
+        f"duplicates.jsonl: line {line}: k03 has no examples in test"]
     _job(corpus, tmp_path / "dropped", "--split_column", "split", "--duplicates", "drop")
     assert verify_dataset(str(tmp_path / "dropped"))[0] == []
     listed = tmp_path / "dropped" / "duplicates.jsonl"
+    line = _line_of(listed.read_text(), '"wav02"')
     listed.write_text(listed.read_text().replace('"wav02"', '"k03"'))
     assert verify_dataset(str(tmp_path / "dropped"))[0] == [
-        "duplicates.jsonl: line 2: 2 of its samples have examples; --duplicates drop keeps one"]
+        f"duplicates.jsonl: line {line}: 2 of its samples have examples; --duplicates drop "
+        "keeps one"]
+
+
+def _line_of(text: str, found: str) -> int:
+    """The number of the list's line holding `found` (the list is in parts by a
+    hash of each group, not sorted whole)."""
+    return next(n for n, line in enumerate(text.splitlines(), 1) if found in line)
 
 
 @pytest.mark.slow  # the Bigtable emulator

@@ -398,13 +398,16 @@ class _WriteFailurePartFn(beam.DoFn):
         yield FailurePart(path, len(lines), lines[0])
 
 
-# The duplicate list's parts: a group goes to the part of a hash of it, so a
-# part holds about 1/_DUPLICATE_PARTS of the groups, sorted.
+# The duplicate list's parts: a group goes to the part of a hash of its
+# members' keys and splits, so a part holds about 1/_DUPLICATE_PARTS of the
+# groups, sorted, and the list's order is the same wherever the input lies
+# (its urls are not hashed).
 _DUPLICATE_PARTS = 1024
 
 
 def _duplicates_part(group: DuplicateGroup) -> int:
-    return zlib.crc32(repr(group.members).encode("utf-8")) % _DUPLICATE_PARTS
+    keys = [(key, split) for key, split, _ in group.members]
+    return zlib.crc32(repr(keys).encode("utf-8")) % _DUPLICATE_PARTS
 
 
 class _WriteDuplicatesPartFn(beam.DoFn):
