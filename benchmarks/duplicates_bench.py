@@ -1,7 +1,7 @@
 """What the duplicate check costs, and how well it finds near copies.
 
     python -m benchmarks.duplicates_bench [--speech_mb 512] [--repeats 3] [--sentences 30]
-        [--noises 12]
+        [--noises 12] [--calls 100]
 
 First, near-duplicate recall and false positives: espeak-ng speaks
 --sentences Harvard sentences in four voices, ffmpeg and sox make a near copy
@@ -12,6 +12,12 @@ threshold), from the audio as the job's cut decodes it (16 kHz). Recall is
 over the planted pairs, false positives over all pairs of different sentences,
 and over all pairs of noise-like recordings sox makes (--noises of each
 colour of noise, of mains hum and of a held chord; transforms/testing/noises.py).
+Last, the common landmarks (#48's stop list): --calls calls that share one
+greeting before different answers (transforms/testing/spoken.py
+`greeting_calls`) and a near copy of each kind of the first ten; false
+positives among the calls and recall of the copies, on all landmarks and with
+those common to the calls and copies set aside (`LandmarkTally`), as the job
+sets them aside.
 
 Then the cost: 16 kHz FLAC speech in tar shards
 (benchmarks/audio_pipeline_bench.py) cut into 1 s float32 windows by
@@ -39,13 +45,16 @@ from benchmarks.audio_pipeline_bench import speech_corpus, write_shards
 from benchmarks.process_tree import interleaved
 from transforms.media.audio import AudioOptions
 from transforms.recipe.near_duplicates import (
+    NOTHING_COMMON,
+    LandmarkTally,
     band_rows,
     near_bands,
     near_fingerprints,
+    near_match,
     near_similarity,
 )
 from transforms.testing.noises import NOISE_LIKE, noise_like
-from transforms.testing.spoken import NEAR_COPIES, near_copy, sentences, speak
+from transforms.testing.spoken import NEAR_COPIES, greeting_calls, near_copy, sentences, speak
 
 FLAGS = ["--cut", "audio_windows", "--audio_fields", "flac", "--window_s", "1",
          "--features", "label=cls:int64", "--split_by", "__key__:^([^_]+)",
@@ -64,10 +73,10 @@ def _signature(path: str) -> str | None:
     return found[0][1] if found else None
 
 
-def _found(digest: str, other: str) -> bool:
+def _found(digest: str, other: str, common=NOTHING_COMMON) -> bool:
     rows = band_rows(NEAR_THRESHOLD)
-    return (bool(set(near_bands(digest, rows)) & set(near_bands(other, rows)))
-            and near_similarity(digest, other) >= NEAR_THRESHOLD)
+    return (bool(set(near_bands(digest, rows, common)) & set(near_bands(other, rows, common)))
+            and near_match(digest, other, NEAR_THRESHOLD, common) is not None)
 
 
 def noise_accuracy(workdir: str, count: int) -> None:
@@ -111,17 +120,46 @@ def near_accuracy(workdir: str, count: int) -> None:
           f"of {len(pairs)} pairs, similarity max {max(similarity):.2f}")
 
 
+def greeting_accuracy(workdir: str, count: int) -> None:
+    """Prints the false positives among calls sharing a greeting and the recall
+    of their copies, with and without the common landmarks."""
+    folder = os.path.join(workdir, "calls")
+    os.makedirs(folder)
+    calls = [_signature(path) for path in greeting_calls(folder, count)]
+    copies = {kind: [] for kind in NEAR_COPIES}
+    for i, kind in itertools.product(range(10), NEAR_COPIES):
+        copy = os.path.join(folder, f"copy{i}.{kind}")
+        near_copy(os.path.join(folder, f"call{i}.flac"), copy, kind)
+        copies[kind].append(_signature(copy))
+    tally = LandmarkTally()
+    for digest in calls + [d for signatures in copies.values() for d in signatures]:
+        tally.add(digest)
+    pairs = list(itertools.combinations(calls, 2))
+    print(f"{count} calls sharing a greeting, {tally.signatures} signatures:")
+    for name, common in (("all landmarks", NOTHING_COMMON),
+                         (f"{len(tally.common())} common set aside", tally.common())):
+        similarity = [near_similarity(a, b, common) for a, b in pairs]
+        recall = ", ".join(f"{kind} {sum(_found(a, b, common) for a, b in zip(calls, found))}"
+                           f"/{len(found)}" for kind, found in copies.items())
+        print(f"  {name:>24s}: {sum(_found(a, b, common) for a, b in pairs)} false positives "
+              f"of {len(pairs)} pairs (similarity{' on the rest' if len(common) else ''} "
+              f"median {statistics.median(similarity):.2f}, max {max(similarity):.2f}); "
+              f"copies found: {recall}")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--speech_mb", type=float, default=512)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--sentences", type=int, default=30)
     parser.add_argument("--noises", type=int, default=12)
+    parser.add_argument("--calls", type=int, default=100)
     args = parser.parse_args(argv)
     workdir = tempfile.mkdtemp(prefix="datagen-duplicates-bench-")
     try:
         near_accuracy(workdir, args.sentences)
         noise_accuracy(workdir, args.noises)
+        greeting_accuracy(workdir, args.calls)
         corpus = os.path.join(workdir, "speech")
         megabytes = write_shards(speech_corpus(args.speech_mb), corpus, shards=8)
         runs = interleaved(

@@ -22,14 +22,16 @@ bands, star edges, verified pairs, connected components) on the local
 runner in a process of its own, whose peak RSS and wall time are its own.
 The local runner holds every PCollection in memory (3.2 GiB at 10^5), so
 sizes from --simulate_from on run the step's own functions without Beam
-instead: each bucket's smallest member found in one pass over the bands, and
-every other member's edge to it made in a second (what `star_edges` does),
-`near_similarity` on each edge, `union_find` on those that pass.
+instead: the common landmarks tallied (`LandmarkTally`), each bucket's
+smallest member found in one pass over the bands, and every other member's
+edge to it made in a second (what `star_edges` does), `near_match` on
+each edge, `union_find` on those that pass.
 Reported: recall of the planted pairs by similarity (a pair is found when
 both are in one group), of each cluster (its copies in the clip's group),
 false pairs (two members of a group from unrelated recordings) and the
-share of noise-like recordings grouped with anything, time, peak memory,
-and the growth law of time between sizes.
+share of noise-like recordings grouped with anything, how many landmarks
+are common (set aside), time, peak memory, and the growth law of time
+between sizes.
 """
 
 from __future__ import annotations
@@ -49,7 +51,13 @@ import numpy as np
 from benchmarks.process_tree import measure
 from transforms.checks.components import union_find
 from transforms.checks.near_groups import NearGroups
-from transforms.recipe.near_duplicates import band_rows, minhash, near_bands, near_similarity
+from transforms.recipe.near_duplicates import (
+    LandmarkTally,
+    band_rows,
+    minhash,
+    near_bands,
+    near_match,
+)
 from transforms.runner.runtime import local_runner
 
 _SPACE = 196 * 196 * 64
@@ -139,20 +147,27 @@ def _groups(records: list, threshold: float) -> list:
             return [json.loads(line) for line in f]
 
 
+def _common(records: list):
+    tally = LandmarkTally()
+    for _, digest in records:
+        tally.add(digest)
+    return tally.common()
+
+
 def _simulated_groups(records: list, threshold: float) -> list:
     """The keys of each group the step's functions find, without Beam."""
-    rows = band_rows(threshold)
+    rows, common = band_rows(threshold), _common(records)
     smallest: dict = {}   # band key -> its bucket's smallest member
     for member, digest in records:
-        for key in near_bands(digest, rows):
+        for key in near_bands(digest, rows, common):
             if key not in smallest or member < smallest[key]:
                 smallest[key] = member
     candidates = {(smallest[key], member) for member, digest in records
-                  for key in near_bands(digest, rows) if smallest[key][0] != member[0]}
+                  for key in near_bands(digest, rows, common) if smallest[key][0] != member[0]}
     del smallest
     digest_of = dict(records)
     edges = [(a, b) for a, b in candidates
-             if near_similarity(digest_of[a], digest_of[b]) >= threshold]
+             if near_match(digest_of[a], digest_of[b], threshold, common) is not None]
     members: dict = {}
     for member, label in union_find(edges).items():
         members.setdefault(label, []).append(member[0])
@@ -190,6 +205,7 @@ def one_size(size: int, threshold: float, simulated: bool) -> dict:
             "recall": {kind: round(sum(hits) / len(hits), 4) for kind, hits in recall.items()},
             "false_pairs": false_pairs, "groups": len(groups),
             "noise_grouped": f"{grouped_noise}/{noise}",
+            "common_landmarks": len(_common(corpus.records)),
             "families": len(families)}
 
 

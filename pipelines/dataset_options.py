@@ -73,8 +73,10 @@ class DatasetOptions(FlagTable, PipelineOptions):
                   "another start): samples joined by pairs whose spectral-peak landmarks are at "
                   "least this similar (0-1; at 0.4 every MP3, AAC and Opus copy of speech "
                   "measured is found, and no two different sentences or noises) are a 'near' "
-                  "group, handled as --duplicates says; landmarks of the audio the cut "
-                  "decodes (whole samples decode theirs for it). 0 (default): off."),
+                  "group, handled as --duplicates says; a pair must also be alike on the "
+                  "landmarks not common to 2% of the corpus (calls that share a greeting are "
+                  "not copies). Landmarks of the audio the cut decodes (whole samples decode "
+                  "theirs for it). 0 (default): off."),
         Flag("label_field", "splits", default="", example="cls", recorded=True,
              help="Label field to count: the manifest records examples per split and label (e.g. "
                   "'cls' or 'json.label'); --stratify_by counts its label without it."),

@@ -7,22 +7,42 @@ candidate with the bucket's smallest member (star edges, as BigCode's MinHash
 deduplication makes them), so a bucket of n gives n - 1 candidates, never
 n^2, and a clip copied ten thousand times is as findable as one copied
 twice. A candidate is joined with its two signatures by member and kept
-when their estimated similarity reaches the threshold; the near groups are
+when it is a match (`near_match`: alike to the threshold); the near groups are
 the connected components of the kept edges (transforms/checks/components.py),
 each with the similarity of its weakest edge. Only band keys, members,
 signatures (1 KB) and labels are shuffled, never the landmarks.
+
+Before any of that, the signatures' bins are tallied (`CommonLandmarks`) to
+find the landmarks common to much of the corpus (a greeting many calls open
+with), which band keys leave out and a match must be alike without
+(transforms/recipe/near_duplicates.py): a tally per
+worker, merged into one whose size is bounded by the landmarks there are.
+Up to a million signatures are tallied, and beyond that a million of them
+(`tallied`): a landmark in 2% of them is in 20,000, so the cut is as sharp,
+and the tally shuffles about a gigabyte at most (8 bytes a vote), however
+large the corpus.
 """
 
 from __future__ import annotations
 
+import zlib
 from typing import Iterable, Iterator, NamedTuple
 
 import apache_beam as beam
 
 from transforms.checks.components import ConnectedComponents
-from transforms.recipe.near_duplicates import band_rows, near_bands, near_similarity
+from transforms.recipe.near_duplicates import (
+    NOTHING_COMMON,
+    LandmarkTally,
+    band_rows,
+    near_bands,
+    near_match,
+)
 
-__all__ = ["NearEdge", "NearGroup", "NearGroups", "star_edges"]
+__all__ = ["CommonLandmarks", "NearEdge", "NearGroup", "NearGroups", "star_edges", "tallied"]
+
+# The signatures tallied for the common landmarks, at most (about).
+_TALLIED = 1_000_000
 
 
 class NearEdge(NamedTuple):
@@ -52,13 +72,50 @@ def star_edges(members: Iterable) -> Iterator[tuple]:
             yield smallest, member
 
 
-def _scored(second: tuple, joined: dict, threshold: float) -> Iterator[NearEdge]:
-    """The NearEdge of each candidate of `second` alike to `threshold` or more;
-    `joined` holds its digest and the (first, first's digest) of its candidates."""
+def tallied(member: tuple, signatures: int) -> bool:
+    """Whether the member's signature is one of those tallied, of `signatures`:
+    all up to _TALLIED, and beyond that a share chosen by the member's hash
+    (the same on every run)."""
+    return (signatures <= _TALLIED
+            or zlib.crc32(repr(member).encode()) < _TALLIED / signatures * 2**32)
+
+
+class CommonLandmarks(beam.CombineFn):
+    """Near digests -> the hashes of the landmarks common to much of the corpus
+    (sorted; `LandmarkTally.common`)."""
+
+    def create_accumulator(self) -> LandmarkTally:
+        return LandmarkTally()
+
+    def add_input(self, tally: LandmarkTally, digest: str) -> LandmarkTally:
+        tally.add(digest)
+        return tally
+
+    def merge_accumulators(self, tallies) -> LandmarkTally:
+        return LandmarkTally.merged(tallies)
+
+    def compact(self, tally: LandmarkTally) -> LandmarkTally:
+        return tally.compact()
+
+    def extract_output(self, tally: LandmarkTally):
+        return tally.common()
+
+
+def _banded(member: tuple, digest: str, rows: int = 0, common=NOTHING_COMMON) -> Iterator:
+    """(band key, member) of each of its signature's bands."""
+    for band in near_bands(digest, rows, common):
+        yield band, member
+
+
+def _scored(second: tuple, joined: dict, threshold: float = 0.0,
+            common=NOTHING_COMMON) -> Iterator[NearEdge]:
+    """The NearEdge of each candidate of `second` that is a match at `threshold`
+    (`near_match`); `joined` holds its digest and the (first, first's digest)
+    of its candidates."""
     for digest in joined["digest"]:
         for first, other in joined["firsts"]:
-            similarity = near_similarity(other, digest)
-            if similarity >= threshold:
+            similarity = near_match(other, digest, threshold, common)
+            if similarity is not None:
                 yield NearEdge(first, second, similarity)
 
 
@@ -77,10 +134,16 @@ class NearGroups(beam.PTransform):
 
     def expand(self, digests):
         threshold, rows = self._threshold, band_rows(self._threshold)
+        signatures = beam.pvalue.AsSingleton(
+            digests | "Signatures" >> beam.combiners.Count.Globally())
+        common = beam.pvalue.AsSingleton(
+            digests
+            | "Tallied" >> beam.Filter(lambda kv, count: tallied(kv[0], count), signatures)
+            | "Digests" >> beam.Values()
+            | "CommonLandmarks" >> beam.CombineGlobally(CommonLandmarks()))
         candidates = (
             digests
-            | "Bands" >> beam.FlatMapTuple(lambda member, digest: (
-                (band, member) for band in near_bands(digest, rows)))
+            | "Bands" >> beam.FlatMapTuple(_banded, rows=rows, common=common)
             | "ByBand" >> beam.GroupByKey()
             | "Stars" >> beam.FlatMapTuple(lambda _, members: star_edges(members))
             | "DistinctPairs" >> beam.Distinct())
@@ -92,8 +155,7 @@ class NearGroups(beam.PTransform):
                 for digest in joined["digest"] for second in joined["pairs"])))
         edges = ({"firsts": firsts, "digest": digests}
                  | "JoinSecond" >> beam.CoGroupByKey()
-                 | "Score" >> beam.FlatMapTuple(
-                     lambda second, joined: _scored(second, joined, threshold)))
+                 | "Score" >> beam.FlatMapTuple(_scored, threshold=threshold, common=common))
         components = (edges
                       | "Ends" >> beam.Map(lambda edge: (edge.first, edge.second))
                       | "Components" >> ConnectedComponents())

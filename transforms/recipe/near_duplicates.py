@@ -9,7 +9,9 @@ peaks and an offset moves none relative to each other, so two copies share
 most landmarks; `near_similarity` estimates the Jaccard similarity of two
 samples' landmark sets from their signatures, and `near_bands` gives the
 locality-sensitive keys that bring likely pairs together
-(transforms/checks/near_groups.py).
+(transforms/checks/near_groups.py). Both set aside the landmarks common to
+much of the corpus (`LandmarkTally`): a sound many recordings share is not
+evidence that two of them are one.
 
 The landmarks are taken from the audio as the cut decodes it (a `NearTap` on
 its blocks, resampled to 8 kHz as they pass), so the job decodes the audio
@@ -19,6 +21,7 @@ audio (whole samples), and gives the same signature.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -30,8 +33,8 @@ from transforms.media.audio import AudioOptions, stream_audio
 from transforms.media.decoded import Audio, MediaError, full_scale_floats, staged
 from transforms.media.features import frame_spectra, frames_of
 
-__all__ = ["NEAR", "NEAR_LANDMARKS", "NearTap", "band_rows", "minhash", "near_bands",
-           "near_fingerprints", "near_similarity"]
+__all__ = ["NEAR", "NEAR_LANDMARKS", "NOTHING_COMMON", "LandmarkTally", "NearTap", "band_rows",
+           "minhash", "near_bands", "near_fingerprints", "near_match", "near_similarity"]
 
 NEAR = "near"
 # The landmarks' scheme, which a signature is of: two schemes' signatures
@@ -72,12 +75,33 @@ _BAND_RECALL = 0.9
 _PRIME = (1 << 31) - 1
 _MULTIPLIER, _OFFSET = 1_103_515_245, 12_345
 _EMPTY = np.uint32(_PRIME)
-_EMPTY_HEX = _EMPTY.astype("<u4").tobytes().hex()
+# A bin whose minimum is a common landmark, in a band key: above any hash.
+_COMMON = np.uint32(_PRIME + 1)
 # Fewer distinct landmarks than this estimate nothing: no signature. Silence
 # and clicks have few landmarks; a steady tone or a hum repeats a few dozen
 # (a three-tone chord 39, mains hum 14), and every recording of one would
 # match every other.
 _MIN_DISTINCT = 100
+# Common landmarks: a document-frequency stop list, as audio identification
+# keeps one. A landmark that is a bin's minimum in 2% or more of the corpus's
+# signatures, and in 20 or more, is a sound many recordings share (a call
+# centre's greeting, a podcast's jingle, a room's hum), not evidence that two
+# of them are one recording: a near pair must also be alike on the rest
+# (`near_match`), and a band of common bins is no key. Forty calls that open
+# with one 4 s greeting before different answers are 0.54 alike (median) on
+# all their landmarks, 0.04 on the rest. A clip copied many times looks the
+# same from its landmarks, so the cut spares the clusters the check is for
+# (10,000 copies in a million samples are 1%; 19 whatever the corpus), and a
+# sample whose bins are _MOSTLY_COMMON or more common is that sound itself,
+# compared whole. Copies of a clip in 2% of the corpus or more that keep less
+# of it are not told from calls that share a greeting: they are not grouped.
+_COMMON_SHARE, _COMMON_FLOOR, _MOSTLY_COMMON = 0.02, 20, 0.9
+# A near pair is alike by the threshold on all its landmarks and by this much
+# of it on the rest: a copy's new landmarks are never common, so a pair of
+# copies is a little less alike on the rest than on all.
+_OWN_SHARE = 0.75
+# Votes a tally takes before it sums them.
+_TALLY_BATCH = 1 << 16
 # Frames whose spectra are taken at a time: their arrays stay in the core's
 # cache (as the features', transforms/media/features.py).
 _BLOCK_FRAMES = 128
@@ -254,13 +278,100 @@ def _signature(digest: str) -> np.ndarray:
     return np.frombuffer(bytes.fromhex(digest), "<u4")
 
 
-def near_similarity(digest: str, other: str) -> float:
+NOTHING_COMMON = np.empty(0, np.uint32)
+
+
+class LandmarkTally:
+    """How many signatures hold each landmark (as its hash) as a bin's minimum,
+    to find the common ones (`common`). Tallies merge, so workers each keep
+    one; a tally's memory is bounded by the landmarks there are (3.2 million),
+    not by the signatures."""
+
+    def __init__(self):
+        self.signatures = 0
+        self._hashes = np.empty(0, np.uint32)     # sorted, each once
+        self._counts = np.empty(0, np.uint32)
+        self._pending: list = []
+
+    def add(self, digest: str) -> None:
+        signature = _signature(digest)
+        self.signatures += 1
+        self._pending.append(signature[signature != _EMPTY])
+        if len(self._pending) * _BINS >= _TALLY_BATCH:
+            self.compact()
+
+    def compact(self) -> "LandmarkTally":
+        """Sums the votes taken since it last did."""
+        if self._pending:
+            votes = np.concatenate(self._pending)
+            self._pending = []
+            self._sum(np.concatenate([self._hashes, votes]),
+                      np.concatenate([self._counts, np.ones(len(votes), np.uint32)]))
+        return self
+
+    @classmethod
+    def merged(cls, tallies: Iterable["LandmarkTally"]) -> "LandmarkTally":
+        whole = cls()
+        tallies = [tally.compact() for tally in tallies]
+        whole.signatures = sum(tally.signatures for tally in tallies)
+        whole._sum(np.concatenate([whole._hashes] + [t._hashes for t in tallies]),
+                   np.concatenate([whole._counts] + [t._counts for t in tallies]))
+        return whole
+
+    def _sum(self, hashes: np.ndarray, counts: np.ndarray) -> None:
+        self._hashes, where = np.unique(hashes, return_inverse=True)
+        self._counts = np.bincount(where, weights=counts, minlength=len(self._hashes)
+                                   ).astype(np.uint32)
+
+    def common(self) -> np.ndarray:
+        """The common landmarks' hashes, sorted: those in _COMMON_SHARE of the
+        signatures or more, and in _COMMON_FLOOR or more."""
+        self.compact()
+        cut = max(_COMMON_FLOOR, math.ceil(_COMMON_SHARE * self.signatures))
+        return self._hashes[self._counts >= cut]
+
+
+def _common_bins(signature: np.ndarray, common: np.ndarray) -> np.ndarray:
+    """Whether each bin's minimum is a common landmark (`common` sorted)."""
+    at = np.searchsorted(common, signature).clip(max=max(0, len(common) - 1))
+    return common[at] == signature if len(common) else np.zeros(len(signature), bool)
+
+
+def _mostly_common(signature: np.ndarray, common_bins: np.ndarray) -> bool:
+    """Whether the sample is itself a common sound: _MOSTLY_COMMON of its
+    filled bins or more are common."""
+    filled = np.count_nonzero(signature != _EMPTY)
+    return bool(filled) and np.count_nonzero(common_bins) >= _MOSTLY_COMMON * filled
+
+
+def near_similarity(digest: str, other: str, common: np.ndarray = NOTHING_COMMON) -> float:
     """The estimated Jaccard similarity of two samples' landmark sets, from 0
     (nothing shared) to 1, from their `near` digests: the share of the bins
-    either fills that both fill with the same minimum."""
+    either fills that both fill with the same minimum. A bin whose smaller
+    minimum is a `common` landmark (`LandmarkTally.common`) is not counted,
+    unless both samples are mostly common: the similarity of what else they
+    hold."""
     first, second = _signature(digest), _signature(other)
-    filled = (first != _EMPTY) | (second != _EMPTY)
-    return float(np.sum((first == second) & filled) / max(1, np.sum(filled)))
+    votes = (first != _EMPTY) | (second != _EMPTY)
+    if len(common):
+        first_common, second_common = _common_bins(first, common), _common_bins(second, common)
+        if not (_mostly_common(first, first_common) and _mostly_common(second, second_common)):
+            # A bin's vote is its smaller minimum's.
+            votes &= ~np.where(first <= second, first_common, second_common)
+    return float(np.count_nonzero((first == second) & votes) / max(1, np.count_nonzero(votes)))
+
+
+def near_match(digest: str, other: str, threshold: float,
+               common: np.ndarray = NOTHING_COMMON) -> float | None:
+    """The estimated similarity of two samples when they are near duplicates at
+    `threshold`: alike by it on all their landmarks, and by _OWN_SHARE of it
+    on those that are not `common`; None when they are not."""
+    similarity = near_similarity(digest, other)
+    if similarity < threshold:
+        return None
+    if len(common) and near_similarity(digest, other, common) < _OWN_SHARE * threshold:
+        return None
+    return similarity
 
 
 def band_rows(threshold: float) -> int:
@@ -271,12 +382,19 @@ def band_rows(threshold: float) -> int:
     return max(rows for rows in range(1, _BINS + 1) if rows == 1 or recall(rows) >= _BAND_RECALL)
 
 
-def near_bands(digest: str, rows: int) -> tuple:
+def near_bands(digest: str, rows: int, common: np.ndarray = NOTHING_COMMON) -> tuple:
     """The locality-sensitive keys of a `near` digest, in bands of `rows` bins
     (`band_rows`): two samples that share one are worth comparing. A band
     with an empty bin is no key: two samples with few landmarks would share
-    it by their emptiness alone."""
-    width = rows * 8   # hex digits of a band
-    bands = (digest[i * width:(i + 1) * width] for i in range(len(digest) // width))
-    return tuple(f"{i}:{band}" for i, band in enumerate(bands)
-                 if all(band[at:at + 8] != _EMPTY_HEX for at in range(0, width, 8)))
+    it by their emptiness alone. Unless the sample is mostly common, a bin
+    holding a `common` landmark is masked, and a band of nothing else is no
+    key: two samples would share it by that sound alone."""
+    signature = _signature(digest)
+    bands = signature[:_BINS // rows * rows].copy()
+    if len(common):
+        common_bins = _common_bins(signature, common)
+        if not _mostly_common(signature, common_bins):
+            bands[common_bins[:len(bands)]] = _COMMON
+    bands = bands.reshape(-1, rows)
+    keep = ~(bands == _EMPTY).any(axis=1) & ~(bands == _COMMON).all(axis=1)
+    return tuple(f"{i}:{bands[i].astype('<u4').tobytes().hex()}" for i in keep.nonzero()[0])

@@ -12,7 +12,7 @@ import os
 import subprocess
 from typing import NamedTuple
 
-__all__ = ["NEAR_COPIES", "NearCopy", "near_copy", "sentences", "speak"]
+__all__ = ["NEAR_COPIES", "NearCopy", "greeting_calls", "near_copy", "sentences", "speak"]
 
 # The first Harvard sentences (IEEE 1969): phonetically balanced, no two alike.
 _HARVARD = (
@@ -78,3 +78,24 @@ def near_copy(source: str, target: str, kind: str) -> None:
     command = [part.format(source=source, target=target)
                for part in NEAR_COPIES[kind].command]
     subprocess.run(command, check=True, capture_output=True)
+
+
+def greeting_calls(folder: str, count: int) -> list[str]:
+    """The paths of `count` (up to 120) calls, call0.flac ... in `folder`: one
+    greeting (4 s) before a different answer each (a Harvard sentence in one
+    of four voices), joined by sox. They share most of their landmarks and
+    are not copies of each other."""
+    if count > len(_HARVARD) * len(_VOICES):
+        raise ValueError(f"{count} calls asked; there are {len(_HARVARD) * len(_VOICES)} answers")
+    greeting = os.path.join(folder, "greeting.flac")
+    speak("Thank you for calling. Please say your answer after the tone.", greeting, voice=1)
+    calls = []
+    for i in range(count):
+        answer = os.path.join(folder, f"answer{i}.flac")
+        call = os.path.join(folder, f"call{i}.flac")
+        speak(_HARVARD[i % len(_HARVARD)], answer, voice=i // len(_HARVARD))
+        subprocess.run(["sox", greeting, answer, call], check=True, capture_output=True)
+        os.remove(answer)
+        calls.append(call)
+    os.remove(greeting)
+    return calls
