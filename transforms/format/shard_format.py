@@ -17,12 +17,17 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["COMPRESSIONS", "FILE_FORMATS", "ShardFormat"]
+__all__ = ["COMPRESSIONS", "FILE_FORMATS", "ShardFormat", "compressions_of"]
 
 COMPRESSIONS = ("none", "gzip")
 FILE_FORMATS = ("tfrecord", "array_record")
 _SUFFIXES = {("tfrecord", "none"): ".tfrecord", ("tfrecord", "gzip"): ".tfrecord.gz",
              ("array_record", "none"): ".array_record"}
+
+
+def compressions_of(file_format: str) -> tuple:
+    """The compressions a file format's shards can be written with."""
+    return tuple(c for f, c in _SUFFIXES if f == file_format)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,8 +49,9 @@ class ShardFormat:
             raise ValueError(f"file_format {self.file_format!r}: expected one of {FILE_FORMATS}")
         if self.compression not in COMPRESSIONS:
             raise ValueError(f"compression {self.compression!r}: expected one of {COMPRESSIONS}")
-        if (self.file_format, self.compression) not in _SUFFIXES:
-            raise ValueError(f"{self.file_format} shards are written with compression 'none', "
+        if self.compression not in compressions_of(self.file_format):
+            allowed = " or ".join(map(repr, compressions_of(self.file_format)))
+            raise ValueError(f"{self.file_format} shards are written with compression {allowed}, "
                              f"not {self.compression!r}")
 
     def __str__(self) -> str:

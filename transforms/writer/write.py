@@ -61,7 +61,7 @@ from transforms.format.dead_letters import SAMPLE
 from transforms.format.outputs import CutCount, ExampleResult, SampleResult
 from transforms.format.plain import plain
 from transforms.format.sample import KEY, SOURCE_KEY
-from transforms.format.shard_format import COMPRESSIONS, FILE_FORMATS, ShardFormat
+from transforms.format.shard_format import COMPRESSIONS, FILE_FORMATS, ShardFormat, compressions_of
 from transforms.format.spec import Feature, FeatureSpec, parse_features
 from transforms.media.cutting import CutOptions, with_cut_features
 from transforms.recipe.accounting import Kind, Tally
@@ -179,9 +179,10 @@ class DatasetConfig:
                                               f"{type(self.recipe).__name__}")
         check_choice("file_format", self.file_format, FILE_FORMATS)
         check_choice("compression", self.compression, COMPRESSIONS)
-        if self.file_format == "array_record" and self.compression != "none":
-            raise ArgumentError("compression", "must be 'none' with {file_format} "
-                                "'array_record': its records are stored uncompressed")
+        if self.compression not in compressions_of(self.file_format):
+            allowed = " or ".join(map(repr, compressions_of(self.file_format)))
+            raise ArgumentError("compression", f"must be {allowed} with {{file_format}} "
+                                f"{self.file_format!r}")
         check_choice("shuffle", self.shuffle, SHUFFLES)
         check_choice("duplicates", self.duplicates, POLICIES)
         object.__setattr__(self, "max_failure_fraction",
