@@ -17,6 +17,7 @@ import sys
 import apache_beam as beam
 import numpy as np
 import pytest
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.util import assert_that, equal_to
 
 import transforms as dg
@@ -638,7 +639,9 @@ def test_a_clip_copied_a_thousand_times_is_one_group(pipeline):
               | beam.Map(lambda group: (len(group.members), group.members[0][0],
                                         group.similarity >= 0.4)))
     assert_that(groups, equal_to([(1001, "jingle", True), (2, "other0", True)]))
-    pipeline.run()
+    counted = pipeline.run().metrics().query(
+        MetricsFilter().with_namespace("datagen").with_name("near_common_landmarks"))
+    assert [c.committed for c in counted["counters"]] == [128]   # the clip's bins
 
 
 def test_groups_merge_kinds_and_leave_out_near_groups_within_identical_ones(pipeline):

@@ -20,7 +20,7 @@ worker, merged into one whose size is bounded by the landmarks there are.
 Up to a million signatures are tallied, and beyond that a million of them
 (`tallied`): a landmark in 2% of them is in 20,000, so the cut is as sharp,
 and the tally shuffles about a gigabyte at most (8 bytes a vote), however
-large the corpus.
+large the corpus. The counter `near_common_landmarks` says how many it found.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from transforms.recipe.near_duplicates import (
     near_bands,
     near_match,
 )
+from transforms.runner.counters import counter
 
 __all__ = ["CommonLandmarks", "NearEdge", "NearGroup", "NearGroups", "star_edges", "tallied"]
 
@@ -136,11 +137,14 @@ class NearGroups(beam.PTransform):
         threshold, rows = self._threshold, band_rows(self._threshold)
         signatures = beam.pvalue.AsSingleton(
             digests | "Signatures" >> beam.combiners.Count.Globally())
-        common = beam.pvalue.AsSingleton(
+        common_landmarks = (
             digests
             | "Tallied" >> beam.Filter(lambda kv, count: tallied(kv[0], count), signatures)
             | "Digests" >> beam.Values()
             | "CommonLandmarks" >> beam.CombineGlobally(CommonLandmarks()))
+        _ = common_landmarks | "CountCommon" >> beam.Map(
+            lambda common: counter("near_common_landmarks").inc(len(common)))
+        common = beam.pvalue.AsSingleton(common_landmarks)
         candidates = (
             digests
             | "Bands" >> beam.FlatMapTuple(_banded, rows=rows, common=common)
