@@ -127,7 +127,8 @@ def _group(_, joined: dict) -> Iterator[NearGroup]:
 
 class NearGroups(beam.PTransform):
     """(member, near digest) of each sample -> a NearGroup of each set of samples
-    joined by pairs alike to `threshold` or more (module docstring)."""
+    joined by pairs that match at `threshold` (`near_match`: alike to it, and
+    not by common sounds alone; module docstring)."""
 
     def __init__(self, threshold: float):
         super().__init__()

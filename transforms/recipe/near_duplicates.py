@@ -311,6 +311,7 @@ class LandmarkTally:
 
     @classmethod
     def merged(cls, tallies: Iterable["LandmarkTally"]) -> "LandmarkTally":
+        """One tally of all the votes `tallies` took."""
         whole = cls()
         tallies = [tally.compact() for tally in tallies]
         whole.signatures = sum(tally.signatures for tally in tallies)
@@ -333,8 +334,10 @@ class LandmarkTally:
 
 def _common_bins(signature: np.ndarray, common: np.ndarray) -> np.ndarray:
     """Whether each bin's minimum is a common landmark (`common` sorted)."""
-    at = np.searchsorted(common, signature).clip(max=max(0, len(common) - 1))
-    return common[at] == signature if len(common) else np.zeros(len(signature), bool)
+    if not len(common):
+        return np.zeros(len(signature), bool)
+    at = np.searchsorted(common, signature).clip(max=len(common) - 1)
+    return common[at] == signature
 
 
 def _mostly_common(signature: np.ndarray, common_bins: np.ndarray) -> bool:
