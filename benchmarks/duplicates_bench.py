@@ -134,10 +134,10 @@ def greeting_accuracy(workdir: str, count: int) -> None:
     tally = LandmarkTally()
     for digest in calls + [d for signatures in copies.values() for d in signatures]:
         tally.add(digest)
-    pairs = list(itertools.combinations(calls, 2))
+    pairs, found_common = list(itertools.combinations(calls, 2)), tally.common()
     print(f"{count} calls sharing a greeting, {tally.signatures} signatures:")
     for name, common in (("all landmarks", NOTHING_COMMON),
-                         (f"{len(tally.common())} common set aside", tally.common())):
+                         (f"{len(found_common)} common set aside", found_common)):
         similarity = [near_similarity(a, b, common) for a, b in pairs]
         recall = ", ".join(f"{kind} {sum(_found(a, b, common) for a, b in zip(calls, found))}"
                            f"/{len(found)}" for kind, found in copies.items())

@@ -347,14 +347,7 @@ def _mostly_common(signature: np.ndarray, common_bins: np.ndarray) -> bool:
     return bool(filled) and np.count_nonzero(common_bins) >= _MOSTLY_COMMON * filled
 
 
-def near_similarity(digest: str, other: str, common: np.ndarray = NOTHING_COMMON) -> float:
-    """The estimated Jaccard similarity of two samples' landmark sets, from 0
-    (nothing shared) to 1, from their `near` digests: the share of the bins
-    either fills that both fill with the same minimum. A bin whose smaller
-    minimum is a `common` landmark (`LandmarkTally.common`) is not counted,
-    unless both samples are mostly common: the similarity of what else they
-    hold."""
-    first, second = _signature(digest), _signature(other)
+def _similarity(first: np.ndarray, second: np.ndarray, common: np.ndarray) -> float:
     votes = (first != _EMPTY) | (second != _EMPTY)
     if len(common):
         first_common, second_common = _common_bins(first, common), _common_bins(second, common)
@@ -364,15 +357,26 @@ def near_similarity(digest: str, other: str, common: np.ndarray = NOTHING_COMMON
     return float(np.count_nonzero((first == second) & votes) / max(1, np.count_nonzero(votes)))
 
 
+def near_similarity(digest: str, other: str, common: np.ndarray = NOTHING_COMMON) -> float:
+    """The estimated Jaccard similarity of two samples' landmark sets, from 0
+    (nothing shared) to 1, from their `near` digests: the share of the bins
+    either fills that both fill with the same minimum. A bin whose smaller
+    minimum is a `common` landmark (`LandmarkTally.common`) is not counted,
+    unless both samples are mostly common: the similarity of what else they
+    hold."""
+    return _similarity(_signature(digest), _signature(other), common)
+
+
 def near_match(digest: str, other: str, threshold: float,
                common: np.ndarray = NOTHING_COMMON) -> float | None:
     """The estimated similarity of two samples when they are near duplicates at
     `threshold`: alike by it on all their landmarks, and by _OWN_SHARE of it
     on those that are not `common`; None when they are not."""
-    similarity = near_similarity(digest, other)
+    first, second = _signature(digest), _signature(other)
+    similarity = _similarity(first, second, NOTHING_COMMON)
     if similarity < threshold:
         return None
-    if len(common) and near_similarity(digest, other, common) < _OWN_SHARE * threshold:
+    if len(common) and _similarity(first, second, common) < _OWN_SHARE * threshold:
         return None
     return similarity
 
