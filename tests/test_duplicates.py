@@ -644,6 +644,16 @@ def test_a_clip_copied_a_thousand_times_is_one_group(pipeline):
     assert [c.committed for c in counted["counters"]] == [128]   # the clip's bins
 
 
+def test_no_signatures_is_no_groups_and_nothing_common(pipeline):
+    """A corpus of silence and hum has no `near` digest at all: the tally of
+    nothing finds no common landmark and the step no group, without failing."""
+    groups = pipeline | beam.Create([]) | near_groups.NearGroups(0.4)
+    assert_that(groups, equal_to([]))
+    counted = pipeline.run().metrics().query(
+        MetricsFilter().with_namespace("datagen").with_name("near_common_landmarks"))
+    assert sum(c.committed for c in counted["counters"]) == 0
+
+
 def test_groups_merge_kinds_and_leave_out_near_groups_within_identical_ones(pipeline):
     """Identical content found by two kinds is one group; a near group of
     samples all identical to each other says nothing new and goes, one with
