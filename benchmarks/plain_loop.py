@@ -50,7 +50,7 @@ def convert(argv: list, part: int = 0, parts: int = 1) -> int:
     for unit in plan_tar_units(patterns, config.shard_size_bytes)[part::parts]:
         shards = RollingShards(temp_dir, (unit.index,), config.shard_format,
                                config.shard_size_bytes)
-        work = driver.start(keys_seen=True)
+        work = driver.start(record_keys=True)
         for event in reader.read(unit):
             for example in driver.take(event, work):
                 if isinstance(example, Example):

@@ -52,7 +52,7 @@ def measure_sample(source: Source, recipe: ExampleRecipe, samples: int) -> Sampl
     files: list = []
     seconds = 0.0
     units = sorted(source.plan(), key=lambda u: u.index)
-    work = driver.start(keys_seen=False)
+    work = driver.start()
 
     def measure(complete: bool) -> SampleMeasure:
         return SampleMeasure(built, read, tuple(files), complete, dict(work.tallies),
@@ -60,7 +60,6 @@ def measure_sample(source: Source, recipe: ExampleRecipe, samples: int) -> Sampl
 
     try:
         for unit in units:
-            work.keys_seen = None if reader.splittable else set()   # a key again in its unit
             for event in reader.read(unit):
                 failed = event.record if isinstance(event, Failed) else None
                 url = failed["url"] if failed else event.get(URL, "")

@@ -40,11 +40,13 @@ FLAGS = ["--features", "payload=bin:bytes,label=cls:int64", "--split_by", "__key
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory, gcs_emulator):
-    """Local tar shards, and the same files under gs://BUCKET/raw/."""
+    """Local tar shards, the fourth cut in half (cut.tar), and the same files
+    under gs://BUCKET/raw/."""
     root = tmp_path_factory.mktemp("corpus")
-    paths = write_corpus(str(root), shards=3, samples_per_shard=8, payload_bytes=1024,
+    paths = write_corpus(str(root), shards=4, samples_per_shard=8, payload_bytes=1024,
                          speakers=6, bad_samples=1)
-    whole = open(paths[1], "rb").read()
+    whole = open(paths[3], "rb").read()
+    os.remove(paths[3])
     (root / "cut.tar").write_bytes(whole[: len(whole) // 2])  # ends inside a member
     for name in sorted(os.listdir(root)):
         gcs_emulator.upload(root / name, f"raw/{name}")
@@ -101,7 +103,7 @@ def test_dead_letters_land_in_the_bucket(runs, gcs_emulator, corpus):
                (local / manifest.FAILURES_FILE).read_text().splitlines()]
     # The unparseable label and the sample the cut archive broke off.
     assert {(r["stage"], r["key"]) for r in remote} == {
-        ("encode", "spk00_00000"), ("read_tar", "spk00_00012")}
+        ("encode", "spk00_00000"), ("read_tar", "spk04_00028")}
     assert {r["url"] for r in remote} == {gcs_emulator.url("raw/corpus-00000.tar"),
                                           gcs_emulator.url("raw/cut.tar")}
     for record in on_disk:

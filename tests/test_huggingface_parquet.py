@@ -8,6 +8,7 @@ and plain Parquet with no media column named gets an error saying what each
 column holds.
 """
 
+import json
 import subprocess
 
 import datasets
@@ -118,3 +119,58 @@ def test_plain_parquet_without_media_columns_says_what_its_columns_hold(clips, t
         parquet_to_tfrecord.run(["--input", str(path), "--output", str(tmp_path / "ds"),
                                  "--cut", "utterances", "--splits", "train=1"])
     assert not (tmp_path / "ds").exists()
+
+
+def test_an_unlabeled_row_is_filtered_and_every_value_lies_in_its_declared_classes(
+        clips, tmp_path, monkeypatch):
+    """`datasets` writes an unlabeled row's ClassLabel as -1: it names no class,
+    so the row is filtered (`no_label`), from the command line and from Python
+    alike; a value past the names (7 of 3, rewritten by pyarrow) is a dead
+    letter; verify holds every value to the classes the dataset declares."""
+    monkeypatch.chdir(clips)
+    _dataset({"audio": [f"{n}.flac" for n in TONES] + ["a.flac"], "text": ["1", "2", "3", "4"],
+              "label": [0, -1, 2, 1]}).to_parquet(str(clips / "unlabeled.parquet"))
+    table = pq.read_table(clips / "unlabeled.parquet")
+    assert table["label"].to_pylist() == [0, -1, 2, 1]
+    output = tmp_path / "ds"
+    parquet_to_tfrecord.run(["--input", str(clips / "unlabeled.parquet"), "--output", str(output),
+                             "--cut", "utterances", "--splits", "train=1",
+                             "--features", "text:string,label:int64"])
+    info = dg.load_info(output)
+    assert (info.accounting["samples_written"], info.accounting["samples_filtered"]) == (3, 1)
+    assert info.accounting["samples_filtered_per_reason"] == {"no_label": 1}
+    assert sorted(int(e["label"]) for e in dg.load(output, "train", batch_size=None)) == [0, 1, 2]
+    assert "int_domain {\n    min: 0\n    max: 2" in (output / "schema.pbtxt").read_text()
+    assert tfds.builder_from_directory(str(output)).info.features["label"].num_classes == 3
+    assert dg.verify_dataset(output).ok
+
+    read = dg.ReadParquetSamples(str(clips / "unlabeled.parquet"), [])
+    with dg.make_pipeline() as p:
+        _ = p | dg.WriteDataset(str(tmp_path / "python"), read.source,
+                                features="text:string,label:int64", splits="train=1",
+                                cut=dg.CutOptions(mode="utterances", audio_fields=("audio",)))
+    python = dg.load_info(tmp_path / "python")
+    assert python.accounting["samples_filtered_per_reason"] == {"no_label": 1}
+    assert python.class_names == {"label": ["low", "mid", "high"]}
+
+    labels = table["label"].to_pylist()
+    labels[3] = 7
+    pq.write_table(table.set_column(2, "label", pa.array(labels, table.schema.field("label").type)),
+                   clips / "unlabeled.parquet")
+    parquet_to_tfrecord.run(["--input", str(clips / "unlabeled.parquet"), "--output",
+                             str(tmp_path / "seven"), "--cut", "utterances", "--splits",
+                             "train=1", "--max_failure_fraction", "0.5",
+                             "--features", "text:string,label:int64"])
+    (letter,) = [json.loads(line) for line in
+                 (tmp_path / "seven" / "failures" / "failures.jsonl").read_text().splitlines()]
+    assert (letter["stage"], letter["message"]) == (
+        "classes", "label 7 is none of the 3 classes its input declares (0..2: low, mid, high)")
+
+    # A manifest declaring fewer classes than its records hold (as a dataset
+    # written before -1 was filtered declared 3 and held -1): verify refuses it.
+    document = json.loads((output / "manifest.json").read_text())
+    document["recipe"]["class_names"]["label"] = ["low", "mid"]
+    (output / "manifest.json").write_text(json.dumps(document))
+    problems = dg.verify_dataset(output).problems
+    assert problems and all("feature 'label': 2 is none of its 2 declared classes (0..1)" in p
+                            for p in problems)

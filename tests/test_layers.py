@@ -37,7 +37,8 @@ BELOW = {
     "writer": {"format", "media", "recipe", "runner", "sources", "storage", "tft", "checks",
                "writer"},
     "examples": {"format", "media", "recipe", "runner", "examples"},
-    "verify": {"format", "media", "runner", "storage", "tft", "verify"},
+    # checks: verify runs the writer's checks on what was published
+    "verify": {"format", "media", "runner", "storage", "tft", "checks", "verify"},
 }
 # The writer's faces, and the one module that builds on its converter.
 WRITER_FACES = {"transforms.writer", "transforms.writer.write", "transforms.writer.ledger"}

@@ -65,7 +65,8 @@ def dataset(corpus, tmp_path_factory):
 
 def test_row_groups_are_the_work_units(corpus):
     units = plan_parquet_units(str(corpus / "rows.parquet"), 1)
-    assert [u.inputs[1:] for u in units] == [(0, 1, 0), (1, 2, 3), (2, 3, 6)]
+    assert [u.inputs[1:] for u in units] == [(0, 1, 0, "rows"), (1, 2, 3, "rows"),
+                                             (2, 3, 6, "rows")]
     assert [u.index for u in units] == [0, 1, 2]
 
 

@@ -260,14 +260,15 @@ def test_reusable_takes_one_origin_whole_and_only_for_the_same_inputs():
     assert reusable(_unit(), None, [(1, whole), (0, failed)], False).receipts == (failed,)
 
 
-def test_a_ledger_from_before_measures_is_not_reused(corpus, tmp_path, capsys):
-    """Its receipts kept durations and labels as tallies: every unit is converted again."""
+def test_a_ledger_from_before_keys_were_checked_is_not_reused(corpus, tmp_path, capsys):
+    """Its receipts hold no keys for the dataset-wide check (nor, earlier, any
+    measures): every unit is converted again."""
     output = tmp_path / "ds"
     tar_to_tfrecord.run(_args(corpus, output))
     before = _tree(output)
     ledger = output / "units.jsonl"
     lines = [json.loads(line) for line in ledger.read_text().splitlines()]
-    ledger.write_text("".join(json.dumps({k: v for k, v in line.items() if k != "measures"})
+    ledger.write_text("".join(json.dumps({k: v for k, v in line.items() if k != "keys"})
                               + "\n" for line in lines))
     capsys.readouterr()
     tar_to_tfrecord.run(_args(corpus, output, "--resume"))

@@ -43,6 +43,7 @@ from transforms.recipe.driver import Converted, SampleDriver
 from transforms.recipe.examples import ExampleRecipe
 from transforms.recipe.near_duplicates import NEAR
 from transforms.recipe.units import WorkUnit, streaming
+from transforms.sources.units import NO_DECISIONS, Decisions, decided_of
 
 __all__ = ["POLICIES", "DuplicateGroup", "DuplicateGroups", "DuplicatesToDrop", "FindDuplicates",
            "Shared", "SharedContent", "copies_to_drop", "dropped_message", "duplicates_lines",
@@ -287,11 +288,13 @@ class _FingerprintFn(beam.DoFn):
     def setup(self):
         self._reader.setup(counting=False)  # the converter's read is the job's
         self._driver.setup()
+        self._decided = ()
 
-    def process(self, unit: WorkUnit, strata=None):
-        work = self._driver.start(keys_seen=not self._reader.splittable)
+    def process(self, unit: WorkUnit, **decided):
+        self._decided = decided_of(self._decided, **decided)
+        work = self._driver.start()
         converted = (item for event in self._reader.read(unit)
-                     for item in self._driver.take(event, work, strata)
+                     for item in self._driver.take(event, work, self._decided[1])
                      if isinstance(item, Converted))
         for place, (sample, outcome, _) in enumerate(converted):
             if outcome.examples:
@@ -306,21 +309,23 @@ class _FingerprintFn(beam.DoFn):
 class DuplicatesToDrop(beam.PTransform):
     """Work units -> {"groups": what FindDuplicates gives, "dropped": (url, key) of
     each copy `--duplicates drop` drops}: every sample fingerprinted in a pass
-    before the conversion (with `strata`, the stratified splits' side input)."""
+    before the conversion, by what the job decided before it (`decisions`:
+    the stratified splits, the keys given more than once)."""
 
-    def __init__(self, recipe: ExampleRecipe, reader, strata=None, near_threshold: float = 0.0):
+    def __init__(self, recipe: ExampleRecipe, reader, decisions: Decisions = NO_DECISIONS,
+                 near_threshold: float = 0.0):
         super().__init__()
         self._recipe = recipe
         self._reader = reader
-        self._strata = strata
+        self._decisions = decisions
         self._threshold = near_threshold
 
     def expand(self, units):
-        side = {} if self._strata is None else {"strata": beam.pvalue.AsSingleton(self._strata)}
         order = self._recipe.split_plan.names
         shared = (
             units
-            | "Fingerprint" >> beam.ParDo(_FingerprintFn(self._recipe, self._reader), **side)
+            | "Fingerprint" >> beam.ParDo(_FingerprintFn(self._recipe, self._reader),
+                                          **self._decisions.sides())
             # Shared, members (key, split, url, order)
             | "SharedContent" >> SharedContent(self._threshold))
         return {

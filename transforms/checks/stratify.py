@@ -33,6 +33,7 @@ from transforms.recipe.driver import SampleDriver
 from transforms.recipe.examples import ExampleRecipe
 from transforms.recipe.splits import Strata, group_hash, group_stratum, stratum_cuts
 from transforms.recipe.units import WorkUnit
+from transforms.sources.units import NO_DECISIONS, Decisions, decided_of
 
 __all__ = ["StratifySplits"]
 
@@ -51,10 +52,12 @@ class _GroupLabelFn(beam.DoFn):
     def setup(self):
         self._reader.setup(counting=False)  # the converter's read is the job's
         self._driver.setup()
+        self._decided = ()
 
-    def process(self, unit):
+    def process(self, unit, **decided):
+        self._decided = decided_of(self._decided, **decided)
         for event in self._reader.read(unit):
-            yield from self._driver.groups(event)
+            yield from self._driver.groups(event, self._decided[1])
 
     def teardown(self):
         self._reader.teardown()
@@ -82,16 +85,18 @@ class StratifySplits(beam.PTransform):
     (--splits). See the module docstring.
     """
 
-    def __init__(self, recipe: ExampleRecipe, reader):
+    def __init__(self, recipe: ExampleRecipe, reader, decisions: Decisions = NO_DECISIONS):
         super().__init__()
         self._recipe = recipe
         self._reader = reader
+        self._decisions = decisions
 
     def expand(self, units):
         ratios = [r for _, r in self._recipe.split_plan.splits]
         groups = (
             units
-            | "GroupAndLabel" >> beam.ParDo(_GroupLabelFn(self._recipe, self._reader))
+            | "GroupAndLabel" >> beam.ParDo(_GroupLabelFn(self._recipe, self._reader),
+                                            **self._decisions.sides())
             | "CountGroupLabels" >> beam.combiners.Count.PerElement()
             | "KeyByGroup" >> beam.MapTuple(lambda pair, n: (pair[0], (pair[1], n)))
             | "LabelsPerGroup" >> beam.GroupByKey()

@@ -40,7 +40,7 @@ class _BuildFn(beam.DoFn):
         self._counters.inc(name, n)
 
     def process(self, element):
-        work = self._driver.start(keys_seen=False)
+        work = self._driver.start()
         for item in self._driver.take(as_event(element), work):
             if isinstance(item, Example):
                 yield item

@@ -3,7 +3,9 @@
 `example_problems` checks a parsed record the way the reader will take it:
 every feature present, in the tf.Example list of its declared kind, with as
 many values (or packed bytes) as its shape holds, and within its declared
-dtype (a bool is 0 or 1, an int32 fits, a string is UTF-8, a float finite); a feature the
+dtype (a bool is 0 or 1, an int32 fits, a string is UTF-8, a float finite)
+and its declared classes (a label's, a Hugging Face ClassLabel's: 0..n-1,
+transforms/format/manifest.py `declared_classes`); a feature the
 spec does not name is a problem too. `pipelines.verify` checks every record
 of a dataset so, and WriteDataset every serialized example a PCollection
 gives it. The record is parsed with TensorFlow's own protobuf.
@@ -12,6 +14,7 @@ gives it. The record is parsed with TensorFlow's own protobuf.
 from __future__ import annotations
 
 import math
+from typing import Mapping
 
 import numpy as np
 
@@ -39,8 +42,9 @@ def stored_values(example, name: str, kind: str):
     return getattr(feature, f"{kind}_list").value
 
 
-def example_problems(example, spec: FeatureSpec) -> list:
-    """What in the parsed `example` differs from `spec` (module docstring)."""
+def example_problems(example, spec: FeatureSpec, classes: Mapping[str, int] | None = None) -> list:
+    """What in the parsed `example` differs from `spec` and the `classes`
+    ({feature: number of classes}) it declares (module docstring)."""
     problems = []
     stored = example.features.feature
     for extra in sorted(set(stored) - set(spec.names)):
@@ -54,7 +58,8 @@ def example_problems(example, spec: FeatureSpec) -> list:
             problems.append(f"feature {f.name!r} is a {kind}, the spec says {f.kind}_list")
             continue
         values = stored_values(example, f.name, f.kind)
-        problem = _count_problem(f, values) or _domain_problem(f, values)
+        problem = (_count_problem(f, values) or _domain_problem(f, values)
+                   or _class_problem(values, (classes or {}).get(f.name)))
         if problem:
             problems.append(f"feature {f.name!r}: {problem}")
     return problems
@@ -73,6 +78,13 @@ def _count_problem(f, values) -> str | None:
             return f"{size} bytes, not whole rows of {declared}"
         if not f.is_variable and size != f.size * item:
             return f"{size} bytes, {declared} packs into {f.size * item}"
+    return None
+
+
+def _class_problem(values, classes: int | None) -> str | None:
+    if classes is not None and any(not 0 <= v < classes for v in values):
+        wrong = next(v for v in values if not 0 <= v < classes)
+        return f"{wrong} is none of its {classes} declared classes (0..{classes - 1})"
     return None
 
 

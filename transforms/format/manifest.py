@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 from importlib import metadata
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from transforms.format.shard_format import ShardFormat
 from transforms.format.spec import FeatureSpec
@@ -19,7 +19,8 @@ from transforms.format.text import comma_list
 
 __all__ = ["MANIFEST", "LEGACY_MANIFEST", "SCHEMA", "FAILURES_FILE", "DUPLICATES_FILE",
            "FORMAT_VERSION", "MANIFEST_KEYS", "Section", "TOP", "PER_SPLIT", "ACCOUNTING",
-           "TEMP_PREFIX", "build_manifest", "label_classes", "schema_pbtxt", "schema_proto",
+           "TEMP_PREFIX", "build_manifest", "class_names", "declared_classes", "schema_pbtxt",
+           "schema_proto",
            "DatasetInfo"]
 
 MANIFEST = "manifest.json"
@@ -148,25 +149,41 @@ def schema_pbtxt(spec: FeatureSpec, num_classes: Mapping[str, int] | None = None
 _INT32 = (-2**31, 2**31 - 1)
 
 
-def label_classes(spec: FeatureSpec, label_source: str | None,
-                  label_counts: Mapping[str, Mapping[str, int]] | None) -> dict:
+def _label_classes(spec: FeatureSpec, label_source: str | None,
+                   label_counts: Iterable[Mapping[str, int]]) -> dict:
     """{feature: number of classes} for the int64 scalar holding the labels
     counted per split (--label_field, --stratify_by), when every label is a
     non-negative integer (the classes are then 0..max); {} otherwise."""
-    labels = {label for counts in (label_counts or {}).values() for label in counts}
+    labels = {label for counts in label_counts for label in counts}
     if not labels or not all(label.isdigit() for label in labels):
         return {}
     return {f.name: max(map(int, labels)) + 1 for f in spec
             if f.source == label_source and f.dtype == "int64" and not f.shape}
 
 
-def class_names(spec: FeatureSpec, source: Mapping[str, Any]) -> dict:
-    """{feature: its classes' names} of the int64 scalars whose source column
-    the input declares names for (a Hugging Face ClassLabel: the source
-    section's `class_names`, {column: names})."""
-    declared = source.get("class_names") or {}
-    return {f.name: list(declared[f.source]) for f in spec
+def class_names(document: Mapping[str, Any]) -> dict:
+    """{feature: its classes' names} of the manifest's int64 scalars whose
+    source column the input declares names for (a Hugging Face ClassLabel:
+    the recipe's `class_names`, {column: names}; an earlier version's source
+    section held them)."""
+    declared = (document.get("recipe", {}).get("class_names")
+                or document.get("source", {}).get("class_names") or {})
+    return {f.name: list(declared[f.source]) for f in FeatureSpec.from_json(document["features"])
             if f.source in declared and f.dtype == "int64" and not f.shape}
+
+
+def declared_classes(document: Mapping[str, Any]) -> dict:
+    """{feature: its number of classes 0..n-1}, as a manifest declares them:
+    a label's (--label_field, --stratify_by) by the labels counted, all
+    non-negative integers, and a column's whose class names the input
+    declares. What schema.pbtxt's int_domain and TFDS's ClassLabel say, and
+    what verify holds every value to."""
+    spec = FeatureSpec.from_json(document["features"])
+    splits = document.get("recipe", {}).get("splits") or {}
+    counts = (split.get("label_counts") or {} for split in document["splits"].values())
+    return {**_label_classes(spec, splits.get("stratify_by") or splits.get("label_field"),
+                             counts),
+            **{feature: len(names) for feature, names in class_names(document).items()}}
 
 
 def schema_proto(spec: FeatureSpec, num_classes: Mapping[str, int] | None = None):
@@ -346,7 +363,7 @@ class DatasetInfo:
     def class_names(self) -> dict:
         """{feature: the names of its classes 0..n-1} where the input declared
         them (a Hugging Face ClassLabel column); {} otherwise."""
-        return class_names(self.spec, self.document.get("source", {}))
+        return class_names(self.document)
 
     @property
     def statistics(self) -> Mapping[str, Any]:

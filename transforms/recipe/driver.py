@@ -11,17 +11,19 @@ each of them:
 
     driver = SampleDriver(recipe, count=counter_of)   # configuration: pickles
     driver.setup()                                    # the encoder, the user's functions
-    work = driver.start(keys_seen=True)
+    work = driver.start(record_keys=True)
     for event in reader.read(unit):                   # Samples, Failed, serialized examples
-        for item in driver.take(event, work, strata):
+        for item in driver.take(event, work, decided):
             ...                                       # an Example to write, or a Converted
 
 `take` yields each example as it is built (a long recording streams
 through), then a `Converted` saying what became of the sample (segment, cut
 example); the unit's `UnitWork` keeps its tallies, groups, dead letters,
-content fingerprints and its measures' accumulators
-(transforms/recipe/measures/, each example fed to them as it is built) for
-its receipt.
+content fingerprints, the keys its samples gave and its measures'
+accumulators (transforms/recipe/measures/, each example fed to them as it
+is built) for its receipt. What the job decided before the pass (`Decided`:
+the stratified splits, the copies --duplicates drop drops, the keys given
+more than once) is the same for every pass.
 
 A unit's tallies are {Tally: n} (transforms/recipe/accounting.py: what
 became of its samples, a recording's segments, the examples a cut already
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import types
 from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
 from transforms.format.dead_letters import (
@@ -44,6 +47,7 @@ from transforms.format.dead_letters import (
     dead_letter,
 )
 from transforms.format.encoder import ExampleEncoder
+from transforms.format.keys import KeyPlace, given_again_message, places_text
 from transforms.format.outputs import CutCount
 from transforms.format.sample import (
     CONTENT_KEY_PREFIX,
@@ -53,6 +57,7 @@ from transforms.format.sample import (
     URL,
     as_sample,
     content_key,
+    is_text,
 )
 from transforms.format.spec import FeatureSpec
 from transforms.format.text import preview
@@ -64,16 +69,17 @@ from transforms.recipe.examples import (
     Filtered,
     SampleOutcome,
     StageError,
+    admit_sample,
     convert_sample,
     convert_serialized,
-    prepare_sample,
     recipe_samples,
 )
 from transforms.recipe.segments import overlapping
+from transforms.recipe.splits import Strata
 from transforms.recipe.units import Failed
 
-__all__ = ["Converted", "SampleDriver", "SourceOutcome", "UnitWork", "as_event", "cut_element",
-           "source_outcome"]
+__all__ = ["Converted", "Decided", "NOTHING_DECIDED", "SampleDriver", "SourceOutcome", "UnitWork",
+           "as_event", "cut_element", "source_outcome"]
 
 
 _READ, _CUT_EXAMPLE_READ = Tally(Kind.READ), Tally(Kind.CUT_EXAMPLES_READ)
@@ -100,17 +106,32 @@ class Converted(NamedTuple):
     unit: str
 
 
+class Decided(NamedTuple):
+    """What the job decided before a pass over its units, the same for every
+    pass: the stratified splits (`strata`), the (url, key) of the copies
+    --duplicates drop drops (`dropped`), and the keys given more than once
+    (`repeated`: key -> (times, its places in words); transforms/checks/keys.py),
+    every sample of which is a dead letter."""
+
+    strata: Strata | None = None
+    dropped: frozenset = frozenset()
+    repeated: Mapping[str, tuple] = types.MappingProxyType({})
+
+
+NOTHING_DECIDED = Decided()
+
+
 @dataclasses.dataclass
 class UnitWork:
     """One unit's conversion so far: its tallies, groups, dead letters, content
-    fingerprints ((kind, digest, split, key, url)) and (Measure, accumulator)
-    pairs."""
+    fingerprints ((kind, digest, split, key, url)), the keys its samples gave
+    (`keys`, when they are recorded) and (Measure, accumulator) pairs."""
 
     tallies: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     groups: set = dataclasses.field(default_factory=set)
     failures: list = dataclasses.field(default_factory=list)
     fingerprints: list = dataclasses.field(default_factory=list)
-    keys_seen: set | None = None    # (url, key) converted, when a repeat is a dead letter
+    keys: list | None = None
     measured: tuple = ()
 
     def measures(self) -> tuple:
@@ -142,6 +163,29 @@ def _outcome_tallies(outcome: SampleOutcome, unit: str = SAMPLE) -> collections.
     else:
         tallies[Tally(written, outcome.split)] = 1
     return tallies
+
+
+def _given_again(segments: list, decided: Decided) -> Mapping[str, tuple]:
+    """The keys given more than once, the job's and those of the recording's
+    `segments` that its annotation gives twice (two lines of one time): its
+    other segments' keys are its own, unique as its key is."""
+    counts = collections.Counter(segment[KEY] for segment in segments)
+    if all(n == 1 for n in counts.values()):
+        return decided.repeated
+    places = collections.defaultdict(list)
+    for index, segment in enumerate(segments):
+        if counts[segment[KEY]] > 1:
+            places[segment[KEY]].append(KeyPlace(segment[SPAN].recording, index,
+                                                 f"segment {index + 1}"))
+    return collections.ChainMap({key: (len(found), places_text(found))
+                                 for key, found in places.items()}, decided.repeated)
+
+
+def _checked_key(key) -> bool:
+    """Whether a key is one the dataset-wide check counts: text of its own (a
+    dict keyed by its content is the duplicate check's; a name in no UTF-8
+    fails its sample as it is read)."""
+    return isinstance(key, str) and is_text(key) and not key.startswith(CONTENT_KEY_PREFIX)
 
 
 def as_event(element) -> dict | bytes | Failed:
@@ -227,22 +271,23 @@ class SampleDriver:
         self._encoder = ExampleEncoder([(f.name, f.kind) for f in self._spec])
         self._sample_fn, self._example_fn = self._recipe.load_functions()
 
-    def start(self, keys_seen: bool) -> UnitWork:
-        """A unit's (or a bundle's) conversion; with `keys_seen`, a key given
-        again in it is a dead letter (a key range's rows have unique keys and
-        no bound on their number: it keeps no set)."""
-        return UnitWork(keys_seen=set() if keys_seen else None,
+    def start(self, record_keys: bool = False) -> UnitWork:
+        """A unit's (or a bundle's) conversion; with `record_keys`, the keys its
+        samples give are recorded, for the receipt (a key range's rows have
+        unique keys and no bound on their number: it records none)."""
+        return UnitWork(keys=[] if record_keys else None,
                         measured=tuple((m, m.create()) for m in self._measures))
 
     def _count(self, name: str, n: int = 1) -> None:
         if self._count_with is not None and n:
             self._count_with(name, n)
 
-    def take(self, event, work: UnitWork, strata=None,
-             dropped: frozenset = frozenset()) -> Iterator[Example | Converted]:
+    def take(self, event, work: UnitWork,
+             decided: Decided = NOTHING_DECIDED) -> Iterator[Example | Converted]:
         """One reader event (a Sample, a serialized example, or a Failed) into
-        `work`: its examples as they are built, then what became of it; the
-        (url, key) in `dropped` are filtered as duplicates."""
+        `work`: its examples as they are built, then what became of it, as
+        `decided` says (a key given more than once fails, a copy --duplicates
+        drop drops is filtered as a duplicate)."""
         if isinstance(event, Failed):
             record = event.record
             work.tallies[Tally(Kind.FAILED, record["unit"])] += 1
@@ -254,34 +299,39 @@ class SampleDriver:
         work.tallies[_CUT_EXAMPLE_READ if unit == EXAMPLE else _READ] += 1
         if isinstance(event, bytes):
             key = content_key(event)
-            examples = convert_serialized(event, key, self._recipe, strata, work.measured)
+            examples = convert_serialized(event, key, self._recipe, decided.strata,
+                                          work.measured)
             yield from self._converted({KEY: key}, examples, work, {}, unit)
         elif not self._recipe.segments.enabled:
-            yield from self._sample(event, work, strata, unit, dropped)
+            yield from self._sample(event, work, decided, unit)
         else:
-            yield from self._segments(event, work, strata, dropped)
+            yield from self._segments(event, work, decided)
 
-    def groups(self, event) -> Iterator[tuple]:
+    def groups(self, event, decided: Decided = NOTHING_DECIDED) -> Iterator[tuple]:
         """(group key, label) of each sample (segment) a reader event gives, as
-        the split will see it, for stratified splits; none for one that fails or
-        is dropped before its split (converting it says so)."""
+        the split will see it, for stratified splits; none for one that fails,
+        is dropped before its split (`admit_sample`: the converter's own steps)
+        or has a key given more than once (converting it says so)."""
         if isinstance(event, Failed):
             return
         try:
             samples = list(recipe_samples(event, self._recipe))
         except StageError:
             return
+        repeated = _given_again(samples, decided)
         plan = self._recipe.split_plan
         for sample in samples:
+            if sample.get(KEY) in repeated:
+                continue
             try:
-                prepared = prepare_sample(sample, self._recipe, self._sample_fn)
-                if isinstance(prepared, Filtered):
+                admitted = admit_sample(sample, self._recipe, self._sample_fn)
+                if isinstance(admitted, Filtered):
                     continue
-                yield plan.group_key(prepared), plan.label(prepared)
+                yield plan.group_key(admitted), plan.label(admitted)
             except (StageError, ValueError):
                 continue
 
-    def _segments(self, recording: dict, work: UnitWork, strata, dropped) -> Iterator:
+    def _segments(self, recording: dict, work: UnitWork, decided: Decided) -> Iterator:
         """A recording's segments, each converted as a sample; the recording
         counts as segmented, filtered (no segments) or failed (unreadable ones).
         A listing row giving its segment in columns (a NeMo manifest's offset
@@ -298,9 +348,10 @@ class SampleDriver:
             return
         work.tallies[Tally(Kind.SEGMENTS_OVERLAPPING)] += overlapping(segments)
         failed_before = work.tallies[_SEGMENT_FAILED]
+        decided = decided._replace(repeated=_given_again(segments, decided))
         for segment in segments:
             work.tallies[Tally(Kind.SEGMENTS_READ)] += 1
-            yield from self._sample(segment, work, strata, SEGMENT, dropped)
+            yield from self._sample(segment, work, decided, SEGMENT)
         if self._recipe.segments.columns and work.tallies[_SEGMENT_FAILED] > failed_before:
             work.tallies[Tally(Kind.FAILED_BY_SEGMENT)] += 1
             self._count("samples_failed")
@@ -308,21 +359,25 @@ class SampleDriver:
             work.tallies[Tally(Kind.SEGMENTED)] += 1
             self._count("samples_written")
 
-    def _sample(self, sample: dict, work: UnitWork, strata, unit: str, dropped) -> Iterator:
+    def _sample(self, sample: dict, work: UnitWork, decided: Decided, unit: str) -> Iterator:
+        """A sample's (segment's, cut example's) examples and outcome: a dead
+        letter when its key is given more than once, filtered when it is a
+        copy to drop; its key recorded for the receipt otherwise."""
         stats: dict = {}
-        identity = (sample.get(URL, ""), sample.get(KEY))
-        if work.keys_seen is not None and identity in work.keys_seen:
-            examples = _outcome_only(SampleOutcome(failure=StageError(DUPLICATE_KEY, ValueError(
-                f"key {identity[1]!r} given again in {identity[0] or 'the unit'}: each sample "
-                "needs its own __key__ (examples are named, ordered and split by it)"))))
-        elif identity in dropped:
-            examples = _outcome_only(SampleOutcome(filtered="duplicate"))
+        key = sample.get(KEY)
+        repeated = decided.repeated.get(key)
+        if repeated is not None:
+            examples = _outcome_only(SampleOutcome(failure=StageError(
+                DUPLICATE_KEY, ValueError(given_again_message(key, *repeated)))))
         else:
-            if work.keys_seen is not None:
-                work.keys_seen.add(identity)
-            examples = convert_sample(sample, self._recipe, self._encoder, self._sample_fn,
-                                      self._example_fn, stats, strata, self._splits,
-                                      work.measured)
+            if work.keys is not None and _checked_key(key):
+                work.keys.append(key)
+            if (sample.get(URL, ""), key) in decided.dropped:
+                examples = _outcome_only(SampleOutcome(filtered="duplicate"))
+            else:
+                examples = convert_sample(sample, self._recipe, self._encoder, self._sample_fn,
+                                          self._example_fn, stats, decided.strata, self._splits,
+                                          work.measured)
         yield from self._converted(sample, examples, work, stats, unit)
 
     def _converted(self, sample: Mapping, examples, work: UnitWork, stats: dict,

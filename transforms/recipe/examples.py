@@ -3,7 +3,8 @@
 `recipe_samples` gives what a recipe converts: the sample, or with segments
 (transforms/recipe/segments.py) one sample per segment of the recording.
 `build_examples` is the pure function: where → select → rename → sample_fn →
-filter empty (`prepare_sample`) → media length and duration bounds → split,
+filter empty (`prepare_sample`) → media length and duration bounds
+(`admit_sample`) → split,
 then lazily cut (transforms.media.cutting) → features → example_fn → filter
 empty → encode → the measures (transforms/recipe/measures/), one example at a
 time so a long recording streams through in constant memory.
@@ -67,9 +68,9 @@ from transforms.recipe.transcripts import TranscriptOptions
 # written but never read back.
 PROTOBUF_LIMIT = 2**31 - 1
 
-__all__ = ["PROTOBUF_LIMIT", "Example", "ExampleRecipe", "SampleOutcome", "StageError",
-           "build_examples", "convert_sample", "convert_serialized", "prepare_sample",
-           "recipe_samples"]
+__all__ = ["NO_LABEL", "PROTOBUF_LIMIT", "Example", "ExampleRecipe", "SampleOutcome", "StageError",
+           "admit_sample", "build_examples", "convert_sample", "convert_serialized",
+           "prepare_sample", "recipe_samples"]
 
 
 # The names a measure of the caller's may not take: the recipe's own measures'
@@ -123,6 +124,10 @@ class ExampleRecipe:
     # The feature holding each utterance's transcript, and its normalisation.
     transcripts: TranscriptOptions = TranscriptOptions()
     measures: tuple = ()
+    # (field, the names of its classes 0..n-1) the input declares (a Hugging
+    # Face ClassLabel column, UnitReader.class_names): a sample's value there
+    # is one of them, or -1, "no label", and the sample is filtered (`no_label`).
+    class_names: tuple = ()
 
     def __post_init__(self):
         if not isinstance(self.spec, FeatureSpec):
@@ -170,7 +175,9 @@ class ExampleRecipe:
                                       "sample_fn": self.sample_fn,
                                       "example_fn": self.example_fn},
                 "segments": plain(self.segments), "transcripts": plain(self.transcripts),
-                **({"measures": [m.name for m in self.measures]} if self.measures else {})}
+                **({"measures": [m.name for m in self.measures]} if self.measures else {}),
+                **({"class_names": {field: list(names) for field, names in self.class_names}}
+                   if self.class_names else {})}
 
     def _own_measures(self) -> tuple:
         """The measures the recipe makes of itself (`every_measure`)."""
@@ -482,6 +489,52 @@ def prepare_sample(sample: Mapping[str, Any], recipe: ExampleRecipe,
     return sample
 
 
+# Why a sample whose declared class is -1 (a Hugging Face ClassLabel's "no
+# label", as `datasets` writes an unlabeled row) is filtered: -1 names no class.
+NO_LABEL = "no_label"
+
+
+def _unlabeled(sample: Mapping[str, Any], class_names: tuple) -> bool:
+    """Whether one of the sample's declared class fields is -1; ValueError for
+    a value that is none of its classes."""
+    unlabeled = False
+    for field, names in class_names:
+        value = sample.get(field)
+        if value is None:
+            continue   # the spec says whether the field is needed
+        number = int(value)
+        if number == -1:
+            unlabeled = True
+        elif not 0 <= number < len(names):
+            raise ValueError(f"{field} {number} is none of the {len(names)} classes its input "
+                             f"declares (0..{len(names) - 1}: {', '.join(names[:5])}"
+                             f"{', ...' if len(names) > 5 else ''})")
+    return unlabeled
+
+
+def admit_sample(sample: Mapping[str, Any], recipe: ExampleRecipe,
+                 sample_fn=None) -> Mapping[str, Any] | Filtered:
+    """The recipe up to the split: its declared classes (-1, no label:
+    filtered), `prepare_sample`, then the media length
+    against the duration bounds: the sample as the split and the cut see it
+    (with no cut, its length fields added), or why it is dropped. Raises
+    StageError. The stratified splits' pass (SampleDriver.groups) counts
+    what this admits, as the converter splits it."""
+    if recipe.class_names and _stage("classes", _unlabeled, sample, recipe.class_names):
+        return Filtered(NO_LABEL)
+    sample = prepare_sample(sample, recipe, sample_fn)
+    if isinstance(sample, Filtered):
+        return sample
+    cut = recipe.cut
+    if cut.measures_length:
+        length = _stage("probe", _measured, sample, cut)
+        if length is None or not cut.admits(length.duration_s):
+            return Filtered("duration")
+        if cut.mode == "none":
+            sample = {**sample, **length.fields()}
+    return sample
+
+
 def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
                    sample_fn=None, example_fn=None, stats: dict | None = None,
                    strata: Strata | None = None, measured: tuple = ()) -> Built | Filtered:
@@ -493,16 +546,10 @@ def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
     job's stratified assignment when the split plan stratifies; `measured`
     the (Measure, accumulator) pairs each example is fed to.
     """
-    sample = prepare_sample(sample, recipe, sample_fn)
+    sample = admit_sample(sample, recipe, sample_fn)
     if isinstance(sample, Filtered):
         return sample
     cut = recipe.cut
-    if cut.measures_length:
-        length = _stage("probe", _measured, sample, cut)
-        if length is None or not cut.admits(length.duration_s):
-            return Filtered("duration")
-        if cut.mode == "none":
-            sample = {**sample, **length.fields()}
     split, group, label = _stage("split", recipe.split_plan.assign, sample, strata)
     fingerprints, content = (), None
     if recipe.content_fingerprints:

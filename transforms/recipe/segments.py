@@ -36,7 +36,7 @@ from transforms.format.sample import KEY, SPAN, StoredBytes, field_value
 from transforms.format.segments import Segment, Span, parse_segments, segment_key, segment_of
 from transforms.media.decoded import SPAN_SLACK_S
 
-__all__ = ["SEGMENT_PREFIX", "SegmentOptions", "overlapping", "segment_samples"]
+__all__ = ["SEGMENT_PREFIX", "SegmentOptions", "converted_key", "overlapping", "segment_samples"]
 
 # What the fields a segment gives its sample start with.
 SEGMENT_PREFIX = "segment."
@@ -129,6 +129,21 @@ def segment_samples(sample: Mapping[str, Any], options: SegmentOptions) -> Itera
             f"{SEGMENT_PREFIX}index": segment.index,
             **{SEGMENT_PREFIX + name: field_value(value) for name, value in segment.fields},
         }
+
+
+def converted_key(key: str, values: tuple, options: SegmentOptions) -> str | None:
+    """The key a reader's sample of `key` is converted under: its own, or for
+    a row that is one segment (`columns`, their `values`) that segment's; None
+    when the values give no segment (converting the row says why). A
+    recording whose segments are in a field keeps its key: its segments'
+    keys are made of it."""
+    if not options.columns:
+        return key
+    try:
+        (segment,) = segment_samples({KEY: key, **dict(zip(options.columns, values))}, options)
+    except ValueError:
+        return None
+    return segment[KEY]
 
 
 def overlapping(segments: list[Mapping[str, Any]]) -> int:

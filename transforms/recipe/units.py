@@ -26,10 +26,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import types
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from transforms.format.arguments import ArgumentTypeError
 from transforms.format.dead_letters import FILE, SAMPLE, dead_letter
+from transforms.format.keys import KeyPlace
+from transforms.format.sample import CONTENT_KEY_PREFIX, KEY, URL
 
 __all__ = ["STORED_FIELD_BYTES", "SHARD_SIZE_BYTES", "Failed", "Source", "UnitReader", "WorkUnit",
            "group_by_size", "streaming", "unit_coverage_errors", "units_in_order"]
@@ -95,7 +98,8 @@ class UnitReader:
     ['n1', 'n2']
 
     The defaults: a unit is read whole (`splittable` False), setup(),
-    teardown() and check_recipe() do nothing. A splittable reader (Bigtable's key ranges) also
+    teardown() and check_recipe() do nothing, and `keys` reads the unit for
+    its samples' keys. A splittable reader (Bigtable's key ranges) also
     gives restrictions (`SplittableUnits`). A reader may also have
     `leaving_stored(min_bytes)`: a copy of itself that gives fields of at least
     `min_bytes` as StoredBytes (transforms/format/sample.py) rather than bytes
@@ -103,6 +107,9 @@ class UnitReader:
     """
 
     splittable = False
+    # {field: the names of its classes 0..n-1} the input declares (a Hugging
+    # Face ClassLabel column): WriteDataset's recipe holds its values to them.
+    class_names: Mapping[str, tuple] = types.MappingProxyType({})
 
     def check_recipe(self, recipe) -> None:
         """ArgumentError when the recipe would misread this input; WriteDataset
@@ -116,6 +123,30 @@ class UnitReader:
         """The unit's Samples and dead letters (`Failed`); a splittable reader
         given the tracker of a restriction reads that restriction only."""
         raise NotImplementedError(f"{type(self).__name__} must define read(unit, tracker=None)")
+
+    def keys(self, unit: WorkUnit, fields: tuple = ()) -> Iterator[tuple]:
+        """(key, KeyPlace, the values of its `fields`) of each sample of the
+        unit, for the check that a key is given once in the dataset
+        (transforms/checks/keys.py; `fields` are those the key a sample is
+        converted under is made with, a row's segment columns); a dead letter
+        has none. By default the unit is read: a reader that can list its keys
+        without reading its media says so here; one whose keys are unique by
+        construction (a table's row keys) gives none. A dict with no key of
+        its own is keyed by its content: identical content is the duplicate
+        check's to find."""
+        for place, event in enumerate(self.read(unit)):
+            key = event.get(KEY) if isinstance(event, Mapping) else None
+            if isinstance(key, str) and not key.startswith(CONTENT_KEY_PREFIX):
+                url = event.get(URL)
+                yield key, (KeyPlace(str(url), place, f"sample {place + 1} of unit {unit.index}")
+                            if url else KeyPlace(f"unit {unit.index}", place,
+                                                 f"sample {place + 1}")), tuple(
+                    event.get(field) for field in fields)
+
+    def place_names(self, places: Sequence[KeyPlace]) -> list[KeyPlace]:
+        """`places`, each with its `where` in words: what `keys` gave (a
+        listing reader counts the lines of those it left unnamed)."""
+        return list(places)
 
     def teardown(self) -> None:
         """Closes what setup() opened."""

@@ -52,6 +52,7 @@ recording, NeMo-style) share one read of it: it is counted once.
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import logging
@@ -62,6 +63,7 @@ from apache_beam.io.filesystem import FileMetadata
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.format.arguments import ArgumentError
+from transforms.format.keys import KeyPlace
 from transforms.format.sample import KEY, URL, escape_name, is_text
 from transforms.recipe.units import SHARD_SIZE_BYTES, Failed, Source, UnitReader, WorkUnit
 from transforms.runner.counters import counter
@@ -72,10 +74,12 @@ from transforms.sources.lhotse_manifests import LHOTSE
 from transforms.sources.listing_rows import (
     ListingLayout,
     MediaReadError,
+    field_value,
     header_columns,
     listing_format,
     media_column_list,
     parse_row,
+    row_key,
     row_to_sample,
 )
 from transforms.sources.listing_sets import LISTING_SETS
@@ -231,10 +235,11 @@ def check_columns(first_file: str, columns: Sequence[str], fields: Sequence[tupl
                          f"(columns: {', '.join(columns)})")
 
 
-def _lines(path: str, start: int = 0, end: int | None = None,
-           skip_header: bool = False, verify: bool = False) -> Iterator[bytes]:
-    """The lines (without line ends) that start in [start, end) of a listing;
-    `end` None reads to the end (how a compressed listing, one unit, is read).
+def _placed_lines(path: str, start: int = 0, end: int | None = None,
+                  skip_header: bool = False, verify: bool = False) -> Iterator[tuple[int, bytes]]:
+    """(offset, line) of the lines (without line ends) that start in [start,
+    end) of a listing, offset where the line starts in its text; `end` None
+    reads to the end (how a compressed listing, one unit, is read).
 
     `skip_header` leaves out the file's first line (a CSV header) when the range
     starts at 0; `verify` checks a compressed listing whole first (`open_decompressed`).
@@ -247,10 +252,32 @@ def _lines(path: str, start: int = 0, end: int | None = None,
         elif skip_header:
             f.readline()
         while end is None or f.tell() < end:
+            offset = f.tell()
             line = f.readline()
             if not line:
                 return
-            yield line.rstrip(b"\r\n")
+            yield offset, line.rstrip(b"\r\n")
+
+
+def _lines(path: str, start: int = 0, end: int | None = None,
+           skip_header: bool = False, verify: bool = False) -> Iterator[bytes]:
+    """The lines of `_placed_lines`, without their offsets."""
+    return (line for _, line in _placed_lines(path, start, end, skip_header, verify))
+
+
+def _line_numbers(path: str, offsets: Sequence[int]) -> dict:
+    """{offset: the number (from 1) of the line of the listing's text starting
+    there}, counted in one read of the text up to the last of them."""
+    numbers, wanted = {}, sorted(set(offsets))
+    with open_decompressed(path) as f:
+        number = 0
+        for offset in wanted:
+            while f.tell() <= offset:
+                number += 1
+                if not f.readline():
+                    break
+            numbers[offset] = number
+    return numbers
 
 
 def iter_samples(files: Sequence[str], layout: ListingLayout,
@@ -440,6 +467,35 @@ class ListingReader(UnitReader):
         except StreamCorrupt as e:  # raised before the first line: no row was read
             if not start:
                 yield Failed.of(_ROW_STAGE, e, url=url, file=True)
+
+    def keys(self, unit: WorkUnit, fields: tuple = ()) -> Iterator[tuple]:
+        """The keys of the unit's rows and the values of their `fields`, their
+        media not read: each placed by where its line starts in the rows'
+        text (`place_names` counts the lines). A row that names no key is a
+        dead letter when read."""
+        url, start, end = unit.inputs
+        try:
+            rows, parse = self._rows_of(url)
+            # Verified as `read` verifies it: a listing failing its checksum gives no row.
+            for offset, line in _placed_lines(rows, start, end, verify=True,
+                                              skip_header=self._layout.has_header):
+                try:
+                    row = parse(line)
+                    yield row_key(row, self._layout), KeyPlace(rows, offset), tuple(
+                        field_value(row.get(field)) for field in fields)
+                except ValueError:
+                    continue
+        except (ValueError, StreamCorrupt):
+            return
+
+    def place_names(self, places: Sequence[KeyPlace]) -> list[KeyPlace]:
+        """The places `keys` gave, each named by its line's number: the lines
+        of each file counted once, up to the last place in it."""
+        offsets = collections.defaultdict(list)
+        for place in places:
+            offsets[place.url].append(place.at)
+        numbers = {url: _line_numbers(url, at) for url, at in offsets.items()}
+        return [p._replace(where=f"line {numbers[p.url][p.at]}") for p in places]
 
     def _sample(self, url: str, line: bytes, parse: Callable[[bytes], dict]) -> dict | Failed:
         """The row's Sample, or its dead letter."""

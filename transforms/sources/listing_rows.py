@@ -40,7 +40,7 @@ from transforms.sources.listing_sets import LISTING_SETS, listing_set_of
 from transforms.sources.media_paths import MediaRoots, OutsideCorpus
 
 __all__ = ["ListingLayout", "MediaReadError", "header_columns", "listing_format",
-           "media_column_list", "parse_row", "row_to_sample"]
+           "media_column_list", "parse_row", "row_key", "row_to_sample"]
 
 _DELIMITERS = {"csv": ",", "tsv": "\t"}
 _FORMATS = {"csv": "csv", "tsv": "tsv", "jsonl": "jsonl", "ndjson": "jsonl"}
@@ -180,6 +180,28 @@ class MediaReadError(Exception):
         self.path = path
 
 
+def _media_paths(row: Mapping[str, Any], layout: ListingLayout) -> dict:
+    """{media column: the path it holds}; ValueError for one that holds none."""
+    media = {}
+    for column in layout.media_columns:
+        path = row.get(column)
+        if not isinstance(path, str) or not path:
+            raise ValueError(f"media column {column!r} holds no path: {path!r}")
+        media[column] = path
+    return media
+
+
+def row_key(row: Mapping[str, Any], layout: ListingLayout) -> str:
+    """The key of a parsed row's sample (the module docstring); ValueError for
+    a row that names none."""
+    key = row.get(layout.key_column) if layout.key_column else _key_of_path(
+        _media_paths(row, layout)[layout.media_columns[0]])
+    key = None if key is None else field_text(key)
+    if not key:
+        raise ValueError(f"key column {layout.key_column!r} is empty")
+    return key
+
+
 def row_to_sample(row: Mapping[str, Any], listing_url: str, layout: ListingLayout,
                   read: Callable[[str], bytes | StoredBytes]) -> dict:
     """A parsed row -> a Sample, its media read with `read(path)` (or left
@@ -193,18 +215,8 @@ def row_to_sample(row: Mapping[str, Any], listing_url: str, layout: ListingLayou
         # A listing set's rows may name the channel of its file a row is on.
         if column.startswith("__") and not (column == CHANNEL and layout.format in LISTING_SETS):
             raise ValueError(f"column {column!r}: names starting with __ are reserved")
-    media = {}
-    for column in layout.media_columns:
-        path = row.get(column)
-        if not isinstance(path, str) or not path:
-            raise ValueError(f"media column {column!r} holds no path: {path!r}")
-        media[column] = path
-    key = row.get(layout.key_column) if layout.key_column else _key_of_path(
-        media[layout.media_columns[0]])
-    key = None if key is None else field_text(key)
-    if not key:
-        raise ValueError(f"key column {layout.key_column!r} is empty")
-    sample = {KEY: key, URL: listing_url}
+    media = _media_paths(row, layout)
+    sample = {KEY: row_key(row, layout), URL: listing_url}
     for column, value in row.items():
         if column in media:
             path = media[column]

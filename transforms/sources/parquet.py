@@ -30,7 +30,12 @@ A row whose media column has neither bytes nor a path, or whose file cannot
 be read, is a dead letter (stage `read_media`, naming the row's key and the
 column); the other rows go on. The other columns are fields as they are
 (numbers, text, a struct as a dict, which `--features` projects like JSON:
-`meta.age`). A row's key is its `key_column`, else `<file stem>-<row number>`.
+`meta.age`). A row's key is its `key_column`, else `<file stem>-<row number>`,
+the stem being the file's path below the folder all the files are in, up to
+the first dot of its name (`data/train-00000-of-00001.parquet` ->
+`train-00000-of-00001`; `default/train/0000.parquet` and
+`default/test/0000.parquet` -> `train/0000`, `test/0000`): a key is the
+dataset's, unique in it (transforms/format/keys.py).
 
 A Hugging Face `datasets` export says what its columns are in the schema's
 `huggingface` metadata (`huggingface_features`): its `Audio` and `Image`
@@ -53,6 +58,7 @@ Counters (namespace `datagen`): `parquet_rows_read`, `media_files_read`,
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import posixpath
@@ -63,6 +69,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from transforms.format.dead_letters import StorageReadError
+from transforms.format.keys import KeyPlace
 from transforms.format.sample import KEY, URL, field_text
 from transforms.media.sniff import check_media
 from transforms.recipe.units import SHARD_SIZE_BYTES, Failed, Source, UnitReader, WorkUnit
@@ -82,6 +89,8 @@ _ROW_STAGE = "read_parquet"
 # Rows converted to Python objects at a time: bounds the memory a row group of
 # large embedded media takes beyond its own stored bytes.
 _BATCH_ROWS = 64
+# Keys read at a time (a column of text alone).
+_KEY_ROWS = 65536
 
 
 def _parquet_file(path: str, f) -> pq.ParquetFile:
@@ -98,6 +107,13 @@ _HF_DTYPES = {"string": "string", "large_string": "string", "bool": "bool",
               "binary": "bytes", "large_binary": "bytes", "int32": "int32", "int64": "int64",
               **{t: "int64" for t in ("int8", "int16", "uint8", "uint16", "uint32")},
               "float16": "float", "float32": "float", "float64": "double"}
+
+
+def declared_class_names(huggingface: Mapping[str, Any]) -> dict:
+    """{column: the names of its classes} of a Hugging Face schema's ClassLabel
+    columns (`huggingface_features`)."""
+    return {name: tuple(feature["names"]) for name, feature in huggingface.items()
+            if feature.get("_type") == "ClassLabel" and isinstance(feature.get("names"), list)}
 
 
 def huggingface_features(schema: pa.Schema) -> dict:
@@ -175,11 +191,30 @@ def _check_first_row(path: str, layout: ListingLayout) -> None:
             layout.media_roots.first_row_outside(path, "row 0", written)
 
 
+def _key_stems(paths: Sequence[str]) -> dict:
+    """{path: the stem of its rows' default keys}: its path below the folder
+    all `paths` are in, up to the first dot of its name; the whole of that
+    path for files whose stems would be one (`x.parquet`, `x.v2.parquet`)."""
+    folders = [path.rsplit("/", 1)[0].split("/") for path in paths]
+    common = 0
+    while all(len(f) > common and f[common] == folders[0][common] for f in folders):
+        common += 1
+    below = {path: "/".join(path.split("/")[common:]) for path in paths}
+    stems = {path: posixpath.join(posixpath.dirname(rest),
+                                  posixpath.basename(rest).split(".", 1)[0])
+             for path, rest in below.items()}
+    shared = collections.Counter(stems.values())
+    return {path: below[path] if shared[stem] > 1 else stem for path, stem in stems.items()}
+
+
 def plan_parquet_units(patterns: str | Sequence[str], target_bytes: int) -> tuple:
     """Work units of consecutive row groups of a file, about `target_bytes` of
-    data each: inputs (path, first row group, end row group, its first row)."""
+    data each: inputs (path, first row group, end row group, its first row,
+    its rows' key stem)."""
     units = []
-    for matched in sorted(matched_files(patterns), key=lambda m: m.path):
+    matched_all = sorted(matched_files(patterns), key=lambda m: m.path)
+    stems = _key_stems([m.path for m in matched_all])
+    for matched in matched_all:
         with open_input(matched.path) as f:
             metadata = _parquet_file(matched.path, f).metadata
         version = ((matched.path, file_version(matched)),)
@@ -189,7 +224,8 @@ def plan_parquet_units(patterns: str | Sequence[str], target_bytes: int) -> tupl
             size += row_group.total_byte_size
             row += row_group.num_rows
             if size >= target_bytes or index == metadata.num_row_groups - 1:
-                units.append(((matched.path, group, index + 1, first_row), size, version))
+                units.append(((matched.path, group, index + 1, first_row, stems[matched.path]),
+                              size, version))
                 group, size, first_row = index + 1, 0, row
     return tuple(WorkUnit(i, inputs, size, version)
                  for i, (inputs, size, version) in enumerate(units))
@@ -220,8 +256,10 @@ class ParquetReader(UnitReader):
     """Reads Parquet units: each row of the unit's row groups into a Sample,
     its media embedded or read, or a dead letter."""
 
-    def __init__(self, layout: ListingLayout):
+    def __init__(self, layout: ListingLayout, class_names: Mapping[str, tuple] | None = None):
         self._layout = layout
+        if class_names:
+            self.class_names = dict(class_names)
 
     def setup(self, counting: bool = True) -> None:
         self._rows = counter("parquet_rows_read", counting)
@@ -237,8 +275,7 @@ class ParquetReader(UnitReader):
 
     # UnitReader.read: a unit of this source is never split, so no tracker is used.
     def read(self, unit: WorkUnit, tracker=None) -> Iterator[dict | Failed]:  # noqa: ARG002
-        url, first_group, end_group, first_row = unit.inputs
-        stem = posixpath.basename(url).split(".", 1)[0]
+        url, first_group, end_group, first_row, stem = unit.inputs
         with open_input(url) as f:
             # A read the storage fails is StorageReadError (pyarrow raises it as it
             # came), so what pyarrow raises itself is the data's: a damaged page.
@@ -248,6 +285,32 @@ class ParquetReader(UnitReader):
                 size = parquet.metadata.row_group(group).num_rows
                 yield from self._row_group(parquet, url, group, stem, row, size)
                 row += size
+
+    def keys(self, unit: WorkUnit, fields: tuple = ()) -> Iterator[tuple]:
+        """The keys of the unit's rows from its `key_column` (and `fields`)
+        alone; none for rows keyed by their file and number, unique by
+        construction, unless `fields` make their keys."""
+        key_column = self._layout.key_column
+        if not (key_column or fields):
+            return
+        url, first_group, end_group, row, stem = unit.inputs
+        columns = [key_column] if key_column else []
+        try:
+            with open_input(url) as f:
+                parquet = _parquet_file(url, StorageGuard(f, url))
+                found = [c for c in fields if c in parquet.schema_arrow.names]
+                for group in range(first_group, end_group):
+                    for batch in parquet.iter_batches(batch_size=_KEY_ROWS, row_groups=[group],
+                                                      columns=columns + found):
+                        for values in batch.to_pylist():
+                            key = field_text(values[key_column]) if key_column and values[
+                                key_column] is not None else f"{stem}-{row:07d}"
+                            if key:
+                                yield key, KeyPlace(url, row, f"row {row}"), tuple(
+                                    field_value(values.get(c)) for c in fields)
+                            row += 1
+        except (ValueError, pa.ArrowException, OSError):
+            return   # a dead letter when read
 
     def _row_group(self, parquet: pq.ParquetFile, url: str, group: int, stem: str,
                    first_row: int, size: int) -> Iterator[dict | Failed]:
@@ -343,7 +406,8 @@ class ReadParquetSamples(beam.PTransform):
             self._patterns, media_column_list(media_columns), key_column,
             MediaRoots.of(media_root))
         plan = functools.partial(plan_parquet_units, self._patterns, target_bytes)
-        self.source = Source(plan, ParquetReader(self.layout))
+        self.source = Source(plan, ParquetReader(self.layout, declared_class_names(
+            self.huggingface)))
 
     @property
     def flag_defaults(self) -> dict:
@@ -371,12 +435,10 @@ class ReadParquetSamples(beam.PTransform):
         return declared
 
     def describe(self) -> dict:
-        """What the manifest records of this input."""
-        names = {name: feature["names"] for name, feature in self.huggingface.items()
-                 if feature.get("_type") == "ClassLabel" and isinstance(feature.get("names"), list)}
+        """What the manifest records of this input (its declared classes are
+        the recipe's: the reader declares them, `class_names`)."""
         return {"type": "parquet", "input": ",".join(self._patterns),
-                "num_files": len(self.files), "media_columns": list(self.layout.media_columns),
-                **({"class_names": names} if names else {})}
+                "num_files": len(self.files), "media_columns": list(self.layout.media_columns)}
 
     def first_samples(self) -> Iterator[dict]:
         """The readable samples of the first file, in order: lazy, so --features

@@ -41,7 +41,7 @@ from transforms.recipe.units import Failed, Source, UnitReader, WorkUnit, group_
 from transforms.runner.counters import counter
 from transforms.sources.file_match import as_patterns, file_version, match_files, matched_files
 from transforms.sources.input_files import open_input
-from transforms.sources.tar_stream import Skipped, file_failed, iter_tar
+from transforms.sources.tar_stream import Skipped, file_failed, iter_tar, tar_keys
 from transforms.sources.units import ReadUnits
 
 __all__ = ["ReadTarSamples", "TarReader", "plan_tar_units"]
@@ -77,6 +77,23 @@ class TarReader(UnitReader):
     def read(self, unit: WorkUnit, tracker=None) -> Iterator[dict | Failed]:  # noqa: ARG002
         for path in unit.inputs:
             yield from self._read_file(path)
+
+    def keys(self, unit: WorkUnit, fields: tuple = ()) -> Iterator[tuple]:
+        """The unit's samples' keys by their members' headers (`tar_keys`): a
+        local uncompressed tar is not read, only its headers; read whole when
+        the keys are made with `fields` too."""
+        if fields:
+            yield from super().keys(unit, fields)
+            return
+        for path in unit.inputs:
+            if not is_text(path):
+                continue   # a dead letter when read
+            try:
+                fileobj = open_input(path)
+            except Exception:  # noqa: BLE001 - the read's dead letter says what
+                continue
+            with fileobj:
+                yield from ((key, place, ()) for key, place in tar_keys(fileobj, path))
 
     def _read_file(self, path: str) -> Iterator[dict | Failed]:
         if not is_text(path):

@@ -74,6 +74,7 @@ import tarfile
 from typing import IO, Callable, ContextManager, Iterator, MutableMapping, NamedTuple
 
 from transforms.format.dead_letters import FILE, MAX_MESSAGE, SAMPLE, dead_letter
+from transforms.format.keys import KeyPlace
 from transforms.format.sample import KEY, URL, escape_name, is_text
 from transforms.recipe.units import Failed
 from transforms.sources import compression
@@ -81,7 +82,7 @@ from transforms.sources.compression import MAGIC_BYTES, StreamCorrupt, codec_of_
 from transforms.sources.input_files import StorageGuard
 from transforms.sources.stored import StoredMember
 
-__all__ = ["SKIP_REASONS", "Skipped", "UnfollowedLink", "file_failed", "iter_tar"]
+__all__ = ["SKIP_REASONS", "Skipped", "UnfollowedLink", "file_failed", "iter_tar", "tar_keys"]
 
 _STAGE = "read_tar"
 
@@ -430,4 +431,35 @@ def iter_tar(fileobj: IO[bytes], url: str, *, stats: MutableMapping[str, int] | 
         yield from _samples(stream, url, stats)
     finally:
         stream.close()
+        archive.close()
+
+
+def tar_keys(fileobj: IO[bytes], url: str) -> Iterator[tuple[str, KeyPlace]]:
+    """(key, KeyPlace) of each sample `iter_tar` makes of the archive, by the
+    same grouping, from its members' headers alone: an uncompressed archive
+    that can seek is read header by header, its members' data skipped; a
+    compressed one is verified first, as `iter_tar` verifies it (one that
+    fails gives no sample). The samples of a file that breaks off are those
+    before the break, and a sample whose member's name is not text is a dead
+    letter anyway: what becomes of them is `iter_tar`'s to say."""
+    raw = StorageGuard(fileobj, url)
+    codec = codec_of_content(raw.peek(MAGIC_BYTES))
+    if codec is not None:
+        try:
+            compression.verify(raw, codec)
+        except StreamCorrupt:
+            return
+        raw.rewind()
+    archive = raw if codec is None else compression.decompressed(raw, codec)
+    last = None
+    try:
+        stream = _TarStream(archive, seekable=codec is None and raw.seekable(), url=url)
+        for item in _fields(stream.members(collections.Counter())):
+            if (isinstance(item, _Field) and item.key != last
+                    and is_text(item.info.name)):
+                last = item.key
+                yield item.key, KeyPlace(url, item.info.offset, f"member {item.info.name}")
+    except _READ_ERRORS:
+        return
+    finally:
         archive.close()

@@ -8,10 +8,15 @@ through the job graph), and reads one unit at a time on the workers:
     source = Source(functools.partial(plan_tar_units, patterns, target_bytes), TarReader())
     read = pipeline | "ReadSamples" >> ReadUnits(source)
     read.samples, read.failures
+
+Every pass over the units (the converter, and the light passes before it)
+takes what the job decided before it as side inputs (`Decisions.sides`)
+and drives its samples by the one `Decided` they make (`decided_of`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Dict
 
 import apache_beam as beam
@@ -19,9 +24,49 @@ from apache_beam.transforms.core import RestrictionProvider
 
 from transforms.format.dead_letters import FAILURES
 from transforms.format.outputs import SampleResult
+from transforms.recipe.driver import NOTHING_DECIDED, Decided
 from transforms.recipe.units import Failed, Source, WorkUnit, units_in_order
 
-__all__ = ["PlanUnits", "ReadUnits", "SplittableUnits"]
+__all__ = ["Decisions", "NO_DECISIONS", "PlanUnits", "ReadUnits", "SplittableUnits", "decided_of"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Decisions:
+    """The PCollections of what the job decides before a pass over its units
+    (transforms/recipe/driver.py `Decided`): the stratified splits' Strata
+    (a singleton), the (url, key) of the copies --duplicates drop drops, and
+    the keys given more than once (a singleton dict,
+    transforms/checks/keys.py). None where the job decides no such thing."""
+
+    strata: beam.PCollection | None = None
+    dropped: beam.PCollection | None = None
+    repeated: beam.PCollection | None = None
+
+    def sides(self) -> dict:
+        """The pass's side inputs, by the names `decided_of` takes."""
+        sides = {}
+        if self.strata is not None:
+            sides["strata"] = beam.pvalue.AsSingleton(self.strata)
+        if self.dropped is not None:
+            sides["dropped"] = beam.pvalue.AsList(self.dropped)
+        if self.repeated is not None:
+            sides["repeated"] = beam.pvalue.AsSingleton(self.repeated)
+        return sides
+
+
+NO_DECISIONS = Decisions()
+
+
+def decided_of(last: tuple, strata=None, dropped=None, repeated=None) -> tuple:
+    """(the side inputs' values, their Decided), made again only when a side
+    input is not the very one `last` (the previous result, or ()) was made
+    of: a worker makes the set of copies to drop once, not once a unit."""
+    given = (strata, dropped, repeated)
+    if last and all(a is b for a, b in zip(last[0], given)):
+        return last
+    if all(value is None for value in given):
+        return given, NOTHING_DECIDED
+    return given, Decided(strata, frozenset(map(tuple, dropped or ())), repeated or {})
 
 
 class SplittableUnits(RestrictionProvider):

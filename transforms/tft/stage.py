@@ -60,6 +60,7 @@ from transforms.recipe.driver import SampleDriver
 from transforms.recipe.examples import Example, ExampleRecipe
 from transforms.recipe.units import WorkUnit, streaming
 from transforms.runner.counters import counter
+from transforms.sources.units import NO_DECISIONS, Decisions, decided_of
 from transforms.tft.preprocessing import (
     ANALYZED_SPLIT,
     RAW_METADATA_DIR,
@@ -276,11 +277,13 @@ class _TrainExamplesFn(beam.DoFn):
     def setup(self):
         self._reader.setup(counting=False)  # the converter's read is the job's
         self._driver.setup()
+        self._decided = ()
 
-    def process(self, unit, strata=None):
-        work = self._driver.start(keys_seen=not self._reader.splittable)
+    def process(self, unit, **decided):
+        self._decided = decided_of(self._decided, **decided)
+        work = self._driver.start()
         for event in self._reader.read(unit):
-            for item in self._driver.take(event, work, strata):
+            for item in self._driver.take(event, work, self._decided[1]):
                 if isinstance(item, Example):
                     yield item.serialized
 
@@ -317,26 +320,27 @@ class AnalyzeTrainSplit(beam.PTransform):
 
     Runs the preprocessing_fn's analyzers inside a
     `tft_beam.Context(temp_dir=<temp_dir>/tft)` over the train examples built
-    by its own pass over the units (`reader`, `recipe`; `strata` for a
-    stratified split), and stages tf.Transform's output under
-    `<temp_dir>/transform` (`publish` moves it).
+    by its own pass over the units (`reader`, `recipe`; `decisions`, what the
+    job decided before it: the stratified splits, the keys given more than
+    once), and stages tf.Transform's output under `<temp_dir>/transform`
+    (`publish` moves it).
     """
 
     def __init__(self, preprocessing: Preprocessing, reader, recipe: ExampleRecipe,
-                 temp_dir: str, strata: beam.PCollection | None = None):
+                 temp_dir: str, decisions: Decisions = NO_DECISIONS):
         super().__init__()
         self._preprocessing = preprocessing
         self._reader = reader
         self._recipe = recipe
         self._temp_dir = temp_dir
-        self._strata = strata
+        self._decisions = decisions
 
     def expand(self, units):
         plan = AnalysisPlan.of(self._preprocessing, self._recipe.spec)
-        side = {} if self._strata is None else {"strata": beam.pvalue.AsSingleton(self._strata)}
         return (units
                 | "TrainExamples" >> beam.ParDo(
-                    _TrainExamplesFn(self._reader, self._recipe, plan.analyzed), **side)
+                    _TrainExamplesFn(self._reader, self._recipe, plan.analyzed),
+                    **self._decisions.sides())
                 | "Fit" >> FitAnalysis(plan, self._preprocessing, self._recipe.spec,
                                        self._temp_dir))
 

@@ -11,7 +11,9 @@ every shard once in a Beam job, one shard per work item
 (transforms/verify/shards.py): framing and CRCs of every record, the gzip
 stream, the file's CRC32C against the one the writer recorded, counts and
 bytes, the record index, every record against the spec, and the media of a
-seeded sample of records decoded; and the duplicate check's list against the
+seeded sample of records decoded; the keys the ledger holds, each given once
+in the dataset, counted by the writer's own step (transforms/verify/keys.py);
+and the duplicate check's list against the
 manifest and the shards (transforms/verify/duplicates.py), and augmented
 copies' aug.* values and counts (transforms/verify/augmentation.py).
 `pipelines.verify` is its command line.
@@ -36,6 +38,7 @@ from transforms.runner.runtime import make_pipeline, runs_locally, wait_for
 from transforms.storage.folders import read_manifest, remove_tree
 from transforms.verify.augmentation import AugmentedRange, augmented_range, count_problems
 from transforms.verify.duplicates import duplicates_problems, sought_keys, written_problems
+from transforms.verify.keys import LedgerKeys
 from transforms.verify.layout import layout_problems, manifest_problems
 from transforms.verify.shards import ShardReport, VerifyShards
 
@@ -86,25 +89,39 @@ def _write_reports(reports: list, path: str) -> None:
         f.write("".join(json.dumps(r._asdict()) + "\n" for r in reports).encode("utf-8"))
 
 
-def _check_shards(info: DatasetInfo, root: str, entries: list, media_samples: int, seed: int,
-                  options: PipelineOptions, sought: frozenset,
-                  augmented: AugmentedRange | None) -> list:
-    """Every shard's ShardReport, from a Beam job."""
+def _write_lines(lines: list, path: str) -> None:
+    with FileSystems.create(path) as f:
+        f.write("".join(line + "\n" for line in sorted(lines)).encode("utf-8"))
+
+
+def _check_data(info: DatasetInfo, root: str, entries: list, media_samples: int, seed: int,
+                options: PipelineOptions, sought: frozenset,
+                augmented: AugmentedRange | None, ledger: str | None) -> tuple[list, list]:
+    """Every shard's ShardReport, and the ledger's problems (its keys: `ledger`
+    the ledger's name in the dataset, None when it has none), from a Beam job."""
     total = sum(e["num_examples"] for e in entries)
     fraction = min(1.0, media_samples / total) if total else 0.0
     folder = _report_dir(options)
-    path = FileSystems.join(folder, "reports.jsonl")
+    path, ledger_path = (FileSystems.join(folder, name)
+                         for name in ("reports.jsonl", "ledger_problems.txt"))
     try:
         pipeline = make_pipeline(options)
         _ = (pipeline
              | "Shards" >> beam.Create(entries)
              | "Verify" >> VerifyShards(root, info.spec, info.shard_format, fraction, seed, sought,
-                                        augmented)
+                                        augmented, manifest.declared_classes(info.document))
              | "Gather" >> beam.combiners.ToList()
              | "WriteReports" >> beam.Map(_write_reports, path))
+        if ledger is not None:
+            _ = (pipeline
+                 | "Keys" >> LedgerKeys(FileSystems.join(root, ledger), ledger)
+                 | "GatherLedger" >> beam.combiners.ToList()
+                 | "WriteLedgerProblems" >> beam.Map(_write_lines, ledger_path))
         if not wait_for(pipeline.run(), options):
             raise RuntimeError("the verification job did not finish")
-        return [ShardReport(**json.loads(line)) for line in _read(path).splitlines()]
+        reports = [ShardReport(**json.loads(line)) for line in _read(path).splitlines()]
+        ledger_problems = _read(ledger_path).decode().splitlines() if ledger is not None else []
+        return reports, ledger_problems
     finally:
         remove_tree(folder)
 
@@ -157,10 +174,11 @@ def verify_dataset(root: str | os.PathLike, media_samples: int = 64, seed: int =
     entries = [shard for split in info.splits.values() for shard in split["shards"]
                if shard["file"] in found]
     augmented = augmented_range(info)
-    reports = _check_shards(info, root, entries, media_samples, seed,
-                            options or PipelineOptions([]),
-                            sought_keys(info, duplicates), augmented) if entries else []
-    problems += [p for r in sorted(reports) for p in r.problems]
+    ledger = info.document.get("ledger")
+    reports, ledger_problems = _check_data(
+        info, root, entries, media_samples, seed, options or PipelineOptions([]),
+        sought_keys(info, duplicates), augmented, ledger if ledger in found else None)
+    problems += [p for r in sorted(reports) for p in r.problems] + ledger_problems
     if augmented is not None:
         copies: dict = {}
         for report in reports:
@@ -175,5 +193,6 @@ def verify_dataset(root: str | os.PathLike, media_samples: int = 64, seed: int =
                f"every record's CRCs, the files' CRC32C, "
                f"{'the record indexes, ' if any('index' in e for e in entries) else ''}"
                f"counts and spec match the manifest; "
+               f"{'each key in the ledger is given once; ' if ledger in found else ''}"
                f"the media of {sum(r.num_decoded for r in reports)} sampled records decode")
     return Verification(problems, summary)

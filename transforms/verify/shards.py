@@ -84,8 +84,10 @@ def _records(path: str, shard_format: ShardFormat, read_chunks: Callable):
 def check_shard(root: str, entry: Mapping[str, Any], spec: FeatureSpec, shard_format: ShardFormat,
                 decode: Callable[[int], bool], read_chunks: Callable = _chunks,
                 read_file: Callable = _read, sought: frozenset = frozenset(),
-                augmented: AugmentedRange | None = None) -> ShardReport:
-    """Verifies the shard of manifest `entry` under `root`; `decode(number)` says
+                augmented: AugmentedRange | None = None,
+                classes: Mapping[str, int] | None = None) -> ShardReport:
+    """Verifies the shard of manifest `entry` under `root`, each record against
+    the spec and its declared `classes`; `decode(number)` says
     whether to decode a record's media; the report says which `sought` source
     keys it holds, and with `augmented` how many copies, each record's aug.*
     values checked (transforms/verify/augmentation.py). `read_chunks(path)`
@@ -103,7 +105,7 @@ def check_shard(root: str, entry: Mapping[str, Any], spec: FeatureSpec, shard_fo
         except ValueError as e:
             problems.append(f"{where}: {e}")
             continue
-        found = example_problems(example, spec)
+        found = example_problems(example, spec, classes)
         if sought and not found:
             found_keys.update(key.decode() for key in stored_values(example, SOURCE_KEY, "bytes")
                               if key.decode() in sought)
@@ -149,8 +151,9 @@ def _index_problems(root: str, index: Mapping[str, str], sizes: list,
 class _CheckShardFn(beam.DoFn):
     def __init__(self, root: str, spec: FeatureSpec, shard_format: ShardFormat,
                  decode_fraction: float, seed: int, sought: frozenset,
-                 augmented: AugmentedRange | None):
+                 augmented: AugmentedRange | None, classes: Mapping[str, int]):
         self._root = root
+        self._classes = classes
         self._sought = sought
         self._augmented = augmented
         self._spec = spec
@@ -163,23 +166,26 @@ class _CheckShardFn(beam.DoFn):
             return chosen_for_decoding(self._seed, entry["file"], number, self._fraction)
 
         report = check_shard(self._root, entry, self._spec, self._format, decode,
-                             sought=self._sought, augmented=self._augmented)
+                             sought=self._sought, augmented=self._augmented,
+                             classes=self._classes)
         beam.metrics.Metrics.counter("datagen", "records_verified").inc(report.num_records)
         yield report
 
 
 class VerifyShards(beam.PTransform):
     """Manifest shard entries -> a ShardReport each (see `check_shard`), the
-    shards spread over the workers. Each record's media are decoded with
+    shards spread over the workers. Each record is held to the spec and its
+    declared `classes`; its media are decoded with
     probability `decode_fraction`, chosen by `seed`; the `sought` source keys
     found are reported, and with `augmented` the copies."""
 
     def __init__(self, root: str, spec: FeatureSpec, shard_format: ShardFormat,
                  decode_fraction: float, seed: int = 0, sought: frozenset = frozenset(),
-                 augmented: AugmentedRange | None = None):
+                 augmented: AugmentedRange | None = None,
+                 classes: Mapping[str, int] | None = None):
         super().__init__()
         self._fn = _CheckShardFn(root, spec, shard_format, decode_fraction, seed, sought,
-                                 augmented)
+                                 augmented, dict(classes or {}))
 
     def expand(self, entries):
         return (entries

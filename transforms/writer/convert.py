@@ -17,7 +17,8 @@ hash-ordered global layout, or an examples table).
 
 A unit's receipt holds its tallies (the driver's), the distinct (group key,
 split) pairs the leakage check needs, its written samples' content
-fingerprints (transforms/checks/duplicates.py), its measures' accumulators
+fingerprints (transforms/checks/duplicates.py), the keys its samples gave
+(transforms/checks/keys.py), its measures' accumulators
 (transforms/recipe/measures/: durations, labels, statistics, ...), its shards
 and its dead letters. With shards written here, the receipt is also written
 into the run's folder once they are closed, so a rerun with --resume can skip
@@ -41,7 +42,6 @@ from apache_beam.transforms.window import GlobalWindows
 
 from transforms.format.dead_letters import EXAMPLE, SAMPLE
 from transforms.format.encoder import ExampleEncoder
-from transforms.format.sample import KEY, URL
 from transforms.format.shard_format import ShardFormat
 from transforms.format.spec import FeatureSpec
 from transforms.recipe.accounting import Kind, Tally
@@ -56,20 +56,18 @@ from transforms.recipe.driver import (
 from transforms.recipe.examples import Example, ExampleRecipe
 from transforms.recipe.units import SHARD_SIZE_BYTES, Failed, WorkUnit, streaming
 from transforms.runner.counters import Counters
-from transforms.sources.units import SplittableUnits
+from transforms.sources.units import NO_DECISIONS, Decisions, SplittableUnits, decided_of
 from transforms.tft.preprocessing import ANALYZED_SPLIT
 from transforms.writer.ledger import UnitReceipt, write_receipt
 from transforms.writer.rolling_shards import RollingShards
 
-__all__ = ["ANALYZED", "ConvertElements", "ConvertOptions", "ConvertUnits", "KEYS", "RECEIPTS",
+__all__ = ["ANALYZED", "ConvertElements", "ConvertOptions", "ConvertUnits", "RECEIPTS",
            "SOURCES", "SampleOutcomes"]
 
 RECEIPTS = "receipts"
 # Each train example's features that tf.Transform's analyzers read, serialized.
 ANALYZED = "analyzed"
 SOURCES = "sources"
-# A PCollection's elements' (url, key), each once: a key given twice is refused.
-KEYS = "keys"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +98,8 @@ def _receipt(work: UnitWork, unit: int, span: tuple | None, inputs: tuple, versi
     return UnitReceipt(
         unit, span, inputs, tuple(sorted(work.tallies.items())),
         tuple(sorted(work.groups, key=repr)), tuple(shards.close()) if shards else (),
-        tuple(work.failures), versions, tuple(work.fingerprints), work.measures())
+        tuple(work.failures), versions, tuple(work.fingerprints), work.measures(),
+        tuple(work.keys or ()))
 
 
 @beam.typehints.with_input_types(WorkUnit)
@@ -126,7 +125,7 @@ class _ConvertFn(beam.DoFn):
         self._driver.setup()
         self._counters = Counters()
         self._transformer = None
-        self._dropped_from, self._dropped = None, frozenset()
+        self._decided = ()
 
     def teardown(self):
         if self._reader is not None:
@@ -136,24 +135,18 @@ class _ConvertFn(beam.DoFn):
         self._counters.inc(name, n)
 
     # `transform_staged` is a side input for its arrival alone: the transform is staged.
-    def process(self, unit: WorkUnit, strata=None, transform_staged=None,  # noqa: ARG002
-                dropped=None):
-        self._drop(dropped)
-        yield from self._convert(unit, (unit.index,), None, strata)
+    def process(self, unit: WorkUnit, transform_staged=None, **decided):  # noqa: ARG002
+        self._decided = decided_of(self._decided, **decided)
+        yield from self._convert(unit, (unit.index,), None)
 
-    def _drop(self, dropped) -> None:
-        """Keeps the (url, key) pairs to drop as a set, made once per side input."""
-        if dropped is not self._dropped_from:
-            self._dropped_from, self._dropped = dropped, frozenset(map(tuple, dropped or ()))
-
-    def _convert(self, unit: WorkUnit, order: tuple, tracker, strata) -> Iterator:
-        work = self._driver.start(keys_seen=not self._reader.splittable)
+    def _convert(self, unit: WorkUnit, order: tuple, tracker) -> Iterator:
+        work = self._driver.start(record_keys=not self._reader.splittable)
         shards = self._shards(order)
+        decided = self._decided[1]
         for event in self._reader.read(unit, tracker):
             # A Source of the user's is held to what a PCollection's elements are.
             yield from self._route(self._driver.take(
-                event if isinstance(event, Failed) else as_event(event), work, strata,
-                self._dropped), shards)
+                event if isinstance(event, Failed) else as_event(event), work, decided), shards)
         yield from self._flush(shards)
         restriction = tracker.current_restriction() if tracker else None
         receipt = _receipt(work, unit.index, (restriction.start, restriction.end)
@@ -207,11 +200,11 @@ class _ConvertSplittableFn(SplittableUnits, _ConvertFn):
     """The same over a splittable reader: a restriction split off a unit writes
     shards of its own, ordered after the unit's earlier keys."""
 
-    def process(self, unit: WorkUnit, tracker=beam.DoFn.RestrictionParam(), strata=None,
-                transform_staged=None, dropped=None):  # noqa: ARG002 - as _ConvertFn.process
-        self._drop(dropped)
+    def process(self, unit: WorkUnit, tracker=beam.DoFn.RestrictionParam(),
+                transform_staged=None, **decided):  # noqa: ARG002 - as _ConvertFn.process
+        self._decided = decided_of(self._decided, **decided)
         start = tracker.current_restriction().start
-        yield from self._convert(unit, (unit.index, start), tracker, strata)
+        yield from self._convert(unit, (unit.index, start), tracker)
 
 
 @beam.typehints.with_input_types(Any)
@@ -231,12 +224,10 @@ class _ConvertElementsFn(_ConvertFn):
     def process(self, element):
         if self._work is None:
             self._bundle = random.getrandbits(62)
-            self._work = self._driver.start(keys_seen=False)
+            self._work = self._driver.start(record_keys=True)
             self._bundle_shards = self._shards((self._bundle,))
-        event = as_event(element)
-        if isinstance(event, dict):
-            yield beam.pvalue.TaggedOutput(KEYS, (event.get(URL, ""), event[KEY]))
-        yield from self._route(self._driver.take(event, self._work), self._bundle_shards)
+        yield from self._route(self._driver.take(as_event(element), self._work),
+                               self._bundle_shards)
 
     def finish_bundle(self):
         if self._work is None:
@@ -260,7 +251,7 @@ class ConvertElements(beam.PTransform):
     def expand(self, elements):
         return elements | "ConvertBundles" >> beam.ParDo(
             _ConvertElementsFn(self._recipe, self._options)).with_outputs(
-                RECEIPTS, SOURCES, KEYS, main="examples")
+                RECEIPTS, SOURCES, main="examples")
 
 
 # What a sample is, by the worst its cut examples say: a failed one fails it.
@@ -333,32 +324,27 @@ class ConvertUnits(beam.PTransform):
     """Work units -> shards written where their examples are built (see the module
     docstring for the outputs).
 
-    `strata` is the job's Strata (a singleton PCollection) for a stratified
-    recipe; `transform_staged` the PCollection that holds an element once a
-    tf.Transform is staged in `options.transform_dir`; `dropped` the (url,
-    key) of the samples `--duplicates drop` drops (transforms/checks/duplicates.py).
+    `decisions` are what the job decided before converting (the stratified
+    splits, the copies --duplicates drop drops, the keys given more than
+    once: transforms/sources/units.py); `transform_staged` the PCollection
+    that holds an element once a tf.Transform is staged in
+    `options.transform_dir`.
     """
 
     def __init__(self, reader, recipe: ExampleRecipe, options: ConvertOptions,
-                 strata: beam.PCollection | None = None,
-                 transform_staged: beam.PCollection | None = None,
-                 dropped: beam.PCollection | None = None):
+                 decisions: Decisions = NO_DECISIONS,
+                 transform_staged: beam.PCollection | None = None):
         super().__init__()
         self._reader = reader
         self._recipe = recipe
         self._options = options
-        self._strata = strata
+        self._decisions = decisions
         self._staged = transform_staged
-        self._dropped = dropped
 
     def expand(self, units):
-        side = {}
-        if self._strata is not None:
-            side["strata"] = beam.pvalue.AsSingleton(self._strata)
+        side = self._decisions.sides()
         if self._staged is not None:
             side["transform_staged"] = beam.pvalue.AsList(self._staged)
-        if self._dropped is not None:
-            side["dropped"] = beam.pvalue.AsList(self._dropped)
         reader = streaming(self._reader)
         fn = (_ConvertSplittableFn if reader.splittable else _ConvertFn)(
             reader, self._recipe, self._options)

@@ -52,6 +52,7 @@ from transforms.checks.duplicates import (
     duplicates_summary,
     group_tallies,
 )
+from transforms.checks.keys import written_twice_message
 from transforms.checks.leakage import leakage_message
 from transforms.format import manifest, tfds_metadata
 from transforms.format.dead_letters import (
@@ -66,7 +67,6 @@ from transforms.media.features import describe_in_words
 from transforms.recipe.accounting import Accounting
 from transforms.recipe.measures import manifest_sections
 from transforms.recipe.measures.augmentation import AugmentedCopies
-from transforms.recipe.measures.labels import Labels
 from transforms.recipe.splits import split_balance
 from transforms.recipe.units import unit_coverage_errors
 from transforms.sources.augment_corpus import files_shared
@@ -200,15 +200,6 @@ def _check_totals(counted: Accounting, planned: Mapping[int, tuple | None],
         raise AssertionError(f"examples built {built} but shards hold {dict(in_shards)}")
 
 
-def _repeated_keys_message(repeated: list) -> str:
-    """Why a dataset with keys given more than once is not published."""
-    (url, key), times = sorted(repeated)[0]
-    where = f" of {url}" if url else ""
-    return (f"{len(repeated)} key(s) given more than once, e.g. {key!r}{where} {times} times: "
-            "each sample needs its own __key__ (examples are named, ordered and split by it); "
-            "give your elements distinct keys, or drop the copies")
-
-
 def _run_failures(temp_dir: str) -> str:
     """Where a run keeps its dead letters until they are published."""
     return FileSystems.join(temp_dir, "failures.jsonl")
@@ -286,7 +277,7 @@ class _CheckFn(beam.DoFn):
         if leaks:
             raise DatasetFailed(config.said(leakage_message(leaks)))
         if repeated_keys:
-            raise DatasetFailed(_repeated_keys_message(repeated_keys))
+            raise DatasetFailed(written_twice_message(repeated_keys))
         if not sum(counted.section["examples_per_split"].values()) and (
                 not config.allow_empty_splits):
             raise DatasetFailed(config.said(
@@ -559,10 +550,7 @@ class _PublishFn(beam.DoFn):
             audio_features=_audio_features_section(config.recipe.cut),
             augmentation=config.recipe.cut.augment.describe(), recipe=config.describe(),
             sections=plan.sections)
-        names = manifest.class_names(spec, info["source"])
-        classes = {**manifest.label_classes(spec, config.recipe.split_plan.label_source,
-                                            _section(plan.sections, Labels.name)),
-                   **{feature: len(found) for feature, found in names.items()}}
+        names, classes = manifest.class_names(info), manifest.declared_classes(info)
         write_text(FileSystems.join(config.output, manifest.SCHEMA),
                     manifest.schema_pbtxt(spec, classes))
         if ledger_parts is not None:
@@ -597,7 +585,7 @@ class Finalise(beam.PTransform):
     `planned` are the work units as (index, span or None) pairs, `shards`
     ShardRecords, `tallies` the singleton dict of summed tallies, `failures`
     the dead letters no receipt holds (a sink's refusals, the steps' before the
-    writer), `repeated_keys` ((url, key), n) of keys given more than once, `leaks` (group,
+    writer), `repeated_keys` (key, [unit, ...]) of keys given more than once, `leaks` (group,
     splits) pairs, `group_counts` (split, groups) pairs, `receipts` the units'
     UnitReceipts (transforms/writer/ledger.py), checked against `planned`,
     their dead letters written out and kept in the ledger: `keep_ledger` false

@@ -102,6 +102,10 @@ class UnitReceipt(NamedTuple):
     # (name, accumulator as JSON) of each of the recipe's measures
     # (transforms/recipe/measures/), fed its examples
     measures: tuple = ()
+    # the key of each sample it was given, but those given more than once in
+    # the input (each a dead letter) and those keyed by their content
+    # (transforms/checks/keys.py); none for a key range, whose keys are unique
+    keys: tuple = ()
 
     @property
     def failed(self) -> int:
@@ -140,10 +144,11 @@ def receipt_line(receipt: UnitReceipt) -> str:
 
 def parse_receipt(line: str) -> UnitReceipt:
     """receipt_line's inverse; ValueError for a receipt an earlier version
-    wrote (its measures were tallies: its unit is converted again)."""
+    wrote (its measures were tallies, or it has no keys to check: its unit is
+    converted again)."""
     fields = _from_json(json.loads(line))
-    if "measures" not in fields:
-        raise ValueError("a receipt written before measures")
+    if "keys" not in fields:
+        raise ValueError("a receipt written before keys were checked dataset-wide")
     fields["shards"] = tuple(ShardRecord(*s) for s in fields["shards"])
     fields["tallies"] = parse_tallies(fields["tallies"])
     return UnitReceipt(**fields)

@@ -46,6 +46,7 @@ from typing import Any, Mapping, Sequence, Tuple
 import apache_beam as beam
 
 from transforms.checks.duplicates import POLICIES, DuplicatesToDrop, FindDuplicates
+from transforms.checks.keys import KeysGivenTwice, KeysWrittenTwice
 from transforms.checks.leakage import SplitGroups
 from transforms.checks.stratify import StratifySplits
 from transforms.format.arguments import (
@@ -71,12 +72,11 @@ from transforms.recipe.segments import SegmentOptions
 from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan
 from transforms.recipe.transcripts import TranscriptOptions
 from transforms.recipe.units import SHARD_SIZE_BYTES, Source
-from transforms.sources.units import PlanUnits
+from transforms.sources.units import Decisions, PlanUnits
 from transforms.storage.folders import check_writable
 from transforms.tft.preprocessing import Preprocessing
 from transforms.writer.convert import (
     ANALYZED,
-    KEYS,
     RECEIPTS,
     SOURCES,
     ConvertElements,
@@ -273,6 +273,17 @@ def _keyword_config(output: str | os.PathLike, features: Any, split_by: str,
                          compression=compression, shard_size_bytes=shard_size_bytes,
                          max_failure_fraction=max_failure_fraction,
                          allow_empty_splits=allow_empty_splits, duplicates=duplicates)
+
+
+def _with_declared_classes(config: DatasetConfig, class_names) -> DatasetConfig:
+    """The config whose recipe holds the classes its input declares
+    (UnitReader.class_names): its values are held to them as they are
+    written, and the dataset publishes them (schema.pbtxt, TFDS)."""
+    declared = tuple(sorted((field, tuple(names)) for field, names in class_names.items()))
+    if not declared or config.recipe.class_names == declared:
+        return config
+    return dataclasses.replace(config, recipe=dataclasses.replace(config.recipe,
+                                                                  class_names=declared))
 
 
 def _failure_collections(failures: Any) -> list:
@@ -512,6 +523,7 @@ class WriteDataset(beam.PTransform):
             raise ArgumentTypeError("source", f"must be a Source, got {source!r}{hint}")
         if source is not None:
             source.reader.check_recipe(self._config.recipe)
+            self._config = _with_declared_classes(self._config, source.reader.class_names)
         self._source = source
         self._cut_by = cut_by
         self._failures = _failure_collections(failures)
@@ -585,8 +597,13 @@ class WriteDataset(beam.PTransform):
         config, reader = self._config, self._source.reader
         recipe = config.recipe
         units = pbegin | "Units" >> PlanUnits(self._source)
-        strata = (units | "StratifySplits" >> StratifySplits(recipe, reader)
-                  if recipe.split_plan.stratify_by else None)
+        # What the job decides before converting, which every pass takes alike:
+        # a key given twice (its samples fail wherever they lie), the strata.
+        decisions = Decisions(repeated=units | "KeysGivenTwice" >> KeysGivenTwice(
+            reader, recipe.segments))
+        if recipe.split_plan.stratify_by:
+            decisions = dataclasses.replace(decisions, strata=units | "StratifySplits" >> (
+                StratifySplits(recipe, reader, decisions)))
         # Preprocessing where the examples are written where they are built takes
         # TFX's shape: converted untransformed (uncompressed, to be read back), fitted
         # on the train examples' analyzed features as they are built, then applied
@@ -607,15 +624,16 @@ class WriteDataset(beam.PTransform):
             # Imported only when asked for: it loads TensorFlow and tf.Transform.
             from transforms.tft.stage import AnalyzeTrainSplit
             analysis = units | "Preprocess" >> AnalyzeTrainSplit(
-                config.preprocessing, reader, recipe, self._run.temp_dir, strata)
+                config.preprocessing, reader, recipe, self._run.temp_dir, decisions)
             options = self._convert_options(analysis)
-        duplicates = (units | "DuplicatesToDrop" >> DuplicatesToDrop(
-            recipe, reader, strata, config.near_duplicates)
-                      if config.duplicates == "drop" else None)
+        duplicates = None
+        if config.duplicates == "drop":
+            duplicates = units | "DuplicatesToDrop" >> DuplicatesToDrop(
+                recipe, reader, decisions, config.near_duplicates)
+            decisions = dataclasses.replace(decisions, dropped=duplicates["dropped"])
         pending = units | "SkipCommitted" >> SkipCommitted(self._run, reader.splittable)
         converted = pending.units | "Convert" >> ConvertUnits(
-            reader, recipe, options, strata, analysis.staged if analysis else None,
-            duplicates and duplicates["dropped"])
+            reader, recipe, options, decisions, analysis.staged if analysis else None)
         receipts = ((converted[RECEIPTS], pending[REUSED])
                     | "AllReceipts" >> beam.Flatten())
         if on_shards:
@@ -653,9 +671,6 @@ class WriteDataset(beam.PTransform):
         receipts = converted[RECEIPTS]
         # A bundle is its own plan: reported once, as it was converted.
         planned = receipts | "PlannedBundles" >> beam.Map(lambda r: (r.unit, None))
-        repeated = (converted[KEYS]
-                    | "CountKeys" >> beam.combiners.Count.PerElement()
-                    | "RepeatedKeys" >> beam.Filter(lambda key_count: key_count[1] > 1))
         sources = None
         if self._cut_by is not None:
             # What each CutSamples before said it cut: the examples a step of the
@@ -663,15 +678,14 @@ class WriteDataset(beam.PTransform):
             sources = ([converted[SOURCES], *cut_counts(elements)]
                        | "CutAndWritten" >> beam.Flatten())
         return self._finish(converted, receipts, planned, None, upstream, keep_ledger=False,
-                            repeated_keys=repeated, sources=sources)
+                            sources=sources)
 
     def _finish(self, converted, receipts, planned, analysis, upstream: list,
-                keep_ledger: bool, duplicates=None, repeated_keys=None, sources=None):
+                keep_ledger: bool, duplicates=None, sources=None):
         """The converted examples' shards, checked, named and published;
         `upstream` the dead letters of the steps before; `duplicates` the
         groups of identical content found before they were written
-        (--duplicates drop), else they are found in the receipts;
-        `repeated_keys` the ((url, key), n) given more than once; `sources`
+        (--duplicates drop), else they are found in the receipts; `sources`
         the SourceOutcomes of cut examples and the CutCounts of their
         samples, which are counted."""
         config, temp_dir = self._config, self._run.temp_dir
@@ -721,8 +735,10 @@ class WriteDataset(beam.PTransform):
             "group_counts": groups["counts"],
             "duplicates": duplicates,
             "receipts": receipts,
-            "repeated_keys": (repeated_keys if repeated_keys is not None
-                              else receipts.pipeline | "NoKeysRepeated" >> beam.Create([])),
+            "repeated_keys": (receipts
+                              | "ReceiptKeys" >> beam.FlatMap(
+                                  lambda r: ((key, r.unit) for key in r.keys))
+                              | "KeysWrittenTwice" >> KeysWrittenTwice()),
         } | "Finalise" >> Finalise(config, temp_dir, analysis.spec if analysis else None,
                                    keep_ledger)
 

@@ -191,6 +191,10 @@ class BigtableReader(UnitReader):
         self._retries = counter("bigtable_retries", counting)
         self._samples = counter("samples_read", counting)
 
+    def keys(self, unit: WorkUnit, fields: tuple = ()) -> Iterator:  # noqa: ARG002 - none to give
+        """None: a table's row keys are unique by construction."""
+        return iter(())
+
     def read(self, unit: WorkUnit, tracker=None) -> Iterator[dict | Failed]:
         restriction = tracker.current_restriction() if tracker else self.initial_restriction(unit)
         stats = collections.Counter()
