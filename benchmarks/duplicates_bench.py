@@ -1,7 +1,18 @@
 """What the duplicate check costs, and how well it finds near copies.
 
     python -m benchmarks.duplicates_bench [--speech_mb 512] [--repeats 3] [--sentences 30]
-        [--noises 12] [--calls 100]
+        [--noises 12] [--calls 100] [--labelled 12]
+
+First of all, the labelled set (issue #56): --labelled sentences spoken by
+espeak-ng and a copy of each of every COPY_KINDS kind (MP3, AAC, Opus; gains
+from -20 to +6 dB by ffmpeg and sox; cut 0.3 s later; padded; 2% faster and
+slower), against likenesses that are no copy: the same sentence in another
+voice, words at two espeak-ng speeds, plucked melodies, calls sharing a
+greeting before sentences and before one-word answers, different sentences.
+Of each pair: whether the landmarks propose it (a shared band key,
+similarity at or above the threshold), whether the frame-by-frame check
+confirms it (transforms/media/same_recording.py), and so whether `drop`
+deletes one of the two (both). Drop's precision must be 1.0.
 
 First, near-duplicate recall and false positives: espeak-ng speaks
 --sentences Harvard sentences in four voices, ffmpeg and sox make a near copy
@@ -36,6 +47,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import random
 import shutil
 import statistics
 import sys
@@ -44,7 +56,7 @@ import tempfile
 from benchmarks.audio_pipeline_bench import speech_corpus, write_shards
 from benchmarks.process_tree import interleaved
 from transforms.media.audio import AudioOptions
-from transforms.recipe.near_duplicates import (
+from transforms.media.near_duplicates import (
     NOTHING_COMMON,
     LandmarkTally,
     band_rows,
@@ -52,9 +64,20 @@ from transforms.recipe.near_duplicates import (
     near_fingerprints,
     near_match,
     near_similarity,
+    profile_of,
 )
-from transforms.testing.noises import NOISE_LIKE, noise_like
-from transforms.testing.spoken import NEAR_COPIES, greeting_calls, near_copy, sentences, speak
+from transforms.media.same_recording import compare
+from transforms.testing.noises import NOISE_LIKE, melody, noise_like
+from transforms.testing.spoken import (
+    COPY_KINDS,
+    NEAR_COPIES,
+    copy_name,
+    greeting_calls,
+    near_copy,
+    sentences,
+    speak,
+    spoken_word,
+)
 
 FLAGS = ["--cut", "audio_windows", "--audio_fields", "flac", "--window_s", "1",
          "--features", "label=cls:int64", "--split_by", "__key__:^([^_]+)",
@@ -96,17 +119,100 @@ def noise_accuracy(workdir: str, count: int) -> None:
           f"of {len(pairs)} pairs, similarity max {max(similarity, default=0):.2f}")
 
 
-def near_accuracy(workdir: str, count: int) -> None:
-    """Prints recall per copy kind and the false positives among different takes."""
-    takes, copies = [], {kind: [] for kind in NEAR_COPIES}
+def _judged(pairs: list) -> tuple:
+    """(proposed, confirmed, dropped) counts over (digest, digest) pairs (the
+    landmarks of all of each, none set aside: pairs, not a corpus)."""
+    proposed = confirmed = dropped = 0
+    for first, second in pairs:
+        if first is None or second is None:   # too little to tell: never a pair
+            continue
+        found = _found(first, second)
+        same = compare(profile_of(first), profile_of(second)).same
+        proposed += found
+        confirmed += same
+        dropped += found and same
+    return proposed, confirmed, dropped
+
+
+def _likenesses(folder: str, takes: list, count: int) -> dict:
+    """{what they are: [(digest, digest), ...]}: pairs alike, none a copy."""
+    voices = []
     for i, text in enumerate(sentences(count)):
-        take = os.path.join(workdir, f"take{i}.flac")
+        path = os.path.join(folder, f"voice{i}.flac")
+        speak(text, path, voice=i + 1)
+        voices.append(_signature(path))
+    words = {}
+    for word, speed in itertools.product(("yes", "okay", "hello there", "thank you"), (140, 175)):
+        path = os.path.join(folder, f"{word.replace(' ', '_')}{speed}.flac")
+        spoken_word(word, speed, path)
+        words.setdefault(word, []).append(_signature(path))
+    scale, draw = (220, 247, 262, 294, 330, 349, 392, 440), random.Random(56)
+    melodies = []
+    for i in range(10):   # eight notes each, drawn from one scale: no two one tune
+        path = os.path.join(folder, f"melody{i}.flac")
+        melody(path, [draw.choice(scale) for _ in range(8)])
+        melodies.append(_signature(path))
+    calls = {}
+    for name, answers in (("sentences", ()), ("short answers", ("yes", "no", "okay", "maybe",
+                                                                 "yes please", "not now",
+                                                                 "thank you", "no thanks"))):
+        calls_folder = os.path.join(folder, name.replace(" ", "_"))
+        os.makedirs(calls_folder)
+        calls[name] = [_signature(path) for path in
+                       greeting_calls(calls_folder, len(answers) or 20, answers)]
+    return {"one sentence, another voice": list(zip(takes, voices)),
+            "a word at two speeds": [tuple(found) for found in words.values()],
+            "plucked melodies": list(itertools.combinations(melodies, 2)),
+            "calls: greeting + sentence": list(itertools.combinations(calls["sentences"], 2)),
+            "calls: greeting + short answer": list(itertools.combinations(
+                calls["short answers"], 2)),
+            "different sentences": list(itertools.combinations(takes, 2))}
+
+
+def _takes_and_copies(folder: str, count: int, kinds) -> tuple[list, dict]:
+    """The `near` digests of `count` sentences spoken by espeak-ng in `folder`,
+    and {kind: the digests of a copy of each} of every kind of `kinds`."""
+    takes, copies = [], {kind: [] for kind in kinds}
+    for i, text in enumerate(sentences(count)):
+        take = os.path.join(folder, f"take{i}.flac")
         speak(text, take, voice=i)
         takes.append(_signature(take))
-        for kind in NEAR_COPIES:
-            copy = os.path.join(workdir, f"copy{i}_{kind}.{kind}")
+        for kind in kinds:
+            copy = os.path.join(folder, copy_name(f"take{i}", kind))
             near_copy(take, copy, kind)
             copies[kind].append(_signature(copy))
+    return takes, copies
+
+
+def copy_accuracy(workdir: str, count: int) -> None:
+    """Prints the labelled set's table (module docstring): per copy kind and
+    per kind of likeness, the pairs proposed, confirmed and dropped."""
+    folder = os.path.join(workdir, "labelled")
+    os.makedirs(folder)
+    takes, copies = _takes_and_copies(folder, count, COPY_KINDS)
+    print(f"labelled set, {count} espeak-ng sentences, proposed at similarity >= "
+          f"{NEAR_THRESHOLD}: proposed / confirmed / dropped (both)")
+    print("| copy kind | pairs | proposed | confirmed | dropped (recall) |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    found = total = 0
+    for kind, signatures in copies.items():
+        proposed, confirmed, dropped = _judged(list(zip(takes, signatures)))
+        found, total = found + dropped, total + count
+        print(f"| {COPY_KINDS[kind].description} | {count} | {proposed} | {confirmed} | "
+              f"{dropped} ({dropped / count:.2f}) |")
+    print("| likeness, no copy | pairs | proposed | confirmed | dropped |")
+    wrong = 0
+    for name, pairs in _likenesses(folder, takes, count).items():
+        proposed, confirmed, dropped = _judged(pairs)
+        wrong += dropped
+        print(f"| {name} | {len(pairs)} | {proposed} | {confirmed} | {dropped} |")
+    print(f"drop's precision {found / max(1, found + wrong):.3f} ({found} copies dropped, "
+          f"{wrong} likenesses); recall of the copies {found}/{total}")
+
+
+def near_accuracy(workdir: str, count: int) -> None:
+    """Prints recall per copy kind and the false positives among different takes."""
+    takes, copies = _takes_and_copies(workdir, count, NEAR_COPIES)
     print(f"near duplicates at similarity >= {NEAR_THRESHOLD}, {count} espeak-ng sentences:")
     for kind, signatures in copies.items():
         similarity = [near_similarity(a, b) for a, b in zip(takes, signatures)]
@@ -154,9 +260,11 @@ def main(argv=None) -> None:
     parser.add_argument("--sentences", type=int, default=30)
     parser.add_argument("--noises", type=int, default=12)
     parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--labelled", type=int, default=12)
     args = parser.parse_args(argv)
     workdir = tempfile.mkdtemp(prefix="datagen-duplicates-bench-")
     try:
+        copy_accuracy(workdir, args.labelled)
         near_accuracy(workdir, args.sentences)
         noise_accuracy(workdir, args.noises)
         greeting_accuracy(workdir, args.calls)

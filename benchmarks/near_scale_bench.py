@@ -3,7 +3,7 @@
     python -m benchmarks.near_scale_bench [--sizes 10000,100000] [--threshold 0.4]
 
 A synthetic corpus of `near` signatures, made by the job's own MinHash
-(transforms/recipe/near_duplicates.py `minhash`) from landmark sets, so the
+(transforms/media/near_duplicates.py `minhash`) from landmark sets, so the
 signatures are what real audio would give for those sets:
 
 - a realistic mix: each recording 1,500 landmarks, 15% of them drawn from a
@@ -17,15 +17,20 @@ signatures are what real audio would give for those sets:
   similarity about 0.8 to it) of 10, 100, 1,000 and 10,000 copies, those of
   at most a tenth of the corpus.
 
+Each digest also carries a band-level profile (transforms/media/
+same_recording.py; `band_profile`, 3 s of random levels): the same for the
+copies of one recording (a pair, a cluster), its own for every other, so a
+pair proposed is confirmed as the step confirms it.
+
 Each size runs the real step, `NearGroups` (transforms/checks/near_groups.py:
-bands, star edges, verified pairs, connected components) on the local
+bands, star edges, proposed pairs confirmed, connected components) on the local
 runner in a process of its own, whose peak RSS and wall time are its own.
 The local runner holds every PCollection in memory (3.2 GiB at 10^5), so
 sizes from --simulate_from on run the step's own functions without Beam
 instead: the common landmarks tallied (`LandmarkTally`), each bucket's
 smallest member found in one pass over the bands, and every other member's
 edge to it made in a second (what `star_edges` does), `near_match` on
-each edge, `union_find` on those that pass.
+each edge, `compare` on those proposed, `union_find` on those confirmed.
 Reported: recall of the planted pairs by similarity (a pair is found when
 both are in one group), of each cluster (its copies in the clip's group),
 false pairs (two members of a group from unrelated recordings) and the
@@ -51,14 +56,18 @@ import numpy as np
 from benchmarks.process_tree import measure
 from transforms.checks.components import union_find
 from transforms.checks.near_groups import NearGroups
-from transforms.recipe.near_duplicates import (
+from transforms.media.near_duplicates import (
+    NEAR,
     LandmarkTally,
     band_rows,
     minhash,
     near_bands,
     near_match,
+    profile_of,
 )
+from transforms.media.same_recording import compare
 from transforms.runner.runtime import local_runner
+from transforms.testing.synthetic_media import band_profile
 
 _SPACE = 196 * 196 * 64
 _LANDMARKS, _POPULAR_SHARE, _POPULAR = 1500, 0.15, 20_000
@@ -83,6 +92,7 @@ class _Corpus:
         self.records: list = []
         self.family: dict = {}
         self.kind: dict = {}
+        self._profiles: dict = {}   # family -> its recording's profile
 
     def _uniform(self, count: int) -> np.ndarray:
         return self.rng.integers(0, _SPACE, count, dtype=np.uint64)
@@ -100,7 +110,10 @@ class _Corpus:
 
     def add(self, key: str, landmarks: np.ndarray, family: str, kind: str) -> None:
         member = (key, "train", "")
-        self.records.append((member, minhash(landmarks).astype("<u4").tobytes().hex()))
+        if family not in self._profiles:
+            self._profiles[family] = band_profile(self.rng)
+        self.records.append((member, f"{minhash(landmarks).astype('<u4').tobytes().hex()}."
+                                     f"{self._profiles[family]}"))
         self.family[key], self.kind[key] = family, kind
 
     def copy(self, landmarks: np.ndarray, similarity: float) -> np.ndarray:
@@ -141,6 +154,7 @@ def _groups(records: list, threshold: float) -> list:
             _ = (pipeline
                  | beam.Create(records)
                  | NearGroups(threshold)
+                 | beam.Filter(lambda group: group.kind == NEAR)
                  | beam.Map(lambda group: json.dumps([m[0] for m in group.members]))
                  | beam.io.WriteToText(path, shard_name_template=""))
         with open(path) as f:
@@ -167,7 +181,8 @@ def _simulated_groups(records: list, threshold: float) -> list:
     del smallest
     digest_of = dict(records)
     edges = [(a, b) for a, b in candidates
-             if near_match(digest_of[a], digest_of[b], threshold, common) is not None]
+             if near_match(digest_of[a], digest_of[b], threshold, common) is not None
+             and compare(profile_of(digest_of[a]), profile_of(digest_of[b])).same]
     members: dict = {}
     for member, label in union_find(edges).items():
         members.setdefault(label, []).append(member[0])

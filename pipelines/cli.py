@@ -238,10 +238,15 @@ def flag_names(flags: Sequence[Flag]) -> Callable[[str], str]:
 @contextlib.contextmanager
 def in_flag_terms(flags: Sequence[Flag]) -> Iterator[None]:
     """An ArgumentError raised in the block (a public constructor's, naming its
-    Python parameter) raised again as a FlagError naming the flag instead."""
+    Python parameter) raised again as a FlagError naming the flag instead; one
+    of a parameter none of `flags` sets is left for an outer block (a job's
+    reader, whose `file_pattern` is the job's --input) to name."""
+    options = flag_options(flags)
     try:
         yield
     except ArgumentError as e:
+        if e.parameter not in options:
+            raise
         raise FlagError(e.said(flag_names(flags))) from e
 
 

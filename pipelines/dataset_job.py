@@ -315,12 +315,18 @@ def run_rows_job(job: str, argv, read_rows, what: str) -> dict | None:
     return run_dataset_job(options, config, read.source)
 
 
+# A default the input gives is not taken when the command line gives one of
+# these: new splits asked for (ratios, or stratified) over the input's own.
+_OVERRIDDEN_BY = {"split_column": ("splits", "stratify_by")}
+
+
 def _take_flag_defaults(options: PipelineOptions, defaults: dict) -> None:
-    """The input's own word (a Hugging Face Audio column's sampling rate) for
-    each flag of `defaults` the command line does not give, said in a line."""
+    """The input's own word (a Hugging Face Audio column's sampling rate, a
+    hub layout's splits) for each flag of `defaults` the command line does
+    not give (nor one that overrides it), said in a line."""
     given = beam_internals.given_flags(options)
     for flag, value in defaults.items():
-        if flag not in given:
+        if flag not in given and not given & set(_OVERRIDDEN_BY.get(flag, ())):
             setattr(options.view_as(DatasetOptions), flag, value)
             _LOG.info("--%s %s, as the input's metadata declares", flag, value)
 

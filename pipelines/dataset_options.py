@@ -69,14 +69,15 @@ class DatasetOptions(FlagTable, PipelineOptions):
                   "then the first read) and filters the rest as 'duplicate', decoding the "
                   "media twice; off takes no fingerprints."),
         Flag("near_duplicates", "splits", default=0.0, type=float, example="0.4", recorded=True,
-             help="Also find audio alike but not identical (a lossy re-encode, a take cut at "
-                  "another start): samples joined by pairs whose spectral-peak landmarks are at "
-                  "least this similar (0-1; at 0.4 every MP3, AAC and Opus copy of speech "
-                  "measured is found, and no two different sentences or noises) are a 'near' "
-                  "group, handled as --duplicates says; a pair must also be alike on the "
-                  "landmarks not common to 2% of the corpus (calls that share a greeting are "
-                  "not copies). Landmarks of the audio the cut decodes (whole samples decode "
-                  "theirs for it). 0 (default): off."),
+             help="Also find copies that are not identical (a lossy re-encode, another gain, "
+                  "a take cut at another start): pairs whose spectral-peak landmarks are at "
+                  "least this similar (0-1) are proposed, and those then confirmed as one "
+                  "recording, aligned and compared frame by frame, are a 'near' group, handled "
+                  "as --duplicates says (at 0.4 every MP3, AAC and Opus copy and every gain "
+                  "from -20 to +6 dB measured is found). A pair proposed but not confirmed "
+                  "(calls that share a greeting, one sentence in two voices) is listed as "
+                  "'similar' and never dropped. Landmarks of the audio the cut decodes (whole "
+                  "samples decode theirs for it). 0 (default): off."),
         Flag("label_field", "splits", default="", example="cls", recorded=True,
              help="Label field to count: the manifest records examples per split and label (e.g. "
                   "'cls' or 'json.label'); --stratify_by counts its label without it."),

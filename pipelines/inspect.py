@@ -77,10 +77,12 @@ def describe_dataset(output_dir: str, examples: int = 2, failures: int = 3) -> s
     if duplicates:  # --duplicates warn or fail (transforms/checks/duplicates.py)
         across = ", ".join(f"{pair} {n}" for pair, n in duplicates["across_splits"].items())
         within = ", ".join(f"{split} {n}" for split, n in duplicates["within_split"].items())
-        near = (f" ({duplicates['near']} of them near groups)" if duplicates.get("near")
+        near = (f" ({duplicates['near']} of them near copies)" if duplicates.get("near")
                 else "")
-        lines.append(f"  duplicates: {duplicates['groups']} groups of identical content{near} "
-                     f"(across splits: {across or 'none'}; within: {within or 'none'})"
+        similar = (f"; {duplicates['similar']} pairs alike but not one recording"
+                   if duplicates.get("similar") else "")
+        lines.append(f"  duplicates: {duplicates['groups']} groups of copies{near} "
+                     f"(across splits: {across or 'none'}; within: {within or 'none'}){similar}"
                      + (f" in {duplicates['file']}" if duplicates["file"] else ""))
     if doc["failures"]["count"]:
         lines.append(f"  failures: {doc['failures']['count']} in {doc['failures']['file']}")

@@ -40,7 +40,7 @@ def run(argv=None) -> dict | None:
     with cli.in_job_terms("tar_to_tfrecord"):
         read = dg.ReadTarSamples(input_patterns(options, "a tar file pattern"),
                                  shard_size_bytes(options))
-    config = dataset_config(options, read)
+        config = dataset_config(options, read)   # matches the files: --input's error
     return run_dataset_job(options, config, read.source)
 
 

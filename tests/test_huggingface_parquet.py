@@ -174,3 +174,29 @@ def test_an_unlabeled_row_is_filtered_and_every_value_lies_in_its_declared_class
     problems = dg.verify_dataset(output).problems
     assert problems and all("feature 'label': 2 is none of its 2 declared classes (0..1)" in p
                             for p in problems)
+
+
+def test_a_hub_layouts_own_splits_are_kept(clips, tmp_path):
+    """`datasets` writes a train and a test split in the hub's layout
+    (data/<split>-00000-of-00001.parquet): with no split flag, each row stays
+    in its file's split; --splits asks for new ones, split by hash."""
+    embedded = [{"bytes": (clips / f"{n}.flac").read_bytes(), "path": f"{n}.flac"} for n in TONES]
+    ds = _dataset({"audio": embedded * 4, "text": [f"t{i}" for i in range(12)],
+                   "label": [i % 3 for i in range(12)]})
+    data = tmp_path / "data"
+    data.mkdir()
+    ds.select(range(8)).to_parquet(str(data / "train-00000-of-00001.parquet"))
+    ds.select(range(8, 12)).to_parquet(str(data / "test-00000-of-00001.parquet"))
+    output = tmp_path / "ds"
+    info = parquet_to_tfrecord.run(["--input", f"{data}/*.parquet", "--output", str(output),
+                                    "--cut", "utterances", "--features", "text:string"])
+    texts = {split: sorted(e["text"].numpy().decode() for e in dg.load(
+        output, split, batch_size=None)) for split in ("train", "test")}
+    assert texts == {"train": sorted(f"t{i}" for i in range(8)),
+                     "test": sorted(f"t{i}" for i in range(8, 12))}
+    assert info["recipe"]["splits"]["column"] == "file_split"
+    resplit = parquet_to_tfrecord.run(["--input", f"{data}/*.parquet", "--output",
+                                       str(tmp_path / "resplit"), "--cut", "utterances",
+                                       "--features", "text:string", "--splits",
+                                       "train=0.5,test=0.5"])
+    assert resplit["recipe"]["splits"]["column"] is None

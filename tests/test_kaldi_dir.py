@@ -85,10 +85,13 @@ def test_each_utterance_is_its_stretch_of_its_recording(corpus, tmp_path):
 
 
 def test_segments_without_segment_columns_are_refused_on_every_way_in(corpus, tmp_path):
+    """The command line takes the columns the directory implies (start,end)
+    when given none; other ones, and none from Python, are refused."""
     with pytest.raises(ValueError, match="^--segment_columns must be start,end for a Kaldi "
                                          "data directory with a segments file"):
         manifest_to_tfrecord.run(["--input", f"{corpus}/data/train/wav.scp", "--output",
-                                  str(tmp_path / "cli"), "--media_root", str(corpus), *FLAGS])
+                                  str(tmp_path / "cli"), "--media_root", str(corpus),
+                                  "--segment_columns", "start,channel", *FLAGS])
     read = dg.ReadListingSamples(f"{corpus}/data/train/wav.scp", [], media_root=corpus)
     with pytest.raises(dg.ArgumentError, match="^segments.columns must be start,end"):
         dg.WriteDataset(str(tmp_path / "api"), read.source, features="text:string")

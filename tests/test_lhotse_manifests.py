@@ -121,11 +121,20 @@ def test_a_cutsets_cuts_are_the_same_utterances(corpus, tmp_path):
         dg.ReadLhotseSamples(f"{corpus}/librispeech_supervisions_dev-clean.jsonl.gz")
 
 
-def test_supervisions_without_segment_columns_are_refused(corpus, tmp_path):
+def test_supervisions_imply_their_segment_columns_and_refuse_others(corpus, tmp_path, caplog):
+    """The manifests imply --segment_columns start,end and --audio_fields audio
+    (a line says so); other segment columns would misread them: refused."""
+    with caplog.at_level("INFO"):
+        info = manifest_to_tfrecord.run([
+            "--input", f"{corpus}/librispeech_recordings_*.jsonl.gz", "--output",
+            str(tmp_path / "implied"), "--cut", "utterances", "--splits", "train=1"])
+    assert info["recipe"]["segments"]["columns"] == ["start", "end"]
+    assert "--segment_columns start,end, as the input's metadata declares" in caplog.text
     with pytest.raises(ValueError, match="^--segment_columns must be start,end for Lhotse "
                                          "supervisions"):
         manifest_to_tfrecord.run(["--input", f"{corpus}/librispeech_recordings_*.jsonl.gz",
-                                  "--output", str(tmp_path / "ds"), *FLAGS[2:]])
+                                  "--output", str(tmp_path / "ds"), "--segment_columns",
+                                  "start,channel", *FLAGS[2:]])
     assert not (tmp_path / "ds").exists()
 
 

@@ -54,9 +54,10 @@ def _run(manifest, output, *flags):
     # 50 KB shards: units of a few rows (their 8-16 KB audio files), several shards;
     # the rows' media lie in the listing folder's sibling media/.
     media = posixpath.join(posixpath.dirname(posixpath.dirname(str(manifest))), "media")
+    roots = ["--media_root", media] if "://" in media or os.path.isdir(media) else []
     return manifest_to_tfrecord.run(["--input", str(manifest), "--output", str(output),
                                      "--media_columns", "audio", "--shard_size_mb", "0.05",
-                                     "--media_root", media, *flags])
+                                     *roots, *flags])
 
 
 def _examples(output, info):

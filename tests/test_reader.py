@@ -171,8 +171,9 @@ def test_the_beam_free_layers_import_with_beam_blocked():
     # (recipe/measures/, where statistics moved: durations, labels, transcripts,
     # augmentation), subpackages walked too; #47 the shard formats (format/shard_format)
     # and ArrayRecord's reading (format/array_records); #48 sox's noise-like recordings
-    # (testing/noises); #56 the key places (format/keys).
-    assert out.stdout.strip() == "58"
+    # (testing/noises); #56 the key places (format/keys) and the frame-by-frame
+    # check of near copies (media/same_recording; near_duplicates moved to media/).
+    assert out.stdout.strip() == "59"
 
 
 def test_inspect_shows_counts_and_decoded_examples(dataset):

@@ -54,18 +54,31 @@ class _UnitKeysFn(beam.DoFn):
         self._reader.teardown()
 
 
-def _named(repeated: list, reader) -> dict:
-    """{key: its places in words} of the keys given more than once, their
-    places named by the reader (a listing's lines counted once per file)."""
-    named = iter(reader.place_names([place for _, places in repeated for place in places]))
-    return {key: (len(places), places_text([next(named) for _ in places]))
-            for key, places in repeated}
+class _NamePlacesFn(beam.DoFn):
+    """(key, its places) -> (key, (times, its places in words)) when there are
+    two or more, the places named by the reader (a listing's lines)."""
+
+    def __init__(self, reader):
+        self._reader = reader
+
+    def setup(self):
+        self._reader.setup(counting=False)
+
+    def process(self, keyed):
+        key, places = keyed
+        if _more_than_one(places):
+            places = sorted(places)
+            yield key, (len(places), places_text(self._reader.place_names(places)))
+
+    def teardown(self):
+        self._reader.teardown()
 
 
 class KeysGivenTwice(beam.PTransform):
-    """Work units -> one {key: (times, its places in words)} of each key that
-    `reader` gives more than once, as `segments` convert its samples: a
-    singleton, empty as a rule. Only (key, place) records are shuffled."""
+    """Work units -> (key, (times, its places in words)) of each key that
+    `reader` gives more than once, as `segments` convert its samples: none as
+    a rule, taken as a dict (`beam.pvalue.AsDict`). Only (key, place) records
+    are shuffled."""
 
     def __init__(self, reader, segments: SegmentOptions):
         super().__init__()
@@ -78,10 +91,7 @@ class KeysGivenTwice(beam.PTransform):
                 | "UnitKeys" >> beam.ParDo(_UnitKeysFn(reader, self._segments))
                 | "ByKey" >> beam.GroupByKey()
                 # (key, [KeyPlace, ...])
-                | "Repeated" >> beam.FlatMapTuple(lambda key, places: (
-                    [(key, sorted(places))] if _more_than_one(places) else []))
-                | "Together" >> beam.combiners.ToList()
-                | "NamePlaces" >> beam.Map(_named, reader))
+                | "Repeated" >> beam.ParDo(_NamePlacesFn(reader)))
 
 
 def _more_than_one(items: Iterable) -> bool:

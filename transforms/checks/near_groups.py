@@ -1,21 +1,30 @@
-"""Near groups: the samples whose audio is alike, found without comparing all pairs.
+"""Near groups: the samples that are one recording, found without comparing all pairs.
 
-Each sample's `near` signature (transforms/recipe/near_duplicates.py) is cut
+Each sample's `near` signature (transforms/media/near_duplicates.py) is cut
 into band keys (as many rows a band as the threshold asks: `band_rows`).
 The samples sharing a band key are a bucket, however many: each member is a
 candidate with the bucket's smallest member (star edges, as BigCode's MinHash
 deduplication makes them), so a bucket of n gives n - 1 candidates, never
 n^2, and a clip copied ten thousand times is as findable as one copied
-twice. A candidate is joined with its two signatures by member and kept
-when it is a match (`near_match`: alike to the threshold); the near groups are
-the connected components of the kept edges (transforms/checks/components.py),
-each with the similarity of its weakest edge. Only band keys, members,
-signatures (1 KB) and labels are shuffled, never the landmarks.
+twice. A candidate is joined with its two signatures by member and proposed
+when it is a match (`near_match`: alike to the threshold).
+
+A proposal is only a similarity of landmarks: two calls that open with one
+greeting, one sentence in two voices, share many. So each is then checked on
+the pair itself (`_Verified`): the two recordings' profiles, joined by member
+(only those of members proposed are shuffled), aligned and compared frame by
+frame (transforms/media/same_recording.py). The near groups are the connected
+components of the confirmed pairs (transforms/checks/components.py), each
+with the landmark similarity of its weakest edge: a group's members are one
+recording, and `--duplicates drop` may keep one of them. A pair proposed but
+not confirmed is a `similar` pair, listed with why, never dropped. Only band
+keys, members, signatures (1 KB), the proposed members' profiles and labels
+are shuffled, never the landmarks.
 
 Before any of that, the signatures' bins are tallied (`CommonLandmarks`) to
 find the landmarks common to much of the corpus (a greeting many calls open
 with), which band keys leave out and a match must be alike without
-(transforms/recipe/near_duplicates.py): a tally per
+(transforms/media/near_duplicates.py): a tally per
 worker, merged into one whose size is bounded by the landmarks there are.
 Up to a million signatures are tallied, and beyond that a million of them
 (`tallied`): a landmark in 2% of them is in 20,000, so the cut is as sharp,
@@ -31,16 +40,24 @@ from typing import Iterable, Iterator, NamedTuple
 import apache_beam as beam
 
 from transforms.checks.components import ConnectedComponents
-from transforms.recipe.near_duplicates import (
+from transforms.media.near_duplicates import (
+    NEAR,
     NOTHING_COMMON,
     LandmarkTally,
     band_rows,
     near_bands,
     near_match,
+    profile_of,
 )
+from transforms.media.same_recording import compare
 from transforms.runner.counters import counter
 
-__all__ = ["CommonLandmarks", "NearEdge", "NearGroup", "NearGroups", "star_edges", "tallied"]
+__all__ = ["SIMILAR", "CommonLandmarks", "NearEdge", "NearGroup", "NearGroups", "star_edges",
+           "tallied"]
+
+# A pair whose landmarks are alike but which the frame-by-frame check finds
+# not to be one recording.
+SIMILAR = "similar"
 
 # The signatures tallied for the common landmarks, at most (about).
 _TALLIED = 1_000_000
@@ -56,11 +73,14 @@ class NearEdge(NamedTuple):
 
 
 class NearGroup(NamedTuple):
-    """Samples joined by edges alike to the threshold or more: the members,
-    sorted, and the similarity of the group's weakest edge."""
+    """Samples joined by pairs confirmed as one recording (`kind` NEAR), or a
+    pair alike but not confirmed (SIMILAR, `why` says how they differ): the
+    members, sorted, and the landmark similarity of the weakest pair."""
 
     members: tuple
     similarity: float
+    kind: str = NEAR
+    why: str = ""
 
 
 def star_edges(members: Iterable) -> Iterator[tuple]:
@@ -125,19 +145,71 @@ def _group(_, joined: dict) -> Iterator[NearGroup]:
         yield NearGroup(tuple(sorted(joined["members"])), weakest)
 
 
+def _with_first_profile(_, joined: dict) -> Iterator[tuple]:
+    """(second, (edge, first's profile)) of each edge proposed from one member."""
+    for profile in joined["profile"]:
+        for edge in joined["edge"]:
+            yield edge.second, (edge, profile)
+
+
+def _checked(_, joined: dict) -> Iterator[tuple]:
+    """(the edge, the two profiles' Alignment) of each proposed edge to this member."""
+    for profile in joined["profile"]:
+        for edge, first_profile in joined["firsts"]:
+            yield edge, compare(first_profile, profile)
+
+
+def _count_checked(_, alignment) -> None:
+    counter("near_pairs_proposed").inc()
+    if alignment.same:
+        counter("near_pairs_confirmed").inc()
+
+
+class _Verified(beam.PTransform):
+    """Proposed NearEdges -> (edge, Alignment) of each: the pair's two profiles
+    (from `digests`, only the proposed members') aligned and compared."""
+
+    def __init__(self, digests):
+        super().__init__()
+        self._digests = digests
+
+    def expand(self, edges):
+        proposed = beam.pvalue.AsDict(
+            edges
+            | "EdgeMembers" >> beam.FlatMap(lambda e: ((e.first, None), (e.second, None)))
+            | "DistinctMembers" >> beam.Distinct())
+        profiles = (self._digests
+                    | "OfProposed" >> beam.Filter(lambda kv, members: kv[0] in members, proposed)
+                    | "Profiles" >> beam.MapTuple(lambda member, digest: (member,
+                                                                          profile_of(digest))))
+        firsts = ({"edge": edges | "ByFirst" >> beam.Map(lambda e: (e.first, e)),
+                   "profile": profiles}
+                  | "JoinFirstProfile" >> beam.CoGroupByKey()
+                  | "FirstProfile" >> beam.FlatMapTuple(_with_first_profile))
+        return ({"firsts": firsts, "profile": profiles}
+                | "JoinSecondProfile" >> beam.CoGroupByKey()
+                | "Compare" >> beam.FlatMapTuple(_checked))
+
+
 class NearGroups(beam.PTransform):
-    """(member, near digest) of each sample -> a NearGroup of each set of samples
-    joined by pairs that match at `threshold` (`near_match`: alike to it, and
-    not by common sounds alone; module docstring)."""
+    """(member, near digest) of each sample -> a NearGroup of each set of
+    samples joined by pairs that match at `threshold` (`near_match`: alike to
+    it, and not by common sounds alone) and are confirmed as one recording,
+    and a SIMILAR NearGroup of each pair that matches but is not (module
+    docstring). The counters `near_pairs_proposed` and `near_pairs_confirmed`
+    say how many."""
 
     def __init__(self, threshold: float):
         super().__init__()
         self._threshold = threshold
 
-    def expand(self, digests):
+    def expand(self, full_digests):
         threshold, rows = self._threshold, band_rows(self._threshold)
+        # The landmarks' signatures alone until a pair is proposed.
+        digests = full_digests | "Signatures" >> beam.MapTuple(
+            lambda member, digest: (member, digest.partition(".")[0]))
         signatures = beam.pvalue.AsSingleton(
-            digests | "Signatures" >> beam.combiners.Count.Globally())
+            digests | "CountSignatures" >> beam.combiners.Count.Globally())
         common_landmarks = (
             digests
             | "Tallied" >> beam.Filter(lambda kv, count: tallied(kv[0], count), signatures)
@@ -158,9 +230,17 @@ class NearGroups(beam.PTransform):
             | "FirstDigest" >> beam.FlatMapTuple(lambda first, joined: (
                 (second, (first, digest))
                 for digest in joined["digest"] for second in joined["pairs"])))
-        edges = ({"firsts": firsts, "digest": digests}
-                 | "JoinSecond" >> beam.CoGroupByKey()
-                 | "Score" >> beam.FlatMapTuple(_scored, threshold=threshold, common=common))
+        proposed = ({"firsts": firsts, "digest": digests}
+                    | "JoinSecond" >> beam.CoGroupByKey()
+                    | "Score" >> beam.FlatMapTuple(_scored, threshold=threshold, common=common))
+        checked = proposed | "Verify" >> _Verified(full_digests)
+        _ = checked | "CountChecked" >> beam.MapTuple(_count_checked)
+        edges = checked | "Confirmed" >> beam.FlatMapTuple(
+            lambda edge, alignment: [edge] if alignment.same else [])
+        similar = checked | "NotConfirmed" >> beam.FlatMapTuple(
+            lambda edge, alignment: [] if alignment.same else [NearGroup(
+                tuple(sorted((edge.first, edge.second))), edge.similarity, SIMILAR,
+                alignment.describe())])
         components = (edges
                       | "Ends" >> beam.Map(lambda edge: (edge.first, edge.second))
                       | "Components" >> ConnectedComponents())
@@ -172,7 +252,8 @@ class NearGroups(beam.PTransform):
                 (label, similarity)
                 for label in joined["label"] for similarity in joined["similarity"]))
             | "Weakest" >> beam.CombinePerKey(min))
-        return ({"members": components | "ByComponent" >> beam.Map(lambda nl: (nl[1], nl[0])),
-                 "weakest": weakest}
-                | "Component" >> beam.CoGroupByKey()
-                | "Group" >> beam.FlatMapTuple(_group))
+        groups = ({"members": components | "ByComponent" >> beam.Map(lambda nl: (nl[1], nl[0])),
+                   "weakest": weakest}
+                  | "Component" >> beam.CoGroupByKey()
+                  | "Group" >> beam.FlatMapTuple(_group))
+        return (groups, similar) | "GroupsAndSimilar" >> beam.Flatten()

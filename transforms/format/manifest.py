@@ -19,7 +19,8 @@ from transforms.format.text import comma_list
 
 __all__ = ["MANIFEST", "LEGACY_MANIFEST", "SCHEMA", "FAILURES_FILE", "DUPLICATES_FILE",
            "FORMAT_VERSION", "MANIFEST_KEYS", "Section", "TOP", "PER_SPLIT", "ACCOUNTING",
-           "TEMP_PREFIX", "build_manifest", "class_names", "declared_classes", "schema_pbtxt",
+           "TEMP_PREFIX", "build_manifest", "class_names", "declared_classes", "lists_duplicates",
+           "schema_pbtxt",
            "schema_proto",
            "DatasetInfo"]
 
@@ -130,7 +131,7 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], shard_format
         "failures": {"count": num_failures, "file": FAILURES_FILE if num_failures else None},
         "warnings": list(warnings),
         "ledger": ledger,
-        **({"duplicates": {**duplicates, "file": DUPLICATES_FILE if duplicates["groups"]
+        **({"duplicates": {**duplicates, "file": DUPLICATES_FILE if lists_duplicates(duplicates)
                            else None}} if duplicates is not None else {}),
         **({"transform": dict(transform)} if transform is not None else {}),
         **({"audio_features": dict(audio_features)} if audio_features else {}),
@@ -147,6 +148,12 @@ def schema_pbtxt(spec: FeatureSpec, num_classes: Mapping[str, int] | None = None
 
 
 _INT32 = (-2**31, 2**31 - 1)
+
+
+def lists_duplicates(summary: Mapping[str, Any]) -> bool:
+    """Whether the duplicate check's summary lists anything (a group of copies
+    or a pair alike but not one recording): then duplicates.jsonl is published."""
+    return bool(summary["groups"] or summary.get("similar"))
 
 
 def _label_classes(spec: FeatureSpec, label_source: str | None,

@@ -45,6 +45,7 @@ from transforms.media.decoded import NoSamples
 from transforms.media.encoded import check_encoded
 from transforms.media.length import MediaLength, probe_length
 from transforms.media.loudness import ActivePower, Heard
+from transforms.media.near_duplicates import NEAR, NearTap, near_fingerprints
 from transforms.recipe import sample_ops
 from transforms.recipe.fingerprints import (
     FEATURE,
@@ -59,7 +60,6 @@ from transforms.recipe.measures.durations import Durations
 from transforms.recipe.measures.labels import Labels
 from transforms.recipe.measures.statistics import Statistics
 from transforms.recipe.measures.transcripts import Transcripts
-from transforms.recipe.near_duplicates import NEAR, NearTap, near_fingerprints
 from transforms.recipe.segments import SegmentOptions, segment_samples
 from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan, Strata
 from transforms.recipe.transcripts import TranscriptOptions

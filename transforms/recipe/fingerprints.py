@@ -23,7 +23,7 @@ its recording's bytes and streams are every segment's, and would make them
 all one.
 
 Samples alike but not identical (a lossy re-encode, another start) are
-transforms/recipe/near_duplicates.py's.
+transforms/media/near_duplicates.py's.
 """
 
 from __future__ import annotations

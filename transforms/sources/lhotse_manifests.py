@@ -34,7 +34,9 @@ folder), and must lie in the corpus as every listing's media must.
 
 Dead letters, each naming the cut, supervision or recording: a line that is not
 a JSON object with the fields of its kind; a supervision whose recording the
-recordings manifest lacks; a segment outside its recording; a recording whose
+recordings manifest lacks; a segment outside its recording (one that ends at
+most 25 ms past it, as Lhotse's loader tolerates, is cut at the recording's
+end and counted: `CLAMPED`); a recording whose
 audio is a `command` (refused as wav.scp commands are: convert the audio
 first) or held in memory, or which Lhotse would transform (speed, volume) as
 it loads it. A recording of several sources (a file a channel, as AMI's
@@ -59,10 +61,16 @@ from transforms.format.sample import CHANNEL
 from transforms.format.text import preview
 from transforms.sources.input_files import open_decompressed
 
-__all__ = ["LHOTSE", "LhotseTables", "is_lhotse_listing", "lhotse_columns", "lhotse_files",
-           "first_recording_path", "rows_file"]
+__all__ = ["CLAMPED", "LHOTSE", "LhotseTables", "is_lhotse_listing", "lhotse_columns",
+           "lhotse_files", "first_recording_path", "rows_file"]
 
 LHOTSE = "lhotse"
+# A row's mark that its segment ended past its recording and was cut at its
+# end: the reader counts it (`segments_clamped`) and leaves it out.
+CLAMPED = "__clamped__"
+# How far past its recording a segment may end and be cut there: what Lhotse
+# itself tolerates as it loads audio (LHOTSE_AUDIO_DURATION_MISMATCH_TOLERANCE).
+_TOLERANCE_S = 0.025
 _RECORDINGS = "recordings"
 _SUPERVISIONS = "supervisions"
 _CUTS = "cuts"
@@ -197,16 +205,17 @@ def _segment(name: str, kind: str, recording: Mapping[str, Any], start: float,
     """The row of `name`, a `kind` (supervision, cut) of `recording` from
     `start` for `duration` seconds on `channel` (an int, or a list of them)."""
     end, length = start + duration, _number(recording, "duration", "recording")
-    # A sample's worth of float rounding is not outside (start + duration).
-    if start < 0 or end <= start or end > length + 1 / _number(recording, "sampling_rate",
-                                                                "recording"):
+    if start < 0 or end <= start or end > length + _TOLERANCE_S:
         raise ValueError(f"{kind} {name!r} spans {start:g}-{end:g} s, outside its recording "
                          f"{recording['id']!r} of {length:g} s")
     channels = tuple(channel) if isinstance(channel, list) else (channel,)
     path, in_file = _source(recording, channels)
+    # More than a sample's worth of float rounding (start + duration) past the end.
+    clamped = end > length + 1 / _number(recording, "sampling_rate", "recording")
     return {"utterance": name, "audio": path, "recording": recording["id"], "start": start,
             "end": min(end, length), "channel": channel,
-            **({CHANNEL: in_file} if in_file is not None else {})}
+            **({CHANNEL: in_file} if in_file is not None else {}),
+            **({CLAMPED: True} if clamped else {})}
 
 
 def _labels(supervisions: list) -> dict:

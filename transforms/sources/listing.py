@@ -52,13 +52,13 @@ recording, NeMo-style) share one read of it: it is counted once.
 
 from __future__ import annotations
 
-import collections
 import functools
 import itertools
 import logging
 from typing import Callable, Iterator, Sequence
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.io.filesystem import FileMetadata
 from apache_beam.io.filesystems import FileSystems
 
@@ -70,7 +70,7 @@ from transforms.runner.counters import counter
 from transforms.sources.compression import StreamCorrupt, codec_of_name
 from transforms.sources.file_match import as_patterns, file_version, match_files, matched_files
 from transforms.sources.input_files import open_decompressed, open_input, read_whole
-from transforms.sources.lhotse_manifests import LHOTSE
+from transforms.sources.lhotse_manifests import CLAMPED, LHOTSE
 from transforms.sources.listing_rows import (
     ListingLayout,
     MediaReadError,
@@ -265,19 +265,23 @@ def _lines(path: str, start: int = 0, end: int | None = None,
     return (line for _, line in _placed_lines(path, start, end, skip_header, verify))
 
 
-def _line_numbers(path: str, offsets: Sequence[int]) -> dict:
-    """{offset: the number (from 1) of the line of the listing's text starting
-    there}, counted in one read of the text up to the last of them."""
-    numbers, wanted = {}, sorted(set(offsets))
+@functools.lru_cache(maxsize=4)
+def _line_starts(path: str) -> np.ndarray:
+    """Where each line of a listing's text starts (the first at 0), read once;
+    `searchsorted(starts, offset, "right")` is the number of the line at
+    `offset`, from 1."""
+    starts = [0]
     with open_decompressed(path) as f:
-        number = 0
-        for offset in wanted:
-            while f.tell() <= offset:
-                number += 1
-                if not f.readline():
-                    break
-            numbers[offset] = number
-    return numbers
+        for line in iter(f.readline, b""):
+            starts.append(starts[-1] + len(line))
+    return np.asarray(starts[:-1], np.int64)
+
+
+def _row(parse: Callable[[bytes], dict], line: bytes) -> tuple[dict, bool]:
+    """A line's row, and whether its segment was cut at its recording's end
+    (a listing set's mark, CLAMPED, taken out of it)."""
+    row = parse(line)
+    return row, bool(row.pop(CLAMPED, False))
 
 
 def iter_samples(files: Sequence[str], layout: ListingLayout,
@@ -291,7 +295,7 @@ def iter_samples(files: Sequence[str], layout: ListingLayout,
                 if not line.strip():
                     continue
                 try:
-                    yield row_to_sample(parse(line), path, layout, read)
+                    yield row_to_sample(_row(parse, line)[0], path, layout, read)
                 except (ValueError, MediaReadError):
                     continue
         except StreamCorrupt:
@@ -432,6 +436,7 @@ class ListingReader(UnitReader):
         self._rows_of = functools.lru_cache(maxsize=1)(
             functools.partial(_rows_source, layout=self._layout))
         self._rows = counter("manifest_rows_read", counting)
+        self._clamped = counter("segments_clamped", counting)
         self._samples = counter("samples_read", counting)
         self._files = counter("media_files_read", counting)
         self._bytes = counter("media_bytes_read", counting)
@@ -490,19 +495,19 @@ class ListingReader(UnitReader):
 
     def place_names(self, places: Sequence[KeyPlace]) -> list[KeyPlace]:
         """The places `keys` gave, each named by its line's number: the lines
-        of each file counted once, up to the last place in it."""
-        offsets = collections.defaultdict(list)
-        for place in places:
-            offsets[place.url].append(place.at)
-        numbers = {url: _line_numbers(url, at) for url, at in offsets.items()}
-        return [p._replace(where=f"line {numbers[p.url][p.at]}") for p in places]
+        of a file are counted once a worker (`_line_starts`), when a key of
+        it is given twice."""
+        return [p._replace(where=f"line {np.searchsorted(_line_starts(p.url), p.at, 'right')}")
+                for p in places]
 
     def _sample(self, url: str, line: bytes, parse: Callable[[bytes], dict]) -> dict | Failed:
         """The row's Sample, or its dead letter."""
         self._rows.inc()
         self._samples.inc()
         try:
-            return row_to_sample(parse(line), url, self._layout, self._read)
+            row, clamped = _row(parse, line)
+            self._clamped.inc(clamped)
+            return row_to_sample(row, url, self._layout, self._read)
         except MediaReadError as e:
             return Failed.of(_MEDIA_STAGE, e, url=url, key=e.key, member=e.path,
                              column=e.column)
@@ -547,6 +552,18 @@ class ReadListingSamples(beam.PTransform):
         plan = functools.partial(plan_listing_units, self._patterns, self.layout, target_bytes)
         self.source = Source(plan, ListingReader(self.layout))
 
+    @property
+    def flag_defaults(self) -> dict:
+        """{flag: value} the input itself implies where the command line gives
+        none: a listing set (Lhotse manifests, a Kaldi data directory) holds
+        its media in `audio`, the field a cut decodes, and where its rows are
+        utterances of their recordings, their `start` and `end` are the
+        segment columns."""
+        if self.layout.format not in LISTING_SETS:
+            return {}
+        segments = {"segment_columns": "start,end"} if "start" in self.layout.columns else {}
+        return {"audio_fields": ",".join(self.layout.media_columns), **segments}
+
     def describe(self) -> dict:
         """What the manifest records of this input."""
         return {"type": "manifest", "input": ",".join(self._patterns),
@@ -590,7 +607,8 @@ class ReadLhotseSamples(ReadListingSamples):
 
     def __init__(self, manifests: str | Sequence[str], target_bytes: int = SHARD_SIZE_BYTES,
                  media_root: str | Sequence[str] | None = None):
-        other = next((path for path in match_files(as_patterns(manifests))
+        other = next((path for path in match_files(as_patterns(manifests, "manifests"),
+                                                   "manifests")
                       if listing_format(path) != LHOTSE), None)
         if other is not None:
             raise ValueError(f"{other!r} is not a Lhotse recordings manifest or CutSet (named "

@@ -29,7 +29,10 @@ import posixpath
 import re
 from typing import Any
 
+from apache_beam.io.filesystems import FileSystems
+
 from transforms.format.arguments import ArgumentError, ArgumentTypeError
+from transforms.storage.folders import is_local
 
 __all__ = ["MediaRoots", "OutsideCorpus", "resolve"]
 
@@ -73,6 +76,22 @@ def _folder_of(listing_url: str) -> str:
     return _where(posixpath.dirname(listing_url) or ".")
 
 
+def _check_folder(root: str, parameter: str) -> None:
+    """ArgumentError naming `parameter` unless `root` may be a folder: on disk,
+    one that exists; on a store (gs://, which has no folders), not an object's
+    own name."""
+    if is_local(root):
+        if not os.path.exists(root):
+            raise ArgumentError(parameter, f"{root!r} does not exist: a media root is a "
+                                           "folder the listing's paths may lead into")
+        if not os.path.isdir(root):
+            raise ArgumentError(parameter, f"{root!r} is a file, not a folder the listing's "
+                                           "paths may lead into")
+    elif FileSystems.exists(root):
+        raise ArgumentError(parameter, f"{root!r} is an object, not a folder the listing's "
+                                       "paths may lead into")
+
+
 @dataclasses.dataclass(frozen=True)
 class MediaRoots:
     """The folders beside a listing's own whose media it may name; pickled
@@ -104,6 +123,8 @@ class MediaRoots:
                 for root in roots):
             raise ArgumentTypeError(parameter, f"must be a folder (str or os.PathLike) or a "
                                                f"list of them, got {roots!r}")
+        for root in map(os.fspath, roots):
+            _check_folder(root, parameter)
         return cls(tuple(_where(os.fspath(root)) for root in roots))
 
     def place(self, listing_url: str, written: str) -> str:

@@ -37,6 +37,13 @@ the first dot of its name (`data/train-00000-of-00001.parquet` ->
 `default/test/0000.parquet` -> `train/0000`, `test/0000`): a key is the
 dataset's, unique in it (transforms/format/keys.py).
 
+A Hugging Face hub layout names each file's split (`data/train-00000-of-
+00002.parquet`, `default/test/0000.parquet`): when its files name two
+splits or more, each row gets the field `file_split` (FILE_SPLIT), the split
+its file's name says, and the job keeps the dataset's own splits by it
+(`flag_defaults`: --split_column file_split, unless --splits or
+--stratify_by asks for new ones).
+
 A Hugging Face `datasets` export says what its columns are in the schema's
 `huggingface` metadata (`huggingface_features`): its `Audio` and `Image`
 columns are the media columns when none are named, the Audio ones the
@@ -62,6 +69,7 @@ import collections
 import functools
 import json
 import posixpath
+import re
 from typing import Any, Iterator, Mapping, Sequence
 
 import apache_beam as beam
@@ -81,8 +89,14 @@ from transforms.sources.listing_rows import ListingLayout, field_value, media_co
 from transforms.sources.media_paths import MediaRoots
 from transforms.sources.units import ReadUnits
 
-__all__ = ["ParquetReader", "ReadParquetSamples", "inspect_parquet",
-           "plan_parquet_units"]
+__all__ = ["FILE_SPLIT", "ParquetReader", "ReadParquetSamples", "file_splits",
+           "inspect_parquet", "plan_parquet_units"]
+
+# The field holding the split a row's file is named for (a hub layout's).
+FILE_SPLIT = "file_split"
+# A hub file's name: `<split>-00000-of-00002.parquet`; or its folder is the split.
+_HUB_FILE = re.compile(r"^([A-Za-z][\w.]*?)-\d{5}-of-\d{5}\.parquet$")
+_SPLIT_FOLDERS = ("train", "test", "validation", "valid", "dev", "eval")
 
 _MEDIA_STAGE = "read_media"
 _ROW_STAGE = "read_parquet"
@@ -191,6 +205,21 @@ def _check_first_row(path: str, layout: ListingLayout) -> None:
             layout.media_roots.first_row_outside(path, "row 0", written)
 
 
+def file_splits(paths: Sequence[str]) -> dict:
+    """{path: the split its name gives} when the files name two splits or more
+    (a Hugging Face hub layout: `<split>-00000-of-00002.parquet`, or a folder
+    named as a split); {} otherwise."""
+    found = {}
+    for path in paths:
+        folder, name = posixpath.split(path)
+        hub = _HUB_FILE.match(name)
+        split = hub.group(1) if hub else posixpath.basename(folder)
+        if not (hub or split in _SPLIT_FOLDERS):
+            return {}
+        found[path] = split
+    return found if len(set(found.values())) > 1 else {}
+
+
 def _key_stems(paths: Sequence[str]) -> dict:
     """{path: the stem of its rows' default keys}: its path below the folder
     all `paths` are in, up to the first dot of its name; the whole of that
@@ -256,8 +285,10 @@ class ParquetReader(UnitReader):
     """Reads Parquet units: each row of the unit's row groups into a Sample,
     its media embedded or read, or a dead letter."""
 
-    def __init__(self, layout: ListingLayout, class_names: Mapping[str, tuple] | None = None):
+    def __init__(self, layout: ListingLayout, class_names: Mapping[str, tuple] | None = None,
+                 splits: Mapping[str, str] | None = None):
         self._layout = layout
+        self._splits = dict(splits or {})   # path -> the split its name gives
         if class_names:
             self.class_names = dict(class_names)
 
@@ -343,6 +374,8 @@ class ParquetReader(UnitReader):
             return Failed.of(_ROW_STAGE, ValueError(
                 f"key column {layout.key_column!r} is empty"), url=url, key=default_key)
         sample = {KEY: key, URL: url}
+        if url in self._splits:
+            sample[FILE_SPLIT] = self._splits[url].encode("utf-8")
         for column, value in row.items():
             if column.startswith("__"):
                 return Failed.of(_ROW_STAGE, ValueError(
@@ -405,21 +438,27 @@ class ReadParquetSamples(beam.PTransform):
         self.files, self.layout, self.huggingface = inspect_parquet(
             self._patterns, media_column_list(media_columns), key_column,
             MediaRoots.of(media_root))
+        self.splits = file_splits(self.files)
+        if self.splits and FILE_SPLIT in self.layout.columns:
+            raise ValueError(f"{self.files[0]}: a column is named {FILE_SPLIT!r}, the field that "
+                             "says which split a hub file's name gives; rename it")
         plan = functools.partial(plan_parquet_units, self._patterns, target_bytes)
         self.source = Source(plan, ParquetReader(self.layout, declared_class_names(
-            self.huggingface)))
+            self.huggingface), self.splits))
 
     @property
     def flag_defaults(self) -> dict:
         """{flag: value} the files' own metadata suggests where the command
         line gives none: their Hugging Face Audio columns as the fields a cut
-        decodes, and the sample rate those declare (when they agree on one)."""
+        decodes, the sample rate those declare (when they agree on one), and
+        the splits their names give (`file_splits`)."""
         audio = [c for c in self.layout.media_columns
                  if self.huggingface.get(c, {}).get("_type") == "Audio"]
         rates = {self.huggingface[c].get("sampling_rate") for c in audio}
         rate = rates.pop() if len(rates) == 1 else None
         return ({"audio_fields": ",".join(audio)} if audio else {}) | (
-            {"sample_rate": rate} if isinstance(rate, int) and rate > 0 else {})
+            {"sample_rate": rate} if isinstance(rate, int) and rate > 0 else {}) | (
+            {"split_column": FILE_SPLIT} if self.splits else {})
 
     @property
     def declared_dtypes(self) -> dict:
@@ -447,8 +486,9 @@ class ReadParquetSamples(beam.PTransform):
 
     def check_fields(self, fields: Sequence[tuple]) -> None:
         """ValueError, before any work, naming each (flag, field) pair whose field
-        no column provides."""
-        check_columns(self.files[0], self.layout.columns, fields)
+        no column (nor the split the files' names give) provides."""
+        check_columns(self.files[0], self.layout.columns + ((FILE_SPLIT,) if self.splits
+                                                            else ()), fields)
 
     def expand(self, pbegin):
         return pbegin | "ReadUnits" >> ReadUnits(self.source)

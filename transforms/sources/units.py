@@ -35,7 +35,7 @@ class Decisions:
     """The PCollections of what the job decides before a pass over its units
     (transforms/recipe/driver.py `Decided`): the stratified splits' Strata
     (a singleton), the (url, key) of the copies --duplicates drop drops, and
-    the keys given more than once (a singleton dict,
+    the keys given more than once ((key, (times, places)) pairs,
     transforms/checks/keys.py). None where the job decides no such thing."""
 
     strata: beam.PCollection | None = None
@@ -50,7 +50,7 @@ class Decisions:
         if self.dropped is not None:
             sides["dropped"] = beam.pvalue.AsList(self.dropped)
         if self.repeated is not None:
-            sides["repeated"] = beam.pvalue.AsSingleton(self.repeated)
+            sides["repeated"] = beam.pvalue.AsDict(self.repeated)
         return sides
 
 

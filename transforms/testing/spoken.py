@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
-__all__ = ["NEAR_COPIES", "NearCopy", "greeting_calls", "near_copy", "sentences", "speak"]
+__all__ = ["COPY_KINDS", "NEAR_COPIES", "NearCopy", "copy_name", "greeting_calls", "near_copy",
+           "sentences", "speak", "spoken_word"]
 
 # The first Harvard sentences (IEEE 1969): phonetically balanced, no two alike.
 _HARVARD = (
@@ -55,6 +56,33 @@ NEAR_COPIES = {
 }
 
 
+# Every kind of copy the frame-by-frame check is measured on (issue #56): the
+# re-encodes and the cut above, and gains from -20 to +6 dB (ffmpeg's volume
+# filter, sox with and without dither), silence padded around, speed 2% off.
+COPY_KINDS = {
+    **NEAR_COPIES,
+    "gain-20": NearCopy("sox gain -20 dB", ("sox", "{source}", "{target}", "gain", "-20")),
+    "gain-6": NearCopy("ffmpeg volume 0.5 (-6 dB)", ("ffmpeg", "-loglevel", "error", "-i",
+                                                     "{source}", "-af", "volume=0.5",
+                                                     "{target}")),
+    "gain-6-dither": NearCopy("sox gain -6 dB, dithered", ("sox", "{source}", "-b", "16",
+                                                           "{target}", "gain", "-6", "dither")),
+    "gain+6": NearCopy("sox gain +6 dB (clips)", ("sox", "{source}", "{target}", "gain", "6")),
+    "padded": NearCopy("0.7 s and 0.4 s of silence padded", ("sox", "{source}", "{target}",
+                                                             "pad", "0.7", "0.4")),
+    "faster": NearCopy("2% faster (sox speed)", ("sox", "{source}", "{target}", "speed",
+                                                 "1.02")),
+    "slower": NearCopy("2% slower (sox speed)", ("sox", "{source}", "{target}", "speed",
+                                                 "0.98")),
+}
+
+
+def copy_name(stem: str, kind: str) -> str:
+    """The file name of a COPY_KINDS copy of `stem`: its extension the
+    codec's (a re-encode) or flac."""
+    return f"{stem}_{kind}.{kind if kind in NEAR_COPIES else 'flac'}"
+
+
 def sentences(count: int) -> list[str]:
     """The first `count` (up to 30) Harvard sentences."""
     if count > len(_HARVARD):
@@ -73,27 +101,42 @@ def speak(text: str, target: str, voice: int = 0) -> None:
     os.remove(wav)
 
 
+def spoken_word(text: str, speed: int, target: str) -> None:
+    """`text` spoken by espeak-ng's default voice at `speed` words a minute, as
+    16 kHz FLAC at `target`."""
+    wav = target + ".wav"
+    subprocess.run(["espeak-ng", "-s", str(speed), "-w", wav, text], check=True,
+                   capture_output=True)
+    subprocess.run(["sox", wav, "-r", "16000", "-b", "16", target], check=True,
+                   capture_output=True)
+    os.remove(wav)
+
+
 def near_copy(source: str, target: str, kind: str) -> None:
-    """A near copy of the FLAC at `source`, made as NEAR_COPIES[kind] says."""
+    """A near copy of the FLAC at `source`, made as COPY_KINDS[kind] says."""
     command = [part.format(source=source, target=target)
-               for part in NEAR_COPIES[kind].command]
+               for part in COPY_KINDS[kind].command]
     subprocess.run(command, check=True, capture_output=True)
 
 
-def greeting_calls(folder: str, count: int) -> list[str]:
+def greeting_calls(folder: str, count: int, answers: Sequence[str] = ()) -> list[str]:
     """The paths of `count` (up to 120) calls, call0.flac ... in `folder`: one
     greeting (4 s) before a different answer each (a Harvard sentence in one
-    of four voices), joined by sox. They share most of their landmarks and
-    are not copies of each other."""
-    if count > len(_HARVARD) * len(_VOICES):
-        raise ValueError(f"{count} calls asked; there are {len(_HARVARD) * len(_VOICES)} answers")
+    of four voices, or the `answers` given, in the first), joined by sox.
+    They share most of their landmarks and are not copies of each other."""
+    if count > len(answers or _HARVARD * len(_VOICES)):
+        raise ValueError(f"{count} calls asked; there are "
+                         f"{len(answers or _HARVARD * len(_VOICES))} answers")
     greeting = os.path.join(folder, "greeting.flac")
     speak("Thank you for calling. Please say your answer after the tone.", greeting, voice=1)
     calls = []
     for i in range(count):
         answer = os.path.join(folder, f"answer{i}.flac")
         call = os.path.join(folder, f"call{i}.flac")
-        speak(_HARVARD[i % len(_HARVARD)], answer, voice=i // len(_HARVARD))
+        if answers:
+            speak(answers[i], answer)
+        else:
+            speak(_HARVARD[i % len(_HARVARD)], answer, voice=i // len(_HARVARD))
         subprocess.run(["sox", greeting, answer, call], check=True, capture_output=True)
         os.remove(answer)
         calls.append(call)

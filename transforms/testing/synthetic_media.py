@@ -14,7 +14,10 @@ import av
 import numpy as np
 import soundfile as sf
 
-__all__ = ["speaker_pitch", "speaker_colour", "voice", "flac_bytes", "video_bytes"]
+from transforms.media.same_recording import encoded_levels
+
+__all__ = ["speaker_pitch", "speaker_colour", "voice", "flac_bytes", "video_bytes",
+           "band_profile"]
 
 _PALETTE = np.array([(220, 40, 40), (40, 180, 60), (50, 80, 220), (230, 200, 40),
                      (200, 60, 200), (40, 200, 200), (240, 130, 30), (130, 130, 130)], np.uint8)
@@ -90,3 +93,11 @@ def video_bytes(colour: np.ndarray, seconds: float, fps: int = 10, size: tuple =
                 container.mux(sound.encode(frame))
             container.mux(sound.encode())
     return buf.getvalue()
+
+
+def band_profile(rng: np.random.Generator, seconds: float = 3.0) -> str:
+    """A recording's encoded band-level profile (transforms/media/same_recording.py)
+    of random levels: the same text for copies of one recording, another for
+    every other, as `near` digests made without audio need."""
+    frames = int(seconds / 0.032)
+    return encoded_levels(rng.integers(0, 16, (frames, 16), dtype=np.uint8))

@@ -1,12 +1,13 @@
 """The duplicate check's list (duplicates.jsonl, transforms/checks/duplicates.py)
 against the manifest's counts and against the shards.
 
-`duplicates_problems` recounts the list's groups across and within splits;
-`sought_keys` names the recordings the shards' check looks for (by their
-examples' `source_key`), and `written_problems` checks what it found: with
---duplicates warn or fail every listed sample is in its split's shards;
-with drop one sample of each group of identical content is, and at most one
-of a near group.
+`duplicates_problems` recounts the list's groups across and within splits,
+and its similar pairs; `sought_keys` names the recordings the shards' check
+looks for (by their examples' `source_key`), and `written_problems` checks
+what it found: every listed sample the list says was kept is in its split's
+shards, and with --duplicates drop none it says was dropped (a list from
+before it said so: one sample of each group of identical content, at most
+one of a near group); a similar pair's samples are all kept.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from __future__ import annotations
 import json
 from typing import Iterable
 
+from transforms.checks.near_groups import SIMILAR
 from transforms.format import manifest
 from transforms.format.manifest import DatasetInfo
 from transforms.format.segments import recording_of
+from transforms.media.near_duplicates import NEAR
 from transforms.verify.shards import SOURCE_KEY
 
 __all__ = ["duplicates_problems", "sought_keys", "written_problems"]
@@ -40,16 +43,24 @@ def duplicates_problems(info: DatasetInfo, text: str | None) -> list:
     except ValueError as e:
         return [f"{where}: not JSON lines: {e}"]
     problems = []
-    if len(groups) != section["groups"]:
-        problems.append(f"{where}: {len(groups)} groups, the manifest says {section['groups']}")
+    similar = [group for group in groups if group["kinds"] == [SIMILAR]]
+    copies = len(groups) - len(similar)
+    if copies != section["groups"]:
+        problems.append(f"{where}: {copies} groups, the manifest says {section['groups']}")
+    if len(similar) != section.get("similar", 0):
+        problems.append(f"{where}: {len(similar)} similar pairs, the manifest says "
+                        f"{section.get('similar', 0)}")
     across: dict = {}
     within: dict = {}
     names = list(info.splits)
     for number, group in enumerate(groups, 1):
-        splits = sorted({m["split"] for m in group["members"]}, key=names.index)
-        if any(s not in names for s in splits) or len({m["key"] for m in group["members"]}) < 2:
+        found = {m["split"] for m in group["members"]}
+        if found - set(names) or len({m["key"] for m in group["members"]}) < 2:
             problems.append(f"{where}: line {number} is not two samples of known splits")
             continue
+        if group["kinds"] == [SIMILAR]:
+            continue
+        splits = sorted(found, key=names.index)
         if len(splits) == 1:
             within[splits[0]] = within.get(splits[0], 0) + 1
         for i, first in enumerate(splits):
@@ -94,15 +105,33 @@ def written_problems(info: DatasetInfo, text: str | None, found: Iterable[tuple]
     dropped = info.recipe.get("writing", {}).get("duplicates") == "drop"
     where, problems = manifest.DUPLICATES_FILE, []
     for number, group in enumerate(_groups(text), 1):
-        members = [(m["split"], _recording(info, m["key"])) for m in group["members"]]
-        written = [member for member in members if member in found]
-        if not dropped:
-            problems += [f"{where}: line {number}: {key} has no examples in {split}"
-                         for split, key in members if (split, key) not in found]
-        elif not _segments(info):
-            near = group["kinds"] == ["near"]
-            if len(written) > 1 or (not near and not written):
-                problems.append(f"{where}: line {number}: {len(written)} of its samples have "
-                                f"examples; --duplicates drop keeps "
-                                f"{'at most one' if near else 'one'}")
+        if dropped and group["kinds"] != [SIMILAR] and not all(
+                "dropped" in m for m in group["members"]):
+            problems += _dropped_before_problems(info, group, found, f"{where}: line {number}")
+            continue
+        for member in group["members"]:
+            split, key = member["split"], _recording(info, member["key"])
+            written = (split, key) in found
+            if member.get("dropped"):
+                # A segment's recording has other segments: only presence is checked.
+                if written and not _segments(info):
+                    problems.append(f"{where}: line {number}: {key} has examples in {split}, "
+                                    "though it was dropped")
+            elif not written:
+                problems.append(f"{where}: line {number}: {key} has no examples in {split}")
     return problems
+
+
+def _dropped_before_problems(info: DatasetInfo, group: dict, found: set, where: str) -> list:
+    """A group a list from before members said whether they were dropped
+    holds: one sample of identical content written, at most one of a near
+    group."""
+    if _segments(info):
+        return []
+    members = [(m["split"], _recording(info, m["key"])) for m in group["members"]]
+    written = [member for member in members if member in found]
+    near = group["kinds"] == [NEAR]
+    if len(written) > 1 or (not near and not written):
+        return [f"{where}: {len(written)} of its samples have examples; --duplicates drop "
+                f"keeps {'at most one' if near else 'one'}"]
+    return []

@@ -45,12 +45,14 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.checks.duplicates import (
+    SIMILAR,
     DuplicateGroup,
     dropped_message,
     duplicates_lines,
     duplicates_message,
     duplicates_summary,
     group_tallies,
+    similar_message,
 )
 from transforms.checks.keys import written_twice_message
 from transforms.checks.leakage import leakage_message
@@ -233,7 +235,7 @@ class _CheckFn(beam.DoFn):
         empty, lopsided = (list(map(config.said, lines)) for lines in split_balance(
             config.recipe.split_plan, _original_examples(counted.section, sections),
             group_counts))
-        copies, copied = self._duplicates(duplicates)
+        copies, copied, alike = self._duplicates(duplicates)
         try:
             self._refuse(counted, first, leaks, repeated_keys, copied, empty)
         except DatasetFailed:
@@ -246,7 +248,7 @@ class _CheckFn(beam.DoFn):
             raise
         named, final_files = self._name_shards(shards)
         yield CommitPlan(named, counted.section, num_failures, group_counts,
-                         tuple(empty + lopsided + ([copied] if copied else [])
+                         tuple(empty + lopsided + ([copied] if copied else []) + alike
                                + _corpora_in_input(config) + _failures_dropped(config)
                                + _transcript_dropped(config)),
                          final_files, copies, sections)
@@ -307,27 +309,33 @@ class _CheckFn(beam.DoFn):
             ensure_dir(FileSystems.join(output, split))  # before parallel moves into it
         return tuple(named), final_files
 
-    def _duplicates(self, found) -> tuple[dict | None, str]:
+    def _duplicates(self, found) -> tuple[dict | None, str, list]:
         """The duplicate check's summary (its list's parts joined into the run's
-        folder) and its message: with drop, what it dropped; else when some
-        content is in two splits."""
+        folder), its message (with drop, what it dropped; else when some
+        content is in two splits: what --duplicates fail refuses), and its
+        notes (pairs alike but not one recording)."""
         config = self._config
         if config.duplicates == "off":
-            return None, ""
+            return None, "", []
         recipe = config.recipe
         tallies, firsts, parts = found
         summary = duplicates_summary(tallies, recipe.fingerprint_kinds,
                                      recipe.fingerprinted_features)
-        if not summary["groups"]:
-            return summary, ""
+        if not manifest.lists_duplicates(summary):
+            return summary, "", []
         _join_files(sorted(parts), _run_duplicates(self._temp_dir))
+        similar = similar_message(summary, manifest.DUPLICATES_FILE)
+        notes = [similar] if similar else []
+        if not summary["groups"]:
+            return summary, "", notes
         if config.duplicates == "drop":
-            return summary, config.said(dropped_message(summary, manifest.DUPLICATES_FILE))
+            return (summary, config.said(dropped_message(summary, manifest.DUPLICATES_FILE)),
+                    notes)
         if not summary["across_splits"]:
-            return summary, ""
+            return summary, "", notes
         where = (manifest.DUPLICATES_FILE if config.duplicates == "warn"
                  else _run_duplicates(self._temp_dir))
-        return summary, duplicates_message(summary, tallies, firsts[0], where)
+        return summary, duplicates_message(summary, tallies, firsts[0], where), notes
 
 
 def _move_aside(named: list, output: str, temp_dir: str) -> list:
@@ -432,7 +440,8 @@ class _DuplicatesFound(beam.PTransform):
                    | "SumGroupTallies" >> beam.CombinePerKey(sum)
                    | "GroupTallyDict" >> beam.combiners.ToDict())
         firsts = (groups
-                  | "AcrossSplits" >> beam.Filter(lambda group: len(group.splits) > 1)
+                  | "AcrossSplits" >> beam.Filter(
+                      lambda group: len(group.splits) > 1 and group.kinds != (SIMILAR,))
                   | "FirstAcross" >> beam.combiners.Top.Smallest(1))
         parts = (groups
                  | "ToParts" >> beam.Map(lambda group: (_duplicates_part(group), group))
@@ -530,7 +539,7 @@ class _PublishFn(beam.DoFn):
         else:
             delete_if_exists(failures)  # an earlier run's
         duplicates = FileSystems.join(config.output, manifest.DUPLICATES_FILE)
-        if plan.duplicates and plan.duplicates["groups"]:
+        if plan.duplicates and manifest.lists_duplicates(plan.duplicates):
             move_shards([(_run_duplicates(self._temp_dir), duplicates)])
         else:
             delete_if_exists(duplicates)  # an earlier run's

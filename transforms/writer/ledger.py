@@ -42,8 +42,8 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.format import manifest
+from transforms.media.near_duplicates import NEAR_LANDMARKS
 from transforms.recipe.accounting import Kind, parse_tallies
-from transforms.recipe.near_duplicates import NEAR_LANDMARKS
 from transforms.recipe.units import WorkUnit
 from transforms.runner.counters import counter
 from transforms.writer.shard_files import ShardRecord

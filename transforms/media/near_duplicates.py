@@ -13,10 +13,17 @@ locality-sensitive keys that bring likely pairs together
 much of the corpus (`LandmarkTally`): a sound many recordings share is not
 evidence that two of them are one.
 
+A peak is judged in ratios alone (its level against the bins around it and
+against the loudest bin heard so far), so a copy at another gain has the
+same landmarks: a gain is no change. Landmarks only propose: the digest
+also carries the recording's band-level profile (transforms/media/
+same_recording.py), taken from the same spectra, by which a pair proposed
+is confirmed as one recording, or not, before anything is dropped.
+
 The landmarks are taken from the audio as the cut decodes it (a `NearTap` on
 its blocks, resampled to 8 kHz as they pass), so the job decodes the audio
 once; `near_fingerprints` decodes it the same way for a cut that decodes no
-audio (whole samples), and gives the same signature.
+audio (whole samples), and gives the same digest.
 """
 
 from __future__ import annotations
@@ -32,15 +39,18 @@ from transforms.format.sample import SPAN
 from transforms.media.audio import AudioOptions, stream_audio
 from transforms.media.decoded import Audio, MediaError, full_scale_floats, staged
 from transforms.media.features import frame_spectra, frames_of
+from transforms.media.same_recording import Profile
 
 __all__ = ["NEAR", "NEAR_LANDMARKS", "NOTHING_COMMON", "LandmarkTally", "NearTap", "band_rows",
-           "minhash", "near_bands", "near_fingerprints", "near_match", "near_similarity"]
+           "minhash", "near_bands", "near_fingerprints", "near_match", "near_similarity",
+           "profile_of"]
 
 NEAR = "near"
 # The landmarks' scheme, which a signature is of: two schemes' signatures
 # cannot be compared, so a run resumed across a change of it (#48 whitened
-# the peaks) reuses none of the other's units (transforms/writer/ledger.py).
-NEAR_LANDMARKS = "whitened peaks, 196 bins"
+# the peaks, #56 made them gain-free and added the profile) reuses none of
+# the other's units (transforms/writer/ledger.py).
+NEAR_LANDMARKS = "gain-free whitened peaks, 196 bins; 16-band profile"
 
 # The landmarks' audio: 8 kHz mono, 64 ms frames every 16 ms; peaks between
 # 62 Hz and 3.1 kHz (where speech and most sound events hold their energy,
@@ -93,9 +103,13 @@ _MIN_DISTINCT = 100
 # same from its landmarks, so the cut spares the clusters the check is for
 # (10,000 copies in a million samples are 1%; 19 whatever the corpus), and a
 # sample whose bins are _MOSTLY_COMMON or more common is that sound itself,
-# compared whole. Copies of a clip in 2% of the corpus or more that keep less
-# of it are not told from calls that share a greeting: they are not grouped.
-_COMMON_SHARE, _COMMON_FLOOR, _MOSTLY_COMMON = 0.02, 20, 0.9
+# compared whole: an Opus copy of a clip 25 times in 62 samples keeps 80% of
+# its bins common, a call after a shared greeting 50-66% (measured, #56).
+# Landmarks only propose: a pair of calls with short answers, mostly the
+# greeting, is proposed and then found no copy frame by frame
+# (transforms/media/same_recording.py); copies of a common clip that keep
+# less than _MOSTLY_COMMON of it are not proposed.
+_COMMON_SHARE, _COMMON_FLOOR, _MOSTLY_COMMON = 0.02, 20, 0.75
 # A near pair is alike by the threshold on all its landmarks and by this much
 # of it on the rest: a copy's new landmarks are never common, so a pair of
 # copies is a little less alike on the rest than on all.
@@ -107,6 +121,11 @@ _TALLY_BATCH = 1 << 16
 _BLOCK_FRAMES = 128
 # A time no peak has: the padding after the last peak pairs with none.
 _NEVER = 1 << 40
+# Spectra are compared in the log of their magnitude plus this much of the
+# loudest bin heard so far: a floor that scales with the audio, as log1p's
+# did at full scale (a loud frame's peaks stand near 64 times it), so a gain
+# moves no peak and quiet codec noise makes none.
+_FLOOR = 1 / 64
 
 
 def _strongest(spectrum: np.ndarray, count: int) -> np.ndarray:
@@ -152,7 +171,9 @@ class _Landmarks:
         self._frame = 0                                  # index of the next frame
         self._recent = np.empty((0, 2), np.int64)        # (frame, bin) of the last peaks
         self._window = np.hanning(_FRAME).astype(np.float32)
+        self._loudest = 0.0                              # the loudest bin's magnitude so far
         self.signature = np.full(_BINS, _EMPTY, np.uint32)
+        self.profile = Profile()                         # fed every other frame's power
         self._distinct: set = set()   # up to _MIN_DISTINCT of them: enough to tell
 
     @property
@@ -175,10 +196,16 @@ class _Landmarks:
 
     def _peaks(self, frames: np.ndarray, start: int) -> np.ndarray:
         """(frame, bin) of the peaks of a block of frames (from this update's
-        `start`-th frame on), in frame then bin order."""
+        `start`-th frame on), in frame then bin order; the profile fed the
+        power of those of even index."""
         # The features' FFT; the log of the peaks' band only.
         spectrum = frame_spectra(frames * self._window, overwrite=True)
-        spectrum = np.log1p(np.abs(spectrum[:, _LOW_BIN:_HIGH_BIN]))
+        first = self._frame + start
+        self.profile.add(np.abs(spectrum[first % 2::2]) ** 2)
+        magnitude = np.abs(spectrum[:, _LOW_BIN:_HIGH_BIN])
+        loudest = np.maximum.accumulate(np.maximum(magnitude.max(axis=1), self._loudest))
+        self._loudest = float(loudest[-1])
+        spectrum = np.log(magnitude + _FLOOR * loudest[:, None] + 1e-12)
         rise = spectrum - uniform_filter1d(spectrum, _MEAN_BINS, axis=1, mode="nearest")
         rise[~_peaked(spectrum)] = -np.inf
         strongest = _strongest(rise, _PEAKS_PER_FRAME)
@@ -232,15 +259,17 @@ class NearTap:
         self._landmarks.update(samples)
 
     def fingerprints(self) -> tuple:
-        """((`near`, signature hex),) of what it heard; () for too little to tell
-        (silence, a click, a steady tone)."""
+        """((`near`, digest),) of what it heard: its signature's hex, a dot and
+        its profile (transforms/media/same_recording.py); () for too little to
+        tell (silence, a click, a steady tone)."""
         if self._resampler is not None:
             self._landmarks.update(self._resampler.resample_chunk(np.empty(0, np.float32),
                                                                   last=True))
             self._resampler = None
         if not self._landmarks.enough:
             return ()
-        return ((NEAR, self._landmarks.signature.astype("<u4").tobytes().hex()),)
+        signature = self._landmarks.signature.astype("<u4").tobytes().hex()
+        return ((NEAR, f"{signature}.{self._landmarks.profile.encoded()}"),)
 
 
 def _member_fingerprints(value: Any, name: str, audio: AudioOptions, span) -> tuple:
@@ -275,7 +304,12 @@ def near_fingerprints(sample: Mapping[str, Any], audio_fields: Iterable[str],
 
 
 def _signature(digest: str) -> np.ndarray:
-    return np.frombuffer(bytes.fromhex(digest), "<u4")
+    return np.frombuffer(bytes.fromhex(digest.partition(".")[0]), "<u4")
+
+
+def profile_of(digest: str) -> str:
+    """The encoded profile a `near` digest carries after its signature."""
+    return digest.partition(".")[2]
 
 
 NOTHING_COMMON = np.empty(0, np.uint32)
