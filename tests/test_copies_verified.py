@@ -89,10 +89,11 @@ def test_drop_deletes_only_the_copies_a_common_clips_included(files, tmp_path):
     #48's stop list had left those two ungrouped); calls sharing a greeting,
     a sentence in two voices, words at two speeds, melodies, other sentences.
     `--near_duplicates 0.4 --duplicates drop` groups and drops exactly the
-    copies, one of each group kept, but those 2% faster or slower: their
-    landmarks' frequencies moved, so none proposes them (the frame-by-frame
-    check would confirm them: the test above). The likenesses proposed are listed as
-    similar, with why, and kept; verify passes."""
+    copies, one of each group kept; those 2% faster or slower may be missed
+    (their landmarks' frequencies moved, so they are seldom proposed; the
+    frame-by-frame check confirms them when they are: the test above). The
+    likenesses proposed are listed as similar, with why, and kept; verify
+    passes."""
     corpus = tmp_path / "corpus"
     shutil.copytree(files, corpus)
     speak("Welcome to the program: the theme you will hear again and again.",
@@ -113,15 +114,18 @@ def test_drop_deletes_only_the_copies_a_common_clips_included(files, tmp_path):
         "audio_windows", "--audio_fields", "flac,mp3,m4a,opus", "--features", "none",
         "--splits", "train=1", "--near_duplicates", "0.4", "--duplicates", "drop"])
     listed = [json.loads(line) for line in (output / "duplicates.jsonl").read_text().splitlines()]
-    takes = ["take", *(name.split(".")[0] for name, kind in COPIES.items()
-                       if kind not in ("faster", "slower"))]
+    speed = {name.split(".")[0] for name, kind in COPIES.items() if kind in ("faster", "slower")}
+    takes = {"take", *(name.split(".")[0] for name in COPIES)} - speed
     copies = {(tuple(g["kinds"]), tuple(sorted(m["key"] for m in g["members"]))):
               sum(not m["dropped"] for m in g["members"])
               for g in listed if g["kinds"] != ["similar"]}
+    take_group = next(members for kinds, members in copies if "take" in members)
+    assert takes <= set(take_group) <= takes | speed
     assert copies == {(("bytes:flac", "content"), tuple(sorted(clips))): 1,
                       (("near",), tuple(sorted(clips + ["clip_mp3", "clip_opus"]))): 1,
-                      (("near",), tuple(sorted(takes))): 1}
-    assert info["accounting"]["samples_filtered_per_reason"] == {"duplicate": len(takes) - 1 + 26}
+                      (("near",), take_group): 1}
+    assert info["accounting"]["samples_filtered_per_reason"] == {
+        "duplicate": len(take_group) - 1 + 26}
     similar = [g for g in listed if g["kinds"] == ["similar"]]
     assert all(g["why"] and not any(m["dropped"] for m in g["members"]) for g in similar)
     assert info["duplicates"]["similar"] == len(similar)

@@ -12,11 +12,13 @@ audio) is a dead letter naming the supervision.
 import json
 import pathlib
 import shutil
+import subprocess
 import sys
 
 import numpy as np
 import pytest
 import soundfile
+from apache_beam.metrics.metric import MetricsFilter
 
 import transforms as dg
 from pipelines import manifest_to_tfrecord
@@ -117,8 +119,17 @@ def test_a_cutsets_cuts_are_the_same_utterances(corpus, tmp_path):
         twin = supervisions[key.rsplit("-", 1)[0]]
         for name in ("audio", "text", "speaker"):
             np.testing.assert_array_equal(example[name].numpy(), twin[name].numpy())
+    supervisions = f"{corpus}/librispeech_supervisions_dev-clean.jsonl.gz"
+    with pytest.raises(ValueError, match="is a Lhotse supervisions manifest: give its "
+                                         "recordings manifest \\(.*/librispeech_recordings_"
+                                         "dev-clean.jsonl.gz or .*dev-clean.jsonl\\)"):
+        dg.ReadLhotseSamples(supervisions)
+    with pytest.raises(ValueError, match="is a Lhotse supervisions manifest"):
+        manifest_to_tfrecord.run(["--input", supervisions, "--output", str(tmp_path / "x"),
+                                  *FLAGS])
+    (tmp_path / "rows.jsonl").write_text('{"audio": "a.flac"}\n')
     with pytest.raises(ValueError, match="is not a Lhotse recordings manifest or CutSet"):
-        dg.ReadLhotseSamples(f"{corpus}/librispeech_supervisions_dev-clean.jsonl.gz")
+        dg.ReadLhotseSamples(str(tmp_path / "rows.jsonl"))
 
 
 def test_supervisions_imply_their_segment_columns_and_refuse_others(corpus, tmp_path, caplog):
@@ -163,3 +174,75 @@ def test_a_recordings_manifest_that_does_not_read_is_one_dead_letter(corpus, tmp
     with open(output / "failures" / "failures.jsonl") as f:
         (letter,) = map(json.loads, f)
     assert letter["url"].endswith("x_recordings_a.jsonl") and "not JSON" in letter["message"]
+
+
+def _one_recording(folder, supervisions: list, last_line: bytes = b"") -> np.ndarray:
+    """A 1 s recording r.flac and its manifests beside it (the supervisions'
+    then `last_line`), gzipped by GNU gzip."""
+    audio = (0.5 * np.sin(np.arange(16000) / 7)).astype("float32")
+    soundfile.write(folder / "r.flac", audio, 16000)
+    recording = {"id": "r", "sampling_rate": 16000, "num_samples": 16000, "duration": 1.0,
+                 "sources": [{"type": "file", "channels": [0], "source": "r.flac"}]}
+    (folder / "t_recordings_a.jsonl").write_text(json.dumps(recording) + "\n")
+    (folder / "t_supervisions_a.jsonl").write_bytes(
+        "".join(json.dumps({"recording_id": "r", "channel": 0, **s}) + "\n"
+                for s in supervisions).encode() + last_line)
+    subprocess.run(["gzip", str(folder / "t_recordings_a.jsonl"),
+                    str(folder / "t_supervisions_a.jsonl")], check=True)
+    return audio
+
+
+def test_a_supervision_within_lhotses_tolerance_is_cut_at_its_recordings_end(tmp_path):
+    """Lhotse loads a supervision ending up to 25 ms past its recording: cut
+    there and counted (segments_clamped); 30 ms past is a dead letter."""
+    audio = _one_recording(tmp_path, [{"id": "in", "start": 0.5, "duration": 0.52},
+                                      {"id": "out", "start": 0.5, "duration": 0.53}])
+    output = tmp_path / "ds"
+    with dg.make_pipeline() as p:
+        _ = p | dg.WriteDataset(
+            str(output), dg.ReadLhotseSamples(f"{tmp_path}/t_recordings_a.jsonl.gz").source,
+            splits="train=1", max_failure_fraction=0.5, features="recording:string",
+            cut=dg.CutOptions(mode="utterances", audio_fields=("audio",)),
+            segments=dg.SegmentOptions(columns=("start", "end")))
+    (example,) = _examples(output).values()
+    np.testing.assert_allclose(example["audio"].numpy(), audio[8000:], atol=1e-4)
+    clamped = p.result.metrics().query(MetricsFilter().with_namespace("datagen").with_name(
+        "segments_clamped"))["counters"]
+    assert sum(c.committed for c in clamped) == 1
+    with open(output / "failures" / "failures.jsonl") as f:
+        (letter,) = map(json.loads, f)
+    assert letter["key"] == "out" and "outside its recording 'r' of 1 s" in letter["message"]
+
+
+def test_gzip_supervisions_are_cut_into_units_each_row_read_once(tmp_path):
+    """A gzipped recordings manifest's units are ranges of its supervisions'
+    text (the file its rows are in): a row each, read once; a supervision
+    line that is not UTF-8 is a dead letter naming its line."""
+    rows = [{"id": f"s{i:03d}-" + "x" * 100, "start": i / 100, "duration": 0.01}
+            for i in range(60)]
+    _one_recording(tmp_path, rows, last_line=b'{"id": "bad\xff"}\n')
+    read = dg.ReadLhotseSamples(f"{tmp_path}/t_recordings_a.jsonl.gz", target_bytes=1500)
+    units = read.source.plan()
+    assert len(units) > 4
+    reader = read.source.reader
+    reader.setup(counting=False)
+    read_rows = [sample for unit in units for sample in reader.read(unit)]
+    letters = [s.record for s in read_rows if isinstance(s, dg.Failed)]
+    assert sorted(s["__key__"] for s in read_rows if not isinstance(s, dg.Failed)) == [
+        r["id"] for r in rows]
+    assert [(letter["member"], letter["stage"]) for letter in letters] == [
+        ("line 61", "read_manifest")]
+
+
+def test_a_recordings_manifest_alone_is_read_whole_or_refused_naming_the_supervisions(
+        corpus, tmp_path):
+    """A recordings manifest with no supervisions beside it is its recordings
+    whole; asked for a supervision's fields, the job is refused naming the
+    supervisions manifest it looked for."""
+    shutil.copy(corpus / "librispeech_recordings_dev-clean.jsonl.gz", tmp_path)
+    with pytest.raises(ValueError, match="has no Lhotse supervisions manifest beside it "
+                                         "\\(looked for .*supervisions_dev-clean.jsonl.gz and"):
+        manifest_to_tfrecord.run([
+            "--input", f"{tmp_path}/librispeech_recordings_dev-clean.jsonl.gz",
+            "--output", str(tmp_path / "ds"), *FLAGS, "--features", "text:string"])
+    assert not (tmp_path / "ds").exists()

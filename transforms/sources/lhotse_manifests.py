@@ -52,17 +52,19 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.format.dead_letters import DUPLICATE_KEY, RowError
 from transforms.format.sample import CHANNEL
 from transforms.format.text import preview
+from transforms.sources.compression import StreamCorrupt
 from transforms.sources.input_files import open_decompressed
 
 __all__ = ["CLAMPED", "LHOTSE", "LhotseTables", "is_lhotse_listing", "lhotse_columns",
-           "lhotse_files", "first_recording_path", "rows_file"]
+           "lhotse_files", "first_recording_path", "no_supervisions", "rows_file",
+           "supervisions_given_alone"]
 
 LHOTSE = "lhotse"
 # A row's mark that its segment ended past its recording and was cut at its
@@ -77,6 +79,7 @@ _CUTS = "cuts"
 # Lhotse's manifest names: `recordings.jsonl.gz`, `librispeech_recordings_dev-clean.jsonl`,
 # `librispeech_cuts_dev-clean.jsonl.gz`.
 _MANIFEST_NAME = re.compile(r"(^|[_.-])(recordings|cuts)([_.-].*)?\.jsonl(\.gz)?$")
+_ANY_MANIFEST = re.compile(r"(^|[_.-])(recordings|cuts|supervisions)([_.-].*)?\.jsonl(\.gz)?$")
 _SEGMENTED = ("utterance", "audio", "recording", "start", "end", "channel")
 _LABELS = ("text", "speaker", "language", "gender", "custom")
 _PREVIEW = 200
@@ -87,24 +90,58 @@ def is_lhotse_listing(path: str) -> bool:
     return bool(_MANIFEST_NAME.search(posixpath.basename(path)))
 
 
+def _beside(manifest: str, kind: str) -> list:
+    """The names a manifest of `kind` (supervisions, recordings) beside the
+    Lhotse `manifest` may have: its own with `kind` for its kind, gzipped or
+    not (the one compressed as `manifest` first)."""
+    directory, name = posixpath.split(manifest)
+    match = _ANY_MANIFEST.search(name)
+    stem = name[:match.start()] + match.group(0).replace(match.group(2), kind, 1)
+    stem = stem.removesuffix(".gz")
+    names = [stem + ".gz", stem] if name.endswith(".gz") else [stem, stem + ".gz"]
+    return [posixpath.join(directory, n) if directory else n for n in names]
+
+
 def lhotse_files(manifest: str) -> dict:
     """{"cuts": path} of a CutSet; of a recordings manifest {"recordings":
-    path, "supervisions": path when the manifest beside it exists}."""
-    directory, name = posixpath.split(manifest)
-    match = _MANIFEST_NAME.search(name)
-    if match.group(2) == _CUTS:
+    path, "supervisions": path when a manifest beside it exists, gzipped or
+    not}."""
+    if _MANIFEST_NAME.search(posixpath.basename(manifest)).group(2) == _CUTS:
         return {_CUTS: manifest}
-    paired = name[:match.start()] + match.group(0).replace(_RECORDINGS, _SUPERVISIONS, 1)
-    supervisions = posixpath.join(directory, paired) if directory else paired
     files = {_RECORDINGS: manifest}
-    if FileSystems.exists(supervisions):
-        files[_SUPERVISIONS] = supervisions
+    found = next((path for path in _beside(manifest, _SUPERVISIONS)
+                  if FileSystems.exists(path)), None)
+    if found is not None:
+        files[_SUPERVISIONS] = found
     return files
+
+
+def supervisions_given_alone(path: str) -> ValueError | None:
+    """The error of a Lhotse supervisions manifest given where its recordings
+    manifest belongs (its rows name no file: their recordings' do); None for
+    any other file."""
+    match = _ANY_MANIFEST.search(posixpath.basename(path))
+    if not match or match.group(2) != _SUPERVISIONS:
+        return None
+    return ValueError(f"{path} is a Lhotse supervisions manifest: give its recordings "
+                      f"manifest ({' or '.join(_beside(path, _RECORDINGS))}) as the input, and "
+                      "the supervisions beside it are read with it")
+
+
+def no_supervisions(manifest: str, missing: Sequence[str]) -> ValueError:
+    """The error of a recordings manifest read with no supervisions manifest
+    beside it, whose rows are whole recordings, asked for `missing` fields a
+    supervision has."""
+    return ValueError(f"{manifest} has no Lhotse supervisions manifest beside it (looked for "
+                      f"{' and '.join(_beside(manifest, _SUPERVISIONS))}): its rows are its "
+                      f"recordings whole (columns {', '.join(lhotse_columns({}))}), with no "
+                      f"{', '.join(missing)}; write the supervisions beside it, or give a "
+                      "CutSet")
 
 
 def lhotse_columns(files: Mapping[str, str]) -> tuple:
     """The columns of the manifests' rows (a supervision's labels where it has them)."""
-    return ("utterance", "audio") if set(files) == {_RECORDINGS} else _SEGMENTED + _LABELS
+    return ("utterance", "audio") if not set(files) - {_RECORDINGS} else _SEGMENTED + _LABELS
 
 
 def rows_file(files: Mapping[str, str]) -> str:
@@ -114,9 +151,12 @@ def rows_file(files: Mapping[str, str]) -> str:
 
 def _manifest_lines(path: str) -> list:
     """A manifest's lines, read whole (decompressed by its name's suffix);
-    StreamCorrupt for compressed data that fails its checks."""
-    with open_decompressed(path) as stream:
-        return stream.read().splitlines()
+    StreamCorrupt naming it for compressed data that fails its checks."""
+    try:
+        with open_decompressed(path) as stream:
+            return stream.read().splitlines()
+    except StreamCorrupt as e:
+        raise StreamCorrupt(f"{path}: {e}") from None
 
 
 def _object(line: bytes, kind: str) -> dict:
@@ -194,6 +234,10 @@ def _channels(recording: Mapping[str, Any]) -> list:
 
 def _recording_of(cut: Mapping[str, Any]) -> dict:
     recording = cut.get("recording")
+    if "tracks" in cut:
+        raise ValueError(f"cut {cut['id']!r} is a MixedCut, its tracks mixed as Lhotse loads "
+                         "it: mixes are not read here; store the mixed audio "
+                         "(CutSet.save_audios) and give those cuts")
     if not isinstance(recording, dict) or not isinstance(recording.get("id"), str):
         raise ValueError(f"cut {cut['id']!r} has no recording (a cut of stored features "
                          "alone is not read)")

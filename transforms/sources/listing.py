@@ -70,7 +70,12 @@ from transforms.runner.counters import counter
 from transforms.sources.compression import StreamCorrupt, codec_of_name
 from transforms.sources.file_match import as_patterns, file_version, match_files, matched_files
 from transforms.sources.input_files import open_decompressed, open_input, read_whole
-from transforms.sources.lhotse_manifests import CLAMPED, LHOTSE
+from transforms.sources.lhotse_manifests import (
+    CLAMPED,
+    LHOTSE,
+    no_supervisions,
+    supervisions_given_alone,
+)
 from transforms.sources.listing_rows import (
     ListingLayout,
     MediaReadError,
@@ -96,6 +101,8 @@ _ROW_STAGE = "read_manifest"
 _MEDIA_STAGE = "read_media"
 # Rows of the first listing whose media sizes estimate a unit's range.
 _SIZING_ROWS = 16
+# What a range skips at a time of a line begun before it.
+_SKIP_BYTES = 1 << 16
 # Rows a unit holds when no sized row was found to estimate from.
 _DEFAULT_UNIT_ROWS = 1000
 # A media file's bytes, as stored: what opening raises (missing, forbidden, a
@@ -124,6 +131,8 @@ def inspect_listings(patterns: Sequence[str], media_columns: Sequence[str],
         if not is_text(path):
             raise ValueError(f"listing {escape_name(path)!r}: its name is not UTF-8; rename "
                              f"it (rows name their listing as text)")
+        if (alone := supervisions_given_alone(path)) is not None:
+            raise alone
         fmt = listing_format(path)
         if fmt in LISTING_SETS:
             layouts[path] = (fmt, _inspect_set(path, LISTING_SETS[fmt]))
@@ -190,15 +199,21 @@ def _check_first_row(path: str, layout: ListingLayout) -> None:
 
 def _inspect_set(path: str, listing_set) -> tuple:
     """A listing set's columns; ValueError when its first recording cannot be
-    read (a command, say: ListingSet.first_media)."""
-    line = _first_line(path)
+    read (a command, say: ListingSet.first_media). A corrupt one is not the
+    launcher's to judge: the job makes it a dead letter."""
+    columns = listing_set.columns(listing_set.files(path))
+    try:
+        line = _first_line(path)
+    except StreamCorrupt as e:
+        _LOG.warning("listing %s is corrupt, so it will be a dead letter: %s", path, e)
+        return columns
     if not line.strip():
         raise ValueError(f"listing {path!r} has no recording on its first line")
     try:
         listing_set.first_media(line)
     except ValueError as e:
         raise ValueError(f"{path}: {e}") from None
-    return listing_set.columns(listing_set.files(path))
+    return columns
 
 
 def _rows_source(path: str, layout: ListingLayout) -> tuple[str, Callable[[bytes], dict]]:
@@ -248,7 +263,9 @@ def _placed_lines(path: str, start: int = 0, end: int | None = None,
     with open_decompressed(path, verify) as f:
         if start:
             f.seek(start - 1)
-            f.readline()  # the rest of the line that byte start-1 is in: a range before ours
+            # The rest of the line that byte start-1 is in: a range before ours.
+            if not _past_line(f, end):
+                return
         elif skip_header:
             f.readline()
         while end is None or f.tell() < end:
@@ -257,6 +274,18 @@ def _placed_lines(path: str, start: int = 0, end: int | None = None,
             if not line:
                 return
             yield offset, line.rstrip(b"\r\n")
+
+
+def _past_line(f, end: int | None) -> bool:
+    """Reads past the rest of the line `f` is in, a chunk at a time; False
+    when it runs past `end` first: no line starts in the range, and the rest
+    of a long line (a 6 MB row) is the range's that holds its start."""
+    while True:
+        chunk = f.readline(_SKIP_BYTES)
+        if not chunk or chunk.endswith(b"\n"):
+            return True
+        if end is not None and f.tell() >= end:
+            return False
 
 
 def _lines(path: str, start: int = 0, end: int | None = None,
@@ -369,14 +398,19 @@ def plan_listing_units(patterns: str | Sequence[str], layout: ListingLayout,
                    else row_bytes * _DEFAULT_UNIT_ROWS)
     spans = []
     for path in files:
-        codec = codec_of_name(path)
+        # A listing set's rows are in a file of its own (Lhotse's supervisions).
+        rows_path = rows[path].path
+        codec = codec_of_name(rows_path)
         text_bytes = sizes[path] if codec is None else (
-            _gzip_text_bytes(path, sizes[path], range_bytes) if codec == "gzip" else None)
+            _gzip_text_bytes(rows_path, sizes[path], range_bytes) if codec == "gzip" else None)
         if text_bytes is None:   # bzip2, xz: their text's size is known only at the end
             spans.append(((path, 0, None), sizes[path]))
             continue
-        for start in range(0, max(1, text_bytes), range_bytes):
-            end = min(start + range_bytes, text_bytes)
+        # Each range of a gzip listing decompresses its text from the start.
+        step = range_bytes if codec is None else max(range_bytes,
+                                                    -(-text_bytes // _GZIP_MOST_RANGES))
+        for start in range(0, max(1, text_bytes), step):
+            end = min(start + step, text_bytes)
             # A gzip listing's last range runs to its end: the size its trailer
             # gives may fall short (a file of several members, or over 4 GiB).
             last = codec is not None and end == text_bytes
@@ -386,6 +420,9 @@ def plan_listing_units(patterns: str | Sequence[str], layout: ListingLayout,
                  for i, (inputs, size) in enumerate(spans))
 
 
+# Ranges of one gzip listing at most: each decompresses the text before it, so
+# n ranges cost n/2 reads of the whole (a 6 MB row had made 5,119 of them).
+_GZIP_MOST_RANGES = 32
 # Deflate shrinks text at most 1032 times: a trailer claiming more is not one.
 _DEFLATE_MOST = 1032
 # Listings' text rarely shrinks more than this: a gzip listing stored in less
@@ -464,14 +501,16 @@ class ListingReader(UnitReader):
             if not start:
                 yield Failed.of(_ROW_STAGE, e, url=url, file=True)
             return
-        lines = _lines(rows, start, end, skip_header=self._layout.has_header, verify=True)
+        lines = _placed_lines(rows, start, end, skip_header=self._layout.has_header,
+                              verify=True)
         try:
-            for line in lines:
+            for offset, line in lines:
                 if line.strip():  # a blank line (often the last) is not a row
-                    yield self._sample(url, line, parse)
+                    yield self._sample(url, KeyPlace(rows, offset), line, parse)
         except StreamCorrupt as e:  # raised before the first line: no row was read
             if not start:
-                yield Failed.of(_ROW_STAGE, e, url=url, file=True)
+                yield Failed.of(_ROW_STAGE, e, url=url, file=True,
+                                member=rows if rows != url else None)
 
     def keys(self, unit: WorkUnit, fields: tuple = ()) -> Iterator[tuple]:
         """The keys of the unit's rows and the values of their `fields`, their
@@ -500,8 +539,10 @@ class ListingReader(UnitReader):
         return [p._replace(where=f"line {np.searchsorted(_line_starts(p.url), p.at, 'right')}")
                 for p in places]
 
-    def _sample(self, url: str, line: bytes, parse: Callable[[bytes], dict]) -> dict | Failed:
-        """The row's Sample, or its dead letter."""
+    def _sample(self, url: str, place: KeyPlace, line: bytes,
+                parse: Callable[[bytes], dict]) -> dict | Failed:
+        """The row's Sample, or its dead letter (a row that does not read
+        naming its line: `place`, where it starts)."""
         self._rows.inc()
         self._samples.inc()
         try:
@@ -512,8 +553,9 @@ class ListingReader(UnitReader):
             return Failed.of(_MEDIA_STAGE, e, url=url, key=e.key, member=e.path,
                              column=e.column)
         except ValueError as e:  # a listing set's row names its key (and may its stage)
+            (named,) = self.place_names([place])
             return Failed.of(getattr(e, "stage", _ROW_STAGE), e, url=url,
-                             key=getattr(e, "key", None))
+                             key=getattr(e, "key", None), member=named.where)
 
 
 class ReadListingSamples(beam.PTransform):
@@ -577,7 +619,11 @@ class ReadListingSamples(beam.PTransform):
 
     def check_fields(self, fields: Sequence[tuple]) -> None:
         """ValueError, before any work, naming each (flag, field) pair whose field
-        no column of the listings provides (`missing_fields`)."""
+        no column of the listings provides (`missing_fields`): of Lhotse
+        recordings read whole, which supervisions manifest was not there."""
+        missing = missing_fields(self.layout.columns, fields)
+        if missing and self.layout.format == LHOTSE and "start" not in self.layout.columns:
+            raise no_supervisions(self.files[0], missing)
         check_columns(self.files[0], self.layout.columns, fields)
 
     def expand(self, pbegin):
@@ -611,6 +657,7 @@ class ReadLhotseSamples(ReadListingSamples):
                                                    "manifests")
                       if listing_format(path) != LHOTSE), None)
         if other is not None:
-            raise ValueError(f"{other!r} is not a Lhotse recordings manifest or CutSet (named "
-                             "like *_recordings_*.jsonl.gz, *_cuts_*.jsonl.gz)")
+            raise supervisions_given_alone(other) or ValueError(
+                f"{other!r} is not a Lhotse recordings manifest or CutSet (named like "
+                "*_recordings_*.jsonl.gz, *_cuts_*.jsonl.gz)")
         super().__init__(manifests, (), None, target_bytes, media_root)

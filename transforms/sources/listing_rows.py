@@ -119,7 +119,7 @@ def _text(line: bytes) -> str:
     try:
         return line.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as e:
-        raise ValueError(f"line is not UTF-8: {e}") from None
+        raise ValueError(f"line is not UTF-8 ({e}): {preview(line, _PREVIEW)}") from None
 
 
 def _json_object(text: str) -> dict:
