@@ -210,8 +210,8 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
             spec
         ),
         selection=sample_ops.parse_selection(opts.select) if opts.select else None,
-        where=sample_ops.parse_pairs(opts.where, "--where"),
-        renames=sample_ops.parse_pairs(opts.rename, "--rename"),
+        where=sample_ops.parse_pairs(opts.where, "where"),
+        renames=sample_ops.parse_pairs(opts.rename, "rename"),
         filter_empty=opts.filter_empty,
         sample_fn=opts.sample_fn or None,
         example_fn=opts.example_fn or None,

@@ -100,16 +100,20 @@ class DatasetOptions(FlagTable, PipelineOptions):
         Flag("preprocessing_fn", "preprocessing", default="",
              example="mypackage.transforms:preprocessing_fn", regex=FUNCTION,
              label="tf.Transform preprocessing function", recorded=True,
+             parameters=("preprocessing.fn",),
              help="module:function, a tf.Transform preprocessing_fn: analyzed on the train split, "
                   "applied to every split; the shards hold its outputs, transform_fn/ is written "
                   "next to them."),
         Flag("normalize", "preprocessing", default="", recorded=True,
+             parameters=("preprocessing.normalize",),
              help="Built-in tf.Transform scaling with train statistics, e.g. 'gain=zscore,age=0_1' "
                   "(float32, replacing the feature)."),
         Flag("vocabulary", "preprocessing", default="", recorded=True,
+             parameters=("preprocessing.vocabulary",),
              help="Built-in tf.Transform vocabulary of the train split, e.g. 'speaker,lang': each "
                   "value becomes its int64 index, -1 if unseen in train."),
         Flag("bucketize", "preprocessing", default="", recorded=True,
+             parameters=("preprocessing.bucketize",),
              help="Built-in tf.Transform quantile buckets from the train split, e.g. 'age=4' "
                   "(int64 bucket 0..3)."),
         Flag("cut", "cutting", default="none", choices=tuple(MODES), recorded=True,

@@ -9,7 +9,10 @@
   `transforms`, a package's own names (its __init__), or the Beam-free format
   layer, never a module inside a Beam package;
 - Beam's and argparse's private names are used in one module,
-  transforms/runner/beam_internals.py, which checks the Beam version.
+  transforms/runner/beam_internals.py, which checks the Beam version;
+- the library speaks Python: no error it raises names a command-line flag
+  (an ArgumentError names the parameter, which the command line says as its
+  flag: pipelines/cli.py).
 
 Read from the source, so an import inside a function counts too."""
 
@@ -111,3 +114,18 @@ def test_internals_are_used_in_one_module():
              for path in (ROOT / folder).rglob("*.py")
              if INTERNALS.search(path.read_text())}
     assert users == {str(INTERNALS_MODULE.relative_to(ROOT))}
+
+
+# A flag in an error's text: --name (GNU tar's own flags, which a hint about
+# making a tar names, are tar's, not ours).
+FLAG = re.compile(r"(?<![\w-])--(?!dereference\b|hard\b)[a-z][a-z_]+")
+
+
+def test_no_error_the_library_raises_names_a_flag():
+    named = [f"{path.relative_to(ROOT)}:{node.lineno}"
+             for path in TRANSFORMS.rglob("*.py")
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Raise) and node.exc is not None
+             and any(isinstance(c, ast.Constant) and isinstance(c.value, str)
+                     and FLAG.search(c.value) for c in ast.walk(node.exc))]
+    assert named == []

@@ -389,6 +389,19 @@ def test_bad_preprocessing_flags_fail_before_any_work(corpus, tmp_path, flags, m
     assert not (tmp_path / "bad").exists()
 
 
+def test_from_python_the_errors_name_the_parameters():
+    """The same checks, from Python: each names the Preprocessing parameter."""
+    spec = FeatureSpec.parse("gain:float,lang:string")
+    with pytest.raises(ValueError, match="^preprocessing.normalize 'nope': no such feature"):
+        Preprocessing(normalize=(("nope", "zscore"),)).check(spec, ["train"])
+    with pytest.raises(ValueError, match="^preprocessing.vocabulary 'gain': a float feature; "
+                                         "preprocessing.vocabulary takes"):
+        Preprocessing(vocabulary=("gain",)).check(spec, ["train"])
+    with pytest.raises(ValueError, match="^preprocessing.fn cannot be combined with "
+                                         "preprocessing.normalize"):
+        Preprocessing(fn="json:dumps", normalize=(("gain", "zscore"),)).check(spec, ["train"])
+
+
 # -- the stage's pure functions ----------------------------------------------------
 
 

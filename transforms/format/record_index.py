@@ -113,7 +113,7 @@ def _load_index(root: str, shard: dict, open_file: Callable) -> np.ndarray:
     index = shard.get("index")
     if not index:
         raise RecordIndexError(f"{shard['file']} has no record index (only uncompressed "
-                               "shards have one: write with --compression none)")
+                               "shards have one: write with compression 'none')")
     with open_file(f"{root}/{index['file']}") as f:
         text = f.read()
     if f"{google_crc32c.value(text):08x}" != index["crc32c"]:

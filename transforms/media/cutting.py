@@ -362,7 +362,7 @@ def _boxes(sample: Mapping[str, Any], options: CutOptions) -> BoxTrack | None:
         return None
     span = sample.get(SPAN)
     if span is None or span.boxes is None:
-        raise MediaError("--boxes_from segment crops frames to the segment's boxes, and "
+        raise MediaError("frames are cropped to the segment's boxes (crop_to_boxes), and "
                          "this segment has none", stage="segment")
     return span.boxes
 
@@ -423,8 +423,8 @@ def _audio_windows(sample, base, options, span, stats, route) -> Iterator[dict]:
 
 def _segment_example(sample, base, options, span, stats, route) -> Iterator[dict]:
     if span is None:
-        raise MediaError("--cut segments cuts segments, and this sample is a whole recording "
-                         "(give its segments: --segments_field or --segment_columns)",
+        raise MediaError("the cut 'segments' cuts segments, and this sample is a whole "
+                         "recording (give its segments: a segments field or segment columns)",
                          stage="segment")
     example = {**base, "start_time": span[0], "end_time": span[1]}
     if options._uses_frames:

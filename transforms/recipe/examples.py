@@ -258,8 +258,8 @@ class ExampleRecipe:
 
     def load_functions(self) -> tuple:
         """The user's sample and example functions (None where not given)."""
-        return (self.sample_fn and sample_ops.load_function(self.sample_fn, "--sample_fn"),
-                self.example_fn and sample_ops.load_function(self.example_fn, "--example_fn"))
+        return (self.sample_fn and sample_ops.load_function(self.sample_fn, "sample_fn"),
+                self.example_fn and sample_ops.load_function(self.example_fn, "example_fn"))
 
 
 class StageError(Exception):

@@ -21,6 +21,7 @@ import decimal
 import importlib
 from typing import Any, Callable, Mapping
 
+from transforms.format.arguments import ArgumentError
 from transforms.format.sample import FieldReader, field_text
 from transforms.format.text import comma_list
 
@@ -55,16 +56,15 @@ class Selection:
 
 
 def parse_selection(text: str) -> Selection:
-    """`--select` -> Selection; a bare term is an exact key."""
+    """The `select` text -> Selection; a bare term is an exact key."""
     found = {s: [] for s in _SELECTORS}
     for term in comma_list(text):
         how, sep, what = term.partition(":")
         if not sep:
             how, what = "key", term
         if how not in found or not what:
-            raise ValueError(
-                f"--select term {term!r}: use a field name or "
-                f"prefix:/suffix:/contains: followed by text")
+            raise ArgumentError("select", f"term {term!r}: use a field name or "
+                                          "prefix:/suffix:/contains: followed by text")
         found[how].append(what)
     return Selection(**{k: tuple(v) for k, v in found.items()})
 
@@ -74,13 +74,14 @@ def select_fields(sample: Mapping[str, Any], selection: Selection) -> dict:
     return {k: v for k, v in sample.items() if selection.keeps(k)}
 
 
-def parse_pairs(text: str, flag: str) -> tuple:
-    """'a=b,c=d' -> (('a', 'b'), ('c', 'd')) for --rename and --where."""
+def parse_pairs(text: str, parameter: str) -> tuple:
+    """'a=b,c=d' -> (('a', 'b'), ('c', 'd')) for `rename` and `where`;
+    ArgumentError naming `parameter`."""
     pairs = []
     for term in comma_list(text):
         left, sep, right = term.partition("=")
         if not sep or not left.strip():
-            raise ValueError(f"{flag} term {term!r} is not name=value")
+            raise ArgumentError(parameter, f"term {term!r} is not name=value")
         pairs.append((left.strip(), right.strip()))
     return tuple(pairs)
 
@@ -137,16 +138,16 @@ def is_empty(record: Mapping[str, Any]) -> bool:
     return True
 
 
-def load_function(path: str, flag: str) -> Callable:
-    """Imports `package.module:function`; ValueError naming the flag if it cannot."""
+def load_function(path: str, parameter: str) -> Callable:
+    """Imports `package.module:function`; ArgumentError naming `parameter` if it cannot."""
     module_name, sep, attr = path.partition(":")
     if not sep or not module_name or not attr:
-        raise ValueError(f"{flag} {path!r} is not module:function")
+        raise ArgumentError(parameter, f"{path!r} is not module:function")
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
-        raise ValueError(f"{flag} {path!r}: cannot import {module_name!r}: {e}") from None
+        raise ArgumentError(parameter, f"{path!r}: cannot import {module_name!r}: {e}") from None
     fn = getattr(module, attr, None)
     if not callable(fn):
-        raise ValueError(f"{flag} {path!r}: {module_name!r} has no function {attr!r}")
+        raise ArgumentError(parameter, f"{path!r}: {module_name!r} has no function {attr!r}")
     return fn

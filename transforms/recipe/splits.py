@@ -251,7 +251,7 @@ class SplitPlan:
         m = re.search(self.pattern, text)
         if not m or m.group(1) is None:
             raise ValueError(
-                f"split key: --split_by regex {self.pattern!r} does not match "
+                f"split key: the split_by regex {self.pattern!r} does not match "
                 f"{self.field}={text[:80]!r}")
         return m.group(1)
 

@@ -31,6 +31,7 @@ import json
 import re
 from typing import Any, Callable, Mapping, Sequence
 
+from transforms.format.arguments import ArgumentError
 from transforms.format.sample import CHANNEL, KEY, URL, StoredBytes, field_text, field_value
 from transforms.format.text import comma_list, preview
 from transforms.media.sniff import NotMedia, check_media
@@ -75,7 +76,7 @@ class ListingLayout:
 
     def __post_init__(self):
         if not self.media_columns:
-            raise ValueError("--media_columns names no column; which columns hold file paths?")
+            raise ArgumentError("media_columns", "names no column; which columns hold file paths?")
         missing = [c for c in (*self.media_columns, self.key_column or "")
                    if c and c not in self.columns]
         if missing:

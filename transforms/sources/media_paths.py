@@ -139,7 +139,7 @@ class MediaRoots:
         raise OutsideCorpus(
             f"{written!r} is outside the corpus: it is {where}, not under the folder of "
             f"{posixpath.basename(listing_url)} ({folder}){roots}; a media root "
-            "(--media_root, media_root=) names a folder the listing's paths may lead into")
+            "(media_root) names a folder the listing's paths may lead into")
 
     def first_row_outside(self, listing_url: str, row: str, written: str,
                           parameter: str = "media_root") -> None:

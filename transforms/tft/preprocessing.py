@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
+from transforms.format.arguments import ArgumentError
 from transforms.format.spec import FeatureSpec
 from transforms.format.text import comma_list
 from transforms.recipe import sample_ops
@@ -40,6 +41,8 @@ TRANSFORM_DIRS = (TRANSFORM_FN_DIR, TRANSFORMED_METADATA_DIR, RAW_METADATA_DIR)
 
 _NUMERIC = ("int32", "int64", "float", "double")
 _VOCABULARY = ("bytes", "string", "int32", "int64")
+# The parameter naming a user's preprocessing_fn (--preprocessing_fn).
+_FN = "preprocessing.fn"
 
 
 def _names(text: str) -> tuple:
@@ -52,7 +55,8 @@ def _bucket_count(feature: str, text: str) -> int:
     except ValueError:
         n = 0
     if n < 2:
-        raise ValueError(f"--bucketize {feature}={text}: the bucket count must be an integer >= 2")
+        raise ArgumentError("preprocessing.bucketize",
+                            f"{feature}={text}: the bucket count must be an integer >= 2")
     return n
 
 
@@ -66,7 +70,7 @@ class Preprocessing:
     >>> import transforms as dg
     >>> pre = dg.Preprocessing(normalize=(("gain", "zscore"),), vocabulary=("speaker",))
     >>> pre.builtins
-    (('--normalize', 'gain', 'zscore'), ('--vocabulary', 'speaker', 'vocabulary'))
+    (('normalize', 'gain', 'zscore'), ('vocabulary', 'speaker', 'vocabulary'))
     >>> pre.check(dg.FeatureSpec.parse("gain:float,speaker:string"), ["train", "test"])
     """
 
@@ -80,50 +84,55 @@ class Preprocessing:
                    bucketize: str = "") -> "Preprocessing | None":
         """The flags' preprocessing, or None when none is asked for."""
         pre = cls(fn=preprocessing_fn.strip() or None,
-                  normalize=sample_ops.parse_pairs(normalize, "--normalize"),
+                  normalize=sample_ops.parse_pairs(normalize, "preprocessing.normalize"),
                   vocabulary=_names(vocabulary),
                   bucketize=tuple((name, _bucket_count(name, n))
-                                  for name, n in sample_ops.parse_pairs(bucketize, "--bucketize")))
+                                  for name, n in sample_ops.parse_pairs(
+                                      bucketize, "preprocessing.bucketize")))
         return pre if pre.fn or pre.builtins else None
 
     @property
     def builtins(self) -> tuple:
-        """((flag, feature, method), ...) for every built-in, in flag order."""
-        return (tuple(("--normalize", name, method) for name, method in self.normalize)
-                + tuple(("--vocabulary", name, "vocabulary") for name in self.vocabulary)
-                + tuple(("--bucketize", name, n) for name, n in self.bucketize))
+        """((kind, feature, method), ...) for every built-in, in flag order."""
+        return (tuple(("normalize", name, method) for name, method in self.normalize)
+                + tuple(("vocabulary", name, "vocabulary") for name in self.vocabulary)
+                + tuple(("bucketize", name, n) for name, n in self.bucketize))
 
     def check(self, spec: FeatureSpec, split_names: list) -> None:
-        """ValueError naming the flag for anything that cannot run on this spec and splits.
+        """ArgumentError naming the parameter (preprocessing.normalize, say) for
+        anything that cannot run on this spec and splits.
 
         Imports the user's preprocessing_fn, so an unimportable one fails here.
         """
         if self.fn and self.builtins:
-            raise ValueError("--preprocessing_fn cannot be combined with --normalize, "
-                             "--vocabulary or --bucketize (put those in your function)")
+            raise ArgumentError(_FN, "cannot be combined with {preprocessing.normalize}, "
+                                     "{preprocessing.vocabulary} or {preprocessing.bucketize} "
+                                     "(put those in your function)")
         if ANALYZED_SPLIT not in split_names:
-            raise ValueError(f"tf.Transform analyzes the {ANALYZED_SPLIT!r} split, but --splits "
-                             f"has only {', '.join(split_names)}")
+            raise ArgumentError("splits", f"has only {', '.join(split_names)}, and tf.Transform "
+                                          f"analyzes the {ANALYZED_SPLIT!r} split")
         if self.fn:
-            sample_ops.load_function(self.fn, "--preprocessing_fn")
+            sample_ops.load_function(self.fn, _FN)
             return
         by_name = {f.name: f for f in spec}
         seen = set()
-        for flag, name, method in self.builtins:
+        for kind, name, method in self.builtins:
+            parameter = f"preprocessing.{kind}"
             feature = by_name.get(name)
             if feature is None:
-                raise ValueError(f"{flag} {name!r}: no such feature; the spec has "
-                                 f"{', '.join(spec.names)}")
+                raise ArgumentError(parameter, f"{name!r}: no such feature; the spec has "
+                                               f"{', '.join(spec.names)}")
             if name in seen:
-                raise ValueError(f"{flag} {name!r}: the feature already has a built-in transform")
+                raise ArgumentError(parameter, f"{name!r}: the feature already has a built-in "
+                                               "transform")
             seen.add(name)
-            if flag == "--normalize" and method not in NORMALIZE_METHODS:
-                raise ValueError(f"--normalize {name}={method}: the method must be "
-                                 f"{' or '.join(NORMALIZE_METHODS)}")
-            allowed = _VOCABULARY if flag == "--vocabulary" else _NUMERIC
+            if kind == "normalize" and method not in NORMALIZE_METHODS:
+                raise ArgumentError(parameter, f"{name}={method}: the method must be "
+                                               f"{' or '.join(NORMALIZE_METHODS)}")
+            allowed = _VOCABULARY if kind == "vocabulary" else _NUMERIC
             if feature.dtype not in allowed:
-                raise ValueError(f"{flag} {name!r}: a {feature.dtype} feature; {flag} takes "
-                                 f"{', '.join(allowed)}")
+                raise ArgumentError(parameter, f"{name!r}: a {feature.dtype} feature; "
+                                               f"{{{parameter}}} takes {', '.join(allowed)}")
 
     def passed_through(self, raw_spec: FeatureSpec) -> frozenset:
         """The raw features the preprocessing outputs unchanged: with built-ins all but
@@ -135,7 +144,7 @@ class Preprocessing:
     def preprocessing_fn(self) -> Callable:
         """The tf.Transform preprocessing_fn: the user's, or one made of the built-ins."""
         if self.fn:
-            return sample_ops.load_function(self.fn, "--preprocessing_fn")
+            return sample_ops.load_function(self.fn, _FN)
         return _BuiltinPreprocessing(self.builtins)
 
     def manifest_section(self, raw_spec: FeatureSpec) -> dict:

@@ -32,7 +32,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 
 from transforms.format import manifest
-from transforms.format.arguments import check_path
+from transforms.format.arguments import ArgumentError, check_path
 from transforms.format.manifest import DatasetInfo
 from transforms.runner.runtime import make_pipeline, runs_locally, wait_for
 from transforms.storage.folders import read_manifest, remove_tree
@@ -80,7 +80,8 @@ def _report_dir(options: PipelineOptions) -> str:
         return tempfile.mkdtemp(prefix="verify-")
     temp = options.view_as(GoogleCloudOptions).temp_location
     if not temp:
-        raise ValueError("--temp_location is needed: the job leaves its reports there")
+        raise ArgumentError("options", "have no temp_location: a job off this machine leaves "
+                                       "its reports there")
     return FileSystems.join(temp, f"verify-{uuid.uuid4().hex}")
 
 

@@ -34,6 +34,7 @@ from typing import Iterable, Mapping, Sequence
 
 from google.cloud.bigtable.data import row_filters
 
+from transforms.format.arguments import ArgumentError
 from transforms.format.sample import KEY, URL, escape
 from transforms.format.stable_hash import stable_hash64
 from transforms.sources.bigtable.key_ranges import prefix_end
@@ -63,9 +64,9 @@ def parse_columns(text: str) -> dict:
     for term in (t.strip() for t in text.split(",")):
         spec, sep, field = (s.strip() for s in term.partition("="))
         if sep and not field:
-            raise ValueError(f"--columns term {term!r} has an empty field name after '='")
+            raise ArgumentError("columns", f"term {term!r} has an empty field name after '='")
         if spec in columns:
-            raise ValueError(f"--columns {text!r} names column {spec!r} twice")
+            raise ArgumentError("columns", f"{text!r} names column {spec!r} twice")
         columns[spec] = field or ("*" if spec.endswith(":*") else spec)
         _split_column(spec, columns[spec])
     return columns
