@@ -180,8 +180,10 @@ def test_a_key_in_two_units_of_a_users_source_and_two_parquet_files(tones, tmp_p
 
 
 def test_verify_refuses_a_ledger_holding_a_key_twice(tones, tmp_path):
-    """A dataset written before keys were checked dataset-wide: two units'
-    fingerprints (the ledger's only keys then) name one key."""
+    """Verify runs the writer's dataset checks on the ledger: a key two units
+    gave, a group in two splits; and in a dataset written before keys were
+    checked dataset-wide, two units' fingerprints (the ledger's only keys
+    then) naming one key."""
     _listing(tones / "c.jsonl", [f"k{i}" for i in range(8)])
     output = tmp_path / "ds"
     _listing_job(str(tones / "c.jsonl"), output, "--shard_size_mb", "0.01")
@@ -191,8 +193,17 @@ def test_verify_refuses_a_ledger_holding_a_key_twice(tones, tmp_path):
     lines[1]["keys"] = [*lines[1]["keys"], lines[0]["keys"][0]]
     ledger.write_text("".join(json.dumps(line) + "\n" for line in lines))
     problems = dg.verify_dataset(output).problems
-    assert problems == ["units.jsonl: key 'k0' is given 2 times (units 0, 1): a key is the "
-                        "dataset's, given once (its examples are named, ordered and split by it)"]
+    assert problems == ["units.jsonl: 1 key(s) given more than once, e.g. 'k0' 2 times: each "
+                        "sample needs its own __key__ (examples are named, ordered and split by "
+                        "it); give your elements distinct keys, or drop the copies"]
+    group = lines[0]["groups"][0][0]
+    leaking = [lines[0], {**lines[1], "keys": lines[1]["keys"][:-1],
+                          "groups": [*lines[1]["groups"], [group, "test"]]}]
+    ledger.write_text("".join(json.dumps(line) + "\n" for line in leaking))
+    assert dg.verify_dataset(output).problems == [
+        f"units.jsonl: split leakage: 1 group key(s) in more than one split: {group!r} in test, "
+        "train (groups by split_by; with split_column the split field must agree for every "
+        "sample of a group)"]
     older = [{k: v for k, v in line.items() if k != "keys"} for line in lines[:2]]
     for line in older:
         line["fingerprints"] = [["bytes:audio", "0" * 32, "train", "k0", "c.jsonl"]]

@@ -11,8 +11,8 @@ every shard once in a Beam job, one shard per work item
 (transforms/verify/shards.py): framing and CRCs of every record, the gzip
 stream, the file's CRC32C against the one the writer recorded, counts and
 bytes, the record index, every record against the spec, and the media of a
-seeded sample of records decoded; the keys the ledger holds, each given once
-in the dataset, counted by the writer's own step (transforms/verify/keys.py);
+seeded sample of records decoded; the writer's dataset checks (a key once,
+a group in one split) run on the ledger (transforms/verify/ledger_checks.py);
 and the duplicate check's list against the
 manifest and the shards (transforms/verify/duplicates.py), and augmented
 copies' aug.* values and counts (transforms/verify/augmentation.py).
@@ -38,8 +38,8 @@ from transforms.runner.runtime import make_pipeline, runs_locally, wait_for
 from transforms.storage.folders import read_manifest, remove_tree
 from transforms.verify.augmentation import AugmentedRange, augmented_range, count_problems
 from transforms.verify.duplicates import duplicates_problems, sought_keys, written_problems
-from transforms.verify.keys import LedgerKeys
 from transforms.verify.layout import layout_problems, manifest_problems
+from transforms.verify.ledger_checks import LedgerChecks
 from transforms.verify.shards import ShardReport, VerifyShards
 
 __all__ = ["Verification", "verify_dataset"]
@@ -115,7 +115,7 @@ def _check_data(info: DatasetInfo, root: str, entries: list, media_samples: int,
              | "WriteReports" >> beam.Map(_write_reports, path))
         if ledger is not None:
             _ = (pipeline
-                 | "Keys" >> LedgerKeys(FileSystems.join(root, ledger), ledger)
+                 | "Checks" >> LedgerChecks(FileSystems.join(root, ledger), ledger)
                  | "GatherLedger" >> beam.combiners.ToList()
                  | "WriteLedgerProblems" >> beam.Map(_write_lines, ledger_path))
         if not wait_for(pipeline.run(), options):

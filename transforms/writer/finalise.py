@@ -1,7 +1,7 @@
 """The job's last steps: check everything, move the shards into place, publish.
 
-    info = ({"planned": ..., "shards": ..., "tallies": ..., "failures": ..., "leaks": ...,
-             "group_counts": ..., "receipts": ...}
+    info = ({"planned": ..., "shards": ..., "tallies": ..., "failures": ...,
+             "receipts": ..., "duplicates": ...}
             | "Finalise" >> Finalise(config, temp_dir, transformed_spec))
 
 1. **Check**, once every shard is written. Samples read = written + filtered +
@@ -13,9 +13,11 @@
    joined a part at a time, so no step holds them all. The duplicate
    check's list is written so too (in parts by a hash of each group, each
    part sorted), and only its counts and first group across splits reach
-   this step. Then the job
-   fails when more than --max_failure_fraction of the inputs failed or a group
-   key is in two splits: it keeps its shards and receipts for --resume and its
+   this step; each of the dataset's checks (transforms/checks/dataset_checks.py)
+   has joined its records of the receipts. Then the job fails when more than
+   --max_failure_fraction of the inputs failed or a check refuses (a group
+   key in two splits, a key given twice): it keeps its shards and receipts
+   for --resume (not when no rerun could publish them) and its
    dead letters where its error says (`<output>/.temp-datagen-<run>/failures.jsonl`),
    and leaves the output exactly as it was - an earlier dataset there stays whole.
    Otherwise an earlier run's manifest is deleted (while files change, no
@@ -44,6 +46,7 @@ from typing import Any, Iterable, Mapping, NamedTuple
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from transforms.checks.dataset_checks import FindAll, Verdict, judge
 from transforms.checks.duplicates import (
     SIMILAR,
     DuplicateGroup,
@@ -54,8 +57,6 @@ from transforms.checks.duplicates import (
     group_tallies,
     similar_message,
 )
-from transforms.checks.keys import written_twice_message
-from transforms.checks.leakage import leakage_message
 from transforms.format import manifest, tfds_metadata
 from transforms.format.dead_letters import (
     DatasetFailed,
@@ -220,30 +221,33 @@ class _CheckFn(beam.DoFn):
         self._config = config
         self._temp_dir = temp_dir
 
-    def process(self, _, planned, shards, tallies, failure_parts, leaks, group_counts, spans,
-                duplicates, repeated_keys, measured):
+    def process(self, _, planned, shards, tallies, failure_parts, spans, duplicates, found,
+                measured):
         """`duplicates` is what `_DuplicatesFound` makes of the groups: their
-        summed tallies, the first across splits, the written parts."""
+        summed tallies, the first across splits, the written parts; `found`
+        what each of the DATASET_CHECKS found, by its name."""
         config = self._config
         counted = Accounting(tallies)
         _check_totals(counted, dict(planned), spans, shards, config.write_tfrecords)
         num_failures, first = self._join_failures(sorted(failure_parts))
         sections = manifest_sections(config.recipe.every_measure, measured,
                                      config.recipe.split_plan.names)
-        group_counts = dict(group_counts)
+        verdicts = judge(found, config.said)
+        group_counts = dict(next(v.facts["group_counts"] for v in verdicts
+                                 if "group_counts" in v.facts))
         # Every message in the caller's terms: flags for a job, parameters in Python.
         empty, lopsided = (list(map(config.said, lines)) for lines in split_balance(
             config.recipe.split_plan, _original_examples(counted.section, sections),
             group_counts))
         copies, copied, alike = self._duplicates(duplicates)
         try:
-            self._refuse(counted, first, leaks, repeated_keys, copied, empty)
+            self._refuse(counted, first, verdicts, copied, empty)
         except DatasetFailed:
             # The output stays exactly as it was; this run's dead letters stay in
             # its temporary folder, and so does its work when only a policy flag
             # failed it (--max_failure_fraction, --allow_empty_splits): a rerun
             # with --resume publishes it. A leak would fail every rerun.
-            if leaks or repeated_keys:
+            if any(v.refusal and v.final for v in verdicts):
                 remove_tree(self._temp_dir)
             raise
         named, final_files = self._name_shards(shards)
@@ -262,12 +266,12 @@ class _CheckFn(beam.DoFn):
         _join_files([part.path for part in parts], _run_failures(self._temp_dir))
         return num_failures, json.loads(parts[0].first)
 
-    def _refuse(self, counted: Accounting, first: dict | None, leaks, repeated_keys,
+    def _refuse(self, counted: Accounting, first: dict | None, verdicts: list[Verdict],
                 copied: str, empty: list) -> None:
         """DatasetFailed, in one line, when the job may not publish: too many
-        inputs failed, a group is in two splits, a key was given twice, no
-        example or an empty split (unless allowed), content in two splits
-        with duplicates 'fail'."""
+        inputs failed, a dataset check refuses (a group in two splits, a key
+        given twice), no example or an empty split (unless allowed), content
+        in two splits with duplicates 'fail'."""
         config = self._config
         # What publishes this run's work: a job resumes it; a Python caller runs again.
         rerun = "{resume} with" if config.command_line else "a rerun with"
@@ -276,10 +280,9 @@ class _CheckFn(beam.DoFn):
                                _run_failures(self._temp_dir), config.said,
                                f"; {rerun} a higher {{max_failure_fraction}} publishes "
                                "this run's work")
-        if leaks:
-            raise DatasetFailed(config.said(leakage_message(leaks)))
-        if repeated_keys:
-            raise DatasetFailed(written_twice_message(repeated_keys))
+        refusal = next((v.refusal for v in verdicts if v.refusal), "")
+        if refusal:
+            raise DatasetFailed(refusal)
         if not sum(counted.section["examples_per_split"].values()) and (
                 not config.allow_empty_splits):
             raise DatasetFailed(config.said(
@@ -587,15 +590,14 @@ def _audio_features_section(cut) -> dict:
 
 
 class Finalise(beam.PTransform):
-    """{"planned", "shards", "tallies", "failures", "leaks", "group_counts", "receipts",
-    "duplicates", "repeated_keys"} -> the manifest dict, once the dataset is
-    published (see the module docstring).
+    """{"planned", "shards", "tallies", "failures", "receipts", "duplicates"} ->
+    the manifest dict, once the dataset is published (see the module
+    docstring), every one of the DATASET_CHECKS run over the receipts.
 
     `planned` are the work units as (index, span or None) pairs, `shards`
     ShardRecords, `tallies` the singleton dict of summed tallies, `failures`
     the dead letters no receipt holds (a sink's refusals, the steps' before the
-    writer), `repeated_keys` (key, [unit, ...]) of keys given more than once, `leaks` (group,
-    splits) pairs, `group_counts` (split, groups) pairs, `receipts` the units'
+    writer), `receipts` the units'
     UnitReceipts (transforms/writer/ledger.py), checked against `planned`,
     their dead letters written out and kept in the ledger: `keep_ledger` false
     for units that no rerun plans again (a PCollection's bundles).
@@ -634,13 +636,11 @@ class Finalise(beam.PTransform):
                 shards=beam.pvalue.AsList(inputs["shards"]),
                 tallies=beam.pvalue.AsSingleton(inputs["tallies"]),
                 failure_parts=beam.pvalue.AsList(failure_parts),
-                leaks=beam.pvalue.AsList(inputs["leaks"]),
-                group_counts=beam.pvalue.AsList(inputs["group_counts"]),
                 spans=beam.pvalue.AsList(spans),
                 duplicates=beam.pvalue.AsSingleton(
                     inputs["duplicates"] | "DuplicatesFound" >> _DuplicatesFound(
                         config.recipe.split_plan.names, self._temp_dir)),
-                repeated_keys=beam.pvalue.AsList(inputs["repeated_keys"]),
+                found=beam.pvalue.AsDict(inputs["receipts"] | "DatasetChecks" >> FindAll()),
                 measured=beam.pvalue.AsSingleton(measured)))
         moved = (
             plan

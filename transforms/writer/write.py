@@ -46,8 +46,7 @@ from typing import Any, Mapping, Sequence, Tuple
 import apache_beam as beam
 
 from transforms.checks.duplicates import POLICIES, DuplicatesToDrop, FindDuplicates
-from transforms.checks.keys import KeysGivenTwice, KeysWrittenTwice
-from transforms.checks.leakage import SplitGroups
+from transforms.checks.keys import KeysGivenTwice
 from transforms.checks.stratify import StratifySplits
 from transforms.format.arguments import (
     ArgumentError,
@@ -721,9 +720,6 @@ class WriteDataset(beam.PTransform):
             | "AllTallies" >> beam.Flatten().with_output_types(Tuple[Tally, int])
             | "SumTallies" >> beam.CombinePerKey(sum)
             | "TallyDict" >> beam.combiners.ToDict())
-        groups = (receipts
-                  | "GroupSplits" >> beam.FlatMap(lambda r: r.groups)  # (group key, split)
-                  | "SplitGroups" >> SplitGroups())
         if duplicates is None:
             duplicates = receipts | "FindDuplicates" >> FindDuplicates(config.near_duplicates)
         return {
@@ -731,14 +727,8 @@ class WriteDataset(beam.PTransform):
             "shards": shards,
             "tallies": tallies,
             "failures": refused,
-            "leaks": groups["leaks"],
-            "group_counts": groups["counts"],
             "duplicates": duplicates,
             "receipts": receipts,
-            "repeated_keys": (receipts
-                              | "ReceiptKeys" >> beam.FlatMap(
-                                  lambda r: ((key, r.unit) for key in r.keys))
-                              | "KeysWrittenTwice" >> KeysWrittenTwice()),
         } | "Finalise" >> Finalise(config, temp_dir, analysis.spec if analysis else None,
                                    keep_ledger)
 
