@@ -60,11 +60,12 @@ def _receipt(temp: str, unit: int, groups_per_unit: int):
 
     return UnitReceipt(
         unit, None, (f"gs://bucket/shards/{unit:08d}.tar",), ((Tally(Kind.READ), groups_per_unit),),
-        tuple((f"clip-{unit}-{i}", "train") for i in range(groups_per_unit)),
         (_shard(temp, unit, groups_per_unit),),
         tuple(dead_letter("decode_audio", ValueError("cannot decode"), url=f"{unit}.tar",
                           key=f"clip-{unit}-{i}", member="flac")
-              for i in range(_FAILURES_PER_UNIT)))
+              for i in range(_FAILURES_PER_UNIT)),
+        observed=(("groups", tuple((f"clip-{unit}-{i}", "train")
+                                   for i in range(groups_per_unit))),))
 
 
 def _check_inputs(output: str, temp: str, units: int, groups_per_unit: int) -> tuple:
@@ -108,9 +109,9 @@ def _child(piece: str, workdir: str, units: int, groups_per_unit: int) -> None:
         write_text(path, line * (_PART_UNITS * _FAILURES_PER_UNIT))
         failure_parts.append(finalise.FailurePart(path, _PART_UNITS * _FAILURES_PER_UNIT, line))
     start = time.perf_counter()
+    found = {"leakage": [("groups", "train", units * groups_per_unit)], "keys": []}
     [plan] = finalise._CheckFn(config, temp).process(
-        None, planned, shards, tallies, failure_parts, [],
-        [("train", units * groups_per_unit)], spans)
+        None, planned, shards, tallies, failure_parts, spans, ({}, [], []), found, {})
     if piece == "ledger":
         receipts = [_receipt(temp, u, groups_per_unit) for u in range(_PART_UNITS)]
         start = time.perf_counter()

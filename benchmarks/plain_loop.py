@@ -29,6 +29,7 @@ from pipelines.dataset_job import dataset_config
 from pipelines.job_options import InputOptions
 from transforms.recipe.driver import SampleDriver
 from transforms.recipe.examples import Example
+from transforms.recipe.observers import CONTENT_FINGERPRINTS, KEYS, SPLIT_GROUPS
 from transforms.recipe.units import streaming
 from transforms.sources.tar import ReadTarSamples, TarReader, plan_tar_units
 from transforms.writer.rolling_shards import RollingShards
@@ -50,7 +51,7 @@ def convert(argv: list, part: int = 0, parts: int = 1) -> int:
     for unit in plan_tar_units(patterns, config.shard_size_bytes)[part::parts]:
         shards = RollingShards(temp_dir, (unit.index,), config.shard_format,
                                config.shard_size_bytes)
-        work = driver.start(record_keys=True)
+        work = driver.start((SPLIT_GROUPS, KEYS, CONTENT_FINGERPRINTS))
         for event in reader.read(unit):
             for example in driver.take(event, work):
                 if isinstance(example, Example):

@@ -190,23 +190,28 @@ def test_verify_refuses_a_ledger_holding_a_key_twice(tones, tmp_path):
     ledger = output / "units.jsonl"
     lines = [json.loads(line) for line in ledger.read_text().splitlines()]
     assert len(lines) > 1 and dg.verify_dataset(output).ok
-    lines[1]["keys"] = [*lines[1]["keys"], lines[0]["keys"][0]]
-    ledger.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    problems = dg.verify_dataset(output).problems
-    assert problems == ["units.jsonl: 1 key(s) given more than once, e.g. 'k0' 2 times: each "
-                        "sample needs its own __key__ (examples are named, ordered and split by "
-                        "it); give your elements distinct keys, or drop the copies"]
-    group = lines[0]["groups"][0][0]
-    leaking = [lines[0], {**lines[1], "keys": lines[1]["keys"][:-1],
-                          "groups": [*lines[1]["groups"], [group, "test"]]}]
-    ledger.write_text("".join(json.dumps(line) + "\n" for line in leaking))
-    assert dg.verify_dataset(output).problems == [
+    observed = [dict(line["observed"]) for line in lines]
+
+    def publish(name: str, records: list) -> list:
+        """The ledger with unit 1's observer `name` keeping `records`: its problems."""
+        changed = {**lines[1], "observed": list({**observed[1], name: records}.items())}
+        ledger.write_text("".join(json.dumps(line) + "\n"
+                                  for line in [lines[0], changed, *lines[2:]]))
+        return dg.verify_dataset(output).problems
+
+    assert publish("keys", [*observed[1]["keys"], observed[0]["keys"][0]]) == [
+        "units.jsonl: 1 key(s) given more than once, e.g. 'k0' 2 times: each sample needs its "
+        "own __key__ (examples are named, ordered and split by it); give your elements "
+        "distinct keys, or drop the copies"]
+    group = observed[0]["groups"][0][0]
+    assert publish("groups", [*observed[1]["groups"], [group, "test"]]) == [
         f"units.jsonl: split leakage: 1 group key(s) in more than one split: {group!r} in test, "
         "train (groups by split_by; with split_column the split field must agree for every "
         "sample of a group)"]
-    older = [{k: v for k, v in line.items() if k != "keys"} for line in lines[:2]]
-    for line in older:
-        line["fingerprints"] = [["bytes:audio", "0" * 32, "train", "k0", "c.jsonl"]]
+    # An earlier version's ledger: a field a fact, and no keys.
+    older = [{"unit": line["unit"], "groups": observed[i]["groups"],
+              "fingerprints": [["bytes:audio", "0" * 32, "train", "k0", "c.jsonl"]]}
+             for i, line in enumerate(lines[:2])]
     ledger.write_text("".join(json.dumps(line) + "\n" for line in older))
     assert [p.split(":")[0] for p in dg.verify_dataset(output).problems] == ["units.jsonl"]
 

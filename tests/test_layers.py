@@ -41,7 +41,7 @@ BELOW = {
                "writer"},
     "examples": {"format", "media", "recipe", "runner", "examples"},
     # checks: verify runs the writer's checks on what was published
-    "verify": {"format", "media", "runner", "storage", "tft", "checks", "verify"},
+    "verify": {"format", "media", "recipe", "runner", "storage", "tft", "checks", "verify"},
 }
 # The writer's faces, and the one module that builds on its converter.
 WRITER_FACES = {"transforms.writer", "transforms.writer.write", "transforms.writer.ledger"}

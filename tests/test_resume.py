@@ -241,7 +241,7 @@ def test_writedataset_refuses_to_reuse_work_where_the_whole_input_decides(corpus
 def _receipt(unit, span, inputs=("a.tar",), failed=0, versions=(("a.tar", "v1"),)):
     tallies = ((Tally(Kind.FAILED, "sample"), failed),) if failed else ()
     return UnitReceipt(unit, span, inputs, tallies,
-                       (), (ShardRecord("train", (unit, 0), f"t{unit}{span}", 1, 1, "0"),), (),
+                       (ShardRecord("train", (unit, 0), f"t{unit}{span}", 1, 1, "0"),), (),
                        versions)
 
 
@@ -260,16 +260,17 @@ def test_reusable_takes_one_origin_whole_and_only_for_the_same_inputs():
     assert reusable(_unit(), None, [(1, whole), (0, failed)], False).receipts == (failed,)
 
 
-def test_a_ledger_from_before_keys_were_checked_is_not_reused(corpus, tmp_path, capsys):
-    """Its receipts hold no keys for the dataset-wide check (nor, earlier, any
-    measures): every unit is converted again."""
+def test_a_ledger_from_before_the_observers_is_not_reused(corpus, tmp_path, capsys):
+    """Its receipts hold no observations for the dataset's checks (a field a
+    fact then, and earlier no keys, nor any measures): every unit is
+    converted again."""
     output = tmp_path / "ds"
     tar_to_tfrecord.run(_args(corpus, output))
     before = _tree(output)
     ledger = output / "units.jsonl"
     lines = [json.loads(line) for line in ledger.read_text().splitlines()]
-    ledger.write_text("".join(json.dumps({k: v for k, v in line.items() if k != "keys"})
-                              + "\n" for line in lines))
+    ledger.write_text("".join(json.dumps({**{k: v for k, v in line.items() if k != "observed"},
+                                          **dict(line["observed"])}) + "\n" for line in lines))
     capsys.readouterr()
     tar_to_tfrecord.run(_args(corpus, output, "--resume"))
     assert _reuse_line(capsys.readouterr().out) == (0, 6)

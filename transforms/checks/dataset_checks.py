@@ -1,8 +1,10 @@
 """The seam for what is checked over the whole dataset, not where a piece of it sits.
 
-A `DatasetCheck` reads each unit's receipt (the writer's UnitReceipt, or a
-line of a published ledger that verify reads), makes small records of it
-(`records`), joins them over the dataset in one Beam step (`join`), and
+A `DatasetCheck` has an observer (transforms/recipe/observers.py) that every
+unit's driver tells what became of each sample; it reads what the observer
+kept in each unit's receipt (the writer's UnitReceipt, or a line of a
+published ledger that verify reads) as small records (`records`), joins
+them over the dataset in one Beam step (`join`), and
 judges what it found (`judge`): a `Verdict` that may refuse the dataset,
 warn, and give the manifest facts. WriteDataset's final step runs every
 check of `DATASET_CHECKS` before anything is published
@@ -20,6 +22,7 @@ import apache_beam as beam
 
 from transforms.checks.keys import KeysWrittenTwice, written_twice_message
 from transforms.checks.leakage import SplitGroups, leakage_message
+from transforms.recipe.observers import KEYS, SPLIT_GROUPS, KeyedObserver, observed
 
 __all__ = ["DATASET_CHECKS", "DatasetCheck", "FindAll", "KeysOnce", "SplitLeakage", "Verdict",
            "judge"]
@@ -38,13 +41,15 @@ class Verdict(NamedTuple):
 
 class DatasetCheck:
     """A rule over the whole dataset (module docstring). `name` names its
-    steps and what it found."""
+    steps and what it found; `observer` is what it learns of each sample."""
 
     name: str
+    observer: KeyedObserver
 
     def records(self, receipt) -> Iterable:
-        """The small records one unit's receipt gives the check."""
-        raise NotImplementedError
+        """The small records one unit's receipt gives the check: by default
+        what its observer kept."""
+        return observed(receipt, self.observer.name)
 
     def join(self) -> beam.PTransform:
         """The step joining every unit's records into what the check found."""
@@ -61,9 +66,7 @@ class SplitLeakage(DatasetCheck):
     number of groups in each split is the manifest's (`group_counts`)."""
 
     name = "leakage"
-
-    def records(self, receipt) -> Iterable:
-        return receipt.groups   # distinct (group key, split) pairs
+    observer = SPLIT_GROUPS   # distinct (group key, split) pairs
 
     def join(self) -> beam.PTransform:
         return _TaggedSplitGroups()
@@ -94,9 +97,10 @@ class KeysOnce(DatasetCheck):
     unit's samples gave, counted over every unit."""
 
     name = "keys"
+    observer = KEYS
 
     def records(self, receipt) -> Iterable:
-        return ((key, receipt.unit) for key in receipt.keys)
+        return ((key, receipt.unit) for key in observed(receipt, KEYS.name))
 
     def join(self) -> beam.PTransform:
         return KeysWrittenTwice()

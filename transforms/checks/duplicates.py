@@ -47,6 +47,7 @@ from transforms.format.sample import KEY, URL
 from transforms.media.near_duplicates import NEAR
 from transforms.recipe.driver import Converted, SampleDriver
 from transforms.recipe.examples import ExampleRecipe
+from transforms.recipe.observers import CONTENT_FINGERPRINTS, observed
 from transforms.recipe.units import WorkUnit, streaming
 from transforms.sources.units import NO_DECISIONS, Decisions, decided_of
 
@@ -210,7 +211,8 @@ class FindDuplicates(beam.PTransform):
             receipts
             | "Fingerprints" >> beam.FlatMap(
                 lambda r: (((kind, digest), (key, split, url))
-                           for kind, digest, split, key, url in r.fingerprints))
+                           for kind, digest, split, key, url in observed(
+                               r, CONTENT_FINGERPRINTS.name)))
             | "SharedContent" >> SharedContent(self._threshold)
             | "Groups" >> DuplicateGroups(bool(self._threshold)))
 

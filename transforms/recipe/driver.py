@@ -11,17 +11,18 @@ each of them:
 
     driver = SampleDriver(recipe, count=counter_of)   # configuration: pickles
     driver.setup()                                    # the encoder, the user's functions
-    work = driver.start(record_keys=True)
+    work = driver.start(observers=(SPLIT_GROUPS, KEYS))
     for event in reader.read(unit):                   # Samples, Failed, serialized examples
         for item in driver.take(event, work, decided):
             ...                                       # an Example to write, or a Converted
 
 `take` yields each example as it is built (a long recording streams
 through), then a `Converted` saying what became of the sample (segment, cut
-example); the unit's `UnitWork` keeps its tallies, groups, dead letters,
-content fingerprints, the keys its samples gave and its measures'
-accumulators (transforms/recipe/measures/, each example fed to them as it
-is built) for its receipt. What the job decided before the pass (`Decided`:
+example); the unit's `UnitWork` keeps its tallies, dead letters, what its
+observers learned of each converted sample (transforms/recipe/observers.py:
+its groups, content fingerprints, keys) and its measures' accumulators
+(transforms/recipe/measures/, each example fed to them as it is built) for
+its receipt. What the job decided before the pass (`Decided`:
 the stratified splits, the copies --duplicates drop drops, the keys given
 more than once) is the same for every pass.
 
@@ -57,7 +58,6 @@ from transforms.format.sample import (
     URL,
     as_sample,
     content_key,
-    is_text,
 )
 from transforms.format.spec import FeatureSpec
 from transforms.format.text import preview
@@ -123,16 +123,18 @@ NOTHING_DECIDED = Decided()
 
 @dataclasses.dataclass
 class UnitWork:
-    """One unit's conversion so far: its tallies, groups, dead letters, content
-    fingerprints ((kind, digest, split, key, url)), the keys its samples gave
-    (`keys`, when they are recorded) and (Measure, accumulator) pairs."""
+    """One unit's conversion so far: its tallies, dead letters, (KeyedObserver,
+    its records) pairs and (Measure, accumulator) pairs."""
 
     tallies: collections.Counter = dataclasses.field(default_factory=collections.Counter)
-    groups: set = dataclasses.field(default_factory=set)
     failures: list = dataclasses.field(default_factory=list)
-    fingerprints: list = dataclasses.field(default_factory=list)
-    keys: list | None = None
+    observing: tuple = ()
     measured: tuple = ()
+
+    def observations(self) -> tuple:
+        """(name, records kept) of each observer: what the receipt carries."""
+        return tuple((observer.name, observer.kept(records))
+                     for observer, records in self.observing)
 
     def measures(self) -> tuple:
         """(name, accumulator as JSON) of each measure: what the receipt carries."""
@@ -179,13 +181,6 @@ def _given_again(segments: list, decided: Decided) -> Mapping[str, tuple]:
                                                  f"segment {index + 1}"))
     return collections.ChainMap({key: (len(found), places_text(found))
                                  for key, found in places.items()}, decided.repeated)
-
-
-def _checked_key(key) -> bool:
-    """Whether a key is one the dataset-wide check counts: text of its own (a
-    dict keyed by its content is the duplicate check's; a name in no UTF-8
-    fails its sample as it is read)."""
-    return isinstance(key, str) and is_text(key) and not key.startswith(CONTENT_KEY_PREFIX)
 
 
 def as_event(element) -> dict | bytes | Failed:
@@ -271,11 +266,10 @@ class SampleDriver:
         self._encoder = ExampleEncoder([(f.name, f.kind) for f in self._spec])
         self._sample_fn, self._example_fn = self._recipe.load_functions()
 
-    def start(self, record_keys: bool = False) -> UnitWork:
-        """A unit's (or a bundle's) conversion; with `record_keys`, the keys its
-        samples give are recorded, for the receipt (a key range's rows have
-        unique keys and no bound on their number: it records none)."""
-        return UnitWork(keys=[] if record_keys else None,
+    def start(self, observers: tuple = ()) -> UnitWork:
+        """A unit's (or a bundle's) conversion, each converted sample told to
+        `observers` (KeyedObservers) for the receipt."""
+        return UnitWork(observing=tuple((observer, []) for observer in observers),
                         measured=tuple((m, m.create()) for m in self._measures))
 
     def _count(self, name: str, n: int = 1) -> None:
@@ -362,7 +356,7 @@ class SampleDriver:
     def _sample(self, sample: dict, work: UnitWork, decided: Decided, unit: str) -> Iterator:
         """A sample's (segment's, cut example's) examples and outcome: a dead
         letter when its key is given more than once, filtered when it is a
-        copy to drop; its key recorded for the receipt otherwise."""
+        copy to drop."""
         stats: dict = {}
         key = sample.get(KEY)
         repeated = decided.repeated.get(key)
@@ -370,8 +364,6 @@ class SampleDriver:
             examples = _outcome_only(SampleOutcome(failure=StageError(
                 DUPLICATE_KEY, ValueError(given_again_message(key, *repeated)))))
         else:
-            if work.keys is not None and _checked_key(key):
-                work.keys.append(key)
             if (sample.get(URL, ""), key) in decided.dropped:
                 examples = _outcome_only(SampleOutcome(filtered="duplicate"))
             else:
@@ -383,7 +375,7 @@ class SampleDriver:
     def _converted(self, sample: Mapping, examples, work: UnitWork, stats: dict,
                    unit: str) -> Iterator:
         """A sample's (segment's, cut example's) examples, then its Converted;
-        its tallies, groups and dead letter kept in `work`."""
+        its tallies, dead letter and what the observers learn kept in `work`."""
         while True:
             try:
                 yield next(examples)
@@ -391,10 +383,8 @@ class SampleDriver:
                 outcome = done.value
                 break
         work.tallies.update(_outcome_tallies(outcome, unit))
-        if outcome.examples:
-            work.groups.add((outcome.group, outcome.split))
-            work.fingerprints += [(kind, digest, outcome.split, sample.get(KEY),
-                                   sample.get(URL, "")) for kind, digest in outcome.fingerprints]
+        for observer, records in work.observing:
+            records.extend(observer.observe(sample, outcome))
         work.failures += self._letters(sample, outcome, stats, unit)
         yield Converted(sample, outcome, unit)
 

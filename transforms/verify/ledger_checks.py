@@ -1,12 +1,13 @@
 """The dataset's checks, run on what was published as the writer runs them.
 
 The published ledger (units.jsonl, transforms/writer/ledger.py) holds what
-each unit's receipt held: the (group key, split) pairs and keys of its
-samples. `LedgerChecks` runs every one of the writer's dataset-wide checks
-(transforms/checks/dataset_checks.py: a group in one split, a key once) over
-the whole ledger with the checks' own steps, so a dataset the writer would
-have refused is refused whatever wrote it. A ledger an earlier version wrote
-has no keys: its samples' content fingerprints name their keys (with
+each unit's receipt held: what its observers learned of its samples (their
+(group key, split) pairs, their keys). `LedgerChecks` runs every one of the
+writer's dataset-wide checks (transforms/checks/dataset_checks.py: a group in
+one split, a key once) over the whole ledger with the checks' own steps, so
+a dataset the writer would have refused is refused whatever wrote it. A
+ledger an earlier version wrote has each in a field of its own, and perhaps
+no keys: its samples' content fingerprints name their keys (with
 --duplicates warn, the default), and are counted instead.
 """
 
@@ -19,6 +20,7 @@ import apache_beam as beam
 
 from transforms.checks.dataset_checks import FindAll, judge
 from transforms.format.arguments import said
+from transforms.recipe.observers import KEYS, SPLIT_GROUPS
 
 __all__ = ["LedgerChecks", "LedgerReceipt", "ledger_receipt"]
 
@@ -27,19 +29,22 @@ class LedgerReceipt(NamedTuple):
     """What the checks read of a ledger line's receipt."""
 
     unit: int
-    groups: tuple   # distinct (group key, split) pairs of its samples with examples
-    keys: tuple     # the key of each sample it was given
+    observed: tuple   # (name, records) of each observer (UnitReceipt.observed)
 
 
 def ledger_receipt(line: str) -> LedgerReceipt:
-    """One ledger line's LedgerReceipt."""
+    """One ledger line's LedgerReceipt (records as tuples, as the writer's)."""
     receipt = json.loads(line)
-    if "keys" in receipt:
-        keys = receipt["keys"]
-    else:   # (kind, digest, split, key, url) of each written sample's fingerprints
-        keys = sorted({fingerprint[3] for fingerprint in receipt.get("fingerprints", ())})
-    return LedgerReceipt(receipt["unit"], tuple(map(tuple, receipt.get("groups", ()))),
-                         tuple(keys))
+    if "observed" in receipt:
+        found = dict(receipt["observed"])
+    else:   # an earlier version's fields
+        found = {name: receipt.get(name, ()) for name in (SPLIT_GROUPS.name, KEYS.name)}
+        if KEYS.name not in receipt:
+            # (kind, digest, split, key, url) of each written sample's fingerprints
+            found[KEYS.name] = sorted({f[3] for f in receipt.get("fingerprints", ())})
+    return LedgerReceipt(receipt["unit"], tuple(
+        (name, tuple(tuple(r) if isinstance(r, list) else r for r in records))
+        for name, records in found.items()))
 
 
 class LedgerChecks(beam.PTransform):

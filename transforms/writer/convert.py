@@ -15,12 +15,12 @@ data is shuffled or held, memory stays flat and every worker writes. The
 examples are output as well only when something downstream needs them (the
 hash-ordered global layout, or an examples table).
 
-A unit's receipt holds its tallies (the driver's), the distinct (group key,
-split) pairs the leakage check needs, its written samples' content
-fingerprints (transforms/checks/duplicates.py), the keys its samples gave
-(transforms/checks/keys.py), its measures' accumulators
-(transforms/recipe/measures/: durations, labels, statistics, ...), its shards
-and its dead letters. With shards written here, the receipt is also written
+A unit's receipt holds its tallies (the driver's), what the observers of the
+dataset's checks learned of its samples (transforms/recipe/observers.py: the
+distinct (group key, split) pairs, the keys its samples gave) and of the
+duplicate check (its written samples' content fingerprints), its measures'
+accumulators (transforms/recipe/measures/: durations, labels, statistics,
+...), its shards and its dead letters. With shards written here, the receipt is also written
 into the run's folder once they are closed, so a rerun with --resume can skip
 the unit.
 
@@ -40,6 +40,7 @@ from typing import Any, Iterator
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
+from transforms.checks.dataset_checks import DATASET_CHECKS
 from transforms.format.dead_letters import EXAMPLE, SAMPLE
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.shard_format import ShardFormat
@@ -54,6 +55,7 @@ from transforms.recipe.driver import (
     source_outcome,
 )
 from transforms.recipe.examples import Example, ExampleRecipe
+from transforms.recipe.observers import CONTENT_FINGERPRINTS, KEYS
 from transforms.recipe.units import SHARD_SIZE_BYTES, Failed, WorkUnit, streaming
 from transforms.runner.counters import Counters
 from transforms.sources.units import NO_DECISIONS, Decisions, SplittableUnits, decided_of
@@ -65,6 +67,11 @@ __all__ = ["ANALYZED", "ConvertElements", "ConvertOptions", "ConvertUnits", "REC
            "SOURCES", "SampleOutcomes"]
 
 RECEIPTS = "receipts"
+# What each converted sample tells the dataset's checks and the duplicate
+# check; a key range's rows have unique keys and no bound on their number, so
+# their keys are not kept.
+_OBSERVERS = (*(check.observer for check in DATASET_CHECKS), CONTENT_FINGERPRINTS)
+_OBSERVERS_OF_RANGES = tuple(observer for observer in _OBSERVERS if observer is not KEYS)
 # Each train example's features that tf.Transform's analyzers read, serialized.
 ANALYZED = "analyzed"
 SOURCES = "sources"
@@ -97,9 +104,8 @@ def _receipt(work: UnitWork, unit: int, span: tuple | None, inputs: tuple, versi
     """The finished unit's receipt; closes its shards."""
     return UnitReceipt(
         unit, span, inputs, tuple(sorted(work.tallies.items())),
-        tuple(sorted(work.groups, key=repr)), tuple(shards.close()) if shards else (),
-        tuple(work.failures), versions, tuple(work.fingerprints), work.measures(),
-        tuple(work.keys or ()))
+        tuple(shards.close()) if shards else (), tuple(work.failures), versions,
+        work.observations(), work.measures())
 
 
 @beam.typehints.with_input_types(WorkUnit)
@@ -140,7 +146,8 @@ class _ConvertFn(beam.DoFn):
         yield from self._convert(unit, (unit.index,), None)
 
     def _convert(self, unit: WorkUnit, order: tuple, tracker) -> Iterator:
-        work = self._driver.start(record_keys=not self._reader.splittable)
+        work = self._driver.start(_OBSERVERS_OF_RANGES if self._reader.splittable
+                                  else _OBSERVERS)
         shards = self._shards(order)
         decided = self._decided[1]
         for event in self._reader.read(unit, tracker):
@@ -224,7 +231,7 @@ class _ConvertElementsFn(_ConvertFn):
     def process(self, element):
         if self._work is None:
             self._bundle = random.getrandbits(62)
-            self._work = self._driver.start(record_keys=True)
+            self._work = self._driver.start(_OBSERVERS)
             self._bundle_shards = self._shards((self._bundle,))
         yield from self._route(self._driver.take(as_event(element), self._work),
                                self._bundle_shards)

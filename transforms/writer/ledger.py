@@ -92,20 +92,15 @@ class UnitReceipt(NamedTuple):
     span: tuple | None   # the key range read, for splittable units
     inputs: tuple        # the unit's inputs, as planned
     tallies: tuple       # (Tally, n) pairs (transforms/recipe/accounting.py)
-    groups: tuple        # distinct (group key, split) pairs of samples with examples
     shards: tuple        # ShardRecords of the shards it wrote
     failures: tuple      # its dead letters
     versions: tuple = ()  # (path, version) of the files it read (WorkUnit.versions)
-    # (kind, digest, split, key, url) of each written sample's content
-    # fingerprints (transforms/checks/duplicates.py)
-    fingerprints: tuple = ()
+    # (name, records) of what each observer learned of its samples
+    # (transforms/recipe/observers.py), for the dataset's checks to join
+    observed: tuple = ()
     # (name, accumulator as JSON) of each of the recipe's measures
     # (transforms/recipe/measures/), fed its examples
     measures: tuple = ()
-    # the key of each sample it was given, but those given more than once in
-    # the input (each a dead letter) and those keyed by their content
-    # (transforms/checks/keys.py); none for a key range, whose keys are unique
-    keys: tuple = ()
 
     @property
     def failed(self) -> int:
@@ -144,11 +139,11 @@ def receipt_line(receipt: UnitReceipt) -> str:
 
 def parse_receipt(line: str) -> UnitReceipt:
     """receipt_line's inverse; ValueError for a receipt an earlier version
-    wrote (its measures were tallies, or it has no keys to check: its unit is
-    converted again)."""
+    wrote (its measures were tallies, or it has no observations for the
+    dataset's checks: its unit is converted again)."""
     fields = _from_json(json.loads(line))
-    if "keys" not in fields:
-        raise ValueError("a receipt written before keys were checked dataset-wide")
+    if "observed" not in fields:
+        raise ValueError("a receipt written before observers fed the dataset's checks")
     fields["shards"] = tuple(ShardRecord(*s) for s in fields["shards"])
     fields["tallies"] = parse_tallies(fields["tallies"])
     return UnitReceipt(**fields)
