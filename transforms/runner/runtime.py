@@ -72,7 +72,8 @@ class _PooledRunner(FnApiRunner):
         beam_runner_log = logging.getLogger(FnApiRunner.__module__)
         beam_runner_log.addFilter(_not_about_running_mode)
         try:
-            return super().run_pipeline(pipeline, options)
+            with self._pool.interrupting():
+                return super().run_pipeline(pipeline, options)
         except KeyboardInterrupt:
             if self._pool.died:  # the pool's signal (transforms/runner/worker_pool.py)
                 raise RuntimeError(self._pool.died) from None

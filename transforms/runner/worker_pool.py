@@ -18,11 +18,15 @@ the runner closes it. The workers run Beam's own SDK harness, as on Dataflow.
 
 A worker that dies while the job runs (a crash in a codec, the OOM killer)
 would leave the runner waiting for its answer for ever: the pool logs which
-one died and how, and interrupts the job.
+one died and how, and interrupts the job (`interrupting`): with SIGINT,
+heard even where the launcher's shell ignores it (a job started in the
+background), and sent again each second until the run has stopped, as one
+may land where Beam catches it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -30,6 +34,7 @@ import subprocess
 import sys
 import threading
 from concurrent import futures
+from typing import Iterator
 
 import grpc
 from apache_beam.portability.api import beam_fn_api_pb2, beam_fn_api_pb2_grpc
@@ -38,6 +43,8 @@ from apache_beam.transforms.environments import ExternalEnvironment
 __all__ = ["LocalWorkerPool"]
 
 _LOG = logging.getLogger(__name__)
+# How often a death interrupts the run again, until it has stopped.
+_INTERRUPT_AGAIN_S = 1.0
 
 
 def _log_levels() -> dict:
@@ -93,6 +100,7 @@ class LocalWorkerPool:
         os.close(report_fd)
         self._reports = os.fdopen(reports)
         self._closing = threading.Event()
+        self._stopped = threading.Event()   # the run is over: no more interrupts
         self.died: str | None = None  # how the first worker that died ended
         self._watcher = threading.Thread(target=self._watch, name="worker-pool-watch",
                                          daemon=True)
@@ -114,12 +122,31 @@ class LocalWorkerPool:
             self.died = self.died or f"local worker {worker_id} died ({how}) while the job ran"
             _LOG.error("%s; stopping the job", self.died)
             # The runner waits on the dead worker's answer; only a signal ends that wait.
-            os.kill(os.getpid(), signal.SIGINT)
+            while not self._stopped.is_set():
+                os.kill(os.getpid(), signal.SIGINT)
+                self._stopped.wait(_INTERRUPT_AGAIN_S)
+
+    @contextlib.contextmanager
+    def interrupting(self) -> Iterator[None]:
+        """The block (the run, in the main thread) is interrupted with
+        KeyboardInterrupt when a worker dies, SIGINT heard though it was
+        ignored; after it, nothing more is sent."""
+        previous = signal.getsignal(signal.SIGINT)
+        heard = previous is signal.SIG_IGN and threading.current_thread() is threading.main_thread()
+        if heard:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            yield
+        finally:
+            self._stopped.set()
+            if heard:
+                signal.signal(signal.SIGINT, previous)
 
     def close(self) -> None:
         """Ends the pool: the zygote waits for its workers (the runner has closed
         them) and leaves."""
         self._closing.set()
+        self._stopped.set()
         self._server.stop(None)
         self._zygote.stdin.close()
         self._zygote.wait()
