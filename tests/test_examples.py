@@ -170,7 +170,9 @@ def test_converter_writes_a_units_shards_and_a_receipt_of_every_sample(tmp_path)
                                      Tally(Kind.EXAMPLES, split): 1,
                                      Tally(Kind.FILTERED, "where"): 1,
                                      Tally(Kind.FAILED, "sample"): 1}
-    assert receipt.groups == (("spk01", split),) and receipt.span is None
+    observed = dict(receipt.observed)   # what the dataset's checks join
+    assert observed["groups"] == (("spk01", split),) and receipt.span is None
+    assert len(observed["keys"]) == 3 and "spk01_0001" in observed["keys"]
     assert receipt.inputs == unit.inputs
     [letter] = receipt.failures
     assert letter["key"] == "spk01_0001" and letter["url"] == "file.tar"

@@ -364,7 +364,7 @@ class _FingerprintFn(beam.DoFn):
         for place, (sample, outcome, _) in enumerate(converted):
             if outcome.examples:
                 member = (sample[KEY], outcome.split, sample.get(URL, ""), (unit.index, place))
-                for fingerprint in outcome.fingerprints:
+                for fingerprint in outcome.learned:
                     yield fingerprint, member
 
     def teardown(self):

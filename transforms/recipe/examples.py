@@ -49,7 +49,6 @@ from transforms.media.near_duplicates import NEAR, NearTap, near_fingerprints
 from transforms.recipe import sample_ops
 from transforms.recipe.fingerprints import (
     FEATURE,
-    ContentHash,
     feature_fingerprints,
     member_fingerprints,
     stream_fingerprints,
@@ -60,6 +59,7 @@ from transforms.recipe.measures.durations import Durations
 from transforms.recipe.measures.labels import Labels
 from transforms.recipe.measures.statistics import Statistics
 from transforms.recipe.measures.transcripts import Transcripts
+from transforms.recipe.sample_watch import Hashed, Known, Measured, SampleWatch, Tapped
 from transforms.recipe.segments import SegmentOptions, segment_samples
 from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan, Strata
 from transforms.recipe.transcripts import TranscriptOptions
@@ -285,12 +285,9 @@ class Built:
     examples: Iterator
     group: str | None = None
     label: str | None = None
-    fingerprints: tuple = ()          # (kind, digest) of its media members
-    content: ContentHash | None = None  # fed its examples' media as they are built
-    near: NearTap | None = None         # fed the audio its cut decodes
     augmented: bool = False             # its split is augmented: copies follow its examples
-    # (Measure, accumulator) pairs fed each example (transforms/recipe/measures/).
-    measured: tuple = ()
+    # What watches it as its examples are built (transforms/recipe/sample_watch.py).
+    watch: SampleWatch = SampleWatch("", None, ())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -325,12 +322,6 @@ def _feature_values(example: Mapping[str, Any], spec: FeatureSpec) -> dict:
         except KeyError as e:
             raise ValueError(f"feature {feature.name!r} is required: {e.args[0]}") from None
     return values
-
-
-def _measure(measured: tuple, seen: Seen) -> None:
-    """Feeds one example to each (Measure, accumulator) pair."""
-    for measure, accumulator in measured:
-        measure.add(accumulator, seen)
 
 
 # Values coerced once per sample: what its examples share (its label, its
@@ -371,19 +362,19 @@ class _SampleCoercion:
 def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
               example_fn, stats: dict, built: Built) -> Iterator[tuple]:
     """(order key, serialized) for each example the sample is cut into;
-    `built`'s content hash is fed each one's media, its near tap the audio the
-    cut decodes, its measures each example."""
+    `built`'s watch is told each one's values, the audio the cut decodes and
+    each augmented copy's plan."""
     coerce = _SampleCoercion(recipe.spec)
-    content, measured = built.content, built.measured
+    watch = built.watch
     transcripts = recipe.transcripts if recipe.transcribed else None
     if transcripts is not None:
         source = next(f.source for f in recipe.spec if f.name == transcripts.field)
     if not built.augmented:
-        examples = cut_sample(sample, recipe.cut, stats, built.near)
+        examples = cut_sample(sample, recipe.cut, stats, watch.audio_tap)
     else:
         heard = ActivePower()
         examples = itertools.chain(
-            cut_sample(sample, recipe.cut, stats, _taps(built.near, heard)),
+            cut_sample(sample, recipe.cut, stats, _taps(watch.audio_tap, heard)),
             _copies(sample, recipe.cut, stats, heard, built))
     renamed = recipe.cut.augment.speed_as_new_speaker
     for index, example in enumerate(_stage_iter("cut", examples)):
@@ -400,15 +391,12 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
             stats["examples_filtered"] = stats.get("examples_filtered", 0) + 1
             continue
         coerced = coerce(values)
-        if content is not None:
-            content.update(coerced)
         serialized = _stage("encode", encoder.encode, coerced)
         if len(serialized) > PROTOBUF_LIMIT:
             raise StageError("encode", ValueError(
                 f"example {index} is {len(serialized)} bytes; protobuf reads none over "
                 f"{PROTOBUF_LIMIT} (cut the media into smaller examples)"))
-        if measured:
-            _measure(measured, Seen(built.split, built.label, coerced))
+        watch.example(coerced)
         yield stable_hash64(f"{sample[KEY]}#{index}", b"datagen-order"), serialized
 
 
@@ -425,16 +413,14 @@ def _copies(sample: Mapping[str, Any], cut: CutOptions, stats: dict, heard: Acti
     """The examples of the sample's augmented copies, each planned once the
     original's examples are cut (its audio's peak and power `heard`), or,
     for a copy its plan must hear, once a first pass has measured and
-    recorded its perturbed speech; each copy's tallies counted into
-    `built`'s measures (`add_copy`)."""
+    recorded its perturbed speech; each copy's plan told to `built`'s watch."""
     def hear(dry: Augmentation) -> Heard:
         return hear_copy(sample, cut, dry, stats)
 
     for copy in range(1, cut.augment.copies + 1):
         augmentation = cut.augment.plan(sample[KEY], copy, heard.heard(),
                                         cut.audio.sample_rate, hear)
-        for measure, accumulator in built.measured:
-            measure.add_copy(accumulator, built.split, augmentation)
+        built.watch.copy(augmentation)
         try:
             yield from cut_sample(sample, cut, stats, None, augmentation)
         finally:
@@ -551,27 +537,37 @@ def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
         return sample
     cut = recipe.cut
     split, group, label = _stage("split", recipe.split_plan.assign, sample, strata)
-    fingerprints, content = (), None
-    if recipe.content_fingerprints:
-        fingerprints = (_stage("fingerprint", member_fingerprints, sample,
-                               _media_members(sample, cut))
-                        + stream_fingerprints(sample, cut.video_field))
-        if cut.mode == "none":
-            fingerprints += _stage("fingerprint", feature_fingerprints, sample,
-                                   recipe.bytes_features)
-        else:
-            content = ContentHash(cut.media_feature_names)
-    near = None
-    if recipe.near_fingerprints and cut.streams_audio:
-        near = NearTap()   # fed the audio the cut decodes: no second decode
-    elif recipe.near_fingerprints:
-        fingerprints += _stage("fingerprint", near_fingerprints, sample, cut.audio_fields,
-                               cut.video_field, cut.audio)
     augmented = bool(cut.augment) and split in cut.augment.splits
-    built = Built(split, iter(()), group, label, fingerprints, content, near, augmented,
-                  measured)
+    built = Built(split, iter(()), group, label, augmented,
+                  SampleWatch(split, label, _watchers(sample, recipe, measured)))
     return dataclasses.replace(built, examples=_examples(
         sample, recipe, encoder, example_fn, stats if stats is not None else {}, built))
+
+
+def _watchers(sample: Mapping[str, Any], recipe: ExampleRecipe, measured: tuple) -> list:
+    """What watches the sample as its examples are built: the fingerprints of
+    its stored media the duplicate checks take (its members', or with no cut
+    its bytes features'), those of what its cut decodes (a content hash of
+    its examples' media, the near tap's landmarks of its audio: no second
+    decode), and the unit's `measured` measures."""
+    cut = recipe.cut
+    known = ()
+    if recipe.content_fingerprints:
+        known = (_stage("fingerprint", member_fingerprints, sample, _media_members(sample, cut))
+                 + stream_fingerprints(sample, cut.video_field))
+        if cut.mode == "none":
+            known += _stage("fingerprint", feature_fingerprints, sample, recipe.bytes_features)
+    if recipe.near_fingerprints and not cut.streams_audio:
+        known += _stage("fingerprint", near_fingerprints, sample, cut.audio_fields,
+                        cut.video_field, cut.audio)
+    watchers = [Known(known)] if known else []
+    if recipe.near_fingerprints and cut.streams_audio:
+        watchers.append(Tapped(NearTap()))
+    if recipe.content_fingerprints and cut.mode != "none":
+        watchers.append(Hashed(cut.media_feature_names))
+    if measured:
+        watchers.append(Measured(measured))
+    return watchers
 
 
 def _media_members(sample: Mapping[str, Any], cut: CutOptions) -> set:
@@ -599,7 +595,9 @@ class SampleOutcome(NamedTuple):
     group: str | None = None        # the split's group key
     filtered: str | None = None
     failure: StageError | None = None
-    fingerprints: tuple = ()        # (kind, digest): transforms/recipe/fingerprints.py
+    # What its watchers learned: (kind, digest) fingerprints
+    # (transforms/recipe/sample_watch.py, transforms/recipe/fingerprints.py).
+    learned: tuple = ()
 
 
 def convert_serialized(data: bytes, key: str, recipe: ExampleRecipe,
@@ -621,7 +619,7 @@ def convert_serialized(data: bytes, key: str, recipe: ExampleRecipe,
         split, group, label = _stage("split", recipe.split_plan.assign, sample, strata)
     except StageError as e:
         return SampleOutcome(failure=e)
-    _measure(measured, Seen(split, label, values))
+    Measured(measured).example(Seen(split, label, values))
     yield Example(split, stable_hash64(f"{key}#0", b"datagen-order"), bytes(data))
     return SampleOutcome(split, 1, group)
 
@@ -659,7 +657,4 @@ def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
         return SampleOutcome(built.split, emitted, built.group, failure=e)
     if not emitted:
         return SampleOutcome(filtered="no_examples")
-    content = built.content.fingerprints() if built.content is not None else ()
-    near = built.near.fingerprints() if built.near is not None else ()
-    return SampleOutcome(built.split, emitted, built.group,
-                         fingerprints=built.fingerprints + near + content)
+    return SampleOutcome(built.split, emitted, built.group, learned=built.watch.learned())

@@ -61,7 +61,7 @@ class _ContentFingerprints(KeyedObserver):
         if not outcome.examples:
             return ()
         return ((kind, digest, outcome.split, sample.get(KEY), sample.get(URL, ""))
-                for kind, digest in outcome.fingerprints)
+                for kind, digest in outcome.learned)
 
 
 class _Keys(KeyedObserver):

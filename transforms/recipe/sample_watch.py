@@ -1,0 +1,134 @@
+"""What watches one sample while its examples are built: the sample loop's hooks.
+
+Beam-free. The loop (transforms/recipe/examples.py) calls a sample's
+`SampleWatch` at fixed hooks, and each of its watchers takes the ones it
+needs:
+
+- `example(seen)`: each example's values as they are encoded (a content
+  hash of its media, the unit's measures);
+- `audio(block)`: the audio its cut decodes, block by block, copies not
+  included (the near fingerprint's landmarks, heard without a second
+  decode);
+- `copy(augmentation)`: each augmented copy's plan (the measures' tallies
+  of what augmentation did);
+- `learned()`: once its examples are built, the (kind, digest) fingerprints
+  the watchers made of it, which its outcome carries to the duplicate check.
+
+A new thing to learn of a sample is a watcher here, not a field of the
+records between steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from transforms.recipe.fingerprints import ContentHash
+from transforms.recipe.measures import Seen
+
+__all__ = ["Hashed", "Known", "Measured", "SampleWatch", "Tapped", "Watcher"]
+
+
+class Watcher:
+    """One thing learned of a sample; each hook does nothing unless overridden."""
+
+    hears_audio = False
+
+    def example(self, seen: Seen) -> None:
+        """An example's values, encoded next."""
+
+    def audio(self, block: Any) -> None:
+        """A block of the audio the cut decodes (when `hears_audio`)."""
+
+    def copy(self, split: str, augmentation: Any) -> None:
+        """An augmented copy's plan, its examples cut next."""
+
+    def learned(self) -> tuple:
+        """(kind, digest) fingerprints of the sample, once its examples are built."""
+        return ()
+
+
+class Known(Watcher):
+    """Fingerprints known before any example is built (its stored media's)."""
+
+    def __init__(self, fingerprints: tuple):
+        self._fingerprints = fingerprints
+
+    def learned(self) -> tuple:
+        return self._fingerprints
+
+
+class Tapped(Watcher):
+    """A tap fed the audio the cut decodes (media/near_duplicates.py's NearTap),
+    whose `fingerprints()` are learned."""
+
+    hears_audio = True
+
+    def __init__(self, tap):
+        self._tap = tap
+
+    def audio(self, block: Any) -> None:
+        self._tap(block)
+
+    def learned(self) -> tuple:
+        return self._tap.fingerprints()
+
+
+class Hashed(Watcher):
+    """The `content` fingerprint of the media values of a sample's examples
+    (transforms/recipe/fingerprints.py's ContentHash)."""
+
+    def __init__(self, names: Iterable[str]):
+        self._hash = ContentHash(names)
+
+    def example(self, seen: Seen) -> None:
+        self._hash.update(seen.values)
+
+    def learned(self) -> tuple:
+        return self._hash.fingerprints()
+
+
+class Measured(Watcher):
+    """The unit's measures, (Measure, accumulator) pairs (transforms/recipe/
+    measures/): fed each example and each augmented copy's plan."""
+
+    def __init__(self, measured: tuple):
+        self._measured = measured
+
+    def example(self, seen: Seen) -> None:
+        for measure, accumulator in self._measured:
+            measure.add(accumulator, seen)
+
+    def copy(self, split: str, augmentation: Any) -> None:
+        for measure, accumulator in self._measured:
+            measure.add_copy(accumulator, split, augmentation)
+
+
+class SampleWatch:
+    """A sample's watchers, in `split` under `label`, called at the loop's hooks."""
+
+    def __init__(self, split: str, label: str | None, watchers: Iterable[Watcher]):
+        self._split, self._label = split, label
+        self._watchers = tuple(watchers)
+        self._hearing = tuple(w for w in self._watchers if w.hears_audio)
+
+    def example(self, values: dict) -> None:
+        if self._watchers:
+            seen = Seen(self._split, self._label, values)
+            for watcher in self._watchers:
+                watcher.example(seen)
+
+    @property
+    def audio_tap(self) -> Callable[[Any], None] | None:
+        """What the cut feeds the audio it decodes: None when no watcher hears it."""
+        if not self._hearing:
+            return None
+        if len(self._hearing) == 1:
+            return self._hearing[0].audio
+        return lambda block: [watcher.audio(block) for watcher in self._hearing]
+
+    def copy(self, augmentation: Any) -> None:
+        for watcher in self._watchers:
+            watcher.copy(self._split, augmentation)
+
+    def learned(self) -> tuple:
+        return tuple(found for watcher in self._watchers for found in watcher.learned())
