@@ -2,12 +2,15 @@
 one class, gets its manifest section, merged over the job, also when a resumed
 run takes every unit's share from its receipt."""
 
+import subprocess
+
 import pytest
 import tensorflow as tf
 
 import transforms as dg
 from pipelines.launch import open_run
 from transforms.format.dead_letters import DatasetFailed
+from transforms.recipe.measures.loudness import Loudness
 from transforms.testing.corpus import write_corpus
 
 SETTINGS = dict(features="payload=bin:bytes,speaker=json.speaker:bytes", split_by="json.speaker",
@@ -98,3 +101,29 @@ def test_a_measure_of_ones_own_is_a_manifest_section_resumed_units_included(tmp_
 def test_a_bad_measures_argument_is_refused_naming_it(tmp_path, measures, message):
     with pytest.raises(dg.ArgumentError, match=message):
         dg.WriteDataset(str(tmp_path / "ds"), measures=measures, **SETTINGS)
+
+
+def test_loudness_hears_each_samples_audio_once(tmp_path):
+    """Tones sox made at known levels, a clipped square wave and silence, in a
+    tar GNU tar made: each sample heard once as its cut decodes it (two
+    seconds cut into two windows), its active level in each split's entry."""
+    corpus = tmp_path / "tones"
+    corpus.mkdir()
+    made = {"loud": ["sine", "440", "vol", "0.5"], "quiet": ["sine", "440", "vol", "0.05"],
+            "clip": ["square", "220", "vol", "2"], "hush": ["sine", "440", "vol", "0"]}
+    for name, synth in made.items():
+        subprocess.run(["sox", "-r", "16000", "-n", "-b", "16", "-D", str(corpus / f"{name}.flac"),
+                        "synth", "2", *synth], check=True, capture_output=True)
+    subprocess.run(["tar", "-cf", str(tmp_path / "tones.tar"), "-C", str(corpus),
+                    *sorted(p.name for p in corpus.iterdir())], check=True)
+    with dg.make_pipeline() as p:
+        _ = p | dg.WriteDataset(
+            str(tmp_path / "ds"), dg.ReadTarSamples(str(tmp_path / "tones.tar")).source,
+            features="name=__key__:string", splits="train=1", measures=[Loudness()],
+            cut=dg.CutOptions(mode="audio_windows", audio_fields=("flac",)))
+    info = dg.load_info(tmp_path / "ds")
+    assert info.document["splits"]["train"]["num_examples"] == 8
+    # A sine's power is half its peak's square: 0.5 is -9.0 dBFS, 0.05 -29.0.
+    assert info.document["splits"]["train"]["loudness"] == {
+        "samples": 4, "active_level_dbfs": {"p10": -29.0, "p50": -9.0, "p90": 0.0},
+        "clipped": 1, "silent": 1}

@@ -539,17 +539,19 @@ def build_examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
     split, group, label = _stage("split", recipe.split_plan.assign, sample, strata)
     augmented = bool(cut.augment) and split in cut.augment.splits
     built = Built(split, iter(()), group, label, augmented,
-                  SampleWatch(split, label, _watchers(sample, recipe, measured)))
+                  SampleWatch(split, label, _watchers(sample, recipe, split, label, measured)))
     return dataclasses.replace(built, examples=_examples(
         sample, recipe, encoder, example_fn, stats if stats is not None else {}, built))
 
 
-def _watchers(sample: Mapping[str, Any], recipe: ExampleRecipe, measured: tuple) -> list:
+def _watchers(sample: Mapping[str, Any], recipe: ExampleRecipe, split: str, label: str | None,
+              measured: tuple) -> list:
     """What watches the sample as its examples are built: the fingerprints of
     its stored media the duplicate checks take (its members', or with no cut
     its bytes features'), those of what its cut decodes (a content hash of
     its examples' media, the near tap's landmarks of its audio: no second
-    decode), and the unit's `measured` measures."""
+    decode), and the unit's `measured` measures (of a sample in `split`
+    under `label`)."""
     cut = recipe.cut
     known = ()
     if recipe.content_fingerprints:
@@ -566,7 +568,7 @@ def _watchers(sample: Mapping[str, Any], recipe: ExampleRecipe, measured: tuple)
     if recipe.content_fingerprints and cut.mode != "none":
         watchers.append(Hashed(cut.media_feature_names))
     if measured:
-        watchers.append(Measured(measured))
+        watchers.append(Measured(measured, split, label))
     return watchers
 
 
@@ -619,7 +621,7 @@ def convert_serialized(data: bytes, key: str, recipe: ExampleRecipe,
         split, group, label = _stage("split", recipe.split_plan.assign, sample, strata)
     except StageError as e:
         return SampleOutcome(failure=e)
-    Measured(measured).example(Seen(split, label, values))
+    Measured(measured, split, label).example(Seen(split, label, values))
     yield Example(split, stable_hash64(f"{key}#0", b"datagen-order"), bytes(data))
     return SampleOutcome(split, 1, group)
 
@@ -657,4 +659,4 @@ def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
         return SampleOutcome(built.split, emitted, built.group, failure=e)
     if not emitted:
         return SampleOutcome(filtered="no_examples")
-    return SampleOutcome(built.split, emitted, built.group, learned=built.watch.learned())
+    return SampleOutcome(built.split, emitted, built.group, learned=built.watch.finished())

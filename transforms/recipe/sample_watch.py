@@ -11,7 +11,8 @@ needs:
   decode);
 - `copy(augmentation)`: each augmented copy's plan (the measures' tallies
   of what augmentation did);
-- `learned()`: once its examples are built, the (kind, digest) fingerprints
+- `finished()`: once its examples are built (a measure that hears audio
+  takes what it heard of the sample then); the (kind, digest) fingerprints
   the watchers made of it, which its outcome carries to the duplicate check.
 
 A new thing to learn of a sample is a watcher here, not a field of the
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from transforms.media.loudness import ActivePower
 from transforms.recipe.fingerprints import ContentHash
 from transforms.recipe.measures import Seen
 
@@ -42,8 +44,8 @@ class Watcher:
     def copy(self, split: str, augmentation: Any) -> None:
         """An augmented copy's plan, its examples cut next."""
 
-    def learned(self) -> tuple:
-        """(kind, digest) fingerprints of the sample, once its examples are built."""
+    def finished(self) -> tuple:
+        """Its examples are built: the (kind, digest) fingerprints learned of it."""
         return ()
 
 
@@ -53,7 +55,7 @@ class Known(Watcher):
     def __init__(self, fingerprints: tuple):
         self._fingerprints = fingerprints
 
-    def learned(self) -> tuple:
+    def finished(self) -> tuple:
         return self._fingerprints
 
 
@@ -69,7 +71,7 @@ class Tapped(Watcher):
     def audio(self, block: Any) -> None:
         self._tap(block)
 
-    def learned(self) -> tuple:
+    def finished(self) -> tuple:
         return self._tap.fingerprints()
 
 
@@ -83,24 +85,40 @@ class Hashed(Watcher):
     def example(self, seen: Seen) -> None:
         self._hash.update(seen.values)
 
-    def learned(self) -> tuple:
+    def finished(self) -> tuple:
         return self._hash.fingerprints()
 
 
 class Measured(Watcher):
     """The unit's measures, (Measure, accumulator) pairs (transforms/recipe/
-    measures/): fed each example and each augmented copy's plan."""
+    measures/), of a sample in `split` under `label`: fed each example and
+    each augmented copy's plan; those that hear audio, what was heard of the
+    sample's (its peak and active power) once its examples are built."""
 
-    def __init__(self, measured: tuple):
+    def __init__(self, measured: tuple, split: str, label: str | None):
         self._measured = measured
+        self._split, self._label = split, label
+        self._hearing = tuple((m, a) for m, a in measured if m.hears_audio)
+        self.hears_audio = bool(self._hearing)
+        self._power = ActivePower() if self._hearing else None
 
     def example(self, seen: Seen) -> None:
         for measure, accumulator in self._measured:
             measure.add(accumulator, seen)
 
+    def audio(self, block: Any) -> None:
+        self._power(block)
+
     def copy(self, split: str, augmentation: Any) -> None:
         for measure, accumulator in self._measured:
             measure.add_copy(accumulator, split, augmentation)
+
+    def finished(self) -> tuple:
+        heard = self._power.heard() if self._power is not None else None
+        if heard is not None and heard.samples:
+            for measure, accumulator in self._hearing:
+                measure.heard(accumulator, self._split, self._label, heard)
+        return ()
 
 
 class SampleWatch:
@@ -130,5 +148,6 @@ class SampleWatch:
         for watcher in self._watchers:
             watcher.copy(self._split, augmentation)
 
-    def learned(self) -> tuple:
-        return tuple(found for watcher in self._watchers for found in watcher.learned())
+    def finished(self) -> tuple:
+        """Tells each watcher its examples are built: what they learned."""
+        return tuple(found for watcher in self._watchers for found in watcher.finished())

@@ -90,6 +90,16 @@ class Measure:
         example written, so it should be cheap."""
         raise NotImplementedError
 
+    # Whether it takes what was heard of each sample's audio (`heard`).
+    hears_audio: bool = False
+
+    def heard(self, accumulator: Any, split: str, label: str | None, heard: Any) -> None:
+        """Adds what was heard of one sample's audio as its cut decoded it
+        (transforms/media/loudness.py's Heard: its peak, the power of its
+        active part, its samples), once its examples are built in `split`
+        under `label`: called for a measure that `hears_audio`, for each
+        sample whose cut decodes audio."""
+
     def add_copy(self, accumulator: Any, split: str, augmentation: Any) -> None:
         """Adds one augmented copy of a sample, as it is planned, before its
         examples (transforms/media/augment.py's Augmentation): most measures
