@@ -17,8 +17,8 @@ that process and its time:
              their (group, split) pairs (groups_per_unit each), written with
              the final name of every shard;
   failures   `_WriteFailurePartFn`: one part of the dead letters, 100 units';
-  publish    `_PublishFn`: the manifest of every shard, the ledger's parts
-             joined (tiny parts here: joining streams a part at a time).
+  publish    `PublishFn` (transforms/writer/publish.py): the manifest of every
+             shard, the ledger's parts joined (tiny parts here: joining streams a part at a time).
 
 The dead letters are 4 a unit (1% of 400 samples). Inputs are built inside
 the measured process, so its peak includes them, as a worker holding those
@@ -45,7 +45,7 @@ _PART_UNITS = 100
 
 def _shard(temp: str, unit: int, groups_per_unit: int):
     """Unit `unit`'s one shard record (its kept samples, an example each)."""
-    from transforms.writer.tfrecord import ShardRecord
+    from transforms.writer.shard_files import ShardRecord
 
     kept = groups_per_unit - _FAILURES_PER_UNIT
     return ShardRecord("train", (unit, 0), f"{temp}/shards/{unit:08d}-train-0.tfrecord",
@@ -88,7 +88,8 @@ def _child(piece: str, workdir: str, units: int, groups_per_unit: int) -> None:
     from apache_beam.io.filesystems import FileSystems
 
     from transforms.storage.folders import write_text
-    from transforms.writer import finalise
+    from transforms.format.dead_letters import dead_letter
+    from transforms.writer import finalise, publish
 
     output, temp = os.path.join(workdir, "out"), os.path.join(workdir, "out", ".temp-run")
     os.makedirs(temp, exist_ok=True)
@@ -105,7 +106,8 @@ def _child(piece: str, workdir: str, units: int, groups_per_unit: int) -> None:
     failure_parts = []
     for part in parts:  # a file a part, as the failure parts' DoFn leaves them
         path = FileSystems.join(temp, "failures", f"{part:020d}.jsonl")
-        line = json.dumps({"key": f"clip-{part}"}) + "\n"
+        line = json.dumps(dead_letter("decode_audio", ValueError("cannot decode"),
+                                      url=f"{part}.tar", key=f"clip-{part}")) + "\n"
         write_text(path, line * (_PART_UNITS * _FAILURES_PER_UNIT))
         failure_parts.append(finalise.FailurePart(path, _PART_UNITS * _FAILURES_PER_UNIT, line))
     start = time.perf_counter()
@@ -123,7 +125,7 @@ def _child(piece: str, workdir: str, units: int, groups_per_unit: int) -> None:
             write_text(path, "{}\n")
             ledger_parts.append(path)
         start = time.perf_counter()
-        list(finalise._PublishFn(config, temp, None).process(plan, None, ledger_parts))
+        list(publish.PublishFn(config, temp, None).process(plan, None, ledger_parts))
     print(json.dumps({"seconds": time.perf_counter() - start}))
 
 

@@ -26,10 +26,11 @@
    whose name changes is first moved aside into the temporary folder, so no
    move lands on a file another move has still to take.
 2. **Move**, in parallel batches any worker may take and any runner may retry.
-3. **Publish**: data files of an earlier run are removed, the dead letters
-   moved to `failures/failures.jsonl`, a staged tf.Transform moved next to the
-   data, `schema.pbtxt`, TFDS's `features.json` and `dataset_info.json` (for
-   uncompressed shards, transforms/format/tfds_metadata.py), the ledger
+3. **Publish** (transforms/writer/publish.py): data files of an earlier run
+   are removed, the dead letters moved to `failures/failures.jsonl`, a staged
+   tf.Transform moved next to the data, `schema.pbtxt`, TFDS's
+   `features.json` and `dataset_info.json` (for uncompressed shards,
+   transforms/format/tfds_metadata.py), the ledger
    `units.jsonl` (transforms/writer/ledger.py) and `manifest.json` written
    last (its presence means the dataset is complete), and the temporary
    folders of this and of earlier, killed runs removed.
@@ -63,10 +64,8 @@ from transforms.format.dead_letters import (
     check_failure_fraction,
     failure_line,
 )
-from transforms.format.manifest import summary_line
 from transforms.format.spec import FeatureSpec
 from transforms.format.text import comma_list
-from transforms.media.features import describe_in_words
 from transforms.recipe.accounting import Accounting
 from transforms.recipe.measures import manifest_sections
 from transforms.recipe.measures.augmentation import AugmentedCopies
@@ -78,18 +77,21 @@ from transforms.storage.folders import (
     delete_if_exists,
     ensure_dir,
     remove_tree,
-    remove_trees_named,
     write_text,
 )
-from transforms.tft.preprocessing import TRANSFORM_DIRS
 from transforms.writer.commit import (
     NamedShard,
     move_shards,
     name_shards,
-    remove_stale_shards,
-    split_entries,
 )
-from transforms.writer.ledger import LEDGER, ledger_part, ledger_text
+from transforms.writer.ledger import ledger_part, ledger_text
+from transforms.writer.publish import (
+    CommitPlan,
+    PublishFn,
+    join_files,
+    run_duplicates,
+    run_failures,
+)
 
 __all__ = ["Finalise"]
 
@@ -172,19 +174,6 @@ def _transcript_dropped(config) -> list:
     return [config.said(dropped)] if dropped else []
 
 
-class CommitPlan(NamedTuple):
-    """What the checks found, and the names the shards get."""
-
-    named: tuple        # NamedShards (transforms/writer/commit.py)
-    accounting: dict
-    num_failures: int
-    group_counts: dict  # split -> groups in it
-    warnings: tuple     # splits that came out empty (allowed) or off their ratio, duplicates
-    final_files: dict   # each shard's path as its receipt names it -> its path in the dataset
-    duplicates: dict | None = None  # the duplicate check's summary (None: off)
-    sections: tuple = ()  # the measures' Sections (transforms/recipe/measures/)
-
-
 def _check_totals(counted: Accounting, planned: Mapping[int, tuple | None],
                   spans: Iterable[tuple], shards: Iterable, write_tfrecords: bool) -> None:
     """AssertionError when the job lost or repeated anything: the accounting
@@ -201,16 +190,6 @@ def _check_totals(counted: Accounting, planned: Mapping[int, tuple | None],
     built = counted.section["examples_per_split"]
     if write_tfrecords and dict(in_shards) != built:
         raise AssertionError(f"examples built {built} but shards hold {dict(in_shards)}")
-
-
-def _run_failures(temp_dir: str) -> str:
-    """Where a run keeps its dead letters until they are published."""
-    return FileSystems.join(temp_dir, "failures.jsonl")
-
-
-def _run_duplicates(temp_dir: str) -> str:
-    """Where a run keeps its list of duplicates until it is published."""
-    return FileSystems.join(temp_dir, manifest.DUPLICATES_FILE)
 
 
 @beam.typehints.with_output_types(CommitPlan)
@@ -263,7 +242,7 @@ class _CheckFn(beam.DoFn):
         num_failures = sum(part.count for part in parts)
         if not num_failures:
             return 0, None
-        _join_files([part.path for part in parts], _run_failures(self._temp_dir))
+        join_files([part.path for part in parts], run_failures(self._temp_dir))
         return num_failures, json.loads(parts[0].first)
 
     def _refuse(self, counted: Accounting, first: dict | None, verdicts: list[Verdict],
@@ -277,7 +256,7 @@ class _CheckFn(beam.DoFn):
         rerun = "{resume} with" if config.command_line else "a rerun with"
         inputs, failed = counted.inputs_and_failed()
         check_failure_fraction(failed, inputs, config.max_failure_fraction, first,
-                               _run_failures(self._temp_dir), config.said,
+                               run_failures(self._temp_dir), config.said,
                                f"; {rerun} a higher {{max_failure_fraction}} publishes "
                                "this run's work")
         refusal = next((v.refusal for v in verdicts if v.refusal), "")
@@ -326,7 +305,7 @@ class _CheckFn(beam.DoFn):
                                      recipe.fingerprinted_features)
         if not manifest.lists_duplicates(summary):
             return summary, "", []
-        _join_files(sorted(parts), _run_duplicates(self._temp_dir))
+        join_files(sorted(parts), run_duplicates(self._temp_dir))
         similar = similar_message(summary, manifest.DUPLICATES_FILE)
         notes = [similar] if similar else []
         if not summary["groups"]:
@@ -337,7 +316,7 @@ class _CheckFn(beam.DoFn):
         if not summary["across_splits"]:
             return summary, "", notes
         where = (manifest.DUPLICATES_FILE if config.duplicates == "warn"
-                 else _run_duplicates(self._temp_dir))
+                 else run_duplicates(self._temp_dir))
         return summary, duplicates_message(summary, tallies, firsts[0], where), notes
 
 
@@ -476,119 +455,6 @@ class _WriteLedgerPartFn(beam.DoFn):
         yield path
 
 
-def _join_files(paths: Iterable[str], target: str) -> None:
-    """Writes the files at `paths`, in that order, one after another into `target`,
-    a file at a time."""
-    with FileSystems.create(target) as out:
-        for path in paths:
-            with FileSystems.open(path) as part:
-                out.write(part.read())
-
-
-@beam.typehints.with_input_types(CommitPlan, Any)  # (plan, the moves done: a barrier)
-class _PublishFn(beam.DoFn):
-    """Runs once, after every shard is in place: step 3."""
-
-    def __init__(self, config, temp_dir: str, transformed_spec: FeatureSpec | None):
-        self._config = config
-        self._temp_dir = temp_dir
-        self._transformed_spec = transformed_spec
-
-    def _publish_transform(self) -> tuple:
-        """(spec of the shards, manifest transform section or None); moves a staged
-        transform next to the data, or removes an earlier run's."""
-        config = self._config
-        if self._transformed_spec is None:
-            for name in TRANSFORM_DIRS:
-                # Unconditionally: on gs:// a directory never "exists", its objects do.
-                remove_tree(FileSystems.join(config.output, name))
-            return config.recipe.spec, None
-        from transforms.tft.stage import STAGED_DIR, publish
-        publish(FileSystems.join(self._temp_dir, STAGED_DIR), config.output, config.recipe.spec)
-        return (self._transformed_spec,
-                config.preprocessing.manifest_section(config.recipe.spec))
-
-    def _publish_tfds(self, spec: FeatureSpec, classes: dict, names: dict,
-                      info: Mapping[str, Any]) -> None:
-        """TFDS's dataset_info.json and features.json for the manifest `info`,
-        and a `<feature>.labels.txt` of each ClassLabel's `names`, where TFDS
-        looks for them."""
-        output = self._config.output
-        for feature, found in names.items():
-            write_text(FileSystems.join(output, tfds_metadata.labels_file(feature)),
-                       "".join(f"{name}\n" for name in found))
-        description = (f"Written by beam-datagen {info['package_version']} from "
-                       f"{info['source'].get('input') or info['source'].get('type')}; "
-                       f"its manifest is {manifest.MANIFEST}.")
-        descriptions = {name: describe_in_words(entry)
-                        for name, entry in info.get("audio_features", {}).items()}
-        write_text(FileSystems.join(output, tfds_metadata.TFDS_FEATURES), json.dumps(
-            tfds_metadata.tfds_features(spec, classes, descriptions), indent=2) + "\n")
-        write_text(FileSystems.join(output, tfds_metadata.TFDS_INFO), json.dumps(
-            tfds_metadata.tfds_dataset_info(tfds_metadata.dataset_name(output), info["splits"],
-                                            description, self._config.shard_format.file_format),
-            indent=2) + "\n")
-
-    # `moved` only orders this step after every move; `ledger_parts` are the
-    # ledger's part files, when the dataset keeps one.
-    def process(self, plan: CommitPlan, moved, ledger_parts=None):  # noqa: ARG002
-        config = self._config
-        names = config.recipe.split_plan.names
-        remove_stale_shards(config.output, set().union(*(n.kept_files() for n in plan.named)))
-        failures = FileSystems.join(config.output, manifest.FAILURES_FILE)
-        if plan.num_failures:
-            ensure_dir(FileSystems.join(config.output, "failures"))
-            move_shards([(_run_failures(self._temp_dir), failures)])
-        else:
-            delete_if_exists(failures)  # an earlier run's
-        duplicates = FileSystems.join(config.output, manifest.DUPLICATES_FILE)
-        if plan.duplicates and manifest.lists_duplicates(plan.duplicates):
-            move_shards([(_run_duplicates(self._temp_dir), duplicates)])
-        else:
-            delete_if_exists(duplicates)  # an earlier run's
-        spec, transform = self._publish_transform()
-        if config.write_tfrecords:
-            splits = split_entries(plan.named)
-        else:  # the examples went to another sink only: counts, no files
-            splits = {name: {"num_examples": n, "num_bytes": None, "shards": []}
-                      for name, n in plan.accounting["examples_per_split"].items()}
-        info = manifest.build_manifest(
-            spec=spec, splits=splits, shard_format=config.shard_format,
-            accounting=plan.accounting, num_failures=plan.num_failures, source=config.source,
-            options=config.options, split_names=names,
-            group_counts=plan.group_counts, warnings=plan.warnings, transform=transform,
-            duplicates=plan.duplicates, recipe_fingerprint=config.fingerprint,
-            ledger=LEDGER if ledger_parts is not None else None,
-            audio_features=_audio_features_section(config.recipe.cut),
-            augmentation=config.recipe.cut.augment.describe(), recipe=config.describe(),
-            sections=plan.sections)
-        names, classes = manifest.class_names(info), manifest.declared_classes(info)
-        write_text(FileSystems.join(config.output, manifest.SCHEMA),
-                    manifest.schema_pbtxt(spec, classes))
-        if ledger_parts is not None:
-            _join_files(sorted(ledger_parts), FileSystems.join(config.output, LEDGER))
-        else:
-            delete_if_exists(FileSystems.join(config.output, LEDGER))  # an earlier run's
-        if config.write_tfrecords and config.shard_format.tfds_readable:
-            self._publish_tfds(spec, classes, names, info)
-        write_text(FileSystems.join(config.output, manifest.MANIFEST),
-                    json.dumps(info, indent=2, sort_keys=False) + "\n")
-        # This run's temporary folder, and any a killed run left behind.
-        remove_trees_named(config.output, manifest.TEMP_PREFIX)
-        # A Python caller sees what the command line prints: the summary, then
-        # each warning, through logging.
-        _LOG.info(summary_line(info))
-        for warning in info["warnings"]:
-            _LOG.warning(warning)
-        yield info
-
-
-def _audio_features_section(cut) -> dict:
-    """{feature: what it is} of the audio features the cut computes."""
-    features = cut.audio_features
-    return {features.kind: features.describe(cut.audio.sample_rate)} if features else {}
-
-
 class Finalise(beam.PTransform):
     """{"planned", "shards", "tallies", "failures", "receipts", "duplicates"} ->
     the manifest dict, once the dataset is published (see the module
@@ -657,5 +523,5 @@ class Finalise(beam.PTransform):
                                                         plan=beam.pvalue.AsSingleton(plan)))
             ledger["ledger_parts"] = beam.pvalue.AsList(parts)
         return plan | "Publish" >> beam.ParDo(
-            _PublishFn(config, self._temp_dir, self._transformed_spec),
+            PublishFn(config, self._temp_dir, self._transformed_spec),
             moved=beam.pvalue.AsList(moved), **ledger)
