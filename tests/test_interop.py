@@ -109,7 +109,7 @@ def test_a_gzip_dataset_gets_no_tfds_files_and_no_indexes(corpus, datasets, tmp_
         flat = _by_position(_numpy(reader.load(plain, split, batch_size=None)))
         assert gz.keys() == flat.keys()
         assert all(np.array_equal(gz[k]["audio"], flat[k]["audio"]) for k in gz)
-    with pytest.raises(RecordIndexError, match="no record index .* --compression none"):
+    with pytest.raises(RecordIndexError, match="no record index .* compression 'none'"):
         reader.load(str(output), "train", global_shuffle=True, seed=1)
 
 
