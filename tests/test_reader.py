@@ -172,8 +172,10 @@ def test_the_beam_free_layers_import_with_beam_blocked():
     # augmentation), subpackages walked too; #47 the shard formats (format/shard_format)
     # and ArrayRecord's reading (format/array_records); #48 sox's noise-like recordings
     # (testing/noises); #56 the key places (format/keys) and the frame-by-frame
-    # check of near copies (media/same_recording; near_duplicates moved to media/).
-    assert out.stdout.strip() == "59"
+    # check of near copies (media/same_recording; near_duplicates moved to media/),
+    # then the keyed observers (recipe/observers), a sample's watchers
+    # (recipe/sample_watch) and the loudness measure (recipe/measures/loudness).
+    assert out.stdout.strip() == "62"
 
 
 def test_inspect_shows_counts_and_decoded_examples(dataset):
