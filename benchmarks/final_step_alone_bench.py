@@ -87,8 +87,8 @@ def _child(piece: str, workdir: str, units: int, groups_per_unit: int) -> None:
     """Runs one piece (in the measured process); prints its seconds as JSON."""
     from apache_beam.io.filesystems import FileSystems
 
-    from transforms.storage.folders import write_text
     from transforms.format.dead_letters import dead_letter
+    from transforms.storage.folders import write_text
     from transforms.writer import finalise, publish
 
     output, temp = os.path.join(workdir, "out"), os.path.join(workdir, "out", ".temp-run")
