@@ -59,7 +59,14 @@ from transforms.recipe.measures.durations import Durations
 from transforms.recipe.measures.labels import Labels
 from transforms.recipe.measures.statistics import Statistics
 from transforms.recipe.measures.transcripts import Transcripts
-from transforms.recipe.sample_watch import Hashed, Known, Measured, SampleWatch, Tapped
+from transforms.recipe.sample_watch import (
+    Hashed,
+    Known,
+    Measured,
+    SampleWatch,
+    Tapped,
+    one_tap,
+)
 from transforms.recipe.segments import SegmentOptions, segment_samples
 from transforms.recipe.splits import DEFAULT_SPLITS, SplitPlan, Strata
 from transforms.recipe.transcripts import TranscriptOptions
@@ -374,7 +381,7 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
     else:
         heard = ActivePower()
         examples = itertools.chain(
-            cut_sample(sample, recipe.cut, stats, _taps(watch.audio_tap, heard)),
+            cut_sample(sample, recipe.cut, stats, one_tap(watch.audio_tap, heard)),
             _copies(sample, recipe.cut, stats, heard, built))
     renamed = recipe.cut.augment.speed_as_new_speaker
     for index, example in enumerate(_stage_iter("cut", examples)):
@@ -398,14 +405,6 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
                 f"{PROTOBUF_LIMIT} (cut the media into smaller examples)"))
         watch.example(coerced)
         yield stable_hash64(f"{sample[KEY]}#{index}", b"datagen-order"), serialized
-
-
-def _taps(*taps: Callable | None) -> Callable | None:
-    """One tap feeding each of `taps` that is not None."""
-    live = [tap for tap in taps if tap is not None]
-    if len(live) < 2:
-        return live[0] if live else None
-    return lambda block: [tap(block) for tap in live]
 
 
 def _copies(sample: Mapping[str, Any], cut: CutOptions, stats: dict, heard: ActivePower,

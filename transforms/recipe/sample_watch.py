@@ -27,7 +27,15 @@ from transforms.media.loudness import ActivePower
 from transforms.recipe.fingerprints import ContentHash
 from transforms.recipe.measures import Seen
 
-__all__ = ["Hashed", "Known", "Measured", "SampleWatch", "Tapped", "Watcher"]
+__all__ = ["Hashed", "Known", "Measured", "SampleWatch", "Tapped", "Watcher", "one_tap"]
+
+
+def one_tap(*taps: Callable | None) -> Callable | None:
+    """One tap feeding each of `taps` that is not None (None: none is)."""
+    live = [tap for tap in taps if tap is not None]
+    if len(live) < 2:
+        return live[0] if live else None
+    return lambda block: [tap(block) for tap in live]
 
 
 class Watcher:
@@ -138,11 +146,7 @@ class SampleWatch:
     @property
     def audio_tap(self) -> Callable[[Any], None] | None:
         """What the cut feeds the audio it decodes: None when no watcher hears it."""
-        if not self._hearing:
-            return None
-        if len(self._hearing) == 1:
-            return self._hearing[0].audio
-        return lambda block: [watcher.audio(block) for watcher in self._hearing]
+        return one_tap(*(watcher.audio for watcher in self._hearing))
 
     def copy(self, augmentation: Any) -> None:
         for watcher in self._watchers:
