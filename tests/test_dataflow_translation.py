@@ -129,7 +129,8 @@ def test_each_job_has_its_steps(translations):
         assert steps <= names, name
         assert "WriteDataset/WriteShards" not in names, name  # written where built
     near = translations["manifest_to_tfrecord"].transform_names()
-    assert "WriteDataset/FindDuplicates/SharedContent/NearGroups" in near
+    assert ("WriteDataset/Finalise/DatasetChecks/DuplicatesCheck/SharedContent/NearGroups"
+            in near)
     sink_names = translations["bigtable_to_tfrecord"].transform_names()
     assert "WriteDataset/WriteExamplesSink" in sink_names
     load_names = translations["tar_to_bigtable"].transform_names()

@@ -700,3 +700,33 @@ def test_one_clip_in_mp4_and_mkv(tmp_path):
         "--frame_size", "64x64", "--features", "none", "--allow_empty_splits"])
     assert info["duplicates"]["kinds"] == ["bytes", "streams", "content"]
     assert _groups(tmp_path / "out") == [(["a", "b"], ["streams:video"])]
+
+
+def test_verify_groups_the_ledgers_copies_as_the_writer_did(corpus, tmp_path):
+    """Verify groups the ledger's content fingerprints again: other groups
+    than the manifest counts are found; after drop, two written samples of
+    one content are refused."""
+    def ledger_with(output, change) -> list:
+        ledger = output / "units.jsonl"
+        lines = [json.loads(line) for line in ledger.read_text().splitlines()]
+        for line in lines:
+            line["observed"] = [[name, change(records) if name == "fingerprints" else records]
+                                for name, records in line["observed"]]
+        ledger.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        return verify_dataset(str(output))[0]
+
+    output = tmp_path / "warned"
+    _job(corpus, output, "--split_column", "split")
+    problems = ledger_with(output, lambda found: [f for f in found if f[3] != "copy01"])
+    assert len(problems) == 1 and problems[0].startswith(
+        "manifest.json: its duplicates {'kinds': ['bytes', 'content'], 'features': ['audio'], "
+        "'groups': 2,")
+    assert "the ledger's samples give {'kinds': ['bytes', 'content'], 'features': ['audio'], "\
+           "'groups': 1," in problems[0]
+    dropped = tmp_path / "dropped"
+    _job(corpus, dropped, "--split_column", "split", "--duplicates", "drop")
+    assert verify_dataset(str(dropped))[0] == []
+    assert ledger_with(dropped, lambda found: found + [
+        [*f[:3], "k01again", f[4]] for f in found if f[3] == "k01"]) == [
+        "units.jsonl: 1 group(s) of copies have two or more samples written, though "
+        "duplicates drop keeps one of each"]

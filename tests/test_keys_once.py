@@ -204,7 +204,10 @@ def test_verify_refuses_a_ledger_holding_a_key_twice(tones, tmp_path):
         "own __key__ (examples are named, ordered and split by it); give your elements "
         "distinct keys, or drop the copies"]
     group = observed[0]["groups"][0][0]
+    # A group in two splits, and so other counts of groups than the manifest's.
     assert publish("groups", [*observed[1]["groups"], [group, "test"]]) == [
+        "manifest.json: its group_counts {'train': 8}, the ledger's samples give "
+        "{'test': 1, 'train': 8}",
         f"units.jsonl: split leakage: 1 group key(s) in more than one split: {group!r} in test, "
         "train (groups by split_by; with split_column the split field must agree for every "
         "sample of a group)"]

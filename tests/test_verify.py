@@ -377,3 +377,26 @@ def test_media_kept_whole_that_do_not_decode_are_dead_letters_not_published(tmp_
         assert len(written) == 2
         verification = verify_dataset(tmp_path / output)
         assert verification.ok, verification.problems
+
+
+def test_the_policies_over_the_totals_are_judged_as_the_writer_judged_them(tmp_path):
+    """Verify judges the manifest's accounting by the policy its recipe
+    records: a share of failed inputs over it, a split left empty that was
+    not allowed."""
+    rows = [{"label": i, "speaker": "one"} for i in range(18)] + [{"label": "x"}] * 2
+    output = tmp_path / "labels"
+    with dg.make_pipeline() as p:
+        _ = (p | beam.Create(rows)
+               | dg.WriteDataset(str(output), features="label:int64", split_by="speaker",
+                                 splits="train=0.5,test=0.5", max_failure_fraction=0.2,
+                                 allow_empty_splits=True))
+    assert verify_dataset(str(output)).ok
+    document = json.loads((output / "manifest.json").read_text())
+    empty = next(name for name, split in document["splits"].items() if not split["num_examples"])
+    document["recipe"]["writing"].update(max_failure_fraction=0.05, allow_empty_splits=False)
+    (output / "manifest.json").write_text(json.dumps(document))
+    assert verify_dataset(str(output)).problems == [
+        "manifest.json: 2 of 20 inputs failed (10.00% > max_failure_fraction 5.00%)",
+        f"manifest.json: split {empty!r} came out empty (asked 50%): the 1 groups of "
+        "split_by speaker are too few to cut at these ratios; use more, smaller groups (a "
+        "finer split_by), stratify_by a label, or split_column; or pass allow_empty_splits"]

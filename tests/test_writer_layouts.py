@@ -2,6 +2,7 @@
 hash-ordered global layout; what each sends between stages, memory that stays flat
 however large the corpus, and the output folder a run leaves."""
 
+import dataclasses
 import gzip
 import io
 import json
@@ -13,9 +14,12 @@ import pytest
 import tensorflow as tf
 from apache_beam.runners.portability.fn_api_runner import execution
 
+import transforms as dg
 from benchmarks.process_tree import measure
 from pipelines import tar_to_tfrecord
+from transforms.format.arguments import ArgumentError
 from transforms.testing.corpus import write_corpus
+from transforms.writer.plan import COPIES, FIRST, KEYS, ON_SHARDS, STRATA, plan_write
 
 FEATURES = "payload=bin:bytes,label=cls:int64,speaker=json.speaker:bytes"
 
@@ -151,3 +155,25 @@ def test_a_run_removes_what_killed_runs_left_and_nothing_else(corpus, tmp_path):
         assert files == sorted(shard_files + [f + ".idx" for f in shard_files])
         assert sum(1 for f in shard_files for _ in tf.data.TFRecordDataset(
             str(output / split / f))) == entry["num_examples"]
+
+
+def test_the_plan_decides_once_what_a_write_does(tmp_path):
+    """transforms/writer/plan.py: the layout, tf.Transform's mode, the passes
+    before converting and the ledger, from the config and the way in; what
+    a PCollection cannot do is refused there, naming the parameter."""
+    plain = dg.WriteDataset(str(tmp_path), features="gain:float,label:int64").config
+    pre = dataclasses.replace(plain, preprocessing=dg.Preprocessing(
+        normalize=(("gain", "zscore"),)))
+    rolled = plan_write(pre, from_source=True, examples_sink=False, reuse=False)
+    assert (rolled.transform, rolled.pre_passes, rolled.keep_ledger) == (ON_SHARDS, (KEYS,), True)
+    hashed = plan_write(dataclasses.replace(pre, shuffle="global"), True, False, False)
+    assert (hashed.transform, hashed.global_shards, hashed.write_shards, hashed.keep_ledger) == (
+        FIRST, True, False, False)
+    assert plan_write(pre, True, examples_sink=True, reuse=False).transform == FIRST
+    both = dg.WriteDataset(str(tmp_path), features="label:int64", stratify_by="label",
+                           duplicates="drop").config
+    assert plan_write(both, True, False, False).pre_passes == (KEYS, STRATA, COPIES)
+    elements = plan_write(plain, from_source=False, examples_sink=False, reuse=False)
+    assert (elements.pre_passes, elements.keep_ledger, elements.transform) == ((), False, "")
+    with pytest.raises(ArgumentError, match="^duplicates .* give WriteDataset a Source"):
+        plan_write(dataclasses.replace(plain, duplicates="drop"), False, False, False)

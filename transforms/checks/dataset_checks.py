@@ -1,136 +1,90 @@
-"""The seam for what is checked over the whole dataset, not where a piece of it sits.
+"""The dataset's checks, each judged over the whole dataset, not where a piece of it sits.
 
-A `DatasetCheck` has an observer (transforms/recipe/observers.py) that every
-unit's driver tells what became of each sample; it reads what the observer
-kept in each unit's receipt (the writer's UnitReceipt, or a line of a
-published ledger that verify reads) as small records (`records`), joins
-them over the dataset in one Beam step (`join`), and
-judges what it found (`judge`): a `Verdict` that may refuse the dataset,
-warn, and give the manifest facts. WriteDataset's final step runs every
-check of `DATASET_CHECKS` before anything is published
-(transforms/writer/finalise.py); verify runs the same checks on the ledger
-(transforms/verify/ledger_checks.py). A new dataset-wide rule is a module
-here and a line in `DATASET_CHECKS`.
+`DATASET_CHECKS` lists every rule (transforms/checks/check.py says what a
+check is): the share of failed inputs, a group key in one split, a key
+once, some example written, no split left empty, and copies by
+--duplicates. WriteDataset's final step runs `FindAll` over the units'
+receipts and `judge` before anything is published
+(transforms/writer/finalise.py); verify runs the same on the published
+ledger and manifest (transforms/verify/ledger_checks.py). A new
+dataset-wide rule is a module here and a line in `DATASET_CHECKS`.
 """
 
 from __future__ import annotations
 
-import types
-from typing import Any, Callable, Iterable, Mapping, NamedTuple
+from typing import Mapping
 
 import apache_beam as beam
 
-from transforms.checks.keys import KeysWrittenTwice, written_twice_message
-from transforms.checks.leakage import SplitGroups, leakage_message
-from transforms.recipe.observers import KEYS, SPLIT_GROUPS, KeyedObserver, observed
+from transforms.checks.check import DatasetCheck, Judging, Policy, Verdict
+from transforms.checks.duplicates_check import Duplicates
+from transforms.checks.keys import KeysOnce
+from transforms.checks.leakage import SplitLeakage
+from transforms.checks.totals import FailureFraction, SomeExamples, SplitBalance
 
-__all__ = ["DATASET_CHECKS", "DatasetCheck", "FindAll", "KeysOnce", "SplitLeakage", "Verdict",
-           "judge"]
+__all__ = ["DATASET_CHECKS", "FOUND", "FindAll", "judge", "observing", "over_totals"]
 
+# In the order they are judged: a refusal is the first one's, a check sees the
+# facts of those before it (the balance of the splits, their groups).
+DATASET_CHECKS: tuple = (FailureFraction(), SplitLeakage(), KeysOnce(), SomeExamples(),
+                         SplitBalance(), Duplicates())
 
-class Verdict(NamedTuple):
-    """What a check made of what it found: `refusal`, the one line that stops
-    the dataset being published ("" when it may be); `final` when no rerun
-    can lift it (the run's work is then discarded); `facts` the manifest
-    takes ({name: value})."""
-
-    refusal: str = ""
-    final: bool = False
-    facts: Mapping[str, Any] = types.MappingProxyType({})
-
-
-class DatasetCheck:
-    """A rule over the whole dataset (module docstring). `name` names its
-    steps and what it found; `observer` is what it learns of each sample."""
-
-    name: str
-    observer: KeyedObserver
-
-    def records(self, receipt) -> Iterable:
-        """The small records one unit's receipt gives the check: by default
-        what its observer kept."""
-        return observed(receipt, self.observer.name)
-
-    def join(self) -> beam.PTransform:
-        """The step joining every unit's records into what the check found."""
-        raise NotImplementedError
-
-    def judge(self, found: list, said: Callable[[str], str]) -> Verdict:
-        """The Verdict of what the check `found`; `said` puts a {parameter} in
-        the caller's terms (DatasetConfig.said)."""
-        raise NotImplementedError
-
-
-class SplitLeakage(DatasetCheck):
-    """A group key in one split only (transforms/checks/leakage.py); the
-    number of groups in each split is the manifest's (`group_counts`)."""
-
-    name = "leakage"
-    observer = SPLIT_GROUPS   # distinct (group key, split) pairs
-
-    def join(self) -> beam.PTransform:
-        return _TaggedSplitGroups()
-
-    def judge(self, found: list, said: Callable[[str], str]) -> Verdict:
-        leaks = [(group, splits) for kind, group, splits in found if kind == _LEAK]
-        counts = {split: n for kind, split, n in found if kind == _GROUPS}
-        return Verdict(said(leakage_message(leaks)) if leaks else "", final=bool(leaks),
-                       facts={"group_counts": counts})
-
-
-_LEAK, _GROUPS = "leak", "groups"
-
-
-class _TaggedSplitGroups(beam.PTransform):
-    """(group key, split) pairs -> ("leak", group, splits) and ("groups",
-    split, n) records, the two of SplitGroups."""
-
-    def expand(self, pairs):
-        found = pairs | "SplitGroups" >> SplitGroups()
-        return ((found["leaks"] | "Leaks" >> beam.MapTuple(lambda g, s: (_LEAK, g, s)),
-                 found["counts"] | "Counts" >> beam.MapTuple(lambda s, n: (_GROUPS, s, n)))
-                | "Found" >> beam.Flatten())
-
-
-class KeysOnce(DatasetCheck):
-    """A key once in the dataset (transforms/checks/keys.py): the keys each
-    unit's samples gave, counted over every unit."""
-
-    name = "keys"
-    observer = KEYS
-
-    def records(self, receipt) -> Iterable:
-        return ((key, receipt.unit) for key in observed(receipt, KEYS.name))
-
-    def join(self) -> beam.PTransform:
-        return KeysWrittenTwice()
-
-    def judge(self, found: list, said: Callable[[str], str]) -> Verdict:  # noqa: ARG002
-        # A repeat is the data's: every rerun would find it again.
-        return Verdict(written_twice_message(found) if found else "", final=bool(found))
-
-
-# In the order their refusals are said.
-DATASET_CHECKS: tuple = (SplitLeakage(), KeysOnce())
-_BY_NAME = {check.name: check for check in DATASET_CHECKS}
+# What FindAll gives judge: (name, what the check found, summarised) of each.
+FOUND = "found"
 
 
 class FindAll(beam.PTransform):
-    """Receipts -> (name, what it found) of each of the DATASET_CHECKS, each
-    joined over them all: only its small records are shuffled."""
+    """Receipts -> {FOUND: (name, its summarised findings) of each of the
+    DATASET_CHECKS with an observer that `policy` asks for, and, by each
+    one's name, what its join found}. Only the checks' small records are
+    shuffled. `given` holds what a check found by a pass of its own before
+    the receipts were written (--duplicates drop decides before writing)."""
+
+    def __init__(self, policy: Policy, given: Mapping[str, beam.PCollection] | None = None):
+        super().__init__()
+        self._policy = policy
+        self._given = dict(given or {})
 
     def expand(self, receipts):
-        return ([receipts
-                 | f"{check.name.title()}Records" >> beam.FlatMap(check.records)
-                 | f"{check.name.title()}Check" >> check.join()
-                 | f"{check.name.title()}Found" >> beam.combiners.ToList()
-                 | f"{check.name.title()}Named" >> beam.Map(lambda found, name: (name, found),
-                                                             check.name)
-                 for check in DATASET_CHECKS]
-                | "AllFound" >> beam.Flatten())
+        policy, joined, summaries = self._policy, {}, []
+        for check in DATASET_CHECKS:
+            if check.observer is None or not check.applies(policy):
+                continue
+            step = check.name.title()
+            found = self._given.get(check.name)
+            if found is None:
+                found = (receipts
+                         | f"{step}Records" >> beam.FlatMap(check.records)
+                         | f"{step}Check" >> check.join(policy))
+            joined[check.name] = found
+            summaries.append(found
+                             | f"{step}Summary" >> check.summarise(policy)
+                             | f"{step}Found" >> beam.combiners.ToList()
+                             | f"{step}Named" >> beam.Map(lambda found, name: (name, found),
+                                                          check.name))
+        return {FOUND: summaries | "AllFound" >> beam.Flatten(), **joined}
 
 
-def judge(found: Mapping[str, list], said: Callable[[str], str]) -> list[Verdict]:
-    """The Verdict of each of the DATASET_CHECKS, in order, on what `FindAll`
-    found (by name)."""
-    return [check.judge(found.get(check.name, []), said) for check in DATASET_CHECKS]
+def judge(found: Mapping[str, list], judging: Judging,
+          checks: tuple | None = None) -> list[Verdict]:
+    """The Verdict of each of `checks` (all), in order, on what `FindAll` found (by
+    name), each judging with the facts of those before (an empty Verdict of
+    one the policy does not ask for)."""
+    verdicts, facts = [], dict(judging.facts or {})
+    for check in DATASET_CHECKS if checks is None else checks:
+        verdict = Verdict()
+        if check.applies(judging.policy):
+            verdict = check.judge(found.get(check.name, []), judging._replace(facts=facts))
+            facts.update(verdict.facts)
+        verdicts.append(verdict)
+    return verdicts
+
+
+def observing() -> tuple[DatasetCheck, ...]:
+    """The DATASET_CHECKS that observe the samples."""
+    return tuple(check for check in DATASET_CHECKS if check.observer is not None)
+
+
+def over_totals() -> tuple[DatasetCheck, ...]:
+    """The DATASET_CHECKS that judge the totals alone."""
+    return tuple(check for check in DATASET_CHECKS if check.observer is None)

@@ -47,12 +47,11 @@ from transforms.format.sample import KEY, URL
 from transforms.media.near_duplicates import NEAR
 from transforms.recipe.driver import Converted, SampleDriver
 from transforms.recipe.examples import ExampleRecipe
-from transforms.recipe.observers import CONTENT_FINGERPRINTS, observed
 from transforms.recipe.units import WorkUnit, streaming
 from transforms.sources.units import NO_DECISIONS, Decisions, decided_of
 
 __all__ = ["POLICIES", "SIMILAR", "DuplicateGroup", "DuplicateGroups", "DuplicatesToDrop",
-           "FindDuplicates", "Shared", "SharedContent", "copies_to_drop", "dropped_message",
+           "GroupsOfCopies", "Shared", "SharedContent", "copies_to_drop", "dropped_message",
            "duplicates_lines", "duplicates_message", "duplicates_summary", "group_tallies",
            "similar_message"]
 
@@ -197,24 +196,20 @@ class SharedContent(beam.PTransform):
         return (identical, near) | "Both" >> beam.Flatten()
 
 
-class FindDuplicates(beam.PTransform):
-    """Unit receipts -> the DuplicateGroups, members (key, split, url), of the
-    fingerprints two or more samples share, and of the near groups alike to
-    `near_threshold` or more (see SharedContent)."""
+class GroupsOfCopies(beam.PTransform):
+    """((kind, digest), (key, split, url)) of each written sample's content
+    fingerprints -> the DuplicateGroups of the fingerprints two or more
+    samples share, and of the near groups alike to `near_threshold` or more
+    (see SharedContent)."""
 
     def __init__(self, near_threshold: float = 0.0):
         super().__init__()
         self._threshold = near_threshold
 
-    def expand(self, receipts):
-        return (
-            receipts
-            | "Fingerprints" >> beam.FlatMap(
-                lambda r: (((kind, digest), (key, split, url))
-                           for kind, digest, split, key, url in observed(
-                               r, CONTENT_FINGERPRINTS.name)))
-            | "SharedContent" >> SharedContent(self._threshold)
-            | "Groups" >> DuplicateGroups(bool(self._threshold)))
+    def expand(self, fingerprints):
+        return (fingerprints
+                | "SharedContent" >> SharedContent(self._threshold)
+                | "Groups" >> DuplicateGroups(bool(self._threshold)))
 
 
 def _pair(splits: Sequence[str], order: Sequence[str]) -> str:
@@ -235,6 +230,8 @@ def group_tallies(group: DuplicateGroup, split_order: Sequence[str]) -> Iterator
         return
     near = group.kinds == (NEAR,)
     yield ("groups",), 1
+    if _written(group) > 1:
+        yield ("written_twice",), 1
     if near:
         yield ("near",), 1
     splits = group.splits
@@ -247,6 +244,12 @@ def group_tallies(group: DuplicateGroup, split_order: Sequence[str]) -> Iterator
     for i, a in enumerate(splits):
         for b in splits[i + 1:]:
             yield ("across", _pair((a, b), split_order)), 1
+
+
+def _written(group: DuplicateGroup) -> int:
+    """How many of a group's members were written: all but those dropped."""
+    dropped = group.dropped or ()
+    return sum((url, key) not in dropped for key, _, url in group.members)
 
 
 def duplicates_summary(tallies: Mapping[tuple, int], kinds: Sequence[str],
@@ -372,7 +375,7 @@ class _FingerprintFn(beam.DoFn):
 
 
 class DuplicatesToDrop(beam.PTransform):
-    """Work units -> {"groups": what FindDuplicates gives, "dropped": (url, key) of
+    """Work units -> {"groups": what GroupsOfCopies gives, "dropped": (url, key) of
     each copy `--duplicates drop` drops}: every sample fingerprinted in a pass
     before the conversion, by what the job decided before it (`decisions`:
     the stratified splits, the keys given more than once)."""

@@ -16,7 +16,7 @@ order, which file). Two checks make it the dataset's rule
   elements cannot be read twice, so this is where a key given twice there
   is found, and the job fails before publishing, naming it; over a Source
   it finds nothing unless a reader's `keys` and `read` disagree. verify runs
-  the same count over the published ledger (transforms/verify/keys.py).
+  the same count over the published ledger (transforms/verify/ledger_checks.py).
 """
 
 from __future__ import annotations
@@ -25,11 +25,13 @@ from typing import Iterable, Iterator
 
 import apache_beam as beam
 
+from transforms.checks.check import DatasetCheck, Judging, Policy, Verdict
 from transforms.format.keys import places_text
+from transforms.recipe.observers import KEYS, observed
 from transforms.recipe.segments import SegmentOptions, converted_key
 from transforms.recipe.units import WorkUnit
 
-__all__ = ["KeysGivenTwice", "KeysWrittenTwice", "written_twice_message"]
+__all__ = ["KeysGivenTwice", "KeysOnce", "KeysWrittenTwice", "written_twice_message"]
 
 
 class _UnitKeysFn(beam.DoFn):
@@ -120,3 +122,21 @@ class KeysWrittenTwice(beam.PTransform):
                 # (key, [unit, ...])
                 | "GivenTwice" >> beam.FlatMapTuple(lambda key, units: (
                     [(key, sorted(units))] if _more_than_one(units) else [])))
+
+
+class KeysOnce(DatasetCheck):
+    """A key once in the dataset: the keys each unit's samples gave, counted
+    over every unit."""
+
+    name = "keys"
+    observer = KEYS
+
+    def records(self, receipt) -> Iterable:
+        return ((key, receipt.unit) for key in observed(receipt, KEYS.name))
+
+    def join(self, policy: Policy) -> beam.PTransform:  # noqa: ARG002
+        return KeysWrittenTwice()
+
+    def judge(self, found: list, judging: Judging) -> Verdict:  # noqa: ARG002
+        # A repeat is the data's: every rerun would find it again.
+        return Verdict(written_twice_message(found) if found else "", final=bool(found))

@@ -13,11 +13,14 @@ shuffled, and only leaking groups (normally none) reach the final step.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 import apache_beam as beam
 
-__all__ = ["SplitGroups", "leakage_message"]
+from transforms.checks.check import DatasetCheck, Judging, Policy, Verdict
+from transforms.recipe.observers import SPLIT_GROUPS
+
+__all__ = ["SplitGroups", "SplitLeakage", "leakage_message"]
 
 _SHOWN = 5
 
@@ -51,3 +54,41 @@ class SplitGroups(beam.PTransform):
                        | "EachSplit" >> beam.FlatMap(lambda kv: kv[1])
                        | "GroupsPerSplit" >> beam.combiners.Count.PerElement()),
         }
+
+
+_LEAK, _GROUPS = "leak", "groups"
+
+
+class _TaggedSplitGroups(beam.PTransform):
+    """(group key, split) pairs -> ("leak", group, splits) and ("groups",
+    split, n) records, the two of SplitGroups."""
+
+    def expand(self, pairs):
+        found = pairs | "SplitGroups" >> SplitGroups()
+        return ((found["leaks"] | "Leaks" >> beam.MapTuple(lambda g, s: (_LEAK, g, s)),
+                 found["counts"] | "Counts" >> beam.MapTuple(lambda s, n: (_GROUPS, s, n)))
+                | "Found" >> beam.Flatten())
+
+
+class SplitLeakage(DatasetCheck):
+    """A group key in one split only; the number of groups in each split is
+    the manifest's (`group_counts`)."""
+
+    name = "leakage"
+    observer = SPLIT_GROUPS   # distinct (group key, split) pairs
+
+    def join(self, policy: Policy) -> beam.PTransform:  # noqa: ARG002
+        return _TaggedSplitGroups()
+
+    def judge(self, found: list, judging: Judging) -> Verdict:
+        leaks = [(group, splits) for kind, group, splits in found if kind == _LEAK]
+        counts = {split: n for kind, split, n in found if kind == _GROUPS}
+        # A leak is the data's or a bug: every rerun would find it again.
+        return Verdict(judging.said(leakage_message(leaks)) if leaks else "", final=bool(leaks),
+                       facts={"group_counts": counts})
+
+    def published(self, document: Mapping[str, Any], policy: Policy) -> Mapping | None:  # noqa: ARG002
+        counts = {name: split.get("num_groups") for name, split in document["splits"].items()}
+        if None in counts.values():   # a manifest from before it counted them
+            return None
+        return {"group_counts": {name: n for name, n in counts.items() if n}}

@@ -21,6 +21,7 @@ from transforms.format.sample import escape_name, is_text
 __all__ = ["DUPLICATE_KEY", "DatasetFailed", "EXAMPLE", "FAILURES", "FILE", "MAX_MESSAGE",
            "RowError", "SAMPLE", "SEGMENT",
            "StorageReadError", "check_failure_fraction", "dead_letter", "describe",
+           "failure_fraction_problem",
            "failure_line", "failures_jsonl", "sorted_failures"]
 
 FAILURES = "failures"
@@ -117,16 +118,24 @@ def failures_jsonl(failures: Iterable[Mapping]) -> str:
     return "".join(map(failure_line, failures))
 
 
-def check_failure_fraction(failed: int, inputs: int, max_fraction: float,
-                           first: Mapping | None, kept_in: str,
-                           say: Callable[[str], str] = said, advice: str = "") -> None:
-    """Raises DatasetFailed when more than `max_fraction` of the `inputs` failed,
-    saying where the dead letters are kept, the `first` of them and the
-    caller's `advice`, in the caller's terms (`say`: transforms/format/arguments.py)."""
+def failure_fraction_problem(failed: int, inputs: int, max_fraction: float,
+                             first: Mapping | None, kept_in: str,
+                             say: Callable[[str], str] = said, advice: str = "") -> str:
+    """The line that refuses a dataset more than `max_fraction` of whose
+    `inputs` failed ("" when no more did), saying where the dead letters are
+    kept, the `first` of them and the caller's `advice`, in the caller's terms
+    (`say`: transforms/format/arguments.py)."""
     if not inputs or failed / inputs <= max_fraction:
-        return
+        return ""
     problem = say(f"{failed} of {inputs} inputs failed ({failed / inputs:.2%} > "
                   f"{{max_failure_fraction}} {max_fraction:.2%})")
     if first is not None:
         problem += f"; dead letters in {kept_in}; first: {describe(first)}"
-    raise DatasetFailed(problem + say(advice))
+    return problem + say(advice)
+
+
+def check_failure_fraction(*args, **kwargs) -> None:
+    """Raises DatasetFailed with `failure_fraction_problem`'s line, if any."""
+    problem = failure_fraction_problem(*args, **kwargs)
+    if problem:
+        raise DatasetFailed(problem)

@@ -21,11 +21,11 @@ from __future__ import annotations
 import collections
 import enum
 import functools
-from typing import Iterable, Mapping, NamedTuple
+from typing import Any, Iterable, Mapping, NamedTuple
 
 from transforms.format.dead_letters import EXAMPLE, FILE, SAMPLE, SEGMENT
 
-__all__ = ["Accounting", "Kind", "Tally", "parse_tallies"]
+__all__ = ["Accounting", "Kind", "Tally", "inputs_and_failed", "parse_tallies", "what_came"]
 
 
 class Kind(enum.StrEnum):
@@ -131,27 +131,29 @@ class Accounting:
             return f"accounting mismatch: {a}"
         return ""
 
-    def inputs_and_failed(self) -> tuple[int, int]:
-        """How many inputs the job had and how many became dead letters: samples
-        (a recording cut into segments counts as its segments) and files that
-        yielded none; failed ones, and examples a sink refused."""
-        a = self.section
-        segments = a.get("segments", {"recordings": 0, "recordings_failed": 0, "read": 0,
-                                      "failed": 0})
-        inputs = a["samples_read"] - segments["recordings"] + segments["read"] + a["files_failed"]
-        # A row that failed with its segment is counted once, as the segment.
-        failed = (a["samples_failed"] - segments["recordings_failed"] + segments["failed"]
-                  + a["files_failed"] + a["examples_failed"])
-        return inputs, failed
-
-    def what_came(self) -> str:
-        """'12 samples read: 0 written, 12 filtered, 0 failed'."""
-        a = self.section
-        return (f"{a['samples_read']} samples read: {a['samples_written']} written, "
-                f"{a['samples_filtered']} filtered, {a['samples_failed']} failed")
-
     @property
     def failed(self) -> int:
         """Dead letters of every unit."""
         return self.total(Kind.FAILED)
 
+
+def inputs_and_failed(accounting: Mapping[str, Any]) -> tuple[int, int]:
+    """How many inputs a job had and how many became dead letters, of its
+    accounting section (Accounting.section): samples (a recording cut into
+    segments counts as its segments) and files that yielded none; failed
+    ones, and examples a sink refused."""
+    a = accounting
+    segments = a.get("segments", {"recordings": 0, "recordings_failed": 0, "read": 0,
+                                  "failed": 0})
+    inputs = a["samples_read"] - segments["recordings"] + segments["read"] + a["files_failed"]
+    # A row that failed with its segment is counted once, as the segment.
+    failed = (a["samples_failed"] - segments["recordings_failed"] + segments["failed"]
+              + a["files_failed"] + a["examples_failed"])
+    return inputs, failed
+
+
+def what_came(accounting: Mapping[str, Any]) -> str:
+    """'12 samples read: 0 written, 12 filtered, 0 failed', of an accounting section."""
+    a = accounting
+    return (f"{a['samples_read']} samples read: {a['samples_written']} written, "
+            f"{a['samples_filtered']} filtered, {a['samples_failed']} failed")

@@ -11,8 +11,10 @@ every shard once in a Beam job, one shard per work item
 (transforms/verify/shards.py): framing and CRCs of every record, the gzip
 stream, the file's CRC32C against the one the writer recorded, counts and
 bytes, the record index, every record against the spec, and the media of a
-seeded sample of records decoded; the writer's dataset checks (a key once,
-a group in one split) run on the ledger (transforms/verify/ledger_checks.py);
+seeded sample of records decoded; the writer's dataset checks run on the
+ledger and the manifest's accounting (transforms/verify/ledger_checks.py: a
+key once, a group in one split, copies by --duplicates, the share of
+failed inputs, no empty split);
 and the duplicate check's list against the
 manifest and the shards (transforms/verify/duplicates.py), and augmented
 copies' aug.* values and counts (transforms/verify/augmentation.py).
@@ -39,7 +41,7 @@ from transforms.storage.folders import read_manifest, remove_tree
 from transforms.verify.augmentation import AugmentedRange, augmented_range, count_problems
 from transforms.verify.duplicates import duplicates_problems, sought_keys, written_problems
 from transforms.verify.layout import layout_problems, manifest_problems
-from transforms.verify.ledger_checks import LedgerChecks
+from transforms.verify.ledger_checks import LedgerChecks, judging_of, totals_problems
 from transforms.verify.shards import ShardReport, VerifyShards
 
 __all__ = ["Verification", "verify_dataset"]
@@ -95,6 +97,13 @@ def _write_lines(lines: list, path: str) -> None:
         f.write("".join(line + "\n" for line in sorted(lines)).encode("utf-8"))
 
 
+def _current_ledger(path: str) -> bool:
+    """Whether the ledger at `path` is of this version: its receipts say
+    what each observer kept (`observed`)."""
+    with FileSystems.open(path) as f:
+        return b'"observed"' in f.readline()
+
+
 def _check_data(info: DatasetInfo, root: str, entries: list, media_samples: int, seed: int,
                 options: PipelineOptions, sought: frozenset,
                 augmented: AugmentedRange | None, ledger: str | None) -> tuple[list, list]:
@@ -114,8 +123,10 @@ def _check_data(info: DatasetInfo, root: str, entries: list, media_samples: int,
              | "Gather" >> beam.combiners.ToList()
              | "WriteReports" >> beam.Map(_write_reports, path))
         if ledger is not None:
+            ledger_file = FileSystems.join(root, ledger)
             _ = (pipeline
-                 | "Checks" >> LedgerChecks(FileSystems.join(root, ledger), ledger)
+                 | "Checks" >> LedgerChecks(ledger_file, ledger, info.document,
+                                            judging_of(info, _current_ledger(ledger_file)))
                  | "GatherLedger" >> beam.combiners.ToList()
                  | "WriteLedgerProblems" >> beam.Map(_write_lines, ledger_path))
         if not wait_for(pipeline.run(), options):
@@ -168,7 +179,7 @@ def verify_dataset(root: str | os.PathLike, media_samples: int = 64, seed: int =
     found = _relative_files(root)
     failure_lines = (_read(FileSystems.join(root, manifest.FAILURES_FILE)).count(b"\n")
                      if manifest.FAILURES_FILE in found else None)
-    problems = layout_problems(info, found, failure_lines)
+    problems = layout_problems(info, found, failure_lines) + totals_problems(info)
     duplicates = (_read(FileSystems.join(root, manifest.DUPLICATES_FILE)).decode()
                   if manifest.DUPLICATES_FILE in found else None)
     problems += duplicates_problems(info, duplicates)
@@ -189,11 +200,12 @@ def verify_dataset(root: str | os.PathLike, media_samples: int = 64, seed: int =
     problems += written_problems(info, duplicates, {(r.file.split("/", 1)[0], key)
                                                     for r in reports for key in r.found})
     examples = sum(r.num_records for r in reports)
+    checked = ("the ledger holds each key once, each group in one split and the copies the "
+               "manifest counts; " if ledger in found else "")
     summary = (f"verified {root}: {examples} examples in {len(reports)} shards of "
                f"{len(info.splits)} splits ({sum(r.num_bytes for r in reports) / 1e6:.1f} MB): "
                f"every record's CRCs, the files' CRC32C, "
                f"{'the record indexes, ' if any('index' in e for e in entries) else ''}"
-               f"counts and spec match the manifest; "
-               f"{'each key in the ledger is given once; ' if ledger in found else ''}"
+               f"counts and spec match the manifest; {checked}"
                f"the media of {sum(r.num_decoded for r in reports)} sampled records decode")
     return Verification(problems, summary)

@@ -40,7 +40,7 @@ from typing import Any, Iterator
 import apache_beam as beam
 from apache_beam.transforms.window import GlobalWindows
 
-from transforms.checks.dataset_checks import DATASET_CHECKS
+from transforms.checks.dataset_checks import observing
 from transforms.format.dead_letters import EXAMPLE, SAMPLE
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.shard_format import ShardFormat
@@ -55,7 +55,7 @@ from transforms.recipe.driver import (
     source_outcome,
 )
 from transforms.recipe.examples import Example, ExampleRecipe
-from transforms.recipe.observers import CONTENT_FINGERPRINTS, KEYS
+from transforms.recipe.observers import KEYS
 from transforms.recipe.units import SHARD_SIZE_BYTES, Failed, WorkUnit, streaming
 from transforms.runner.counters import Counters
 from transforms.sources.units import NO_DECISIONS, Decisions, SplittableUnits, decided_of
@@ -67,10 +67,9 @@ __all__ = ["ANALYZED", "ConvertElements", "ConvertOptions", "ConvertUnits", "REC
            "SOURCES", "SampleOutcomes"]
 
 RECEIPTS = "receipts"
-# What each converted sample tells the dataset's checks and the duplicate
-# check; a key range's rows have unique keys and no bound on their number, so
-# their keys are not kept.
-_OBSERVERS = (*(check.observer for check in DATASET_CHECKS), CONTENT_FINGERPRINTS)
+# What each converted sample tells the dataset's checks; a key range's rows
+# have unique keys and no bound on their number, so their keys are not kept.
+_OBSERVERS = tuple(check.observer for check in observing())
 _OBSERVERS_OF_RANGES = tuple(observer for observer in _OBSERVERS if observer is not KEYS)
 # Each train example's features that tf.Transform's analyzers read, serialized.
 ANALYZED = "analyzed"

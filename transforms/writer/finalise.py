@@ -1,7 +1,7 @@
 """The job's last steps: check everything, move the shards into place, publish.
 
     info = ({"planned": ..., "shards": ..., "tallies": ..., "failures": ...,
-             "receipts": ..., "duplicates": ...}
+             "receipts": ...}
             | "Finalise" >> Finalise(config, temp_dir, transformed_spec))
 
 1. **Check**, once every shard is written. Samples read = written + filtered +
@@ -10,14 +10,16 @@
    built. The dead letters go to the run's temporary folder, in the input's
    order (unit by unit, each unit's in reading order; a sink's refusals last):
    written in parts of LEDGER_PART_UNITS units, each by one worker, and
-   joined a part at a time, so no step holds them all. The duplicate
-   check's list is written so too (in parts by a hash of each group, each
-   part sorted), and only its counts and first group across splits reach
-   this step; each of the dataset's checks (transforms/checks/dataset_checks.py)
-   has joined its records of the receipts. Then the job fails when more than
-   --max_failure_fraction of the inputs failed or a check refuses (a group
-   key in two splits, a key given twice): it keeps its shards and receipts
-   for --resume (not when no rerun could publish them) and its
+   joined a part at a time, so no step holds them all. The list of copies
+   is written so too (in parts by a hash of each group, each part sorted).
+   Each of the dataset's checks (transforms/checks/dataset_checks.py) has
+   joined its records of the receipts, and only what it sums them to
+   reaches this step, which judges them all in order: the job fails, in
+   the first refusal's line, when more than --max_failure_fraction of the
+   inputs failed, a group key is in two splits, a key was given twice, no
+   example or an empty split was written (unless --allow_empty_splits), or
+   copies lie across splits with --duplicates fail. It keeps its shards and
+   receipts for --resume (not when no rerun could publish them) and its
    dead letters where its error says (`<output>/.temp-datagen-<run>/failures.jsonl`),
    and leaves the output exactly as it was - an earlier dataset there stays whole.
    Otherwise an earlier run's manifest is deleted (while files change, no
@@ -42,34 +44,21 @@ import collections
 import json
 import logging
 import zlib
-from typing import Any, Iterable, Mapping, NamedTuple
+from typing import Iterable, Mapping, NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.checks.dataset_checks import FindAll, Verdict, judge
-from transforms.checks.duplicates import (
-    SIMILAR,
-    DuplicateGroup,
-    dropped_message,
-    duplicates_lines,
-    duplicates_message,
-    duplicates_summary,
-    group_tallies,
-    similar_message,
-)
+from transforms.checks.check import Judging, Policy
+from transforms.checks.dataset_checks import FOUND, FindAll, judge
+from transforms.checks.duplicates import DuplicateGroup, duplicates_lines
+from transforms.checks.duplicates_check import Duplicates
 from transforms.format import manifest, tfds_metadata
-from transforms.format.dead_letters import (
-    DatasetFailed,
-    check_failure_fraction,
-    failure_line,
-)
+from transforms.format.dead_letters import DatasetFailed, failure_line
 from transforms.format.spec import FeatureSpec
 from transforms.format.text import comma_list
 from transforms.recipe.accounting import Accounting
-from transforms.recipe.measures import manifest_sections
-from transforms.recipe.measures.augmentation import AugmentedCopies
-from transforms.recipe.splits import split_balance
+from transforms.recipe.measures import ACCOUNTING, manifest_sections
 from transforms.recipe.units import unit_coverage_errors
 from transforms.sources.augment_corpus import files_shared
 from transforms.sources.file_match import match_files
@@ -100,19 +89,6 @@ _LOG = logging.getLogger(__name__)
 # Shards a move batch holds: one batch copy and one batch delete request on gs://.
 _MOVE_BATCH = 100
 
-
-
-def _section(sections: tuple, name: str) -> Any:
-    """The value of the measures' Section `name` (None: there is none)."""
-    return next((s.value for s in sections if s.name == name), None)
-
-
-def _original_examples(accounting: Mapping[str, Any], sections: tuple) -> dict:
-    """Examples per split but augmented copies' (the measure's section,
-    transforms/recipe/measures/augmentation.py): what the split ratios are of."""
-    augmented = (_section(sections, AugmentedCopies.name) or {}).get("examples", {})
-    return {split: n - augmented.get(split, {}).get("augmented", 0)
-            for split, n in accounting["examples_per_split"].items()}
 
 
 class _MergeMeasure(beam.CombineFn):
@@ -192,6 +168,14 @@ def _check_totals(counted: Accounting, planned: Mapping[int, tuple | None],
         raise AssertionError(f"examples built {built} but shards hold {dict(in_shards)}")
 
 
+def policy_of(config) -> Policy:
+    """What the dataset's checks go by, of a DatasetConfig."""
+    recipe = config.recipe
+    return Policy(recipe.split_plan, config.max_failure_fraction, config.allow_empty_splits,
+                  config.duplicates, config.near_duplicates, tuple(recipe.fingerprint_kinds),
+                  tuple(recipe.fingerprinted_features))
+
+
 @beam.typehints.with_output_types(CommitPlan)
 class _CheckFn(beam.DoFn):
     """Runs once, after every shard is written: the checks of step 1."""
@@ -200,41 +184,41 @@ class _CheckFn(beam.DoFn):
         self._config = config
         self._temp_dir = temp_dir
 
-    def process(self, _, planned, shards, tallies, failure_parts, spans, duplicates, found,
+    def process(self, _, planned, shards, tallies, failure_parts, spans, duplicate_parts, found,
                 measured):
-        """`duplicates` is what `_DuplicatesFound` makes of the groups: their
-        summed tallies, the first across splits, the written parts; `found`
-        what each of the DATASET_CHECKS found, by its name."""
+        """`found` is what each of the DATASET_CHECKS found, by its name;
+        `duplicate_parts` the written parts of the list of copies."""
         config = self._config
         counted = Accounting(tallies)
         _check_totals(counted, dict(planned), spans, shards, config.write_tfrecords)
         num_failures, first = self._join_failures(sorted(failure_parts))
         sections = manifest_sections(config.recipe.every_measure, measured,
                                      config.recipe.split_plan.names)
-        verdicts = judge(found, config.said)
-        group_counts = dict(next(v.facts["group_counts"] for v in verdicts
-                                 if "group_counts" in v.facts))
-        # Every message in the caller's terms: flags for a job, parameters in Python.
-        empty, lopsided = (list(map(config.said, lines)) for lines in split_balance(
-            config.recipe.split_plan, _original_examples(counted.section, sections),
-            group_counts))
-        copies, copied, alike = self._duplicates(duplicates)
-        try:
-            self._refuse(counted, first, verdicts, copied, empty)
-        except DatasetFailed:
+        verdicts = judge(found, Judging(
+            policy_of(config),
+            {**counted.section, **{s.name: s.value for s in sections if s.place == ACCOUNTING}},
+            # Every message in the caller's terms: flags for a job, parameters in Python;
+            # what publishes this run's work: a job resumes it, a Python caller runs again.
+            config.said, "{resume} with" if config.command_line else "a rerun with", first,
+            run_failures(self._temp_dir), run_duplicates(self._temp_dir)))
+        facts = {name: value for verdict in verdicts for name, value in verdict.facts.items()}
+        if "duplicates" in facts and manifest.lists_duplicates(facts["duplicates"]):
+            join_files(sorted(duplicate_parts), run_duplicates(self._temp_dir))
+        refusal = next((v.refusal for v in verdicts if v.refusal), "")
+        if refusal:
             # The output stays exactly as it was; this run's dead letters stay in
-            # its temporary folder, and so does its work when only a policy flag
-            # failed it (--max_failure_fraction, --allow_empty_splits): a rerun
-            # with --resume publishes it. A leak would fail every rerun.
+            # its temporary folder, and so does its work when only a policy failed
+            # it (--max_failure_fraction, --allow_empty_splits, --duplicates fail):
+            # a rerun with --resume publishes it. A leak would fail every rerun.
             if any(v.refusal and v.final for v in verdicts):
                 remove_tree(self._temp_dir)
-            raise
+            raise DatasetFailed(refusal)
         named, final_files = self._name_shards(shards)
-        yield CommitPlan(named, counted.section, num_failures, group_counts,
-                         tuple(empty + lopsided + ([copied] if copied else []) + alike
-                               + _corpora_in_input(config) + _failures_dropped(config)
-                               + _transcript_dropped(config)),
-                         final_files, copies, sections)
+        yield CommitPlan(named, counted.section, num_failures,
+                         tuple(w for v in verdicts for w in v.warnings)
+                         + tuple(_corpora_in_input(config) + _failures_dropped(config)
+                                 + _transcript_dropped(config)),
+                         final_files, facts, sections)
 
     def _join_failures(self, parts: list) -> tuple[int, dict | None]:
         """The dead letters' parts joined, in order, into the run's file: how many
@@ -244,34 +228,6 @@ class _CheckFn(beam.DoFn):
             return 0, None
         join_files([part.path for part in parts], run_failures(self._temp_dir))
         return num_failures, json.loads(parts[0].first)
-
-    def _refuse(self, counted: Accounting, first: dict | None, verdicts: list[Verdict],
-                copied: str, empty: list) -> None:
-        """DatasetFailed, in one line, when the job may not publish: too many
-        inputs failed, a dataset check refuses (a group in two splits, a key
-        given twice), no example or an empty split (unless allowed), content
-        in two splits with duplicates 'fail'."""
-        config = self._config
-        # What publishes this run's work: a job resumes it; a Python caller runs again.
-        rerun = "{resume} with" if config.command_line else "a rerun with"
-        inputs, failed = counted.inputs_and_failed()
-        check_failure_fraction(failed, inputs, config.max_failure_fraction, first,
-                               run_failures(self._temp_dir), config.said,
-                               f"; {rerun} a higher {{max_failure_fraction}} publishes "
-                               "this run's work")
-        refusal = next((v.refusal for v in verdicts if v.refusal), "")
-        if refusal:
-            raise DatasetFailed(refusal)
-        if not sum(counted.section["examples_per_split"].values()) and (
-                not config.allow_empty_splits):
-            raise DatasetFailed(config.said(
-                f"no example was written ({counted.what_came()}); or pass "
-                "{allow_empty_splits}"))
-        if copied and config.duplicates == "fail":
-            raise DatasetFailed(config.said(
-                f"{copied}; {rerun} {{duplicates}} warn publishes this run's work"))
-        if empty and not config.allow_empty_splits:
-            raise DatasetFailed(config.said(f"{empty[0]}; or pass {{allow_empty_splits}}"))
 
     def _name_shards(self, shards) -> tuple[tuple, dict]:
         """The shards' final names, and each one's path as its receipt names it
@@ -290,34 +246,6 @@ class _CheckFn(beam.DoFn):
         for split in sorted({n.shard.split for n in named}):
             ensure_dir(FileSystems.join(output, split))  # before parallel moves into it
         return tuple(named), final_files
-
-    def _duplicates(self, found) -> tuple[dict | None, str, list]:
-        """The duplicate check's summary (its list's parts joined into the run's
-        folder), its message (with drop, what it dropped; else when some
-        content is in two splits: what --duplicates fail refuses), and its
-        notes (pairs alike but not one recording)."""
-        config = self._config
-        if config.duplicates == "off":
-            return None, "", []
-        recipe = config.recipe
-        tallies, firsts, parts = found
-        summary = duplicates_summary(tallies, recipe.fingerprint_kinds,
-                                     recipe.fingerprinted_features)
-        if not manifest.lists_duplicates(summary):
-            return summary, "", []
-        join_files(sorted(parts), run_duplicates(self._temp_dir))
-        similar = similar_message(summary, manifest.DUPLICATES_FILE)
-        notes = [similar] if similar else []
-        if not summary["groups"]:
-            return summary, "", notes
-        if config.duplicates == "drop":
-            return (summary, config.said(dropped_message(summary, manifest.DUPLICATES_FILE)),
-                    notes)
-        if not summary["across_splits"]:
-            return summary, "", notes
-        where = (manifest.DUPLICATES_FILE if config.duplicates == "warn"
-                 else run_duplicates(self._temp_dir))
-        return summary, duplicates_message(summary, tallies, firsts[0], where), notes
 
 
 def _move_aside(named: list, output: str, temp_dir: str) -> list:
@@ -405,36 +333,19 @@ class _WriteDuplicatesPartFn(beam.DoFn):
         yield path
 
 
-class _DuplicatesFound(beam.PTransform):
-    """DuplicateGroups -> one (summed group_tallies, [the first group across
-    splits], [paths of the written parts of the list]): all the final step
-    needs of them."""
+class _WriteDuplicatesList(beam.PTransform):
+    """DuplicateGroups -> the paths of the parts of their list, written into
+    the run's folder."""
 
-    def __init__(self, split_order, temp_dir: str):
+    def __init__(self, temp_dir: str):
         super().__init__()
-        self._split_order = split_order
         self._temp_dir = temp_dir
 
     def expand(self, groups):
-        order = self._split_order
-        tallies = (groups
-                   | "GroupTallies" >> beam.FlatMap(group_tallies, order)
-                   | "SumGroupTallies" >> beam.CombinePerKey(sum)
-                   | "GroupTallyDict" >> beam.combiners.ToDict())
-        firsts = (groups
-                  | "AcrossSplits" >> beam.Filter(
-                      lambda group: len(group.splits) > 1 and group.kinds != (SIMILAR,))
-                  | "FirstAcross" >> beam.combiners.Top.Smallest(1))
-        parts = (groups
-                 | "ToParts" >> beam.Map(lambda group: (_duplicates_part(group), group))
-                 | "ByPart" >> beam.GroupByKey()
-                 | "WriteDuplicatesParts" >> beam.ParDo(_WriteDuplicatesPartFn(self._temp_dir)))
-        return (groups.pipeline
-                | "Once" >> beam.Create([None])
-                | "Together" >> beam.Map(lambda _, t, f, p: (t, f, p),
-                                         beam.pvalue.AsSingleton(tallies),
-                                         beam.pvalue.AsSingleton(firsts),
-                                         beam.pvalue.AsList(parts)))
+        return (groups
+                | "ToParts" >> beam.Map(lambda group: (_duplicates_part(group), group))
+                | "ByPart" >> beam.GroupByKey()
+                | "WriteDuplicatesParts" >> beam.ParDo(_WriteDuplicatesPartFn(self._temp_dir)))
 
 
 def _ledger_part_path(temp_dir: str, part: int) -> str:
@@ -456,8 +367,8 @@ class _WriteLedgerPartFn(beam.DoFn):
 
 
 class Finalise(beam.PTransform):
-    """{"planned", "shards", "tallies", "failures", "receipts", "duplicates"} ->
-    the manifest dict, once the dataset is published (see the module
+    """{"planned", "shards", "tallies", "failures", "receipts"[, "duplicates"]}
+    -> the manifest dict, once the dataset is published (see the module
     docstring), every one of the DATASET_CHECKS run over the receipts.
 
     `planned` are the work units as (index, span or None) pairs, `shards`
@@ -465,8 +376,11 @@ class Finalise(beam.PTransform):
     the dead letters no receipt holds (a sink's refusals, the steps' before the
     writer), `receipts` the units'
     UnitReceipts (transforms/writer/ledger.py), checked against `planned`,
-    their dead letters written out and kept in the ledger: `keep_ledger` false
-    for units that no rerun plans again (a PCollection's bundles).
+    their dead letters written out and kept in the ledger when `keep_ledger`
+    (WritePlan.keep_ledger: not for units no rerun plans again, a
+    PCollection's bundles, nor shards not written where built);
+    `duplicates` the DuplicateGroups found before anything was written
+    (--duplicates drop), else the check finds them in the receipts.
     """
 
     def __init__(self, config, temp_dir: str, transformed_spec: FeatureSpec | None = None,
@@ -493,6 +407,12 @@ class Finalise(beam.PTransform):
                     | "MergeMeasures" >> beam.CombinePerKey(
                         _MergeMeasure(config.recipe.every_measure))
                     | "MeasuresDict" >> beam.combiners.ToDict())
+        given = {Duplicates.name: inputs["duplicates"]} if "duplicates" in inputs else {}
+        checks = inputs["receipts"] | "DatasetChecks" >> FindAll(policy_of(config), given)
+        duplicate_parts = (
+            checks[Duplicates.name] | "DuplicatesList" >> _WriteDuplicatesList(self._temp_dir)
+            if Duplicates.name in checks
+            else inputs["shards"].pipeline | "NoDuplicatesList" >> beam.Create([]))
         plan = (
             inputs["shards"].pipeline
             | "Start" >> beam.Create([None])
@@ -503,10 +423,8 @@ class Finalise(beam.PTransform):
                 tallies=beam.pvalue.AsSingleton(inputs["tallies"]),
                 failure_parts=beam.pvalue.AsList(failure_parts),
                 spans=beam.pvalue.AsList(spans),
-                duplicates=beam.pvalue.AsSingleton(
-                    inputs["duplicates"] | "DuplicatesFound" >> _DuplicatesFound(
-                        config.recipe.split_plan.names, self._temp_dir)),
-                found=beam.pvalue.AsDict(inputs["receipts"] | "DatasetChecks" >> FindAll()),
+                duplicate_parts=beam.pvalue.AsList(duplicate_parts),
+                found=beam.pvalue.AsDict(checks[FOUND]),
                 measured=beam.pvalue.AsSingleton(measured)))
         moved = (
             plan
@@ -514,7 +432,7 @@ class Finalise(beam.PTransform):
             | "SpreadMoves" >> beam.Reshuffle()
             | "MoveShards" >> beam.Map(move_shards))
         ledger = {}
-        if self._keep_ledger and config.write_tfrecords and config.shuffle == "none":
+        if self._keep_ledger:
             parts = (inputs["receipts"]
                      | "LedgerParts" >> beam.Map(lambda r: (ledger_part(r), r))
                      | "ByLedgerPart" >> beam.GroupByKey()

@@ -43,10 +43,10 @@ class CommitPlan(NamedTuple):
     named: tuple        # NamedShards (transforms/writer/commit.py)
     accounting: dict
     num_failures: int
-    group_counts: dict  # split -> groups in it
-    warnings: tuple     # splits that came out empty (allowed) or off their ratio, duplicates
+    warnings: tuple     # the checks' (an empty split allowed, one off its ratio, copies), ...
     final_files: dict   # each shard's path as its receipt names it -> its path in the dataset
-    duplicates: dict | None = None  # the duplicate check's summary (None: off)
+    # The dataset's checks' facts: build_manifest's keywords (group_counts, duplicates).
+    facts: Mapping[str, Any]
     sections: tuple = ()  # the measures' Sections (transforms/recipe/measures/)
 
 
@@ -126,7 +126,8 @@ class PublishFn(beam.DoFn):
         else:
             delete_if_exists(failures)  # an earlier run's
         duplicates = FileSystems.join(config.output, manifest.DUPLICATES_FILE)
-        if plan.duplicates and manifest.lists_duplicates(plan.duplicates):
+        listed = plan.facts.get("duplicates")
+        if listed and manifest.lists_duplicates(listed):
             move_shards([(run_duplicates(self._temp_dir), duplicates)])
         else:
             delete_if_exists(duplicates)  # an earlier run's
@@ -140,12 +141,11 @@ class PublishFn(beam.DoFn):
             spec=spec, splits=splits, shard_format=config.shard_format,
             accounting=plan.accounting, num_failures=plan.num_failures, source=config.source,
             options=config.options, split_names=names,
-            group_counts=plan.group_counts, warnings=plan.warnings, transform=transform,
-            duplicates=plan.duplicates, recipe_fingerprint=config.fingerprint,
+            warnings=plan.warnings, transform=transform, recipe_fingerprint=config.fingerprint,
             ledger=LEDGER if ledger_parts is not None else None,
             audio_features=_audio_features_section(config.recipe.cut),
             augmentation=config.recipe.cut.augment.describe(), recipe=config.describe(),
-            sections=plan.sections)
+            sections=plan.sections, **plan.facts)
         names, classes = manifest.class_names(info), manifest.declared_classes(info)
         write_text(FileSystems.join(config.output, manifest.SCHEMA),
                     manifest.schema_pbtxt(spec, classes))

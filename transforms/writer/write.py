@@ -19,20 +19,24 @@ writes them in one of two layouts (`DatasetConfig.shuffle`):
   each a uniform sample of its split (transforms/writer/global_shards.py), the layout
   of TFDS. It costs a shuffle of every example.
 
-Job-wide views come from light passes of their own over the units, never from
-held examples: stratified splits (--stratify_by) read the samples' group keys
-and labels first (transforms/checks/stratify.py); tf.Transform's analysis builds the
-train split's examples in its own pass (transforms/tft/stage.py) and the
-converter applies the staged transform to every example before writing it.
+What it does is decided once, before any step is built
+(transforms/writer/plan.py: the layout, tf.Transform's mode, the passes
+over the units before converting, reuse). Job-wide views come from light
+passes of their own over the units, never from held examples: the keys
+given twice, stratified splits (--stratify_by) from the samples' group keys
+and labels (transforms/checks/stratify.py), the copies --duplicates drop
+drops; tf.Transform is fitted on the train examples as they are converted
+(transforms/tft/stage.py).
 
 Every converted unit leaves a receipt (transforms/writer/ledger.py): given
 earlier work to reuse (--resume, --retry_failed), the units whose receipts
 stand for them are not converted again, and their receipts join the new ones.
 
 The final step (transforms/writer/finalise.py) checks the accounting, writes the dead
-letters, enforces --max_failure_fraction, checks that no group key is in two
-splits (transforms/checks/leakage.py), names and moves the shards, and writes the
-ledger and, last, the manifest (its presence means the dataset is complete).
+letters, runs the dataset's checks (transforms/checks/dataset_checks.py: the
+share of failed inputs, a group in one split, a key once, empty splits,
+copies), names and moves the shards, and writes the ledger and, last, the
+manifest (its presence means the dataset is complete).
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from typing import Any, Mapping, Sequence, Tuple
 
 import apache_beam as beam
 
-from transforms.checks.duplicates import DuplicatesToDrop, FindDuplicates
+from transforms.checks.duplicates import DuplicatesToDrop
 from transforms.checks.keys import KeysGivenTwice
 from transforms.checks.stratify import StratifySplits
 from transforms.format.arguments import (
@@ -84,6 +88,7 @@ from transforms.writer.convert import (
 from transforms.writer.finalise import Finalise
 from transforms.writer.global_shards import WriteShards
 from transforms.writer.ledger import REUSED, RunFolder, SkipCommitted
+from transforms.writer.plan import COPIES, FIRST, ON_SHARDS, STRATA, WritePlan, plan_write
 from transforms.writer.upstream import cut_counts, unwired_failures
 
 __all__ = ["DatasetConfig", "SHUFFLES", "WriteDataset", "check_reuse"]
@@ -325,14 +330,12 @@ class WriteDataset(beam.PTransform):
         launcher, or to see what the keywords made)."""
         return self._config
 
-    def _convert_options(self, analysis) -> ConvertOptions:
+    def _convert_options(self, plan: WritePlan, analysis=None) -> ConvertOptions:
         config = self._config
-        hashed = config.shuffle == "global"
         return ConvertOptions(
             temp_dir=self._run.temp_dir, shard_format=config.shard_format,
-            shard_size_bytes=config.shard_size_bytes,
-            write_shards=config.write_tfrecords and not hashed,
-            emit_examples=hashed or self._examples_sink is not None,
+            shard_size_bytes=config.shard_size_bytes, write_shards=plan.write_shards,
+            emit_examples=plan.emit_examples,
             transform_dir=analysis.directory if analysis else None,
             transformed_spec=analysis.spec if analysis else None,
             passed_through=analysis.passed_through if analysis else frozenset())
@@ -344,16 +347,19 @@ class WriteDataset(beam.PTransform):
             input_or_root = input_or_root[0]
         upstream = _distinct(upstream)
         _claim_output(input_or_root.pipeline, self._config.output)
-        if isinstance(input_or_root, beam.pvalue.PBegin):
-            if self._source is None:
-                raise ArgumentError("source", "is needed at the pipeline's root: "
-                                              "WriteDataset(output, source)")
-            return self._from_source(input_or_root, upstream)
-        if self._source is not None:
+        from_source = isinstance(input_or_root, beam.pvalue.PBegin)
+        if from_source and self._source is None:
+            raise ArgumentError("source", "is needed at the pipeline's root: "
+                                          "WriteDataset(output, source)")
+        if not from_source and self._source is not None:
             raise ArgumentError("source", "is not taken over a PCollection: its elements are "
                                           "the samples")
+        plan = plan_write(self._config, from_source, self._examples_sink is not None,
+                          self._run.reuse)
+        if from_source:
+            return self._from_source(input_or_root, plan, upstream)
         self._check_unwired(input_or_root, upstream)
-        return self._from_elements(input_or_root, upstream)
+        return self._from_elements(input_or_root, plan, upstream)
 
     def _check_unwired(self, elements, upstream: list) -> None:
         """Refuses, before any work, to lose the dead letters of a library step
@@ -378,80 +384,61 @@ class WriteDataset(beam.PTransform):
         not there, refused in one line."""
         check_writable(self._config.output, self._config.said("{output}"))
 
-    def _from_source(self, pbegin, upstream: list):
+    def _from_source(self, pbegin, plan: WritePlan, upstream: list):
         self._check_output()
         config, reader = self._config, self._source.reader
-        recipe = config.recipe
+        recipe, temp_dir = config.recipe, self._run.temp_dir
         units = pbegin | "Units" >> PlanUnits(self._source)
-        # What the job decides before converting, which every pass takes alike:
-        # a key given twice (its samples fail wherever they lie), the strata.
+        # What the job decides before converting, which every pass takes alike.
         decisions = Decisions(repeated=units | "KeysGivenTwice" >> KeysGivenTwice(
             reader, recipe.segments))
-        if recipe.split_plan.stratify_by:
+        if STRATA in plan.pre_passes:
             decisions = dataclasses.replace(decisions, strata=units | "StratifySplits" >> (
                 StratifySplits(recipe, reader, decisions)))
-        # Preprocessing where the examples are written where they are built takes
-        # TFX's shape: converted untransformed (uncompressed, to be read back), fitted
-        # on the train examples' analyzed features as they are built, then applied
-        # to the shards. Where they leave the
-        # converter (the global layout, an examples sink), it is fitted first, by a
-        # pass of its own, and applied as each example is built.
-        options = self._convert_options(None)
-        on_shards = (config.preprocessing is not None and options.write_shards
-                     and not options.emit_examples)
-        analysis = plan = None
-        if on_shards:
-            # Imported only when asked for: it loads TensorFlow and tf.Transform.
+        options, analysis = self._convert_options(plan), None
+        # tf.Transform is imported only when asked for: it loads TensorFlow.
+        if plan.transform == ON_SHARDS:
             from transforms.tft.stage import AnalysisPlan
-            plan = AnalysisPlan.of(config.preprocessing, recipe.spec)
+            analysis_plan = AnalysisPlan.of(config.preprocessing, recipe.spec)
+            # Converted untransformed and uncompressed, to be read back.
             options = dataclasses.replace(options, shard_format=ShardFormat(),
-                                          analyzed=plan.analyzed)
-        elif config.preprocessing is not None:
-            # Imported only when asked for: it loads TensorFlow and tf.Transform.
+                                          analyzed=analysis_plan.analyzed)
+        elif plan.transform == FIRST:
             from transforms.tft.stage import AnalyzeTrainSplit
             analysis = units | "Preprocess" >> AnalyzeTrainSplit(
-                config.preprocessing, reader, recipe, self._run.temp_dir, decisions)
-            options = self._convert_options(analysis)
-        duplicates = None
-        if config.duplicates == "drop":
-            duplicates = units | "DuplicatesToDrop" >> DuplicatesToDrop(
+                config.preprocessing, reader, recipe, temp_dir, decisions)
+            options = self._convert_options(plan, analysis)
+        found_before = {}
+        if COPIES in plan.pre_passes:
+            copies = units | "DuplicatesToDrop" >> DuplicatesToDrop(
                 recipe, reader, decisions, config.near_duplicates)
-            decisions = dataclasses.replace(decisions, dropped=duplicates["dropped"])
+            decisions = dataclasses.replace(decisions, dropped=copies["dropped"])
+            found_before["duplicates"] = copies["groups"]
         pending = units | "SkipCommitted" >> SkipCommitted(self._run, reader.splittable)
         converted = pending.units | "Convert" >> ConvertUnits(
             reader, recipe, options, decisions, analysis.staged if analysis else None)
         receipts = ((converted[RECEIPTS], pending[REUSED])
                     | "AllReceipts" >> beam.Flatten())
-        if on_shards:
+        if plan.transform == ON_SHARDS:
             from transforms.tft.stage import FitAnalysis
             from transforms.writer.transformed import TransformShards
             analysis = converted[ANALYZED] | "Preprocess" >> FitAnalysis(
-                plan, config.preprocessing, recipe.spec, self._run.temp_dir)
+                analysis_plan, config.preprocessing, recipe.spec, temp_dir)
             receipts = receipts | "Transform" >> TransformShards(
-                analysis, recipe.spec, self._run.temp_dir, config.shard_format,
-                config.shard_size_bytes)
+                analysis, recipe.spec, temp_dir, config.shard_format, config.shard_size_bytes)
         splittable = reader.splittable
         planned = units | "PlannedSpans" >> beam.Map(
             lambda u: (u.index, u.inputs if splittable else None))
-        return self._finish(converted, receipts, planned, analysis, upstream, keep_ledger=True,
-                            duplicates=duplicates and duplicates["groups"])
+        return self._finish(plan, converted, receipts, planned, analysis, upstream,
+                            found_before)
 
-    def _from_elements(self, elements, upstream: list):
+    def _from_elements(self, elements, plan: WritePlan, upstream: list):
         config = self._config
-        needs_source = {"stratify_by": config.recipe.split_plan.stratify_by,
-                        "preprocessing": config.preprocessing, "run": self._run.reuse,
-                        "duplicates": config.duplicates == "drop"}
-        for parameter, asked in needs_source.items():
-            if asked:
-                raise ArgumentError(parameter, "(stratified splits, tf.Transform, duplicates "
-                                               "'drop', reused work) reads a Source's units "
-                                               "again: give WriteDataset a Source, not a "
-                                               "PCollection")
         if "type" not in config.source:
             self._config = config = dataclasses.replace(
                 config, source={"type": "pcollection", **config.source})
         self._check_output()
-        options = dataclasses.replace(self._convert_options(None),
+        options = dataclasses.replace(self._convert_options(plan),
                                       elements_are_examples=self._cut_by is not None)
         converted = elements | "Convert" >> ConvertElements(config.recipe, options)
         receipts = converted[RECEIPTS]
@@ -463,19 +450,17 @@ class WriteDataset(beam.PTransform):
             # user's dropped are counted, and so is a sample it left with none.
             sources = ([converted[SOURCES], *cut_counts(elements)]
                        | "CutAndWritten" >> beam.Flatten())
-        return self._finish(converted, receipts, planned, None, upstream, keep_ledger=False,
-                            sources=sources)
+        return self._finish(plan, converted, receipts, planned, None, upstream, sources=sources)
 
-    def _finish(self, converted, receipts, planned, analysis, upstream: list,
-                keep_ledger: bool, duplicates=None, sources=None):
+    def _finish(self, plan: WritePlan, converted, receipts, planned, analysis,
+                upstream: list, found_before=None, sources=None):
         """The converted examples' shards, checked, named and published;
-        `upstream` the dead letters of the steps before; `duplicates` the
-        groups of identical content found before they were written
-        (--duplicates drop), else they are found in the receipts; `sources`
-        the SourceOutcomes of cut examples and the CutCounts of their
-        samples, which are counted."""
+        `upstream` the dead letters of the steps before; `found_before` what a
+        dataset check found by a pass before writing (the copies --duplicates
+        drop drops), by its name; `sources` the SourceOutcomes of cut examples
+        and the CutCounts of their samples, which are counted."""
         config, temp_dir = self._config, self._run.temp_dir
-        if config.shuffle == "global" and config.write_tfrecords:
+        if plan.global_shards:
             shards = converted.examples | "WriteShards" >> WriteShards(
                 temp_dir, config.shard_format, config.shard_size_bytes, config.num_shards)
         else:
@@ -507,15 +492,12 @@ class WriteDataset(beam.PTransform):
             | "AllTallies" >> beam.Flatten().with_output_types(Tuple[Tally, int])
             | "SumTallies" >> beam.CombinePerKey(sum)
             | "TallyDict" >> beam.combiners.ToDict())
-        if duplicates is None:
-            duplicates = receipts | "FindDuplicates" >> FindDuplicates(config.near_duplicates)
         return {
             "planned": planned,
             "shards": shards,
             "tallies": tallies,
             "failures": refused,
-            "duplicates": duplicates,
             "receipts": receipts,
+            **(found_before or {}),
         } | "Finalise" >> Finalise(config, temp_dir, analysis.spec if analysis else None,
-                                   keep_ledger)
-
+                                   plan.keep_ledger)
