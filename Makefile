@@ -72,9 +72,11 @@ bench: $(VENV)/.installed
 	$(PY) -m benchmarks.features_bench
 	$(PY) -m benchmarks.augment_bench
 
-# Peers, each installed in a venv of its own under benchmarks/out (Lhotse: torch, ~5 GB).
+# Peers, each installed in a venv of its own under benchmarks/out (Lhotse: torch, ~5 GB;
+# Hugging Face datasets: librosa and kaldi-native-fbank).
 bench-peers: $(VENV)/.installed media-tools
 	$(PY) -m benchmarks.peers.lhotse_bench --workdir benchmarks/out/lhotse
+	$(PY) -m benchmarks.peers.datasets_bench --workdir benchmarks/out/datasets
 
 clean:
 	rm -rf $(DEMO) benchmarks/out .pytest_cache .hypothesis

@@ -123,7 +123,7 @@ def peer_python(workdir: str) -> str:
     return python
 
 
-def _bytes_in(folder: str) -> int:
+def bytes_in(folder: str) -> int:
     return sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(folder)
                for n in names)
 
@@ -179,9 +179,9 @@ def main(argv=None) -> None:
     for name, command in runs.items():   # once, untimed: what each writes
         shutil.rmtree(output, ignore_errors=True)
         subprocess.run(command, check=True, capture_output=True)
-        disk[name] = _bytes_in(output)
+        disk[name] = bytes_in(output)
     measured = interleaved(runs, os.path.join(workdir, "corpus"), output, args.repeats)
-    megabytes = _bytes_in(files) / 1e6
+    megabytes = bytes_in(files) / 1e6
     hours = sum(soundfile.info(os.path.join(files, n)).duration for n in os.listdir(files)
                 if n.endswith(".flac")) / 3600
     print(f"{args.utterances} utterances, {megabytes:.0f} MB of FLAC, {hours:.2f} h; "
