@@ -28,41 +28,21 @@ CPU seconds and wall time no more than `datasets`' with 1 worker and with 2.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
-import statistics
-import subprocess
 import sys
-import tempfile
 
-from benchmarks.peers.lhotse_bench import OURS, bytes_in, spoken_corpus
-from benchmarks.process_tree import interleaved
+from benchmarks.peers.lhotse_bench import OURS, spoken_corpus
+from benchmarks.peers.peer_runs import bytes_in, measured_medians, peer_arguments, peer_python
 
 SIDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "datasets_side.py")
 PEER_PACKAGES = ["datasets>=3.6,<4", "librosa", "soundfile", "kaldi-native-fbank"]
 
 
-def peer_python(workdir: str) -> str:
-    """The Python of the venv with `datasets` and kaldi-native-fbank, made on first use."""
-    venv = os.path.join(workdir, "datasets-venv")
-    python = os.path.join(venv, "bin", "python")
-    if not os.path.exists(os.path.join(venv, ".installed")):
-        subprocess.run([sys.executable, "-m", "venv", "--clear", venv], check=True)
-        subprocess.run([python, "-m", "pip", "install", "--quiet", *PEER_PACKAGES], check=True)
-        open(os.path.join(venv, ".installed"), "w").close()
-    return python
-
-
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--utterances", type=int, default=384)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--workdir", default="", help="kept between runs: the corpus, the venv")
-    args = parser.parse_args(argv)
-    workdir = args.workdir or tempfile.mkdtemp(prefix="datasets-bench-")
+    args, workdir = peer_arguments(__doc__, 384, argv)
     files, tars = spoken_corpus(os.path.join(workdir, "corpus"), args.utterances)
-    python = peer_python(workdir)
+    python = peer_python(workdir, "datasets-venv", PEER_PACKAGES)
     output = os.path.join(workdir, "out")
     ours = [sys.executable, "-m", "pipelines.tar_to_tfrecord", "--input", f"{tars}/*.tar",
             "--output", output, *OURS]
@@ -71,19 +51,12 @@ def main(argv=None) -> None:
     for n, (name, peer) in enumerate(peers.items(), 1):
         runs[name] = [*ours, "--direct_num_workers", str(n)]
         runs[peer] = [python, SIDE, "features", files, output, str(n)]
-    disk = {}
-    for name, command in runs.items():   # once, untimed: what each writes (and numba's JIT)
-        shutil.rmtree(output, ignore_errors=True)
-        subprocess.run(command, check=True, capture_output=True)
-        disk[name] = bytes_in(output)
-    measured = interleaved(runs, os.path.join(workdir, "corpus"), output, args.repeats)
+    disk, median = measured_medians(runs, os.path.join(workdir, "corpus"), output,
+                                    args.repeats)
     print(f"{args.utterances} utterances, {bytes_in(files) / 1e6:.0f} MB of FLAC; "
           f"{os.cpu_count()} cores; medians of {args.repeats} interleaved runs")
     print(f"{'run':<22}{'CPU s':>8}{'ours/theirs':>13}{'wall s':>8}{'wall x':>8}{'RSS MiB':>9}"
           f"{'PSS MiB':>9}{'disk MB':>9}")
-    median = {name: {field: statistics.median(getattr(m, field) for m in measures)
-                     for field in ("cpu_seconds", "seconds", "peak_rss", "peak_pss")}
-              for name, measures in measured.items()}
     for name, m in median.items():
         theirs = median.get(peers.get(name, ""))
         cpu, wall = ((f"{m['cpu_seconds'] / theirs['cpu_seconds']:.2f}x",

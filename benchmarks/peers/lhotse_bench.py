@@ -42,21 +42,18 @@ test` never does.
 
 from __future__ import annotations
 
-import argparse
 import concurrent.futures
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tarfile
-import tempfile
 
 import numpy as np
 import soundfile
 
-from benchmarks.process_tree import interleaved
+from benchmarks.peers.peer_runs import bytes_in, measured_medians, peer_arguments, peer_python
 from transforms.media.features import AudioFeatures, compute_features
 from transforms.testing.spoken import sentences, speak
 
@@ -112,22 +109,6 @@ def spoken_corpus(root: str, utterances: int) -> tuple[str, str]:
     return files, tars
 
 
-def peer_python(workdir: str) -> str:
-    """The Python of the venv with Lhotse and torch, made on first use."""
-    venv = os.path.join(workdir, "lhotse-venv")
-    python = os.path.join(venv, "bin", "python")
-    if not os.path.exists(os.path.join(venv, ".installed")):
-        subprocess.run([sys.executable, "-m", "venv", "--clear", venv], check=True)
-        subprocess.run([python, "-m", "pip", "install", "--quiet", *PEER_PACKAGES], check=True)
-        open(os.path.join(venv, ".installed"), "w").close()
-    return python
-
-
-def bytes_in(folder: str) -> int:
-    return sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(folder)
-               for n in names)
-
-
 def agreement(python: str, files: str, workdir: str, count: int = 8) -> tuple[float, float]:
     """(the largest difference, the 99.9th percentile) between our fbank and
     Lhotse's set to Kaldi's options, over `count` utterances, where Lhotse's
@@ -148,14 +129,9 @@ def agreement(python: str, files: str, workdir: str, count: int = 8) -> tuple[fl
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--utterances", type=int, default=600)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--workdir", default="", help="kept between runs: the corpus, the venv")
-    args = parser.parse_args(argv)
-    workdir = args.workdir or tempfile.mkdtemp(prefix="lhotse-bench-")
+    args, workdir = peer_arguments(__doc__, 600, argv)
     files, tars = spoken_corpus(os.path.join(workdir, "corpus"), args.utterances)
-    python = peer_python(workdir)
+    python = peer_python(workdir, "lhotse-venv", PEER_PACKAGES)
     manifests = os.path.join(workdir, "manifests")
     subprocess.run([python, SIDE, "manifests", files, manifests], check=True)
     output = os.path.join(workdir, "out")
@@ -175,12 +151,8 @@ def main(argv=None) -> None:
             "--segment_columns", "start,end", "--output", output, "--direct_num_workers", "1",
             *FROM_MANIFESTS],
     }
-    disk = {}
-    for name, command in runs.items():   # once, untimed: what each writes
-        shutil.rmtree(output, ignore_errors=True)
-        subprocess.run(command, check=True, capture_output=True)
-        disk[name] = bytes_in(output)
-    measured = interleaved(runs, os.path.join(workdir, "corpus"), output, args.repeats)
+    disk, median = measured_medians(runs, os.path.join(workdir, "corpus"), output,
+                                    args.repeats)
     megabytes = bytes_in(files) / 1e6
     hours = sum(soundfile.info(os.path.join(files, n)).duration for n in os.listdir(files)
                 if n.endswith(".flac")) / 3600
@@ -188,9 +160,6 @@ def main(argv=None) -> None:
           f"{os.cpu_count()} cores; medians of {args.repeats} interleaved runs")
     print(f"{'run':<30}{'CPU s':>8}{'ours/lhotse':>13}{'wall s':>8}{'RSS MiB':>9}"
           f"{'PSS MiB':>9}{'disk MB':>9}")
-    median = {name: {field: statistics.median(getattr(m, field) for m in measures)
-                     for field in ("cpu_seconds", "seconds", "peak_rss", "peak_pss")}
-              for name, measures in measured.items()}
     peers = {"ours, 1 worker": "lhotse lilcom, 1 job", "ours, 2 workers": "lhotse lilcom, 2 jobs"}
     for name, m in median.items():
         ratio = (f"{m['cpu_seconds'] / median[peers[name]]['cpu_seconds']:.2f}x"
