@@ -54,6 +54,14 @@ class Policy(NamedTuple):
     fingerprinted_features: tuple = ()    # ExampleRecipe.fingerprinted_features
 
     @classmethod
+    def of_config(cls, config) -> "Policy":
+        """The Policy of a DatasetConfig (transforms/writer/config.py)."""
+        recipe = config.recipe
+        return cls(recipe.split_plan, config.max_failure_fraction, config.allow_empty_splits,
+                   config.duplicates, config.near_duplicates, tuple(recipe.fingerprint_kinds),
+                   tuple(recipe.fingerprinted_features))
+
+    @classmethod
     def of_recipe(cls, recipe: Mapping[str, Any], duplicates: Mapping[str, Any]) -> "Policy":
         """The Policy a published manifest's `recipe` section records, its
         `duplicates` section naming what was fingerprinted."""
@@ -105,10 +113,11 @@ class DatasetCheck:
         """The step joining every unit's records into what the check found."""
         raise NotImplementedError
 
-    def summarise(self, policy: Policy) -> beam.PTransform:  # noqa: ARG002
-        """What it found -> the few records `judge` is given (by default all
-        of them: a check that may find many sums them here)."""
-        return beam.Map(lambda found: found)
+    def summarise(self, policy: Policy) -> beam.PTransform | None:  # noqa: ARG002
+        """What it found -> the few records `judge` is given; None (the
+        default): all of them, as found. A check that may find many sums them
+        here."""
+        return None
 
     def judge(self, found: list, judging: Judging) -> Verdict:
         """The Verdict of what the check `found`."""

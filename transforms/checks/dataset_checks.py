@@ -57,8 +57,10 @@ class FindAll(beam.PTransform):
                          | f"{step}Records" >> beam.FlatMap(check.records)
                          | f"{step}Check" >> check.join(policy))
             joined[check.name] = found
+            summarise = check.summarise(policy)
+            if summarise is not None:
+                found = found | f"{step}Summary" >> summarise
             summaries.append(found
-                             | f"{step}Summary" >> check.summarise(policy)
                              | f"{step}Found" >> beam.combiners.ToList()
                              | f"{step}Named" >> beam.Map(lambda found, name: (name, found),
                                                           check.name))

@@ -168,14 +168,6 @@ def _check_totals(counted: Accounting, planned: Mapping[int, tuple | None],
         raise AssertionError(f"examples built {built} but shards hold {dict(in_shards)}")
 
 
-def policy_of(config) -> Policy:
-    """What the dataset's checks go by, of a DatasetConfig."""
-    recipe = config.recipe
-    return Policy(recipe.split_plan, config.max_failure_fraction, config.allow_empty_splits,
-                  config.duplicates, config.near_duplicates, tuple(recipe.fingerprint_kinds),
-                  tuple(recipe.fingerprinted_features))
-
-
 @beam.typehints.with_output_types(CommitPlan)
 class _CheckFn(beam.DoFn):
     """Runs once, after every shard is written: the checks of step 1."""
@@ -195,7 +187,7 @@ class _CheckFn(beam.DoFn):
         sections = manifest_sections(config.recipe.every_measure, measured,
                                      config.recipe.split_plan.names)
         verdicts = judge(found, Judging(
-            policy_of(config),
+            Policy.of_config(config),
             {**counted.section, **{s.name: s.value for s in sections if s.place == ACCOUNTING}},
             # Every message in the caller's terms: flags for a job, parameters in Python;
             # what publishes this run's work: a job resumes it, a Python caller runs again.
@@ -408,7 +400,7 @@ class Finalise(beam.PTransform):
                         _MergeMeasure(config.recipe.every_measure))
                     | "MeasuresDict" >> beam.combiners.ToDict())
         given = {Duplicates.name: inputs["duplicates"]} if "duplicates" in inputs else {}
-        checks = inputs["receipts"] | "DatasetChecks" >> FindAll(policy_of(config), given)
+        checks = inputs["receipts"] | "DatasetChecks" >> FindAll(Policy.of_config(config), given)
         duplicate_parts = (
             checks[Duplicates.name] | "DuplicatesList" >> _WriteDuplicatesList(self._temp_dir)
             if Duplicates.name in checks
