@@ -222,8 +222,8 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
     recipe.load_functions()  # an unimportable function fails now, not on a worker
     read.source.reader.check_recipe(recipe)
     preprocessing = Preprocessing.from_flags(
-        opts.preprocessing_fn, opts.normalize, opts.vocabulary, opts.bucketize
-    )
+        opts.preprocessing_fn, opts.normalize, opts.vocabulary, opts.bucketize,
+        opts.materialize_transform)
     if preprocessing is not None:
         preprocessing.check(spec, recipe.split_plan.names)
     return DatasetConfig(

@@ -101,9 +101,9 @@ class DatasetOptions(FlagTable, PipelineOptions):
              example="mypackage.transforms:preprocessing_fn", regex=FUNCTION,
              label="tf.Transform preprocessing function", recorded=True,
              parameters=("preprocessing.fn",),
-             help="module:function, a tf.Transform preprocessing_fn: analyzed on the train split, "
-                  "applied to every split; the shards hold its outputs, transform_fn/ is written "
-                  "next to them."),
+             help="module:function, a tf.Transform preprocessing_fn: analyzed on the train split; "
+                  "its transform_fn/ is published next to the shards, which dg.load applies to "
+                  "every split as it reads (--materialize_transform writes its outputs instead)."),
         Flag("normalize", "preprocessing", default="", recorded=True,
              parameters=("preprocessing.normalize",),
              help="Built-in tf.Transform scaling with train statistics, e.g. 'gain=zscore,age=0_1' "
@@ -116,6 +116,11 @@ class DatasetOptions(FlagTable, PipelineOptions):
              parameters=("preprocessing.bucketize",),
              help="Built-in tf.Transform quantile buckets from the train split, e.g. 'age=4' "
                   "(int64 bucket 0..3)."),
+        Flag("materialize_transform", "preprocessing", switch=True, recorded=True,
+             parameters=("preprocessing.materialize",),
+             help="Write the tf.Transform's outputs into the shards (for readers that cannot "
+                  "apply transform_fn/), at the cost of transforming every example while "
+                  "writing; by default the shards hold the raw features."),
         Flag("cut", "cutting", default="none", choices=tuple(MODES), recorded=True,
              parameters=("mode", "cut.mode"),
              help="How samples become examples: none (one example per sample), audio_windows, "

@@ -52,15 +52,17 @@ def describe_dataset(output_dir: str, examples: int = 2, failures: int = 3) -> s
              f"  created {doc['created']} by beam-datagen {doc['package_version']}",
              f"  source  {json.dumps(doc['source'], sort_keys=True)}",
              f"  files   {info.shard_format}", "  features:"]
-    for f in info.spec:
+    for f in info.read_spec:
         shape = "[*]" if f.is_variable else str(list(f.shape))
         lines.append(f"    {f.name:<20} {f.dtype:<6} {shape:<10} from {f.source}")
-    if info.transform:  # the features above are tf.Transform's outputs
+    if info.transform:  # the features above are what a reader gets: its outputs
         steps = {k: v for k, v in info.transform.items()
                  if k in ("preprocessing_fn", "normalize", "vocabulary", "bucketize") and v}
+        where = ("applied as the shards are read: they hold the raw features"
+                 if info.transform_at_read else "the shards hold its outputs")
         lines.append(f"  transform: {json.dumps(steps, sort_keys=True)}, statistics of "
-                     f"{info.transform['analyzed_split']}, in {info.transform['transform_fn']}/; "
-                     f"raw features: {', '.join(info.raw_spec.names)}")
+                     f"{info.transform['analyzed_split']}, in {info.transform['transform_fn']}/, "
+                     f"{where}; raw features: {', '.join(info.raw_spec.names)}")
     lines.append("  splits:")
     for name, split in info.splits.items():
         lines.append(f"    {name:<8} {split['num_examples']:>9} examples "
@@ -98,7 +100,7 @@ def describe_dataset(output_dir: str, examples: int = 2, failures: int = 3) -> s
         lines.append(f"  first examples of {name}:")
         for i, example in enumerate(reader.load(output_dir, name, batch_size=None).take(examples)):
             lines.append(f"    [{i}]")
-            for key in info.spec.names:
+            for key in info.read_spec.names:
                 value = example[key]
                 value = value.numpy() if hasattr(value, "numpy") else value.to_list()
                 lines.append(f"      {key:<20} {_show(value)}")

@@ -6,6 +6,7 @@ Every expected failure is one or two lines on stderr, never a traceback.
 
 import json
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -195,6 +196,34 @@ def test_beams_internals_are_checked_against_its_version(monkeypatch, caplog):
     with beam_internals.watching_bundles(lambda run, infos: None) as active:
         assert fn_runner.ProgressRequester is requester and active() == []
     assert "progress lines are off: they read Beam 2.77's runner internals" in caplog.text
+
+
+def test_an_options_view_is_made_once_and_shares_its_sources_values():
+    """beam_internals.remember_option_views (make_pipeline turns it on): the same
+    view again, reading and writing what the source and its other views do."""
+    from apache_beam.options.pipeline_options import (
+        DirectOptions,
+        PipelineOptions,
+        StandardOptions,
+    )
+
+    from transforms import make_pipeline
+
+    make_pipeline()
+    options = PipelineOptions(["--direct_num_workers", "3"])
+    direct = options.view_as(DirectOptions)
+    assert options.view_as(DirectOptions) is direct and direct.direct_num_workers == 3
+    options.view_as(StandardOptions).runner = "Direct"
+    direct.direct_num_workers = 2
+    assert options.view_as(StandardOptions).runner == "Direct"
+    assert options.get_all_options()["direct_num_workers"] == 2
+    assert direct.view_as(StandardOptions).runner == "Direct"
+    # Values replaced wholesale (an unpickled copy does) make a fresh view.
+    copy = pickle.loads(pickle.dumps(options))
+    assert copy.view_as(DirectOptions) is not direct
+    assert copy.view_as(DirectOptions).direct_num_workers == 2
+    options._all_options = {**options._all_options, "direct_num_workers": 5}
+    assert options.view_as(DirectOptions).direct_num_workers == 5
 
 
 @pytest.mark.parametrize("flags, words", [

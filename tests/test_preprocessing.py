@@ -6,6 +6,7 @@ import glob
 import io
 import json
 import os
+import shutil
 import subprocess
 import tarfile
 
@@ -39,6 +40,7 @@ from transforms.tft.stage import (
     analyzed_features,
     transformed_spec,
 )
+from transforms.verify.dataset import verify_dataset
 
 pytestmark = pytest.mark.slow  # tf.Transform analysis runs
 
@@ -114,24 +116,31 @@ def test_manifest_records_the_transform_and_accounting_holds(corpus, transformed
     assert section["analyzed_split"] == "train"
     assert section["normalize"] == {"gain": "zscore", "score": "0_1"}
     assert section["vocabulary"] == ["lang"] and section["bucketize"] == {"age": 4}
+    # By default the shards hold the raw features and readers apply the transform.
+    assert section["applied"] == "at_read"
     assert FeatureSpec.from_json(section["raw_features"]) == parse_features(FEATURES)
-    # The shards hold the transformed features, in the raw order; passed-through
-    # ones keep their declared dtype (flag stays bool, key stays string).
-    assert [(f["name"], f["dtype"]) for f in info["features"]] == [
+    assert FeatureSpec.from_json(info["features"]) == parse_features(FEATURES)
+    assert 'name: "lang"\n  type: BYTES' in (
+        open(os.path.join(output, "schema.pbtxt")).read())
+    # What a reader gets, in the raw order; passed-through features keep their
+    # declared dtype (flag stays bool, key stays string).
+    assert [(f["name"], f["dtype"]) for f in section["transformed_features"]] == [
         ("key", "string"), ("payload", "bytes"), ("label", "int64"), ("speaker", "string"),
         ("gain", "float"), ("score", "float"), ("age", "int64"), ("lang", "int64"),
         ("flag", "bool")]
-    assert 'name: "lang"\n  type: INT' in (
-        open(os.path.join(output, "schema.pbtxt")).read())
+    assert section["passed_through"] == ["flag", "key", "label", "payload", "speaker"]
 
     tft_output = tft.TFTransformOutput(output)
     assert sorted(tft_output.transformed_feature_spec()) == sorted(
-        f["name"] for f in info["features"])
+        f["name"] for f in section["transformed_features"])
     assert sorted(tft_output.raw_feature_spec()) == sorted(parse_features(FEATURES).names)
     assert not [p for p in os.listdir(output) if p.startswith(".temp")]
+    described = inspect.describe_dataset(output, examples=0)
     assert ('transform: {"bucketize": {"age": 4}, "normalize": {"gain": "zscore", "score": '
-            '"0_1"}, "vocabulary": ["lang"]}, statistics of train, in transform_fn/; raw '
-            'features: key, payload, label') in inspect.describe_dataset(output, examples=0)
+            '"0_1"}, "vocabulary": ["lang"]}, statistics of train, in transform_fn/, applied '
+            'as the shards are read: they hold the raw features; raw features: key, payload, '
+            'label') in described
+    assert "    lang                 int64" in described
 
     acc = info["accounting"]
     assert (acc["samples_read"], acc["samples_written"], acc["samples_failed"]) == (80, 79, 1)
@@ -198,6 +207,28 @@ def _raw_examples(corpus, keys):
     return out
 
 
+def test_verify_checks_the_published_transform_against_the_manifest(transformed, tmp_path):
+    output, _ = transformed
+    assert verify_dataset(output).problems == []
+    copy = str(tmp_path / "copy")
+    shutil.copytree(output, copy)
+    path = os.path.join(copy, manifest.MANIFEST)
+    document = json.load(open(path))
+    document["transform"]["transformed_features"] = [
+        dict(f, dtype="float") if f["name"] == "lang" else f
+        for f in document["transform"]["transformed_features"]]
+    json.dump(document, open(path, "w"))
+    [problem] = verify_dataset(copy).problems
+    assert problem.startswith("transform_fn/: gives ") and "('lang', 'int64')" in problem
+    assert problem.endswith("the manifest says a reader gets [('age', 'int64'), ('flag', "
+                            "'int64'), ('gain', 'float'), ('key', 'bytes'), ('label', 'int64'), "
+                            "('lang', 'float'), ('payload', 'bytes'), ('score', 'float'), "
+                            "('speaker', 'bytes')]")
+    shutil.rmtree(os.path.join(copy, "transform_fn"))
+    assert any(p.startswith("transform_fn/: does not load")
+               for p in verify_dataset(copy).problems)
+
+
 def test_saved_transform_in_keras_gives_exactly_the_transformed_values(corpus, transformed):
     import tf_keras
 
@@ -231,24 +262,38 @@ def _records(output: str) -> dict:
             for split in info.splits}
 
 
-def test_the_transform_over_written_shards_writes_what_one_while_converting_does(
+def test_materialized_shards_hold_what_the_reader_computes_at_read_time(
         corpus, transformed, tmp_path):
-    """The default layout fits the transform on the train examples' analyzed
+    """--materialize_transform fits the transform on the train examples' analyzed
     features as the converter builds them and applies it to the written shards
-    (TFX's shape); the global layout fits it
-    by a pass over the input and applies it while converting. Same examples."""
+    (TFX's shape); the global layout fits it by a pass over the input and
+    applies it while converting. Same records; and the default, raw shards
+    with the transform applied by the reader, reads back as the same values."""
     output, _ = transformed
+    materialized = _run(corpus, tmp_path / "materialized", *BUILTINS, "--materialize_transform")
+    assert materialized["transform"]["applied"] == "in_shards"
+    assert materialized["features"] == materialized["transform"]["transformed_features"]
     _run(corpus, tmp_path / "global", *BUILTINS, "--shuffle", "global",
          "--direct_num_workers", "1")
-    records = _records(output)
+    records = _records(str(tmp_path / "materialized"))
     assert sum(map(len, records.values())) == 79 and records == _records(str(tmp_path / "global"))
+
+    def values(path):  # {split: [(key, each feature's dtype and bytes)]}, sorted
+        arrays = {split: [{k: np.asarray(v) for k, v in ex.items()} for ex in examples]
+                  for split, examples in _by_split(path).items()}
+        return {split: sorted((ex["key"].tobytes(), tuple((k, v.dtype.str, v.tobytes())
+                                                          for k, v in sorted(ex.items())))
+                              for ex in examples)
+                for split, examples in arrays.items()}
+    assert values(output) == values(str(tmp_path / "materialized"))
+    assert sum(map(len, _records(output).values())) == 79
 
 
 def test_a_users_preprocessing_fn(corpus, tmp_path):
     output = tmp_path / "user"
     info = _run(corpus, output, "--preprocessing_fn", f"{__name__}:gain_features")
     assert info["transform"]["preprocessing_fn"] == f"{__name__}:gain_features"
-    assert [(f["name"], f["dtype"]) for f in info["features"]] == [
+    assert [(f["name"], f["dtype"]) for f in info["transform"]["transformed_features"]] == [
         ("key", "bytes"), ("gain_centred", "float"), ("lang_id", "int64")]  # its tensors' kinds
     splits = _by_split(str(output))
     train_mean = np.mean([_raw(corpus, ex, "gain") for ex in splits["train"]], dtype=np.float32)

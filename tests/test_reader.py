@@ -174,8 +174,9 @@ def test_the_beam_free_layers_import_with_beam_blocked():
     # (testing/noises); #56 the key places (format/keys) and the frame-by-frame
     # check of near copies (media/same_recording; near_duplicates moved to media/),
     # then the keyed observers (recipe/observers), a sample's watchers
-    # (recipe/sample_watch) and the loudness measure (recipe/measures/loudness).
-    assert out.stdout.strip() == "62"
+    # (recipe/sample_watch) and the loudness measure (recipe/measures/loudness);
+    # #57 a transform applied at read time (format/read_transform).
+    assert out.stdout.strip() == "63"
 
 
 def test_inspect_shows_counts_and_decoded_examples(dataset):

@@ -218,7 +218,7 @@ def test_the_docs_map_every_step_to_its_module(tmp_path):
              | _steps(tmp_path, "--features", "cls:int64", "--stratify_by", "cls",
                       "--shuffle", "global", "--duplicates", "drop")
              | _steps(tmp_path, "--features", "gain=json.gain:float", "--normalize",
-                      "gain=zscore"))
+                      "gain=zscore", "--materialize_transform"))
     assert table == built
 
 

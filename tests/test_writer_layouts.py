@@ -18,6 +18,7 @@ import transforms as dg
 from benchmarks.process_tree import measure
 from pipelines import tar_to_tfrecord
 from transforms.format.arguments import ArgumentError
+from transforms.format.manifest import AT_READ
 from transforms.testing.corpus import write_corpus
 from transforms.writer.plan import COPIES, FIRST, KEYS, ON_SHARDS, STRATA, plan_write
 
@@ -165,7 +166,10 @@ def test_the_plan_decides_once_what_a_write_does(tmp_path):
     pre = dataclasses.replace(plain, preprocessing=dg.Preprocessing(
         normalize=(("gain", "zscore"),)))
     rolled = plan_write(pre, from_source=True, examples_sink=False, reuse=False)
-    assert (rolled.transform, rolled.pre_passes, rolled.keep_ledger) == (ON_SHARDS, (KEYS,), True)
+    assert (rolled.transform, rolled.pre_passes, rolled.keep_ledger) == (AT_READ, (KEYS,), True)
+    materialized = dataclasses.replace(pre, preprocessing=dataclasses.replace(
+        pre.preprocessing, materialize=True))
+    assert plan_write(materialized, True, False, False).transform == ON_SHARDS
     hashed = plan_write(dataclasses.replace(pre, shuffle="global"), True, False, False)
     assert (hashed.transform, hashed.global_shards, hashed.write_shards, hashed.keep_ledger) == (
         FIRST, True, False, False)

@@ -17,7 +17,8 @@ from transforms.format.shard_format import ShardFormat
 from transforms.format.spec import FeatureSpec
 from transforms.format.text import comma_list
 
-__all__ = ["MANIFEST", "LEGACY_MANIFEST", "SCHEMA", "FAILURES_FILE", "DUPLICATES_FILE",
+__all__ = ["MANIFEST", "LEGACY_MANIFEST", "SCHEMA", "FAILURES_FILE", "DUPLICATES_FILE", "AT_READ",
+           "IN_SHARDS",
            "FORMAT_VERSION", "MANIFEST_KEYS", "Section", "TOP", "PER_SPLIT", "ACCOUNTING",
            "TEMP_PREFIX", "build_manifest", "class_names", "declared_classes", "lists_duplicates",
            "schema_pbtxt",
@@ -29,6 +30,9 @@ MANIFEST = "manifest.json"
 LEGACY_MANIFEST = "dataset_info.json"
 SCHEMA = "schema.pbtxt"
 FAILURES_FILE = "failures/failures.jsonl"
+# Where a tf.Transform is applied (its section's `applied`): by readers, the
+# shards holding the raw features, or in the shards.
+AT_READ, IN_SHARDS = "at_read", "in_shards"
 # Groups of samples of identical content (transforms/checks/duplicates.py).
 DUPLICATES_FILE = "duplicates.jsonl"
 FORMAT_VERSION = 1
@@ -85,8 +89,9 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], shard_format
     in it, so a reader can tell an empty split from a missing one. With
     `group_counts` ({split: groups}), each split records its number of
     --split_by groups. `warnings` are the final step's (a split off its
-    ratio). With `transform` (tf.Transform's section: its directories, the
-    preprocessing and the raw features), `spec` is the transformed examples'.
+    ratio). `spec` is what the shards hold; `transform` is tf.Transform's
+    section (its directories, the preprocessing, where it is applied, the raw
+    and the transformed features).
     `recipe_fingerprint` and `ledger` (its units.jsonl) let a rerun with
     --resume or --retry_failed reuse its units (transforms/writer/ledger.py).
     `duplicates` is the duplicate check's summary (transforms/checks/duplicates.py),
@@ -303,10 +308,15 @@ class DatasetInfo:
         self.shard_format = ShardFormat(document.get("file_format", "tfrecord"),
                                         document["compression"])
         self.splits = document["splits"]
-        # With tf.Transform, `spec` is the transformed examples' and the raw one is here.
+        # `spec` is what the shards hold. With tf.Transform the raw features are
+        # `raw_spec`, and a reader gets `read_spec`: the transform's outputs, which
+        # it computes as it reads where the transform is applied at read time.
         self.transform = document.get("transform")
+        self.transform_at_read = bool(self.transform) and self.transform.get("applied") == AT_READ
         self.raw_spec = (FeatureSpec.from_json(self.transform["raw_features"])
                          if self.transform else self.spec)
+        self.read_spec = (FeatureSpec.from_json(self.transform["transformed_features"])
+                          if self.transform_at_read else self.spec)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "DatasetInfo":

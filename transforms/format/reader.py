@@ -39,10 +39,13 @@ order every epoch, reads up to 64 shards at once taking one example from each
 in turn, and shuffles a buffer of about 64 MiB of examples (sized from the
 manifest's mean example size).
 
-A dataset built with tf.Transform preprocessing holds the transformed
-examples: `load` reads them like any other (the manifest's spec is theirs).
-`transform_output` opens the saved transform, to apply the same transform to
-raw features when serving (`transform_features_layer()`).
+A dataset built with tf.Transform preprocessing gives the transformed
+features (the manifest's `read_spec`): by default its shards hold the raw
+examples and `load` applies the published transform as it reads
+(transforms/format/read_transform.py); built with `--materialize_transform`
+its shards hold them. `transform_output` opens the saved transform, to apply
+the same transform to raw features in a model or when serving
+(`transform_features_layer()`).
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ import tensorflow as tf
 from transforms.format.arguments import check_number
 from transforms.format.array_records import ArrayRecordTable
 from transforms.format.manifest import LEGACY_MANIFEST, MANIFEST, DatasetInfo
+from transforms.format.read_transform import TransformAtRead
 from transforms.format.record_index import RecordTable
 from transforms.format.spec import FeatureSpec
 from transforms.format.tf_paths import tf_readable
@@ -397,6 +401,22 @@ def _bucketed(ds: tf.data.Dataset, info: DatasetInfo, split: str, bucket_by_dura
         [batch_size] * (len(boundaries) + 1), drop_remainder=drop_remainder)
 
 
+def _example_parser(root: str, info: DatasetInfo, wanted: list):
+    """A batch of serialized examples -> the `wanted` features, decoded; those a
+    transform applied at read time computes, computed."""
+    at_read = TransformAtRead(root, info) if info.transform_at_read else None
+    spec = (at_read.stored(wanted) if at_read else
+            FeatureSpec(tuple(f for f in info.spec if f.name in wanted)))
+    parsing = parsing_spec(spec) if spec else None
+
+    def parse(serialized):
+        parsed = decode_features(spec, tf.io.parse_example(serialized, parsing)) if spec else {}
+        if at_read:
+            parsed.update(at_read.computed(serialized, wanted))
+        return parsed
+    return parse
+
+
 def load(output_dir: str | os.PathLike, split: str = "train", batch_size: int | None = 32, *,
          features: str | list | None = None, label_key: str | None = None,
          as_tuple: bool = False, shuffle: bool = False, shuffle_buffer: int | None = None,
@@ -477,10 +497,10 @@ def load(output_dir: str | os.PathLike, split: str = "train", batch_size: int | 
     check_number("seed", seed, integer=True, optional=True)
     check_number("shuffle_buffer", shuffle_buffer, integer=True, above=0, optional=True)
     info = load_info(output_dir)
-    names, single = _selection(info.spec, features, label_key)
+    names, single = _selection(info.read_spec, features, label_key)
     normalized = _normalizer(info, names, normalize)
     crops = dict(random_crop or {})
-    _check_crops(info.spec, crops)
+    _check_crops(info.read_spec, crops)
     if set(crops) - set(names):
         raise ValueError(f"random_crop: {sorted(set(crops) - set(names))} not among the "
                          "features read")
@@ -517,9 +537,7 @@ def load(output_dir: str | os.PathLike, split: str = "train", batch_size: int | 
     if not indexed:
         ds = (ds.repeat() if repeat else ds).skip(start)
 
-    wanted = names + ([label_key] if label_key is not None else [])
-    spec = FeatureSpec(tuple(f for f in info.spec if f.name in wanted))
-    parsing = parsing_spec(spec)
+    examples = _example_parser(root, info, names + ([label_key] if label_key is not None else []))
 
     def read(ids):
         records = tf.numpy_function(table.read, [ids], tf.string, stateful=False)
@@ -533,8 +551,7 @@ def load(output_dir: str | os.PathLike, split: str = "train", batch_size: int | 
 
     def parse(batch):
         serialized = read(batch) if reads_numbers else batch
-        parsed = decode_features(spec, tf.io.parse_example(serialized, parsing))
-        parsed = normalized(parsed)
+        parsed = normalized(examples(serialized))
         parsed = _random_crop(parsed, crops, seed) if crops else parsed
         return _arrange(parsed, names, single, as_tuple, label_key)
 

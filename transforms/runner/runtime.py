@@ -39,7 +39,11 @@ from apache_beam.options.pipeline_options import (
 from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
-from transforms.runner.beam_internals import raised_in_worker, remember_dofn_specs
+from transforms.runner.beam_internals import (
+    raised_in_worker,
+    remember_dofn_specs,
+    remember_option_views,
+)
 from transforms.runner.worker_pool import LocalWorkerPool
 
 __all__ = ["announce_job", "make_pipeline", "local_runner", "runs_locally", "wait_for"]
@@ -118,6 +122,7 @@ def make_pipeline(options: PipelineOptions | None = None,
     """
     options = options if options is not None else PipelineOptions([])
     remember_dofn_specs()   # the graph about to be built checks each DoFn once
+    remember_option_views()  # and views the options once per class
     if not runs_locally(options):
         setup = options.view_as(SetupOptions)
         if setup.save_main_session is None:

@@ -16,6 +16,14 @@ preprocessing_fn instead: it gets the raw features as their tf.Example kinds
 (int64, float32, string; variable-length ones as SparseTensors) and its outputs
 are exactly the transformed features. Statistics always come from the train
 split only (`ANALYZED_SPLIT`).
+
+Where the transform is applied: by default the shards hold the raw examples
+and the fitted transform is published beside them (transform_fn/), which
+`dg.load` applies as it reads, as a Keras model's input layer does (TFX's
+transform at training time): converting costs one pass, and no shard is read
+and written again. `--materialize_transform` (`materialize=True`) writes the
+transformed examples into the shards instead, for readers that cannot apply
+a transform.
 """
 
 from __future__ import annotations
@@ -78,18 +86,27 @@ class Preprocessing:
     normalize: tuple = ()       # ((feature, method), ...)
     vocabulary: tuple = ()      # (feature, ...)
     bucketize: tuple = ()       # ((feature, buckets), ...)
+    materialize: bool = False   # the shards hold the transformed examples, not the raw
 
     @classmethod
     def from_flags(cls, preprocessing_fn: str = "", normalize: str = "", vocabulary: str = "",
-                   bucketize: str = "") -> "Preprocessing | None":
+                   bucketize: str = "", materialize: bool = False) -> "Preprocessing | None":
         """The flags' preprocessing, or None when none is asked for."""
         pre = cls(fn=preprocessing_fn.strip() or None,
                   normalize=sample_ops.parse_pairs(normalize, "preprocessing.normalize"),
                   vocabulary=_names(vocabulary),
                   bucketize=tuple((name, _bucket_count(name, n))
                                   for name, n in sample_ops.parse_pairs(
-                                      bucketize, "preprocessing.bucketize")))
-        return pre if pre.fn or pre.builtins else None
+                                      bucketize, "preprocessing.bucketize")),
+                  materialize=materialize)
+        if pre.fn or pre.builtins:
+            return pre
+        if materialize:
+            raise ArgumentError("preprocessing.materialize",
+                                "writes a transform's outputs: give {preprocessing.fn}, "
+                                "{preprocessing.normalize}, {preprocessing.vocabulary} or "
+                                "{preprocessing.bucketize} too")
+        return None
 
     @property
     def builtins(self) -> tuple:
@@ -147,17 +164,23 @@ class Preprocessing:
             return sample_ops.load_function(self.fn, _FN)
         return _BuiltinPreprocessing(self.builtins)
 
-    def manifest_section(self, raw_spec: FeatureSpec) -> dict:
+    def manifest_section(self, raw_spec: FeatureSpec, transformed_spec: FeatureSpec,
+                         applied: str) -> dict:
         """The manifest's `transform` section: what ran, on which split, where its
-        output is, and the raw features it took (the shards hold its output)."""
+        output is, where it is `applied` (manifest.AT_READ: the shards hold the
+        raw features; IN_SHARDS: its outputs), the raw features it takes, the
+        features it gives and those it passes through unchanged."""
         flags = ({"preprocessing_fn": self.fn} if self.fn else
                  {"normalize": dict(self.normalize), "vocabulary": list(self.vocabulary),
                   "bucketize": dict(self.bucketize)})
         return {"analyzed_split": ANALYZED_SPLIT, **flags,
+                "applied": applied,
                 "transform_fn": TRANSFORM_FN_DIR,
                 "transformed_metadata": TRANSFORMED_METADATA_DIR,
                 "raw_metadata": RAW_METADATA_DIR,
-                "raw_features": raw_spec.to_json()}
+                "raw_features": raw_spec.to_json(),
+                "transformed_features": transformed_spec.to_json(),
+                "passed_through": sorted(self.passed_through(raw_spec))}
 
 
 class _BuiltinPreprocessing:

@@ -1,10 +1,12 @@
-"""The optional tf.Transform stage: fit on the train split, transform every example.
+"""The optional tf.Transform stage: fit on the train split, publish or apply the transform.
 
 Where the converter writes the examples as it builds them (the default
 layout), the transform is fitted on the analyzed features of the train
-examples as the converter builds them (ConvertOptions.analyzed) and applied to
-the written shards (transforms/writer/transformed.py, TFX's shape); the
-pieces here are what it builds on:
+examples as the converter builds them (ConvertOptions.analyzed) and published
+beside the raw shards for readers to apply (transforms/format/read_transform.py),
+or, with --materialize_transform, applied to the written shards
+(transforms/writer/transformed.py, TFX's shape); the pieces here are what it
+builds on:
 
     plan = AnalysisPlan.of(preprocessing, raw_spec)  # what the analyzers read
     analysis = train_bytes | FitAnalysis(plan, preprocessing, raw_spec, temp_dir)

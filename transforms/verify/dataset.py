@@ -16,8 +16,10 @@ ledger and the manifest's accounting (transforms/verify/ledger_checks.py: a
 key once, a group in one split, copies by --duplicates, the share of
 failed inputs, no empty split);
 and the duplicate check's list against the
-manifest and the shards (transforms/verify/duplicates.py), and augmented
-copies' aug.* values and counts (transforms/verify/augmentation.py).
+manifest and the shards (transforms/verify/duplicates.py), augmented
+copies' aug.* values and counts (transforms/verify/augmentation.py), and a
+published tf.Transform against the features the manifest declares, applied
+to the dataset's records where readers apply it (transforms/verify/transform.py).
 `pipelines.verify` is its command line.
 """
 
@@ -43,6 +45,7 @@ from transforms.verify.duplicates import duplicates_problems, sought_keys, writt
 from transforms.verify.layout import layout_problems, manifest_problems
 from transforms.verify.ledger_checks import LedgerChecks, judging_of, totals_problems
 from transforms.verify.shards import ShardReport, VerifyShards
+from transforms.verify.transform import transform_problems
 
 __all__ = ["Verification", "verify_dataset"]
 
@@ -179,7 +182,8 @@ def verify_dataset(root: str | os.PathLike, media_samples: int = 64, seed: int =
     found = _relative_files(root)
     failure_lines = (_read(FileSystems.join(root, manifest.FAILURES_FILE)).count(b"\n")
                      if manifest.FAILURES_FILE in found else None)
-    problems = layout_problems(info, found, failure_lines) + totals_problems(info)
+    problems = (layout_problems(info, found, failure_lines) + totals_problems(info)
+                + transform_problems(root, info))
     duplicates = (_read(FileSystems.join(root, manifest.DUPLICATES_FILE)).decode()
                   if manifest.DUPLICATES_FILE in found else None)
     problems += duplicates_problems(info, duplicates)

@@ -2,7 +2,7 @@
 
     info = ({"planned": ..., "shards": ..., "tallies": ..., "failures": ...,
              "receipts": ...}
-            | "Finalise" >> Finalise(config, temp_dir, transformed_spec))
+            | "Finalise" >> Finalise(config, temp_dir, published_transform))
 
 1. **Check**, once every shard is written. Samples read = written + filtered +
    failed; every planned work unit reported exactly once (a key range split
@@ -55,7 +55,6 @@ from transforms.checks.duplicates import DuplicateGroup, duplicates_lines
 from transforms.checks.duplicates_check import Duplicates
 from transforms.format import manifest, tfds_metadata
 from transforms.format.dead_letters import DatasetFailed, failure_line
-from transforms.format.spec import FeatureSpec
 from transforms.format.text import comma_list
 from transforms.recipe.accounting import Accounting
 from transforms.recipe.measures import ACCOUNTING, manifest_sections
@@ -76,6 +75,7 @@ from transforms.writer.commit import (
 from transforms.writer.ledger import ledger_part, ledger_text
 from transforms.writer.publish import (
     CommitPlan,
+    PublishedTransform,
     PublishFn,
     join_files,
     run_duplicates,
@@ -372,15 +372,17 @@ class Finalise(beam.PTransform):
     (WritePlan.keep_ledger: not for units no rerun plans again, a
     PCollection's bundles, nor shards not written where built);
     `duplicates` the DuplicateGroups found before anything was written
-    (--duplicates drop), else the check finds them in the receipts.
+    (--duplicates drop), else the check finds them in the receipts;
+    `transform_staged` the fitted tf.Transform's one element, once staged
+    (the `transform` published).
     """
 
-    def __init__(self, config, temp_dir: str, transformed_spec: FeatureSpec | None = None,
+    def __init__(self, config, temp_dir: str, transform: PublishedTransform | None = None,
                  keep_ledger: bool = True):
         super().__init__()
         self._config = config
         self._temp_dir = temp_dir
-        self._transformed_spec = transformed_spec
+        self._transform = transform
         self._keep_ledger = keep_ledger
 
     def expand(self, inputs):
@@ -432,6 +434,8 @@ class Finalise(beam.PTransform):
                      | "WriteLedgerParts" >> beam.ParDo(_WriteLedgerPartFn(self._temp_dir),
                                                         plan=beam.pvalue.AsSingleton(plan)))
             ledger["ledger_parts"] = beam.pvalue.AsList(parts)
+        if "transform_staged" in inputs:
+            ledger["transform_staged"] = beam.pvalue.AsList(inputs["transform_staged"])
         return plan | "Publish" >> beam.ParDo(
-            PublishFn(config, self._temp_dir, self._transformed_spec),
+            PublishFn(config, self._temp_dir, self._transform),
             moved=beam.pvalue.AsList(moved), **ledger)

@@ -10,10 +10,12 @@ the plan names:
   and whether they also leave the converter (the global layout, an
   examples sink);
 - tf.Transform's mode: where the examples are written where they are built,
-  TFX's shape (`ON_SHARDS`: converted untransformed, the transform fitted on
-  the train examples' analyzed features as they are built, then applied to
-  the shards); where they leave the converter, fitted by a pass of its own
-  first and applied as each example is built (`FIRST`);
+  the transform is fitted on the train examples' analyzed features as they
+  are built, and published for readers to apply (`AT_READ`, the default:
+  the shards hold the raw examples) or applied to the written shards
+  (`ON_SHARDS`, materialized: TFX's shape); where they leave the converter,
+  it is fitted by a pass of its own first and applied as each example is
+  built (`FIRST`);
 - the passes over a Source's units before converting, which every later
   pass takes alike: the keys given twice (always), the strata
   (stratify_by), the copies to drop (duplicates 'drop');
@@ -25,8 +27,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from transforms.format.arguments import ArgumentError
+from transforms.format.manifest import AT_READ
 
-__all__ = ["COPIES", "FIRST", "KEYS", "ON_SHARDS", "STRATA", "WritePlan", "plan_write"]
+__all__ = ["AT_READ", "COPIES", "FIRST", "KEYS", "ON_SHARDS", "STRATA", "WritePlan",
+           "plan_write"]
 
 # tf.Transform's modes.
 ON_SHARDS, FIRST = "on_shards", "first"
@@ -41,7 +45,7 @@ class WritePlan(NamedTuple):
     write_shards: bool     # rolled where the examples are built
     emit_examples: bool    # they leave the converter too
     global_shards: bool    # shuffled into balanced shards
-    transform: str         # "" (none), ON_SHARDS or FIRST
+    transform: str         # "" (none), AT_READ, ON_SHARDS or FIRST
     pre_passes: tuple      # of KEYS, STRATA, COPIES, in order
     reuse: bool            # earlier work units' receipts stand for them
     keep_ledger: bool      # a rerun plans the same units: their receipts are published
@@ -68,7 +72,10 @@ def plan_write(config, from_source: bool, examples_sink: bool, reuse: bool) -> W
     emit_examples = global_shards or examples_sink
     transform = ""
     if config.preprocessing is not None:
-        transform = ON_SHARDS if write_shards and not emit_examples else FIRST
+        if not write_shards or emit_examples:
+            transform = FIRST
+        else:
+            transform = ON_SHARDS if config.preprocessing.materialize else AT_READ
     pre_passes = ((KEYS,) + ((STRATA,) if stratified else ()) + ((COPIES,) if drop else ())
                   if from_source else ())
     return WritePlan(from_source, write_shards, emit_examples,

@@ -18,7 +18,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from transforms.format import manifest, tfds_metadata
-from transforms.format.manifest import summary_line
+from transforms.format.manifest import AT_READ, summary_line
 from transforms.format.spec import FeatureSpec
 from transforms.media.features import describe_in_words
 from transforms.storage.folders import (
@@ -69,28 +69,38 @@ def join_files(paths: Iterable[str], target: str) -> None:
                 out.write(part.read())
 
 
+class PublishedTransform(NamedTuple):
+    """What the final step publishes of a fitted tf.Transform: the spec of the
+    examples it gives, and where it is `applied` (AT_READ: the shards hold
+    the raw examples; IN_SHARDS: they hold its outputs)."""
+
+    spec: FeatureSpec
+    applied: str
+
+
 @beam.typehints.with_input_types(CommitPlan, Any)  # (plan, the moves done: a barrier)
 class PublishFn(beam.DoFn):
     """Runs once, after every shard is in place: step 3."""
 
-    def __init__(self, config, temp_dir: str, transformed_spec: FeatureSpec | None):
+    def __init__(self, config, temp_dir: str, transform: PublishedTransform | None):
         self._config = config
         self._temp_dir = temp_dir
-        self._transformed_spec = transformed_spec
+        self._transform = transform
 
     def _publish_transform(self) -> tuple:
         """(spec of the shards, manifest transform section or None); moves a staged
         transform next to the data, or removes an earlier run's."""
-        config = self._config
-        if self._transformed_spec is None:
+        config, transform, raw_spec = self._config, self._transform, self._config.recipe.spec
+        if transform is None:
             for name in TRANSFORM_DIRS:
                 # Unconditionally: on gs:// a directory never "exists", its objects do.
                 remove_tree(FileSystems.join(config.output, name))
-            return config.recipe.spec, None
+            return raw_spec, None
         from transforms.tft.stage import STAGED_DIR, publish
-        publish(FileSystems.join(self._temp_dir, STAGED_DIR), config.output, config.recipe.spec)
-        return (self._transformed_spec,
-                config.preprocessing.manifest_section(config.recipe.spec))
+        publish(FileSystems.join(self._temp_dir, STAGED_DIR), config.output, raw_spec)
+        section = config.preprocessing.manifest_section(raw_spec, transform.spec,
+                                                        transform.applied)
+        return (raw_spec if transform.applied == AT_READ else transform.spec), section
 
     def _publish_tfds(self, spec: FeatureSpec, classes: dict, names: dict,
                       info: Mapping[str, Any]) -> None:
@@ -113,9 +123,11 @@ class PublishFn(beam.DoFn):
                                             description, self._config.shard_format.file_format),
             indent=2) + "\n")
 
-    # `moved` only orders this step after every move; `ledger_parts` are the
-    # ledger's part files, when the dataset keeps one.
-    def process(self, plan: CommitPlan, moved, ledger_parts=None):  # noqa: ARG002
+    # `moved` and `transform_staged` only order this step after every move and
+    # the transform's staging; `ledger_parts` are the ledger's part files, when
+    # the dataset keeps one.
+    def process(self, plan: CommitPlan, moved, ledger_parts=None,  # noqa: ARG002
+                transform_staged=None):  # noqa: ARG002
         config = self._config
         names = config.recipe.split_plan.names
         remove_stale_shards(config.output, set().union(*(n.kept_files() for n in plan.named)))

@@ -1,5 +1,7 @@
-"""tf.Transform over the shards the converter wrote (TFX's shape): fit on the
-train split's examples as they were built, then transform each unit's shards.
+"""tf.Transform materialized over the shards the converter wrote (TFX's shape,
+--materialize_transform): fit on the train split's examples as they were
+built, then transform each unit's shards. By default the transform is
+published instead and readers apply it (transforms/format/read_transform.py).
 
     plan = AnalysisPlan.of(preprocessing, raw_spec)   # options.analyzed = plan.analyzed
     analysis = converted[ANALYZED] | "Preprocess" >> FitAnalysis(plan, preprocessing,

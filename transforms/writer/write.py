@@ -58,6 +58,7 @@ from transforms.format.arguments import (
     check_choice,
 )
 from transforms.format.dead_letters import SAMPLE
+from transforms.format.manifest import AT_READ, IN_SHARDS
 from transforms.format.outputs import CutCount, ExampleResult, SampleResult
 from transforms.format.sample import KEY
 from transforms.format.shard_format import ShardFormat
@@ -88,7 +89,15 @@ from transforms.writer.convert import (
 from transforms.writer.finalise import Finalise
 from transforms.writer.global_shards import WriteShards
 from transforms.writer.ledger import REUSED, RunFolder, SkipCommitted
-from transforms.writer.plan import COPIES, FIRST, ON_SHARDS, STRATA, WritePlan, plan_write
+from transforms.writer.plan import (
+    COPIES,
+    FIRST,
+    ON_SHARDS,
+    STRATA,
+    WritePlan,
+    plan_write,
+)
+from transforms.writer.publish import PublishedTransform
 from transforms.writer.upstream import cut_counts, unwired_failures
 
 __all__ = ["DatasetConfig", "SHUFFLES", "WriteDataset", "check_reuse"]
@@ -165,6 +174,13 @@ def _given_keywords(keywords: Mapping[str, Any]) -> list:
 
 # Outputs written by this pipeline's WriteDatasets: a second into one is refused.
 _OUTPUTS_OF: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _published_transform(plan: WritePlan, analysis) -> PublishedTransform | None:
+    """What the final step publishes of the fitted transform, if any."""
+    if analysis is None:
+        return None
+    return PublishedTransform(analysis.spec, AT_READ if plan.transform == AT_READ else IN_SHARDS)
 
 
 def _claim_output(pipeline, output: str) -> None:
@@ -397,12 +413,12 @@ class WriteDataset(beam.PTransform):
                 StratifySplits(recipe, reader, decisions)))
         options, analysis = self._convert_options(plan), None
         # tf.Transform is imported only when asked for: it loads TensorFlow.
-        if plan.transform == ON_SHARDS:
+        if plan.transform in (AT_READ, ON_SHARDS):
             from transforms.tft.stage import AnalysisPlan
             analysis_plan = AnalysisPlan.of(config.preprocessing, recipe.spec)
-            # Converted untransformed and uncompressed, to be read back.
-            options = dataclasses.replace(options, shard_format=ShardFormat(),
-                                          analyzed=analysis_plan.analyzed)
+            options = dataclasses.replace(options, analyzed=analysis_plan.analyzed)
+            if plan.transform == ON_SHARDS:  # converted uncompressed, to be read back
+                options = dataclasses.replace(options, shard_format=ShardFormat())
         elif plan.transform == FIRST:
             from transforms.tft.stage import AnalyzeTrainSplit
             analysis = units | "Preprocess" >> AnalyzeTrainSplit(
@@ -419,11 +435,12 @@ class WriteDataset(beam.PTransform):
             reader, recipe, options, decisions, analysis.staged if analysis else None)
         receipts = ((converted[RECEIPTS], pending[REUSED])
                     | "AllReceipts" >> beam.Flatten())
-        if plan.transform == ON_SHARDS:
+        if plan.transform in (AT_READ, ON_SHARDS):
             from transforms.tft.stage import FitAnalysis
-            from transforms.writer.transformed import TransformShards
             analysis = converted[ANALYZED] | "Preprocess" >> FitAnalysis(
                 analysis_plan, config.preprocessing, recipe.spec, temp_dir)
+        if plan.transform == ON_SHARDS:
+            from transforms.writer.transformed import TransformShards
             receipts = receipts | "Transform" >> TransformShards(
                 analysis, recipe.spec, temp_dir, config.shard_format, config.shard_size_bytes)
         splittable = reader.splittable
@@ -498,6 +515,7 @@ class WriteDataset(beam.PTransform):
             "tallies": tallies,
             "failures": refused,
             "receipts": receipts,
+            **({"transform_staged": analysis.staged} if analysis else {}),
             **(found_before or {}),
-        } | "Finalise" >> Finalise(config, temp_dir, analysis.spec if analysis else None,
+        } | "Finalise" >> Finalise(config, temp_dir, _published_transform(plan, analysis),
                                    plan.keep_ledger)
