@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 from tensorflow_metadata.proto.v0 import schema_pb2
+from tfx_bsl.coders import example_coder
 from tfx_bsl.public import tfxio
 
 from pipelines import inspect, tar_to_tfrecord
@@ -38,6 +39,7 @@ from transforms.tft.stage import (
     _rows,
     _TrainExamplesFn,
     analyzed_features,
+    record_batch,
     transformed_spec,
 )
 from transforms.verify.dataset import verify_dataset
@@ -455,6 +457,25 @@ def test_layout_is_tf_transforms():
     assert (TRANSFORM_FN_DIR, TRANSFORMED_METADATA_DIR, RAW_METADATA_DIR) == (
         tft.TFTransformOutput.TRANSFORM_FN_DIR, tft.TFTransformOutput.TRANSFORMED_METADATA_DIR,
         tft.TFTransformOutput.RAW_METADATA_DIR)
+
+
+def test_the_analysis_batches_are_what_tfx_bsls_decoder_gives():
+    """record_batch takes float features' columns from their packed bytes: the
+    same RecordBatch as decoding every example with tfx_bsl."""
+    spec = parse_features("audio:float32[400],gain:float,v:float32[*],label:int64,s:string")
+    schema = manifest.schema_proto(spec).SerializeToString()
+    encoder = ExampleEncoder([(f.name, f.kind) for f in spec])
+    rng = np.random.default_rng(0)
+    serialized = [ExampleEncoder.kept(encoder.encode(
+        {"audio": rng.normal(size=400).astype(np.float32), "gain": [1.5 * i],
+         "v": rng.normal(size=i % 3), "label": [i], "s": [b"x"]}),
+        frozenset({b"audio", b"gain", b"v", b"label"})) for i in range(7)]
+    decoder = example_coder.ExamplesToRecordBatchDecoder(schema)
+    expected = decoder.DecodeBatch(serialized)
+    for floats in ({b"audio", b"gain", b"v"}, {b"audio"}, set()):
+        batch = record_batch(serialized, decoder, frozenset(floats))
+        assert batch.equals(expected) and batch.schema == expected.schema, floats
+    assert expected.column(2).to_pylist()[3] == []   # an empty list stays one
 
 
 def test_transformed_batches_become_per_example_values_that_encode_back():

@@ -374,6 +374,20 @@ class ExampleEncoder:
         return entries
 
     @staticmethod
+    def float_payload(entry) -> memoryview:
+        """A float feature's map entry (as `entries` gives it) -> its values as
+        written: little-endian float32, packed (empty for an empty list)."""
+        view = memoryview(entry)
+        _, position = _read_varint(view, 1)                       # the entry: tag, length
+        key_length, position = _read_varint(view, position + 1)   # its key
+        _, position = _read_varint(view, position + 1 + key_length)   # Feature: tag, length
+        list_length, position = _read_varint(view, position + 1)  # FloatList: tag, length
+        if not list_length:
+            return view[position:position]
+        length, position = _read_varint(view, position + 1)       # the packed field
+        return view[position:position + length]
+
+    @staticmethod
     def joined(entries: Mapping[bytes, bytes]) -> bytes:
         """The serialized Example of map `entries` (as `entries` gives them), in
         the encoder's order: `encode`'s very bytes for the same values."""

@@ -14,8 +14,9 @@ builds on:
 
 `FitAnalysis` takes the train examples serialized with only the features the
 analyzers read (`tft.get_analyze_input_columns`) and decodes them in batches
-into Arrow RecordBatches with TFXIO's tf.Example schema (tfx_bsl's C++
-decoder), never into instance dicts; the other features reach tf.Transform as
+into Arrow RecordBatches with TFXIO's tf.Example schema (`record_batch`: a
+float feature's column is its packed bytes joined, the rest tfx_bsl's C++
+decoder's), never into instance dicts; the other features reach tf.Transform as
 their type's zero, which no analyzer reads. `tft_beam.AnalyzeDataset` runs on
 them and `WriteTransformFn` stages its output under the job's temporary
 directory; `publish` moves it next to the data in the final step, so a failed
@@ -45,6 +46,7 @@ import os
 from typing import List, NamedTuple
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -293,19 +295,46 @@ class _TrainExamplesFn(beam.DoFn):
         self._reader.teardown()
 
 
+def record_batch(serialized: list, decoder, floats: frozenset) -> pa.RecordBatch:
+    """A batch of serialized raw examples (the project's encoder's, each holding
+    the `floats` features, names as bytes) -> the RecordBatch tfx_bsl's
+    `decoder` gives them.
+
+    A float feature's packed values are already the little-endian float32 an
+    Arrow column holds: its column is their bytes joined (one copy, no parse),
+    which on a window of audio is several times faster than parsing it. The
+    decoder decodes the rest.
+    """
+    entries = [ExampleEncoder.entries(s) for s in serialized]
+    batch = decoder.DecodeBatch([ExampleEncoder.joined(
+        {name: entry for name, entry in e.items() if name not in floats}) for e in entries]
+        if floats else serialized)
+    columns = list(batch.columns)
+    for name in floats:
+        payloads = [ExampleEncoder.float_payload(e[name]) for e in entries]
+        offsets = np.zeros(len(payloads) + 1, np.int64)
+        np.cumsum([len(p) // 4 for p in payloads], out=offsets[1:])
+        values = np.frombuffer(b"".join(payloads), "<f4")
+        index = batch.schema.get_field_index(name.decode())
+        columns[index] = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values))
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
+
+
 @beam.typehints.with_input_types(List[bytes])
 @beam.typehints.with_output_types(pa.RecordBatch)
 class _ToRecordBatchFn(beam.DoFn):
-    """A batch of serialized raw examples -> one RecordBatch; the decoder is made in setup()."""
+    """A batch of serialized raw examples -> one RecordBatch (`record_batch`); the
+    decoder is made in setup()."""
 
-    def __init__(self, schema: bytes):
+    def __init__(self, schema: bytes, floats: frozenset):
         self._schema = schema
+        self._floats = floats
 
     def setup(self):
         self._decoder = example_coder.ExamplesToRecordBatchDecoder(self._schema)
 
     def process(self, serialized: list):
-        yield self._decoder.DecodeBatch(serialized)
+        yield record_batch(serialized, self._decoder, self._floats)
 
 
 class Analysis(NamedTuple):
@@ -388,8 +417,10 @@ class FitAnalysis(beam.PTransform):
                 | "Batch" >> beam.BatchElements(min_batch_size=_BATCH_BYTES,
                                                 max_batch_size=_BATCH_BYTES,
                                                 element_size_fn=_batch_cost)
-                | "ToRecordBatches" >> beam.ParDo(
-                    _ToRecordBatchFn(plan.schema.SerializeToString())))
+                | "ToRecordBatches" >> beam.ParDo(_ToRecordBatchFn(
+                    plan.schema.SerializeToString(),
+                    frozenset(f.name.encode() for f in self._raw_spec
+                              if f.name in plan.analyzed and f.kind == "float"))))
             transform_fn = ((batches, plan.adapter)
                             | "Analyze" >> tft_beam.AnalyzeDataset(
                                 preprocessing.preprocessing_fn()))
