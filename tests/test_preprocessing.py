@@ -288,6 +288,10 @@ def test_materialized_shards_hold_what_the_reader_computes_at_read_time(
                               for ex in examples)
                 for split, examples in arrays.items()}
     assert values(output) == values(str(tmp_path / "materialized"))
+    # Only features the transform passes through: read as they are.
+    keys = [ex["key"] for ex in reader.load(output, "train", batch_size=None,
+                                            features=["key", "flag"])]
+    assert len(keys) == materialized["splits"]["train"]["num_examples"]
     assert sum(map(len, _records(output).values())) == 79
 
 

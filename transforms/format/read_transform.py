@@ -39,6 +39,10 @@ class TransformAtRead:
         self._fed = {name: spec for name, spec in output.raw_feature_spec().items()
                      if name not in self._passed_through}
 
+    def computes(self, wanted: list) -> bool:
+        """Whether the transform computes any of `wanted` (else none is fed to it)."""
+        return any(name not in self._passed_through for name in wanted)
+
     def stored(self, wanted: list) -> FeatureSpec | None:
         """The features of `wanted` read from the shards as they are (None when
         the transform computes them all)."""

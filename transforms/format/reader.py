@@ -405,6 +405,8 @@ def _example_parser(root: str, info: DatasetInfo, wanted: list):
     """A batch of serialized examples -> the `wanted` features, decoded; those a
     transform applied at read time computes, computed."""
     at_read = TransformAtRead(root, info) if info.transform_at_read else None
+    if at_read and not at_read.computes(wanted):
+        at_read = None   # the features wanted are the shards' own
     spec = (at_read.stored(wanted) if at_read else
             FeatureSpec(tuple(f for f in info.spec if f.name in wanted)))
     parsing = parsing_spec(spec) if spec else None
