@@ -433,6 +433,8 @@ def test_a_rerun_without_preprocessing_removes_the_transform_in_a_bucket(corpus,
     (["--bucketize", "age=1"], "integer >= 2"),
     (["--normalize", "gain=zscore", "--bucketize", "gain=3"], "already has a built-in"),
     (["--vocabulary", "lang", "--splits", "a=0.5,b=0.5"], "analyzes the 'train' split"),
+    (["--materialize_transform"], "--materialize_transform writes a transform's outputs: give "
+                                  "--preprocessing_fn"),
 ])
 def test_bad_preprocessing_flags_fail_before_any_work(corpus, tmp_path, flags, message):
     with pytest.raises(ValueError, match=message):
