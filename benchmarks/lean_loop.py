@@ -10,14 +10,15 @@ benchmarks/writer_bench.py, and nothing more:
 - `tarfile` streams each archive (every other one with --part 1/2), members
   grouped by key (WebDataset's rule: the name up to its first dot);
 - speech: soundfile decodes the FLAC (to mono float32 at its own 16 kHz), cut
-  into 1 s windows, the last one zero-padded; fbank: the same windows'
+  into 1 s windows, the last one zero-padded, as one 2-D view of the audio; fbank: the same windows'
   80-bin Kaldi filterbanks instead of the audio, by the project's numpy
   function, the fastest way to these values there is (3.7x
   kaldi-native-fbank's speed: transforms/media/features.py);
   payload: the payload's bytes, the label and the JSON's speaker and gain;
-- the tf.train.Example bytes: the project's numpy encoder, the fastest way to
-  make these bytes there is (benchmarks/encoder_bench.py), so the baseline
-  is not slowed by a slower serializer (nor by slower features);
+- the tf.train.Example bytes: the project's numpy encoder, a recording's
+  examples in one call (`encode_columns`), the fastest way to make these
+  bytes there is (benchmarks/encoder_bench.py), so the baseline is not
+  slowed by a slower serializer (nor by slower features);
 - one TFRecord file per split: length, masked CRC32C, data, masked CRC32C.
 
 No Beam, no recipe, no dead letters, no record indexes, no manifest. Each
@@ -81,33 +82,35 @@ def _samples(path: str) -> Iterator[tuple[str, dict]]:
         yield key, members
 
 
-def _speech_examples(key: str, members: dict) -> Iterator[dict]:
+def _speech_windows(key: str, members: dict) -> tuple[dict, int]:
+    """A recording's 1 s windows as columns (ExampleEncoder.encode_columns),
+    and how many: the audio zero-padded to whole windows, one 2-D view of it."""
     audio, _ = soundfile.read(io.BytesIO(members["flac"]), dtype="float32")
     if audio.ndim == 2:
         audio = audio.mean(axis=1, dtype=np.float32)
-    label = int(members["cls"])
-    for start in range(0, len(audio), WINDOW):
-        window = audio[start:start + WINDOW]
-        if len(window) < WINDOW:
-            window = np.concatenate([window, np.zeros(WINDOW - len(window), np.float32)])
-        yield {"audio": window, "source_key": key, "start_time": start / WINDOW,
-               "end_time": (start + WINDOW) / WINDOW, "label": label}
+    count = -(-len(audio) // WINDOW)
+    if len(audio) < count * WINDOW:
+        audio = np.concatenate([audio, np.zeros(count * WINDOW - len(audio), np.float32)])
+    starts = np.arange(count, dtype=np.float64)
+    return {"audio": audio.reshape(count, WINDOW), "source_key": [key] * count,
+            "start_time": starts[:, None], "end_time": starts[:, None] + 1,
+            "label": [int(members["cls"])] * count}, count
 
 
-def _fbank_examples(key: str, members: dict) -> Iterator[dict]:
-    for example in _speech_examples(key, members):
-        example["fbank"] = compute_features(example.pop("audio"), 16000, _FBANK)
-        yield example
+def _fbank_windows(key: str, members: dict) -> tuple[dict, int]:
+    columns, count = _speech_windows(key, members)
+    columns["fbank"] = np.stack([compute_features(window, 16000, _FBANK).ravel()
+                                 for window in columns.pop("audio")])
+    return columns, count
 
 
-def _payload_examples(_key: str, members: dict) -> Iterator[dict]:
+def _payload_example(_key: str, members: dict) -> tuple[dict, int]:
     meta = json.loads(members["json"])
-    yield {"payload": members["bin"], "label": int(members["cls"]),
-           "speaker": meta["speaker"], "json.gain": meta["gain"]}
+    return {"payload": [members["bin"]], "label": [int(members["cls"])],
+            "speaker": [meta["speaker"]], "json.gain": [meta["gain"]]}, 1
 
 
-_EXAMPLES = {"speech": _speech_examples, "fbank": _fbank_examples,
-             "payload": _payload_examples}
+_EXAMPLES = {"speech": _speech_windows, "fbank": _fbank_windows, "payload": _payload_example}
 
 
 def convert(corpus: str, pattern: str, output: str, part: int = 0, parts: int = 1) -> int:
@@ -125,8 +128,8 @@ def convert(corpus: str, pattern: str, output: str, part: int = 0, parts: int = 
                 if split not in files:
                     files[split] = open(os.path.join(output, f"{split}-{part}.tfrecord"), "wb")
                 out = files[split]
-                for example in examples_of(key, members):
-                    data = encoder.encode(example)
+                columns, count = examples_of(key, members)
+                for data in encoder.encode_columns(columns, count):
                     length = struct.pack("<Q", len(data))
                     out.write(length + struct.pack("<I", masked_crc32c(length)) + data
                               + struct.pack("<I", masked_crc32c(data)))

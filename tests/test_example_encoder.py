@@ -55,10 +55,9 @@ def quiet_float32_bits(values):
 
 # -- strategies ----------------------------------------------------------------------
 
-float_arrays = hnp.arrays(
-    np.float32, st.integers(0, 300),
-    elements=st.floats(width=32, allow_nan=True, allow_infinity=True)
-    | st.sampled_from([0.0, -0.0, float("nan"), float("inf"), float("-inf")]))
+float_elements = (st.floats(width=32, allow_nan=True, allow_infinity=True)
+                  | st.sampled_from([0.0, -0.0, float("nan"), float("inf"), float("-inf")]))
+float_arrays = hnp.arrays(np.float32, st.integers(0, 300), elements=float_elements)
 
 int64_elements = (st.integers(INT64_MIN, INT64_MAX) | st.sampled_from(INT64_EDGES)
                   | st.integers(-300, 300) | st.integers(0, 2 ** 35))
@@ -113,6 +112,37 @@ def test_matches_protobuf_and_round_trips(spec_values):
             assert list(feature.int64_list.value) == np.ravel(values[name]).tolist()
         else:
             assert list(feature.bytes_list.value) == _to_bytes_list(values[name])
+
+
+@st.composite
+def specs_and_columns(draw):
+    """A spec and `count` examples' values as columns: per feature a float
+    array with a row per example, a list of one value per example, or one
+    value that every example holds (the very same object)."""
+    spec, _ = draw(specs_and_values())
+    count = draw(st.integers(1, 5))
+    columns = {}
+    for name, kind in spec:
+        how = draw(st.sampled_from(["rows", "each", "shared"] if kind == "float"
+                                   else ["each", "shared"]))
+        if how == "rows":
+            columns[name] = draw(hnp.arrays(st.sampled_from([np.float32, np.float64]),
+                                            st.tuples(st.just(count), st.integers(0, 40)),
+                                            elements=float_elements))
+        elif how == "each":
+            columns[name] = [draw(VALUES[kind]) for _ in range(count)]
+        else:
+            columns[name] = [draw(VALUES[kind])] * count
+    return spec, columns, count
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(specs_and_columns())
+def test_columns_encode_as_each_row_alone(spec_columns):
+    spec, columns, count = spec_columns
+    encoder = ExampleEncoder(spec)
+    rows = [{name: column[i] for name, column in columns.items()} for i in range(count)]
+    assert encoder.encode_columns(columns, count) == [encoder.encode(row) for row in rows]
 
 
 # -- declared dtypes (transforms.format.spec) ------------------------------------------------

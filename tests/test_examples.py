@@ -216,3 +216,65 @@ def test_an_example_protobuf_cannot_read_back_is_a_dead_letter(monkeypatch):
         outcome.failure)
     examples, outcome = _convert(SAMPLE)
     assert len(examples) == 1 and outcome.failure is None
+
+
+def _windows_recipe():
+    from transforms.media.cutting import CutOptions
+    from transforms.media.windows import WindowOptions
+    cut = CutOptions(mode="audio_windows", audio_fields=("flac",),
+                     windows=WindowOptions(window_s=0.5))
+    return ExampleRecipe(spec=parse_features("label=cls:int64"), cut=cut,
+                         split_plan=SplitPlan.from_flags("train=1", "__key__:^([^_]+)"))
+
+
+def _windows_run(recipe, example_fn=None):
+    """A 3.5 s recording's 0.5 s windows: (its examples, outcome, the statistics
+    measure's accumulator)."""
+    from transforms.recipe.measures.statistics import Statistics
+    from transforms.testing.synthetic_media import flac_bytes, voice
+    sample = {"__key__": "spk01_0001", "cls": b"4", "flac": flac_bytes(voice(220, 3.5), 16000)}
+    statistics = Statistics((("audio", 1, "float"),))
+    measured = statistics.create()
+    encoder = ExampleEncoder([(f.name, f.kind) for f in recipe.spec])
+    gen = convert_sample(sample, recipe, encoder, example_fn=example_fn,
+                         measured=((statistics, measured),))
+    examples = []
+    while True:
+        try:
+            examples.append(next(gen))
+        except StopIteration as done:
+            return examples, done.value, measured
+
+
+def test_a_recordings_windows_are_encoded_a_chunk_at_a_time_as_one_at_a_time(monkeypatch):
+    recipe = _windows_recipe()
+    whole, outcome, measured = _windows_run(recipe)
+    monkeypatch.setattr(examples_module, "_CHUNK_EXAMPLES", 3)
+    chunked, _, measured_in_threes = _windows_run(recipe)
+    monkeypatch.setattr(examples_module, "_CHUNK_EXAMPLES", 1)
+    alone, _, measured_alone = _windows_run(recipe)
+    assert outcome.examples == 7 and whole == chunked == alone
+    audio = [tf.train.Example.FromString(e.serialized).features.feature["audio"].float_list.value
+             for e in whole]
+    assert [len(a) for a in audio] == [8000] * 7 and any(audio[3])
+    [(count, sums, squares)] = measured.values()
+    [(count_3, sums_3, squares_3)] = measured_in_threes.values()
+    [(count_1, sums_1, squares_1)] = measured_alone.values()
+    assert count == count_3 == count_1 == 7 * 8000
+    # The same float64 partial sums, bit for bit, however many come at once.
+    assert sums.tobytes() == sums_3.tobytes() == sums_1.tobytes()
+    assert squares.tobytes() == squares_3.tobytes() == squares_1.tobytes()
+
+
+def test_a_window_that_fails_to_encode_keeps_the_windows_before_it():
+    import numpy as np
+
+    def spoil_the_fifth(values):
+        return {**values, "audio": np.full(8000, np.nan, np.float32)} if (
+            values["start_time"] == 2.0) else values
+
+    examples, outcome, measured = _windows_run(_windows_recipe(), spoil_the_fifth)
+    assert len(examples) == outcome.examples == 4 and outcome.failure.stage == "encode"
+    assert "not finite" in str(outcome.failure)
+    [(count, _, _)] = measured.values()
+    assert count == 4 * 8000   # only the windows written are measured

@@ -187,6 +187,29 @@ class Feature:
                 f"shape {list(self.shape)} needs {expected}")
         return values
 
+    def coerce_rows(self, values: Sequence) -> np.ndarray | None:
+        """What `coerce` makes of each of `values` (a recording's windows), as
+        the rows of one 2-D array, when this is a fixed-size float feature and
+        each value is already a float32 array of its shape (or flat), or a
+        Python float for a one-value feature, and every number is finite;
+        None otherwise: then `coerce` each, which says what is wrong."""
+        if self.kind != "float" or self.dtype in PACKED or self.is_variable:
+            return None
+        size = math.prod(self.shape)
+        if all(type(v) is float for v in values):
+            if size != 1:
+                return None
+            numbers = np.array(values, np.float64)
+            if not (np.abs(numbers) <= _FLOAT32_MAX).all():   # NaN fails too
+                return None
+            return numbers.astype(np.float32).reshape(-1, 1)
+        shapes = (self.shape, (size,))
+        if not all(type(v) is np.ndarray and v.dtype == np.float32 and v.shape in shapes
+                   for v in values):
+            return None
+        rows = np.stack(values).reshape(len(values), size)
+        return rows if np.isfinite(rows).all() else None
+
     def _check_array_shape(self, value) -> None:
         """ValueError when `value` is an array (or a list of lists) of another
         shape than the declared one: a (2, 2) array is no float32[4], a stereo

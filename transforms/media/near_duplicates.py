@@ -33,7 +33,6 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 import soxr
-from scipy.ndimage import uniform_filter1d
 
 from transforms.format.sample import SPAN
 from transforms.media.audio import AudioOptions, stream_audio
@@ -206,6 +205,9 @@ class _Landmarks:
         loudest = np.maximum.accumulate(np.maximum(magnitude.max(axis=1), self._loudest))
         self._loudest = float(loudest[-1])
         spectrum = np.log(magnitude + _FLOOR * loudest[:, None] + 1e-12)
+        # Imported here: scipy.ndimage takes ~0.4 s to import, and only a job
+        # that finds near duplicates needs it.
+        from scipy.ndimage import uniform_filter1d
         rise = spectrum - uniform_filter1d(spectrum, _MEAN_BINS, axis=1, mode="nearest")
         rise[~_peaked(spectrum)] = -np.inf
         strongest = _strongest(rise, _PEAKS_PER_FRAME)

@@ -61,6 +61,7 @@ from transforms.format.sample import (
 )
 from transforms.format.spec import FeatureSpec
 from transforms.format.text import preview
+from transforms.media.allocator import reuse_freed_memory
 from transforms.media.cutting import CutOptions, cut_sample
 from transforms.recipe.accounting import Kind, Tally
 from transforms.recipe.examples import (
@@ -262,7 +263,10 @@ class SampleDriver:
         self._count_with = count
 
     def setup(self) -> None:
-        """Makes the encoder and loads the user's functions: once per worker."""
+        """Makes the encoder and loads the user's functions: once per worker
+        (whose malloc then reuses the large blocks a recording's arrays take:
+        transforms/media/allocator.py)."""
+        reuse_freed_memory()
         self._encoder = ExampleEncoder([(f.name, f.kind) for f in self._spec])
         self._sample_fn, self._example_fn = self._recipe.load_functions()
 

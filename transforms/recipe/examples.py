@@ -6,8 +6,10 @@
 filter empty (`prepare_sample`) → media length and duration bounds
 (`admit_sample`) → split,
 then lazily cut (transforms.media.cutting) → features → example_fn → filter
-empty → encode → the measures (transforms/recipe/measures/), one example at a
-time so a long recording streams through in constant memory.
+empty → encode → the measures (transforms/recipe/measures/). The cut streams,
+so a long recording goes through in constant memory; its examples are
+coerced, encoded and measured a chunk at a time, as columns (a recording's
+windows as one array: one call each, not one per window).
 
 `convert_sample` runs it to the end: it yields the sample's `Example`s and
 returns its `SampleOutcome`. A sample ends in exactly one outcome: written (it
@@ -23,6 +25,8 @@ import dataclasses
 import functools
 import itertools
 from typing import Any, Callable, Generator, Iterator, Mapping, NamedTuple
+
+import numpy as np
 
 from transforms.format.arguments import ArgumentError, ArgumentTypeError
 from transforms.format.dead_letters import StorageReadError
@@ -53,7 +57,7 @@ from transforms.recipe.fingerprints import (
     member_fingerprints,
     stream_fingerprints,
 )
-from transforms.recipe.measures import Seen, check_measures
+from transforms.recipe.measures import SeenExamples, check_measures
 from transforms.recipe.measures.augmentation import AugmentedCopies
 from transforms.recipe.measures.durations import Durations
 from transforms.recipe.measures.labels import Labels
@@ -338,32 +342,80 @@ _IMMUTABLE = (bytes, str, int, float)
 
 class _SampleCoercion:
     """One sample's examples' values -> what the encoder takes, feature by
-    feature, an image or audio file kept whole in a bytes feature decoded
-    first (transforms/media/encoded.py); an immutable value the previous
-    example had too is not checked and converted again."""
+    feature, as columns (`columns`), an image or audio file kept whole in a
+    bytes feature decoded first (transforms/media/encoded.py); an immutable
+    value the previous example had too is not checked and converted again."""
 
     def __init__(self, spec: FeatureSpec):
         self._spec = spec
         self._last: dict = {}   # feature name -> (its value, the coerced value)
 
-    def __call__(self, values: Mapping[str, Any]) -> dict:
-        coerced = {}
+    def columns(self, examples: list) -> dict:
+        """The coerced values of `examples` (each one's values), a column per
+        feature: the rows of one 2-D array where Feature.coerce_rows makes
+        one (a recording's windows), else a list of each one's value."""
+        columns = {}
         for feature in self._spec:
-            value = values[feature.name]
-            last = self._last.get(feature.name)
-            if last is not None and last[0] is value:
-                coerced[feature.name] = last[1]
-                continue
-            # Per feature, so a value that does not convert names the field it
-            # came from (a CSV column, a JSON member) as the dead letter's member.
-            coerced[feature.name] = _stage("encode", feature.coerce, value,
-                                           member=feature.source)
-            if feature.dtype == "bytes":  # media kept whole must decode, as verify decodes it
-                for item in coerced[feature.name]:
-                    _stage("decode", check_encoded, item, member=feature.source)
-            if type(value) in _IMMUTABLE:
-                self._last[feature.name] = (value, coerced[feature.name])
+            values = [values[feature.name] for values in examples]
+            rows = feature.coerce_rows(values) if len(values) > 1 else None
+            columns[feature.name] = (rows if rows is not None
+                                     else [self._one(feature, value) for value in values])
+        return columns
+
+    def _one(self, feature, value):
+        last = self._last.get(feature.name)
+        if last is not None and last[0] is value:
+            return last[1]
+        # Per feature, so a value that does not convert names the field it
+        # came from (a CSV column, a JSON member) as the dead letter's member.
+        coerced = _stage("encode", feature.coerce, value, member=feature.source)
+        if feature.dtype == "bytes":  # media kept whole must decode, as verify decodes it
+            for item in coerced:
+                _stage("decode", check_encoded, item, member=feature.source)
+        if type(value) in _IMMUTABLE:
+            self._last[feature.name] = (value, coerced)
         return coerced
+
+
+# A sample's examples are coerced, encoded and measured in chunks of at most
+# this many, holding at most about this many bytes of arrays (a video clip's
+# frames are large): few enough that a chunk's copy stays small.
+_CHUNK_EXAMPLES = 64
+_CHUNK_BYTES = 4 << 20
+
+
+def _chunks(prepared: Iterator[tuple]) -> Iterator[list]:
+    """Consecutive (index, values) of `prepared` in chunks; when it fails,
+    the examples before the failure first, as one at a time would give them."""
+    chunk, size = [], 0
+    try:
+        for index, values in prepared:
+            chunk.append((index, values))
+            size += sum(v.nbytes for v in values.values() if type(v) is np.ndarray)
+            if len(chunk) == _CHUNK_EXAMPLES or size >= _CHUNK_BYTES:
+                yield chunk
+                chunk, size = [], 0
+    except StageError:
+        if chunk:
+            yield chunk
+        raise
+    if chunk:
+        yield chunk
+
+
+def _encoded(chunk: list, coerce: _SampleCoercion, encoder: ExampleEncoder,
+             watch: SampleWatch) -> list:
+    """The serialized examples of a chunk of (index, values), told to `watch`
+    once all are encoded; StageError when one fails."""
+    columns = coerce.columns([values for _, values in chunk])
+    serialized = _stage("encode", encoder.encode_columns, columns, len(chunk))
+    for (index, _), data in zip(chunk, serialized):
+        if len(data) > PROTOBUF_LIMIT:
+            raise StageError("encode", ValueError(
+                f"example {index} is {len(data)} bytes; protobuf reads none over "
+                f"{PROTOBUF_LIMIT} (cut the media into smaller examples)"))
+    watch.examples(columns, len(chunk))
+    return serialized
 
 
 def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: ExampleEncoder,
@@ -373,9 +425,6 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
     each augmented copy's plan."""
     coerce = _SampleCoercion(recipe.spec)
     watch = built.watch
-    transcripts = recipe.transcripts if recipe.transcribed else None
-    if transcripts is not None:
-        source = next(f.source for f in recipe.spec if f.name == transcripts.field)
     if not built.augmented:
         examples = cut_sample(sample, recipe.cut, stats, watch.audio_tap)
     else:
@@ -383,6 +432,25 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
         examples = itertools.chain(
             cut_sample(sample, recipe.cut, stats, one_tap(watch.audio_tap, heard)),
             _copies(sample, recipe.cut, stats, heard, built))
+    key = sample[KEY]
+    for chunk in _chunks(_prepared(examples, recipe, example_fn, stats)):
+        try:
+            encoded = [(chunk, _encoded(chunk, coerce, encoder, watch))]
+        except StageError:
+            # One at a time: those before the one that fails stand.
+            encoded = (([one], _encoded([one], coerce, encoder, watch)) for one in chunk)
+        for part, serialized in encoded:
+            for (index, _), data in zip(part, serialized):
+                yield stable_hash64(f"{key}#{index}", b"datagen-order"), data
+
+
+def _prepared(examples: Iterator[dict], recipe: ExampleRecipe, example_fn,
+              stats: dict) -> Iterator[tuple]:
+    """(index, feature values) of each example the cut makes, after
+    --example_fn and the empty filter (those dropped counted in `stats`)."""
+    transcripts = recipe.transcripts if recipe.transcribed else None
+    if transcripts is not None:
+        source = next(f.source for f in recipe.spec if f.name == transcripts.field)
     renamed = recipe.cut.augment.speed_as_new_speaker
     for index, example in enumerate(_stage_iter("cut", examples)):
         values = _stage("features", _feature_values, example, recipe.spec)
@@ -397,14 +465,7 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
                 {f.name: values.get(f.name) for f in recipe.spec})):
             stats["examples_filtered"] = stats.get("examples_filtered", 0) + 1
             continue
-        coerced = coerce(values)
-        serialized = _stage("encode", encoder.encode, coerced)
-        if len(serialized) > PROTOBUF_LIMIT:
-            raise StageError("encode", ValueError(
-                f"example {index} is {len(serialized)} bytes; protobuf reads none over "
-                f"{PROTOBUF_LIMIT} (cut the media into smaller examples)"))
-        watch.example(coerced)
-        yield stable_hash64(f"{sample[KEY]}#{index}", b"datagen-order"), serialized
+        yield index, values
 
 
 def _copies(sample: Mapping[str, Any], cut: CutOptions, stats: dict, heard: ActivePower,
@@ -620,7 +681,8 @@ def convert_serialized(data: bytes, key: str, recipe: ExampleRecipe,
         split, group, label = _stage("split", recipe.split_plan.assign, sample, strata)
     except StageError as e:
         return SampleOutcome(failure=e)
-    Measured(measured, split, label).example(Seen(split, label, values))
+    Measured(measured, split, label).examples(
+        SeenExamples(split, label, {name: [value] for name, value in values.items()}, 1))
     yield Example(split, stable_hash64(f"{key}#0", b"datagen-order"), bytes(data))
     return SampleOutcome(split, 1, group)
 

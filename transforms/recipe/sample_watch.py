@@ -4,8 +4,9 @@ Beam-free. The loop (transforms/recipe/examples.py) calls a sample's
 `SampleWatch` at fixed hooks, and each of its watchers takes the ones it
 needs:
 
-- `example(seen)`: each example's values as they are encoded (a content
-  hash of its media, the unit's measures);
+- `examples(seen)`: its examples' values as they are encoded, a few
+  consecutive ones at a time, as columns (a content hash of its media, the
+  unit's measures);
 - `audio(block)`: the audio its cut decodes, block by block, copies not
   included (the near fingerprint's landmarks, heard without a second
   decode);
@@ -25,7 +26,7 @@ from typing import Any, Callable, Iterable
 
 from transforms.media.loudness import ActivePower
 from transforms.recipe.fingerprints import ContentHash
-from transforms.recipe.measures import Seen
+from transforms.recipe.measures import SeenExamples
 
 __all__ = ["Hashed", "Known", "Measured", "SampleWatch", "Tapped", "Watcher", "one_tap"]
 
@@ -43,8 +44,8 @@ class Watcher:
 
     hears_audio = False
 
-    def example(self, seen: Seen) -> None:
-        """An example's values, encoded next."""
+    def examples(self, seen: SeenExamples) -> None:
+        """Consecutive examples' values, encoded next."""
 
     def audio(self, block: Any) -> None:
         """A block of the audio the cut decodes (when `hears_audio`)."""
@@ -90,8 +91,8 @@ class Hashed(Watcher):
     def __init__(self, names: Iterable[str]):
         self._hash = ContentHash(names)
 
-    def example(self, seen: Seen) -> None:
-        self._hash.update(seen.values)
+    def examples(self, seen: SeenExamples) -> None:
+        self._hash.update(seen.columns, seen.count)
 
     def finished(self) -> tuple:
         return self._hash.fingerprints()
@@ -110,9 +111,9 @@ class Measured(Watcher):
         self.hears_audio = bool(self._hearing)
         self._power = ActivePower() if self._hearing else None
 
-    def example(self, seen: Seen) -> None:
+    def examples(self, seen: SeenExamples) -> None:
         for measure, accumulator in self._measured:
-            measure.add(accumulator, seen)
+            measure.add_examples(accumulator, seen)
 
     def audio(self, block: Any) -> None:
         self._power(block)
@@ -137,11 +138,12 @@ class SampleWatch:
         self._watchers = tuple(watchers)
         self._hearing = tuple(w for w in self._watchers if w.hears_audio)
 
-    def example(self, values: dict) -> None:
+    def examples(self, columns: dict, count: int) -> None:
+        """`count` consecutive examples, their values as `columns` (SeenExamples)."""
         if self._watchers:
-            seen = Seen(self._split, self._label, values)
+            seen = SeenExamples(self._split, self._label, columns, count)
             for watcher in self._watchers:
-                watcher.example(seen)
+                watcher.examples(seen)
 
     @property
     def audio_tap(self) -> Callable[[Any], None] | None:

@@ -23,12 +23,12 @@ that gives it to the recipe). Beam-free.
 from __future__ import annotations
 
 import collections
-from typing import Any, Iterable, Mapping, NamedTuple
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple
 
 from transforms.format.arguments import ArgumentError, ArgumentTypeError
 from transforms.format.manifest import ACCOUNTING, PER_SPLIT, TOP, Section
 
-__all__ = ["ACCOUNTING", "PER_SPLIT", "TOP", "Measure", "Seen", "SplitCounts",
+__all__ = ["ACCOUNTING", "PER_SPLIT", "TOP", "Measure", "Seen", "SeenExamples", "SplitCounts",
            "check_measures", "manifest_sections"]
 
 
@@ -40,6 +40,24 @@ class Seen(NamedTuple):
     split: str
     label: str | None
     values: Mapping[str, Any]
+
+
+class SeenExamples(NamedTuple):
+    """Consecutive examples of one sample (a recording's windows), as they
+    were encoded together: `count` of them, in `split` under `label`, their
+    values as `columns` ({feature: a 2-D array with a row per example, or a
+    list of a value per example})."""
+
+    split: str
+    label: str | None
+    columns: Mapping[str, Any]
+    count: int
+
+    def each(self) -> Iterator[Seen]:
+        """Each example as a Seen, in order."""
+        for i in range(self.count):
+            yield Seen(self.split, self.label,
+                       {name: column[i] for name, column in self.columns.items()})
 
 
 class Measure:
@@ -89,6 +107,13 @@ class Measure:
         """Adds one example to `accumulator` (in place): called for every
         example written, so it should be cheap."""
         raise NotImplementedError
+
+    def add_examples(self, accumulator: Any, seen: SeenExamples) -> None:
+        """Adds a sample's consecutive examples at once: what `add` of each
+        would add. Override it where columns make it cheaper (a recording's
+        windows summed in one call)."""
+        for one in seen.each():
+            self.add(accumulator, one)
 
     # Whether it takes what was heard of each sample's audio (`heard`).
     hears_audio: bool = False

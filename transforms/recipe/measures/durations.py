@@ -13,8 +13,10 @@ import collections
 import dataclasses
 from typing import Any, Iterable, Mapping
 
+import numpy as np
+
 from transforms.format.durations import duration_bin, split_durations
-from transforms.recipe.measures import PER_SPLIT, Measure, Seen
+from transforms.recipe.measures import PER_SPLIT, Measure, Seen, SeenExamples
 
 __all__ = ["Durations", "example_duration"]
 
@@ -40,13 +42,17 @@ class Durations(Measure):
 
     def add(self, accumulator: dict, seen: Seen) -> None:
         seconds = example_duration(seen.values)
-        if seconds is None:
+        if seconds is not None:
+            _add_seconds(accumulator, seen.split, (seconds,))
+
+    def add_examples(self, accumulator: dict, seen: SeenExamples) -> None:
+        starts, ends = seen.columns.get("start_time"), seen.columns.get("end_time")
+        if "duration_s" in seen.columns or not (isinstance(starts, np.ndarray)
+                                                and isinstance(ends, np.ndarray)):
+            super().add_examples(accumulator, seen)
             return
-        found = accumulator.get(seen.split)
-        if found is None:
-            found = accumulator[seen.split] = {"bins": collections.Counter(), "ms": 0}
-        found["bins"][duration_bin(seconds)] += 1
-        found["ms"] += round(seconds * 1000)
+        # float32 differences, as example_duration takes them one at a time.
+        _add_seconds(accumulator, seen.split, (ends[:, 0] - starts[:, 0]).tolist())
 
     def merge(self, accumulators: Iterable[dict]) -> dict:
         merged: dict = {}
@@ -68,3 +74,13 @@ class Durations(Measure):
     def from_json(self, data: Mapping) -> dict:
         return {split: {"bins": collections.Counter(dict(found["bins"])), "ms": found["ms"]}
                 for split, found in data.items()}
+
+
+def _add_seconds(accumulator: dict, split: str, durations: Iterable[float]) -> None:
+    """Adds examples of these durations (seconds) in `split`."""
+    found = accumulator.get(split)
+    if found is None:
+        found = accumulator[split] = {"bins": collections.Counter(), "ms": 0}
+    for seconds in durations:
+        found["bins"][duration_bin(seconds)] += 1
+        found["ms"] += round(seconds * 1000)

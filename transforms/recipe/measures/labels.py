@@ -7,7 +7,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 
-from transforms.recipe.measures import PER_SPLIT, Seen, SplitCounts
+from transforms.recipe.measures import PER_SPLIT, Seen, SeenExamples, SplitCounts
 
 __all__ = ["Labels"]
 
@@ -22,6 +22,10 @@ class Labels(SplitCounts):
     def add(self, accumulator: dict, seen: Seen) -> None:
         if seen.label is not None:
             accumulator.setdefault(seen.split, collections.Counter())[seen.label] += 1
+
+    def add_examples(self, accumulator: dict, seen: SeenExamples) -> None:
+        if seen.label is not None:
+            accumulator.setdefault(seen.split, collections.Counter())[seen.label] += seen.count
 
     def section(self, accumulator: dict, split_names: list) -> dict:
         return {split: dict(sorted(accumulator.get(split, {}).items()))

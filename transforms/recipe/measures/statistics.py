@@ -24,8 +24,8 @@ from typing import Iterable, NamedTuple
 
 import numpy as np
 
-from transforms.format.spec import unpacked
-from transforms.recipe.measures import Measure, Seen
+from transforms.format.spec import PACKED, unpacked
+from transforms.recipe.measures import Measure, Seen, SeenExamples
 
 __all__ = ["Moments", "Statistics", "merge_moments", "statistics_entry"]
 
@@ -79,12 +79,17 @@ class Statistics(Measure):
 
     def add(self, accumulator: dict, seen: Seen) -> None:
         for feature, width, dtype in self.features:
-            rows = np.asarray(unpacked(seen.values[feature], dtype), np.float64).reshape(-1, width)
-            sums = [len(rows), rows.sum(axis=0), np.einsum("ij,ij->j", rows, rows)]
-            found = accumulator.setdefault((seen.split, feature), sums)
-            if found is not sums:
-                for i, part in enumerate(sums):
-                    found[i] += part
+            values = np.asarray(unpacked(seen.values[feature], dtype), np.float64)
+            _add_moments(accumulator, (seen.split, feature), values.reshape(1, -1, width))
+
+    def add_examples(self, accumulator: dict, seen: SeenExamples) -> None:
+        if not all(isinstance(seen.columns[feature], np.ndarray) and dtype not in PACKED
+                   for feature, _, dtype in self.features):
+            super().add_examples(accumulator, seen)
+            return
+        for feature, width, _ in self.features:
+            values = np.asarray(seen.columns[feature], np.float64)
+            _add_moments(accumulator, (seen.split, feature), values.reshape(seen.count, -1, width))
 
     def merge(self, accumulators: Iterable[dict]) -> dict:
         parts: dict = {}
@@ -108,6 +113,26 @@ class Statistics(Measure):
     def from_json(self, data) -> dict:
         return {(split, feature): Moments(count, tuple(sums), tuple(squares))
                 for split, feature, count, sums, squares in data}
+
+
+def _add_moments(accumulator: dict, key: tuple, examples: np.ndarray) -> None:
+    """Adds examples (an (examples, rows, width) float64 array) to the
+    accumulator's [rows, sums, squares] under `key`: each example's sums
+    taken alone, then added in order, so the float64 partial sums are the
+    same however many examples come at once."""
+    sums = examples.sum(axis=1)
+    if examples.shape[2] == 1:
+        # Over (examples, rows, 1) einsum sums each example's squares in
+        # another order than over one example's rows: each one alone.
+        squares = np.array([[np.einsum("i,i", rows, rows)] for rows in examples[:, :, 0]])
+    else:
+        squares = np.einsum("nij,nij->nj", examples, examples)
+    width = examples.shape[2]
+    found = accumulator.setdefault(key, [0, np.zeros(width), np.zeros(width)])
+    found[0] += examples.shape[0] * examples.shape[1]
+    # cumsum adds row after row, as one example after another would.
+    found[1] = np.cumsum(np.vstack([found[1], sums]), axis=0)[-1]
+    found[2] = np.cumsum(np.vstack([found[2], squares]), axis=0)[-1]
 
 
 def _moments(found) -> Moments:
