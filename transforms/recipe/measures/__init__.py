@@ -1,7 +1,9 @@
 """Measures: what a job learns from every example it writes, as plug-ins.
 
 A measure is a module with one class (a `Measure`): what it takes from each
-example as it is built (`add`, given a `Seen`), how partial results merge
+example as it is built (`add`, given a `Seen`; `add_examples`, given a
+`SeenExamples`, takes a recording's consecutive examples at once and by
+default gives each to `add`), how partial results merge
 (`merge`: a work unit's, then the job's, in any order and grouping), and the
 manifest section it makes of the merged result (`section`, put where `place`
 says). The converter keeps one accumulator per measure for each work unit
