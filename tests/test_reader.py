@@ -175,8 +175,9 @@ def test_the_beam_free_layers_import_with_beam_blocked():
     # check of near copies (media/same_recording; near_duplicates moved to media/),
     # then the keyed observers (recipe/observers), a sample's watchers
     # (recipe/sample_watch) and the loudness measure (recipe/measures/loudness);
-    # #57 a transform applied at read time (format/read_transform).
-    assert out.stdout.strip() == "63"
+    # #57 a transform applied at read time (format/read_transform) and the
+    # allocator's setting for a recording's arrays (media/allocator).
+    assert out.stdout.strip() == "64"
 
 
 def test_inspect_shows_counts_and_decoded_examples(dataset):

@@ -446,14 +446,16 @@ class ExampleEncoder:
                     rows[i] += (prefix, floats[i]) if floats.shape[1] else (prefix,)
                     totals[i] += length
                 continue
-            last = written = None
+            entry = last = None
             for i in range(count):
                 value = column[i]
-                if value is not last or written is None:
+                if entry is None or value is not last:
                     entry, length = _entry(head, tag, kind, value, name)
-                    last, written = value, (b"".join(entry), length)
-                rows[i].append(written[0])
-                totals[i] += written[1]
+                    last = value
+                elif len(entry) > 1:   # the same value again: its parts joined once
+                    entry = [b"".join(entry)]
+                rows[i] += entry
+                totals[i] += length
         return [b"".join([_FIELD1_LEN, _varint(total), *parts])
                 for parts, total in zip(rows, totals)]
 
