@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
+import gc
 import importlib
 import logging
 import os
@@ -328,3 +329,8 @@ def main(run: Callable, parser: Callable[[], argparse.ArgumentParser] | None = N
         print(f"{kind}: {_one_line(e)}" + (f"\n  try: {hint}" if hint else ""),
               file=sys.stderr)
         sys.exit(code)
+    finally:
+        # The interpreter's exit would collect every object Beam and the job
+        # made, over and over as it tears the modules down: ~0.6 s of every
+        # run. Frozen, they are left to the process's end (atexit still runs).
+        gc.freeze()
