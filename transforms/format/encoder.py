@@ -441,9 +441,12 @@ class ExampleEncoder:
             if isinstance(column, np.ndarray) and column.ndim == 2 and kind == "float":
                 floats = _float32_array(column, name).reshape(count, -1)
                 entry, length = _entry(head, tag, kind, floats[0], name)
-                prefix = b"".join(entry[:-1]) if floats.shape[1] else b"".join(entry)
+                # Every row's entry is this head (all of the entry, rows of no
+                # values), then the row's own memory.
+                width = floats.shape[1]
+                entry_head = b"".join(entry[:-1] if width else entry)
                 for i in range(count):
-                    rows[i] += (prefix, floats[i]) if floats.shape[1] else (prefix,)
+                    rows[i] += (entry_head, floats[i]) if width else (entry_head,)
                     totals[i] += length
                 continue
             entry = last = None

@@ -123,18 +123,14 @@ class ContentHash:
     def update(self, columns: Mapping[str, Any], count: int) -> None:
         """Feeds `count` consecutive examples, their values as columns (a 2-D
         array with a row per example, or a list of a value per example)."""
-        if len(self._names) == 1 and isinstance(columns[self._names[0]], np.ndarray):
-            # One media feature's rows, back to back: what feeding each gives.
-            self._digest.update(np.ascontiguousarray(columns[self._names[0]]).data)
-        else:
-            for i in range(count):
-                for name in self._names:
-                    value = columns[name][i]
-                    if isinstance(value, np.ndarray):
-                        self._digest.update(np.ascontiguousarray(value).data)
-                    else:
-                        for item in value:
-                            self._digest.update(bytes(item))
+        for i in range(count):
+            for name in self._names:
+                value = columns[name][i]
+                if isinstance(value, np.ndarray):
+                    self._digest.update(np.ascontiguousarray(value).data)
+                else:
+                    for item in value:
+                        self._digest.update(bytes(item))
         self._fed = bool(self._names)
 
     def fingerprints(self) -> tuple:

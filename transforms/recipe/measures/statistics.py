@@ -24,7 +24,7 @@ from typing import Iterable, NamedTuple
 
 import numpy as np
 
-from transforms.format.spec import PACKED, unpacked
+from transforms.format.spec import unpacked
 from transforms.recipe.measures import Measure, Seen, SeenExamples
 
 __all__ = ["Moments", "Statistics", "merge_moments", "statistics_entry"]
@@ -83,8 +83,9 @@ class Statistics(Measure):
             _add_moments(accumulator, (seen.split, feature), values.reshape(1, -1, width))
 
     def add_examples(self, accumulator: dict, seen: SeenExamples) -> None:
-        if not all(isinstance(seen.columns[feature], np.ndarray) and dtype not in PACKED
-                   for feature, _, dtype in self.features):
+        # A column is an array only where its values were (never packed ones).
+        if not all(isinstance(seen.columns[feature], np.ndarray)
+                   for feature, _, _ in self.features):
             super().add_examples(accumulator, seen)
             return
         for feature, width, _ in self.features:
