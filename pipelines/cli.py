@@ -50,7 +50,7 @@ from pipelines.flag_types import GROUPS_ATTRIBUTE, Flag, flag_group
 from pipelines.template_metadata import TEMPLATES
 from transforms.format.arguments import ArgumentError
 from transforms.format.dead_letters import DatasetFailed
-from transforms.runner import progress
+from transforms.runner import progress, worker_pool
 from transforms.runner.beam_internals import BeamArgumentParser, declare_flags
 
 __all__ = ["EXIT_BUG", "EXIT_DATA", "EXIT_FLAGS", "EXIT_INFRASTRUCTURE", "FlagError",
@@ -315,6 +315,10 @@ def main(run: Callable, parser: Callable[[], argparse.ArgumentParser] | None = N
     progress.INTERVAL_S = _PROGRESS_S
     try:
         with _logger_levels(levels):
+            if job in TEMPLATES:
+                # A Beam job: the zygote of its local workers, should it take
+                # more than one, forked while nothing but imports has happened.
+                worker_pool.fork_ahead()
             run(argv)
     except Exception as e:  # noqa: BLE001 - every error ends here, as an exit code
         code = exit_code(e)
@@ -330,6 +334,7 @@ def main(run: Callable, parser: Callable[[], argparse.ArgumentParser] | None = N
               file=sys.stderr)
         sys.exit(code)
     finally:
+        worker_pool.discard_ahead()
         # The interpreter's exit would collect every object Beam and the job
         # made, over and over as it tears the modules down: ~0.6 s of every
         # run. Frozen, they are left to the process's end (atexit still runs).

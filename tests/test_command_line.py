@@ -226,6 +226,51 @@ def test_an_options_view_is_made_once_and_shares_its_sources_values():
     assert options.view_as(DirectOptions).direct_num_workers == 5
 
 
+def test_a_dofns_specs_are_beams_own_answer_once_a_class():
+    """beam_internals.remember_dofn_specs (make_pipeline turns it on): Beam's
+    own answer, asked once a DoFn class whatever the instance, and each time
+    for an instance that holds a method of its own (whose defaults may differ)."""
+    import apache_beam as beam
+    from apache_beam.coders import VarIntCoder
+    from apache_beam.transforms import userstate
+
+    from transforms import make_pipeline
+    from transforms.runner import beam_internals
+
+    spec = userstate.ReadModifyWriteStateSpec("count", VarIntCoder())
+    state = beam.DoFn.StateParam(spec)   # Beam's way of asking for state: a default
+
+    class Stateful(beam.DoFn):
+        def process(self, x, count=state):
+            yield x
+
+    class Counter:
+        def bump(self, x, count=state):
+            return x
+
+    class Holding(beam.DoFn):
+        def __init__(self, method):
+            self.method = method
+
+        def process(self, x):
+            yield self.method(x)
+
+    make_pipeline()
+    beams = beam_internals._DOFN_SPECS
+    asked = []
+    dofns = [Stateful(), Stateful(), Holding(Counter().bump), Holding(Counter().bump),
+             beam.Map(len).fn, beam.Map(len).fn]
+    try:
+        beam_internals._DOFN_SPECS = lambda dofn: asked.append(type(dofn).__name__) or beams(dofn)
+        answers = [userstate.get_dofn_specs(dofn) for dofn in dofns]
+    finally:
+        beam_internals._DOFN_SPECS = beams
+    assert answers == [beams(dofn) for dofn in dofns]
+    assert answers[0] == answers[2] == ({spec}, set()) and answers[4] == (set(), set())
+    # Map's class was asked as the Maps were made.
+    assert asked == ["Stateful", "Holding", "Holding"]
+
+
 @pytest.mark.parametrize("flags, words", [
     (["--features", "label=cls:int64,json.nothing:int64"], "40 of 40 inputs failed"),
     (["--split_by", "json.nothing"], "40 of 40 inputs failed"),

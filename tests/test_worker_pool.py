@@ -112,4 +112,4 @@ def test_a_pipeline_made_and_never_run_ends_its_pool():
     zygote = pipeline.runner._pool._zygote
     del pipeline
     gc.collect()
-    assert zygote.wait(timeout=30) == 0
+    assert zygote.wait() == 0

@@ -26,8 +26,9 @@ needs both, and reaches into Beam here and nowhere else:
 - `remember_dofn_specs`: `userstate.get_dofn_specs`, which inspects every
   method of a DoFn for state and timer parameters, and which Beam calls
   three times or more for each ParDo of a graph (874 times on a small job:
-  a tenth of its wall time); a DoFn's methods do not change once it is
-  made, so each instance's answer is kept, weakly, and given again;
+  a tenth of its wall time), and again for each copy a stage unpickles; the
+  answer depends only on the DoFn's class and the methods its instance holds
+  (Map's function), so it is kept for those and given again;
 - `remember_option_views`: `PipelineOptions.view_as`, which builds an
   argparse parser of every flag of the view's class and parses the flags
   again each time it is called; Beam calls it for each transform it applies
@@ -53,6 +54,7 @@ import importlib
 import itertools
 import logging
 import re
+import types
 import weakref
 from typing import Callable, Iterator
 
@@ -67,6 +69,7 @@ from apache_beam.portability.api import (
 from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
 from apache_beam.runners.worker import sdk_worker_main
 from apache_beam.runners.worker.channel_factory import GRPCChannelFactory
+from apache_beam.transforms import core as beam_core
 from apache_beam.transforms import userstate
 from google.protobuf import json_format, text_format
 
@@ -93,18 +96,37 @@ def given_flags(options) -> frozenset:
 
 
 _DOFN_SPECS = userstate.get_dofn_specs
-_KNOWN_SPECS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# A class's answer, for its instances that hold no method of their own; False
+# for a class whose instances are each asked.
+_CLASS_SPECS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# What a class's attributes may be for its instances' answers to be the
+# class's: none of these gives a method made per instance.
+_PLAIN_ATTRIBUTES = (types.FunctionType, classmethod, staticmethod, types.BuiltinFunctionType,
+                     types.WrapperDescriptorType, types.MethodDescriptorType,
+                     types.GetSetDescriptorType, types.MemberDescriptorType)
+
+
+def _plain(cls: type) -> bool:
+    # Beam's DoFn itself is read for this version: its properties say whether
+    # methods are defined, never give one.
+    return all(not hasattr(value, "__get__") or isinstance(value, _PLAIN_ATTRIBUTES)
+               for klass in cls.__mro__[:-1] if klass is not beam_core.DoFn
+               for value in vars(klass).values())
 
 
 def _remembered_dofn_specs(dofn) -> tuple:
-    try:
-        return _KNOWN_SPECS[dofn]
-    except KeyError:
-        pass
-    except TypeError:   # a DoFn no weak reference can hold: asked every time
+    # Beam's answer depends on the methods `dir` finds on the DoFn and their
+    # parameters' defaults: the class's, unless the instance holds a method
+    # itself (Map of a bound method) or a class attribute (a property) could
+    # give one that differs.
+    cls = type(dofn)
+    own = getattr(dofn, "__dict__", None)
+    if own is None or any(isinstance(value, types.MethodType) for value in own.values()):
         return _DOFN_SPECS(dofn)
-    specs = _KNOWN_SPECS[dofn] = _DOFN_SPECS(dofn)
-    return specs
+    specs = _CLASS_SPECS.get(cls)
+    if specs is None:
+        specs = _CLASS_SPECS[cls] = _DOFN_SPECS(dofn) if _plain(cls) else False
+    return specs or _DOFN_SPECS(dofn)
 
 
 def remember_dofn_specs() -> None:

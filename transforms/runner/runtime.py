@@ -44,7 +44,7 @@ from transforms.runner.beam_internals import (
     remember_dofn_specs,
     remember_option_views,
 )
-from transforms.runner.worker_pool import LocalWorkerPool
+from transforms.runner.worker_pool import LocalWorkerPool, discard_ahead
 
 __all__ = ["announce_job", "make_pipeline", "local_runner", "runs_locally", "wait_for"]
 
@@ -124,6 +124,7 @@ def make_pipeline(options: PipelineOptions | None = None,
     remember_dofn_specs()   # the graph about to be built checks each DoFn once
     remember_option_views()  # and views the options once per class
     if not runs_locally(options):
+        discard_ahead()
         setup = options.view_as(SetupOptions)
         if setup.save_main_session is None:
             setup.save_main_session = False
@@ -134,6 +135,7 @@ def make_pipeline(options: PipelineOptions | None = None,
     workers = 1 if direct.direct_num_workers is None else direct.direct_num_workers
     if workers != 1 and "direct_running_mode" not in chosen:
         return beam.Pipeline(runner=_PooledRunner(progress_s), options=options)
+    discard_ahead()
     return beam.Pipeline(runner=local_runner(progress_s), options=options)
 
 

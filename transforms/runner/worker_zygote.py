@@ -1,21 +1,25 @@
 """The process local SDK workers are forked from: Beam and the project imported
 once, before the job needs a worker (transforms/runner/worker_pool.py starts it).
 
-    python -m transforms.runner.worker_zygote REPORT_FD MODULE,... [LOGGER=LEVEL ...]
+    python -m transforms.runner.worker_zygote REPORT_FD
 
-It imports the MODULEs (the project's modules the launcher has loaded: those
-its steps come from) and reads Beam's StartWorkerRequests from stdin (each a 4-byte length, then the
-message), forks a child per request that runs Beam's own SDK harness against
-the runner's endpoints, and writes a line to the pipe REPORT_FD for every
-child that ends badly ("<worker id> <exit status>"). Its children log what
-the launcher's loggers would (the LOGGER=LEVEL pairs), to its stderr; what
-Beam prints to sys.stderr (a failed bundle's traceback) is logged at DEBUG.
+or forked from a launcher that has imported its job (`serve`, what the
+module's `main` runs too). Its first message on its requests stream (each a
+4-byte length, then the message) is a JSON `Preparation`: the project's
+modules the launcher has loaded (those its steps come from), which it
+imports, and the launcher's logging levels. Every later message is one of
+Beam's StartWorkerRequests: it forks a child per request that runs Beam's own
+SDK harness against the runner's endpoints, and writes a line to the
+`reports` stream (the pipe REPORT_FD) for every child that ends badly
+("<worker id> <exit status>"). Its children log what the launcher's loggers
+would, to its stderr; what Beam prints to sys.stderr (a failed bundle's
+traceback) is logged at DEBUG.
 
 A child inherits every module imported here, so it is ready in milliseconds
 where a fresh interpreter spends a second importing Beam; and it leaves with
 `os._exit` once its harness is done, skipping the half second an interpreter
-holding Beam's 2,000 modules takes to tear them down. At the end of stdin
-the zygote waits for its children and leaves.
+holding Beam's 2,000 modules takes to tear them down. At the end of its
+requests the zygote waits for its children and leaves.
 
 The same harness runs in a Dataflow worker; only how it was started differs.
 """
@@ -23,26 +27,47 @@ The same harness runs in a Dataflow worker; only how it was started differs.
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import os
 import signal
 import sys
 import traceback
+from typing import IO, NamedTuple, NoReturn
 
 from apache_beam.portability.api import beam_fn_api_pb2
 
 from transforms.runner import beam_internals
 
-__all__ = ["main", "read_request"]
+__all__ = ["Preparation", "framed", "main", "serve"]
 
 
-def read_request(stream) -> beam_fn_api_pb2.StartWorkerRequest | None:
-    """The next length-prefixed StartWorkerRequest on `stream`; None at its end."""
+class Preparation(NamedTuple):
+    """What a zygote does before its first worker: import `modules`, and log as
+    the launcher's loggers would (`levels`, by logger name, "" the root)."""
+    modules: tuple
+    levels: dict
+
+    def message(self) -> bytes:
+        return framed(json.dumps(self._asdict()).encode())
+
+
+def framed(message: bytes) -> bytes:
+    """`message` as the zygote reads it: its 4-byte length first."""
+    return len(message).to_bytes(4, "big") + message
+
+
+def _read_message(stream: IO[bytes]) -> bytes | None:
     header = stream.read(4)
     if len(header) < 4:
         return None
-    return beam_fn_api_pb2.StartWorkerRequest.FromString(
-        stream.read(int.from_bytes(header, "big")))
+    return stream.read(int.from_bytes(header, "big"))
+
+
+def _read_request(stream: IO[bytes]) -> beam_fn_api_pb2.StartWorkerRequest | None:
+    """The next length-prefixed StartWorkerRequest on `stream`; None at its end."""
+    message = _read_message(stream)
+    return None if message is None else beam_fn_api_pb2.StartWorkerRequest.FromString(message)
 
 
 def _run_worker(request: beam_fn_api_pb2.StartWorkerRequest) -> int:
@@ -95,19 +120,24 @@ class _DebugLog:
         return getattr(self._stream, name)
 
 
-def main() -> None:
-    reports = os.fdopen(int(sys.argv[1]), "w")
-    for module in filter(None, sys.argv[2].split(",")):
+def serve(requests: IO[bytes], reports: IO[str]) -> NoReturn:
+    """The zygote's life (module docstring), in this process: it prepares as its
+    first message says, forks a worker for each request after it, and leaves
+    (`os._exit`) once `requests` ends and its workers have."""
+    preparation = _read_message(requests)
+    if preparation is None:   # the launcher needed no worker
+        os._exit(0)
+    preparation = Preparation(**json.loads(preparation))
+    for module in preparation.modules:
         importlib.import_module(module)
-    levels = {name: int(level) for name, level in
-              (item.rsplit("=", 1) for item in sys.argv[3:])}
-    levels.setdefault("", logging.WARNING)
+    beam_internals.remember_dofn_specs()   # as the launcher does: each stage's DoFns
+    levels = {"": logging.WARNING, **preparation.levels}
     handler = logging.StreamHandler()   # the zygote's stderr, whatever sys.stderr becomes
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     handler.addFilter(_LauncherLevels(levels))
-    logging.getLogger().addHandler(handler)
+    # A zygote forked from the launcher holds its handlers: this one replaces them.
+    logging.getLogger().handlers[:] = [handler]
     sys.stderr = _DebugLog(logging.getLogger("transforms.runner.worker"), sys.stderr)
-    requests = sys.stdin.buffer
     children: dict = {}
 
     def reap(block: bool) -> None:
@@ -122,7 +152,7 @@ def main() -> None:
                 print(worker_id, os.waitstatus_to_exitcode(status), file=reports, flush=True)
 
     signal.signal(signal.SIGCHLD, lambda *_: reap(block=False))
-    while (request := read_request(requests)) is not None:
+    while (request := _read_request(requests)) is not None:
         # SIGCHLD waits until the child is on the books.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
         pid = os.fork()
@@ -137,6 +167,10 @@ def main() -> None:
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     reap(block=True)
     os._exit(0)
+
+
+def main() -> NoReturn:
+    serve(sys.stdin.buffer, os.fdopen(int(sys.argv[1]), "w"))
 
 
 if __name__ == "__main__":
