@@ -12,7 +12,7 @@ dataset-wide rule is a module here and a line in `DATASET_CHECKS`.
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Iterable, Mapping
 
 import apache_beam as beam
 
@@ -29,12 +29,13 @@ __all__ = ["DATASET_CHECKS", "FOUND", "FindAll", "judge", "observing", "over_tot
 DATASET_CHECKS: tuple = (FailureFraction(), SplitLeakage(), KeysOnce(), SomeExamples(),
                          SplitBalance(), Duplicates())
 
-# What FindAll gives judge: (name, what the check found, summarised) of each.
+# What FindAll gives judge: (name, a record the check found, summarised) of
+# each, read as a multimap (beam.pvalue.AsMultiMap): no step gathers them.
 FOUND = "found"
 
 
 class FindAll(beam.PTransform):
-    """Receipts -> {FOUND: (name, its summarised findings) of each of the
+    """Receipts -> {FOUND: (name, a summarised finding) of each of the
     DATASET_CHECKS with an observer that `policy` asks for, and, by each
     one's name, what its join found}. Only the checks' small records are
     shuffled. `given` holds what a check found by a pass of its own before
@@ -60,23 +61,23 @@ class FindAll(beam.PTransform):
             summarise = check.summarise(policy)
             if summarise is not None:
                 found = found | f"{step}Summary" >> summarise
-            summaries.append(found
-                             | f"{step}Found" >> beam.combiners.ToList()
-                             | f"{step}Named" >> beam.Map(lambda found, name: (name, found),
-                                                          check.name))
+            summaries.append(found | f"{step}Named" >> beam.Map(
+                lambda found, name: (name, found), check.name))
         return {FOUND: summaries | "AllFound" >> beam.Flatten(), **joined}
 
 
-def judge(found: Mapping[str, list], judging: Judging,
+def judge(found: Mapping[str, Iterable], judging: Judging,
           checks: tuple | None = None) -> list[Verdict]:
-    """The Verdict of each of `checks` (all), in order, on what `FindAll` found (by
-    name), each judging with the facts of those before (an empty Verdict of
+    """The Verdict of each of `checks` (all), in order, on what `FindAll` found
+    (a multimap: each observing check's records by its name; a check over the
+    totals finds none), each judging with the facts of those before (an empty Verdict of
     one the policy does not ask for)."""
     verdicts, facts = [], dict(judging.facts or {})
     for check in DATASET_CHECKS if checks is None else checks:
         verdict = Verdict()
         if check.applies(judging.policy):
-            verdict = check.judge(found.get(check.name, []), judging._replace(facts=facts))
+            records = [] if check.observer is None else list(found[check.name])
+            verdict = check.judge(records, judging._replace(facts=facts))
             facts.update(verdict.facts)
         verdicts.append(verdict)
     return verdicts

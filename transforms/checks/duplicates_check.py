@@ -45,8 +45,7 @@ class _Summed(beam.PTransform):
     def expand(self, groups):
         tallies = (groups
                    | "GroupTallies" >> beam.FlatMap(group_tallies, self._split_order)
-                   | "SumGroupTallies" >> beam.CombinePerKey(sum)
-                   | "GroupTallyDict" >> beam.combiners.ToDict())
+                   | "SumGroupTallies" >> beam.CombinePerKey(sum))
         firsts = (groups
                   | "AcrossSplits" >> beam.Filter(
                       lambda group: len(group.splits) > 1 and group.kinds != (SIMILAR,))
@@ -54,7 +53,7 @@ class _Summed(beam.PTransform):
         return (groups.pipeline
                 | "Once" >> beam.Create([None])
                 | "Together" >> beam.Map(lambda _, t, f: (t, f),
-                                         beam.pvalue.AsSingleton(tallies),
+                                         beam.pvalue.AsDict(tallies),
                                          beam.pvalue.AsSingleton(firsts)))
 
 

@@ -20,7 +20,7 @@ instead; its fingerprints are not grouped again (they were taken otherwise).
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, NamedTuple
+from typing import Any, Iterable, Mapping, NamedTuple
 
 import apache_beam as beam
 
@@ -97,13 +97,16 @@ class LedgerChecks(beam.PTransform):
                   | "ReadLedger" >> beam.io.ReadFromText(self._path)
                   | "Receipts" >> beam.Map(ledger_receipt)
                   | "DatasetChecks" >> FindAll(self._judging.policy))
-        return (checks[FOUND]
-                | "AllFound" >> beam.combiners.ToDict()
-                | "Problems" >> beam.FlatMap(_problems, self._name, self._document,
-                                             self._judging))
+        return (pbegin
+                | "Once" >> beam.Create([None])
+                | "Problems" >> beam.FlatMap(
+                    lambda _, found, *args: _problems(found, *args),
+                    beam.pvalue.AsMultiMap(checks[FOUND]), self._name, self._document,
+                    self._judging))
 
 
-def _problems(found: dict, name: str, document: Mapping[str, Any], judging: Judging) -> list:
+def _problems(found: Mapping[str, Iterable], name: str, document: Mapping[str, Any],
+              judging: Judging) -> list:
     checks = observing()
     problems = []
     for check, verdict in zip(checks, judge(found, judging, checks)):

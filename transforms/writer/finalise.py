@@ -364,7 +364,7 @@ class Finalise(beam.PTransform):
     docstring), every one of the DATASET_CHECKS run over the receipts.
 
     `planned` are the work units as (index, span or None) pairs, `shards`
-    ShardRecords, `tallies` the singleton dict of summed tallies, `failures`
+    ShardRecords, `tallies` (Tally, count) pairs, one a tally, `failures`
     the dead letters no receipt holds (a sink's refusals, the steps' before the
     writer), `receipts` the units'
     UnitReceipts (transforms/writer/ledger.py), checked against `planned`,
@@ -399,8 +399,7 @@ class Finalise(beam.PTransform):
                     # (name, (name, its accumulator as JSON)) of each unit's measures
                     | "UnitMeasures" >> beam.FlatMap(lambda r: ((n, (n, a)) for n, a in r.measures))
                     | "MergeMeasures" >> beam.CombinePerKey(
-                        _MergeMeasure(config.recipe.every_measure))
-                    | "MeasuresDict" >> beam.combiners.ToDict())
+                        _MergeMeasure(config.recipe.every_measure)))
         given = {Duplicates.name: inputs["duplicates"]} if "duplicates" in inputs else {}
         checks = inputs["receipts"] | "DatasetChecks" >> FindAll(Policy.of_config(config), given)
         duplicate_parts = (
@@ -414,12 +413,12 @@ class Finalise(beam.PTransform):
                 _CheckFn(config, self._temp_dir),
                 planned=beam.pvalue.AsList(inputs["planned"]),
                 shards=beam.pvalue.AsList(inputs["shards"]),
-                tallies=beam.pvalue.AsSingleton(inputs["tallies"]),
+                tallies=beam.pvalue.AsDict(inputs["tallies"]),
                 failure_parts=beam.pvalue.AsList(failure_parts),
                 spans=beam.pvalue.AsList(spans),
                 duplicate_parts=beam.pvalue.AsList(duplicate_parts),
-                found=beam.pvalue.AsDict(checks[FOUND]),
-                measured=beam.pvalue.AsSingleton(measured)))
+                found=beam.pvalue.AsMultiMap(checks[FOUND]),
+                measured=beam.pvalue.AsDict(measured)))
         moved = (
             plan
             | "MoveBatches" >> beam.FlatMap(_move_batches, config.output)

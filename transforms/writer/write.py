@@ -507,8 +507,7 @@ class WriteDataset(beam.PTransform):
             tally_parts
             # Typed, so the tallies are summed by the Tally's own deterministic coder.
             | "AllTallies" >> beam.Flatten().with_output_types(Tuple[Tally, int])
-            | "SumTallies" >> beam.CombinePerKey(sum)
-            | "TallyDict" >> beam.combiners.ToDict())
+            | "SumTallies" >> beam.CombinePerKey(sum))
         return {
             "planned": planned,
             "shards": shards,
