@@ -28,7 +28,9 @@ def peer_arguments(doc: str, utterances: int, argv=None) -> tuple[argparse.Names
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workdir", default="", help="kept between runs: the corpus, the venv")
     args = parser.parse_args(argv)
-    return args, args.workdir or tempfile.mkdtemp(prefix="peer-bench-")
+    # Absolute: a peer's manifests name the corpus's files by the paths given.
+    return args, os.path.abspath(args.workdir) if args.workdir else tempfile.mkdtemp(
+        prefix="peer-bench-")
 
 
 def peer_python(workdir: str, name: str, packages: Sequence[str]) -> str:
