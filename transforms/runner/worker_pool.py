@@ -91,6 +91,8 @@ def fork_ahead() -> None:
     requests_in, requests_out = os.pipe()
     reports_in, reports_out = os.pipe()
     gc.freeze()   # the objects so far are shared, and no collection copies their pages
+    sys.stdout.flush()   # what is buffered is the launcher's to write, not a worker's too
+    sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
         try:
