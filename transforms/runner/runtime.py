@@ -7,8 +7,9 @@ asks for the DirectRunner gets the FnApiRunner it would have fallen back to; it
 honours --direct_num_workers and --direct_running_mode the same way.
 
 More than one local worker, and no --direct_running_mode: the workers are
-processes (threads would share one GIL), forked from a process started as the
-pipeline is made (transforms/runner/worker_pool.py) instead of Beam's own
+processes (threads would share one GIL), forked from one process that holds
+Beam already (transforms/runner/worker_pool.py: forked from a job's command
+line as it starts, or started as the pipeline is made) instead of Beam's own
 `multi_processing` ones, which start only when the first step runs and cost
 seconds of start-up and shut-down (docs/performance.md has the timeline).
 `--direct_running_mode multi_processing` still asks for Beam's.
