@@ -314,3 +314,22 @@ def test_a_dataflow_job_prints_its_console_url(capsys):
     assert capsys.readouterr().out == (
         "job 2026-11-24_01_02_03-42: https://console.cloud.google.com/dataflow/jobs/"
         "europe-west4/2026-11-24_01_02_03-42?project=p\n")
+
+
+def test_a_job_imports_beam_without_the_bridges_it_never_uses():
+    # pipelines/__init__.py: Beam's optional pandas, MongoDB and BigQuery imports
+    # are refused while Beam imports, quietly, and import as usual afterwards.
+    bridges = "('pandas', 'pymongo', 'apache_beam.io.gcp.bigquery')"
+    code = ("import sys, pipelines.tar_to_tfrecord, apache_beam as beam; "
+            f"print([m for m in {bridges} if m in sys.modules]); "
+            "import pandas, apache_beam.io.gcp.bigquery; "
+            "print(beam.Pipeline is not None, pandas.DataFrame({'a': [1]}).shape)")
+    lean = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                          text=True, check=True)
+    assert lean.stdout.split("\n")[:2] == ["[]", "True (1, 1)"] and lean.stderr == ""
+    # Another Beam than the one it was written for: Beam imported whole.
+    other = ("import sys, transforms.runner.beam_import as lean; lean.BEAM_VERSION = '0.1'; "
+             "lean.import_beam_lean(); print('pandas' in sys.modules)")
+    whole = subprocess.run([sys.executable, "-c", other], cwd=REPO, capture_output=True,
+                           text=True, check=True)
+    assert whole.stdout.strip() == "True"

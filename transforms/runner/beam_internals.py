@@ -73,12 +73,14 @@ from apache_beam.transforms import core as beam_core
 from apache_beam.transforms import userstate
 from google.protobuf import json_format, text_format
 
+from transforms.runner.beam_import import BEAM_VERSION
+
 __all__ = ["BEAM_VERSION", "BeamArgumentParser", "SUPPORTED", "declare_flags", "given_flags",
            "raised_in_worker", "remember_dofn_specs", "remember_option_views", "sdk_harness",
            "serve", "watching_bundles"]
 
-# The Beam release these internals were read from and tested with.
-BEAM_VERSION = "2.77"
+# Whether the installed Beam is the release these internals were read from
+# and tested with.
 SUPPORTED = apache_beam.__version__.startswith(BEAM_VERSION + ".")
 
 _LOG = logging.getLogger(__name__)
