@@ -13,6 +13,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 import transforms as dg
 from pipelines import dataset_job, tar_to_tfrecord
+from transforms.runner.launcher_steps import OnSmallRecords
 from transforms.runner.worker_count import WORTH_BYTES, busiest_share, local_workers
 from transforms.testing.corpus import write_corpus
 
@@ -38,6 +39,46 @@ def test_workers_are_processes_forked_from_one_zygote(tmp_path, workers):
     pids, parents = {pid for pid, _ in noted}, {parent for _, parent in noted}
     assert len(pids) == min(int(workers) or os.cpu_count(), 8) and os.getpid() not in pids
     assert len(parents) == 1 and os.getpid() not in parents  # the zygote, a child of ours
+
+
+class _NoteSetUp(beam.DoFn):
+    def __init__(self, folder: str):
+        self._folder = folder
+
+    def setup(self):
+        with open(os.path.join(self._folder, f"set-up-{id(self)}"), "w") as f:
+            f.write(f"{os.getpid()}")
+
+    def process(self, x):
+        yield _note_process(x, self._folder)
+
+
+class _Tally(OnSmallRecords, beam.PTransform):
+    """Small records: its steps run in the launcher of a pooled run."""
+
+    def __init__(self, folder: str):
+        super().__init__()
+        self._folder = folder
+
+    def expand(self, numbers):
+        return (numbers
+                | "Sum" >> beam.CombineGlobally(sum)
+                | "Note" >> beam.ParDo(_NoteSetUp(self._folder)))
+
+
+def test_small_records_stay_in_the_launcher_and_the_rest_goes_to_the_workers(tmp_path):
+    # transforms/runner/launcher_steps.py: a user's step, and ours over media,
+    # on the workers; an OnSmallRecords' steps in this process, on one worker.
+    with _workers() as p:
+        done = p | beam.Create(range(8)) | beam.Map(_note_process, str(tmp_path))
+        (tmp_path / "tally").mkdir()
+        total = done | _Tally(str(tmp_path / "tally"))
+        assert_that(total, equal_to([28]))
+    worked = {int((tmp_path / f"{x}").read_text().split()[0]) for x in range(8)}
+    tallied = int((tmp_path / "tally" / "28").read_text().split()[0])
+    assert tallied == os.getpid() and os.getpid() not in worked and len(worked) == 2
+    # One in-process worker runs such a stage, not one a pool worker (a DoFn set up once).
+    assert len(list((tmp_path / "tally").glob("set-up-*"))) == 1
 
 
 def _exit_on_three(x):

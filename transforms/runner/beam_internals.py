@@ -40,7 +40,12 @@ needs both, and reaches into Beam here and nowhere else:
   a RuntimeError holding the worker's traceback as text; the project's own
   exception (a DatasetFailed: too many dead letters) is raised again from
   its last line, so a job's exit code and one-line error do not depend on
-  how many worker processes it ran.
+  how many worker processes it ran;
+- `OneWorkerStages`: `FnApiRunner._execute_bundle`, which gives every stage
+  as many workers as the run has (--direct_num_workers), each stage's input
+  split over that many handlers of its environment; a stage run in the
+  launcher's own process (transforms/runner/launcher_steps.py) is given one,
+  not two threads that each build the stage again.
 
 `SUPPORTED` says whether the installed Beam is the one these were written for
 (setup.py pins it). On another version the jobs still run: the progress
@@ -75,9 +80,9 @@ from google.protobuf import json_format, text_format
 
 from transforms.runner.beam_import import BEAM_VERSION
 
-__all__ = ["BEAM_VERSION", "BeamArgumentParser", "SUPPORTED", "declare_flags", "given_flags",
-           "raised_in_worker", "remember_dofn_specs", "remember_option_views", "sdk_harness",
-           "serve", "watching_bundles"]
+__all__ = ["BEAM_VERSION", "BeamArgumentParser", "OneWorkerStages", "SUPPORTED", "declare_flags",
+           "given_flags", "raised_in_worker", "remember_dofn_specs", "remember_option_views",
+           "sdk_harness", "serve", "watching_bundles"]
 
 # Whether the installed Beam is the release these internals were read from
 # and tested with.
@@ -253,6 +258,20 @@ def watching_bundles(on_answer: Callable[[int, list], None]) -> Iterator[Callabl
     finally:
         fn_runner.ProgressRequester = requester
         worker_handlers.EmbeddedWorkerHandler.__init__ = embedded_init
+
+
+class OneWorkerStages:
+    """A mixin for an FnApiRunner: the stages of the environment
+    `one_worker_environment` run on one worker of it (module docstring). On
+    another Beam, they run as Beam gives them (as many workers as the run)."""
+
+    one_worker_environment = ""
+
+    def _execute_bundle(self, context, bundle_context_manager, bundle_input):
+        # The stage's handlers are made on first use, from this count.
+        if SUPPORTED and bundle_context_manager.stage.environment == self.one_worker_environment:
+            bundle_context_manager.num_workers = 1
+        return super()._execute_bundle(context, bundle_context_manager, bundle_input)
 
 
 # The last line of a worker's traceback: `module.Class: message [while running 'step']`.

@@ -41,10 +41,12 @@ from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 from apache_beam.runners.runner import PipelineResult, PipelineState
 
 from transforms.runner.beam_internals import (
+    OneWorkerStages,
     raised_in_worker,
     remember_dofn_specs,
     remember_option_views,
 )
+from transforms.runner.launcher_steps import IN_PROCESS, launcher_steps, steps_in_process
 from transforms.runner.worker_pool import LocalWorkerPool, discard_ahead
 
 __all__ = ["announce_job", "make_pipeline", "local_runner", "runs_locally", "wait_for"]
@@ -61,9 +63,12 @@ def local_runner(progress_s: float | None = None) -> FnApiRunner:
     return FnApiRunner(progress_request_frequency=progress_s)
 
 
-class _PooledRunner(FnApiRunner):
+class _PooledRunner(OneWorkerStages, FnApiRunner):
     """The FnApiRunner with its workers from a LocalWorkerPool, started with it
-    and ended with its one run."""
+    and ended with its one run. The steps of transforms over small records
+    run in this process instead (transforms/runner/launcher_steps.py)."""
+
+    one_worker_environment = IN_PROCESS
 
     def __init__(self, progress_s: float | None):
         pool = LocalWorkerPool()
@@ -76,6 +81,7 @@ class _PooledRunner(FnApiRunner):
     def run_pipeline(self, pipeline, options):
         beam_runner_log = logging.getLogger(FnApiRunner.__module__)
         beam_runner_log.addFilter(_not_about_running_mode)
+        self._in_launcher = launcher_steps(pipeline)
         try:
             with self._pool.interrupting():
                 return super().run_pipeline(pipeline, options)
@@ -92,6 +98,11 @@ class _PooledRunner(FnApiRunner):
         finally:
             beam_runner_log.removeFilter(_not_about_running_mode)
             self._close_pool()
+
+
+    def run_via_runner_api(self, pipeline_proto, options):
+        return super().run_via_runner_api(steps_in_process(pipeline_proto, self._in_launcher),
+                                          options)
 
 
 def _not_about_running_mode(record: logging.LogRecord) -> bool:

@@ -26,6 +26,7 @@ from transforms.format.dead_letters import FAILURES
 from transforms.format.outputs import SampleResult
 from transforms.recipe.driver import NOTHING_DECIDED, Decided
 from transforms.recipe.units import Failed, Source, WorkUnit, units_in_order
+from transforms.runner.launcher_steps import OnSmallRecords
 
 __all__ = ["Decisions", "NO_DECISIONS", "PlanUnits", "ReadUnits", "SplittableUnits", "decided_of"]
 
@@ -113,7 +114,7 @@ class _ReadSplittableUnitFn(SplittableUnits, _ReadUnitFn):
         yield from self._outputs(unit, tracker)
 
 
-class PlanUnits(beam.PTransform):
+class PlanUnits(OnSmallRecords, beam.PTransform):
     """The pipeline root -> a Source's work units, planned by one worker when the
     job starts and spread over all of them, largest first."""
 

@@ -59,6 +59,7 @@ from transforms.format.text import comma_list
 from transforms.recipe.accounting import Accounting
 from transforms.recipe.measures import ACCOUNTING, manifest_sections
 from transforms.recipe.units import unit_coverage_errors
+from transforms.runner.launcher_steps import OnSmallRecords
 from transforms.sources.augment_corpus import files_shared
 from transforms.sources.file_match import match_files
 from transforms.storage.folders import (
@@ -358,7 +359,7 @@ class _WriteLedgerPartFn(beam.DoFn):
         yield path
 
 
-class Finalise(beam.PTransform):
+class Finalise(OnSmallRecords, beam.PTransform):
     """{"planned", "shards", "tallies", "failures", "receipts"[, "duplicates"]}
     -> the manifest dict, once the dataset is published (see the module
     docstring), every one of the DATASET_CHECKS run over the receipts.

@@ -46,6 +46,7 @@ from transforms.media.near_duplicates import NEAR_LANDMARKS
 from transforms.recipe.accounting import Kind, parse_tallies
 from transforms.recipe.units import WorkUnit
 from transforms.runner.counters import counter
+from transforms.runner.launcher_steps import OnSmallRecords
 from transforms.writer.shard_files import ShardRecord
 
 __all__ = ["CHANGED", "LEDGER", "LEDGER_PART_UNITS", "NEW", "RETRIED", "REUSE", "REUSED", "Reuse",
@@ -342,7 +343,7 @@ class _SkipCommittedFn(beam.DoFn):
         return tuple(unit.inputs) if self._splittable else None
 
 
-class SkipCommitted(beam.PTransform):
+class SkipCommitted(OnSmallRecords, beam.PTransform):
     """Planned units -> the units to convert (main output), and under REUSED
     the receipts of earlier work that stand for the others (`reusable`).
 
