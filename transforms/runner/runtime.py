@@ -12,7 +12,10 @@ Beam already (transforms/runner/worker_pool.py: forked from a job's command
 line as it starts, or started as the pipeline is made) instead of Beam's own
 `multi_processing` ones, which start only when the first step runs and cost
 seconds of start-up and shut-down (docs/performance.md has the timeline).
-`--direct_running_mode multi_processing` still asks for Beam's.
+The steps of a transform over small records (the final step, the plan of
+the units) run in this process instead, on one in-process worker
+(transforms/runner/launcher_steps.py). `--direct_running_mode
+multi_processing` still asks for Beam's.
 
 On a service runner (Dataflow) two Beam defaults change here:
 
@@ -75,6 +78,7 @@ class _PooledRunner(OneWorkerStages, FnApiRunner):
         super().__init__(default_environment=pool.environment,
                          progress_request_frequency=progress_s)
         self._pool = pool
+        self._in_launcher = frozenset()   # run_pipeline finds them
         # A pipeline made and never run (refused while being built) ends its pool too.
         self._close_pool = weakref.finalize(self, pool.close)
 
@@ -98,7 +102,6 @@ class _PooledRunner(OneWorkerStages, FnApiRunner):
         finally:
             beam_runner_log.removeFilter(_not_about_running_mode)
             self._close_pool()
-
 
     def run_via_runner_api(self, pipeline_proto, options):
         return super().run_via_runner_api(steps_in_process(pipeline_proto, self._in_launcher),
