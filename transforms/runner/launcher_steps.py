@@ -59,11 +59,11 @@ def steps_in_process(proto: beam_runner_api_pb2.Pipeline,
                      in_launcher: frozenset) -> beam_runner_api_pb2.Pipeline:
     """`proto` with the steps named in `in_launcher` moved from its one worker
     environment to an in-process one (IN_PROCESS, with the workers'
-    capabilities). Changed in place, and returned; a pipeline whose steps run
-    in more than one environment is left as it is."""
+    capabilities). Changed in place, and returned; a pipeline with no such
+    step, or whose steps run in more than one environment, is left as it is."""
     environments = proto.components.environments
     used = {t.environment_id for t in proto.components.transforms.values() if t.environment_id}
-    if len(used) != 1:
+    if not in_launcher or len(used) != 1:
         return proto
     workers = used.pop()
     in_process = environments[IN_PROCESS]
