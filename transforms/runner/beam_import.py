@@ -62,9 +62,9 @@ class _Refuse(importlib.abc.MetaPathFinder):
 def import_beam_lean() -> None:
     """Imports Apache Beam, refusing the optional imports of REFUSED while it
     does (module docstring); a plain import on another Beam version or once
-    Beam or any of them is loaded."""
-    if "apache_beam" in sys.modules or not _pinned_beam() or any(
-            name in sys.modules for name in REFUSED):
+    Beam is loaded. (One of them loaded already is never refused: an import
+    finds it in sys.modules before asking any finder.)"""
+    if "apache_beam" in sys.modules or not _pinned_beam():
         importlib.import_module("apache_beam")
         return
     with _refusing(), _quiet(_WARNS_WHEN_REFUSED):
