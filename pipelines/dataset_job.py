@@ -35,6 +35,7 @@ from transforms.media.augment import AugmentOptions
 from transforms.media.cutting import CutOptions, media_fields, with_cut_features
 from transforms.media.features import AudioFeatures
 from transforms.media.frames import FrameOptions
+from transforms.media.speech import SpeechOptions
 from transforms.media.windows import WindowOptions
 from transforms.recipe import sample_ops
 from transforms.recipe.examples import ExampleRecipe
@@ -123,6 +124,8 @@ def cut_options(options: PipelineOptions) -> CutOptions:
         crop_to_boxes=opts.boxes_from == "segment",
         min_duration_s=opts.min_duration_s,
         max_duration_s=opts.max_duration_s,
+        speech=SpeechOptions(detector=opts.vad, threshold=opts.speech_threshold,
+                             pause_s=opts.speech_pause_s, pad_s=opts.speech_pad_s),
         augment=AugmentOptions(
             copies=opts.augment_copies,
             speeds=_number_list(opts.speed_perturb, "--speed_perturb"),

@@ -26,7 +26,7 @@ them); everything else is internal. Each is imported when first used, so
   (encoded), each giving an `ExampleResult` (`.examples`, `.failures`);
   `ExampleRecipe`, `FeatureSpec`, `SplitPlan`, `SegmentOptions`, `Measure`,
   `TranscriptOptions`, `CutOptions` (with its `AudioOptions`, `WindowOptions`, `FrameOptions`,
-  `AudioFeatures`, `AugmentOptions`),
+  `SpeechOptions`, `AudioFeatures`, `AugmentOptions`),
   `decode_audio`, `Preprocessing` (tf.Transform);
 - writing a dataset: `WriteDataset` over a Source, a result or any
   PCollection of dicts, with the failures of the steps before it;
@@ -68,6 +68,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see of the names loaded on firs
     from transforms.media.cutting import CutOptions
     from transforms.media.features import AudioFeatures
     from transforms.media.frames import FrameOptions
+    from transforms.media.speech import SpeechOptions
     from transforms.media.windows import WindowOptions
     from transforms.recipe.examples import ExampleRecipe
     from transforms.recipe.measures import Measure
@@ -114,6 +115,7 @@ _EXPORTS = {
     "AugmentOptions": "transforms.media.augment",
     "WindowOptions": "transforms.media.windows",
     "FrameOptions": "transforms.media.frames",
+    "SpeechOptions": "transforms.media.speech",
     "WriteDataset": "transforms.writer.write",
     "DatasetConfig": "transforms.writer.write",
     "make_pipeline": "transforms.runner.runtime",

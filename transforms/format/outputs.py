@@ -43,12 +43,14 @@ class SampleResult(NamedTuple):
 class CutCount(NamedTuple):
     """What CutSamples cut of one sample: its url and key (its examples'
     `source_key`), and how many examples it gave (before a failure, if it
-    failed). The writer counts from them what a step between dropped."""
+    failed); when it gave none, why (`empty`, the filter's reason). The
+    writer counts from them what a step between dropped."""
 
     url: str
     key: str
     examples: int
     failed: bool = False
+    empty: str = "no_examples"
 
 
 class ExampleResult(NamedTuple):

@@ -15,7 +15,12 @@ what the cut made and where it came from:
   is) and, with a video, its `frames` (as many as it has, JPEGs);
 - `utterances`: the whole of a sample's audio (a segment's, when it has
   segments) as one example, `audio` as long as it is, with `duration_s` and
-  `num_samples`.
+  `num_samples`;
+- `speech`: each piece of speech a voice activity detector finds in the
+  audio (transforms/media/speech.py), as `utterances` are, with the
+  detector's mean `speech_probability`; `min_duration_s` and `max_duration_s`
+  bound the pieces (not the recording), and a recording with no speech is
+  filtered as "no_speech".
 
 With `audio_features` (transforms/media/features.py), every example's audio also
 becomes filterbank, log-mel or MFCC frames, a feature named after their
@@ -79,13 +84,15 @@ from transforms.media.image_sequence import (
 from transforms.media.length import length_features
 from transforms.media.loudness import ActivePower, Heard
 from transforms.media.recorded import RecordedAudio
+from transforms.media.speech import DEFAULT_MAX_S, SPEECH_PROBABILITY, SpeechOptions, speech_pieces
+from transforms.media.vad import RATES
 from transforms.media.video import iter_frames
 from transforms.media.windows import AudioTimeline, OutsideAudio, WindowOptions, audio_windows
 
-__all__ = ["CutOptions", "MODES", "cut_sample", "media_features", "media_fields",
-           "with_cut_features"]
+__all__ = ["CutOptions", "MODES", "cut_sample", "empty_reason", "media_features",
+           "media_fields", "with_cut_features"]
 
-MODES = ("none", "audio_windows", "frames", "clips", "segments", "utterances")
+MODES = ("none", "audio_windows", "frames", "clips", "segments", "utterances", "speech")
 _MEDIA_FEATURES = ("audio", "frame", "frames", *FEATURE_KINDS)
 
 
@@ -96,9 +103,10 @@ class CutOptions:
     `mode` is "none" (whole samples, their media kept as stored), "audio_windows",
     "frames" (one frame and the audio window around it), "clips" (K frames and
     their audio), "utterances" (a sample's whole audio as one example, with
-    its duration: speech with transcripts) or "segments" (each time-aligned
-    segment of a recording whole: SegmentOptions say where they are); the
-    rest says which fields hold the media and how to decode and cut them.
+    its duration: speech with transcripts), "segments" (each time-aligned
+    segment of a recording whole: SegmentOptions say where they are) or
+    "speech" (each piece of speech a detector finds: SpeechOptions say how);
+    the rest says which fields hold the media and how to decode and cut them.
 
     >>> import transforms as dg
     >>> cut = dg.CutOptions(mode="frames", video_field="mp4", audio_fields=("flac",),
@@ -121,8 +129,11 @@ class CutOptions:
     # Frames cropped to the box of their segment's track nearest their time.
     crop_to_boxes: bool = False
     # Samples whose media last less or more are filtered ("duration"); 0: no bound.
+    # With mode "speech" they bound the pieces of speech instead (0: at most
+    # DEFAULT_MAX_S).
     min_duration_s: float = 0.0
     max_duration_s: float = 0.0
+    speech: SpeechOptions = SpeechOptions()
     # Filterbank, log-mel or MFCC frames of every example's audio.
     audio_features: AudioFeatures = AudioFeatures()
     # Augmented copies of the samples of some splits (transforms/media/augment.py).
@@ -150,7 +161,7 @@ class CutOptions:
         if self.audio.sample_rate is None and self._uses_audio:
             raise ArgumentError("mode", f"{mode} needs {{audio.sample_rate}} (examples have a "
                                 "fixed length)")
-        if self.mode in ("audio_windows", "segments", "utterances") and not (
+        if self.mode in ("audio_windows", "segments", "utterances", "speech") and not (
                 self.audio_fields or self.video_field):
             raise ArgumentError("mode", f"{mode} needs {{audio_fields}} or {{video_field}}")
         if self.mode in ("frames", "clips") and not self.video_field:
@@ -166,12 +177,29 @@ class CutOptions:
             raise ArgumentError("mode", f"{mode} samples at {{frames.fps}} (not "
                                 "{frames.num_frames} or {frames.timestamps}) and needs "
                                 "{clip_frames} >= 1")
+        if self.mode == "speech":
+            self._check_speech()
         made = next((f for f in self.features if f.name == self.audio_features.kind), None)
         if made is not None and made.shape[0] == 0:
             raise ArgumentError("audio_features", f"{self.audio_features.kind}: {mode} of "
                                 f"{_example_seconds(self):g} s are shorter than one "
                                 f"{self.audio_features.frame_ms:g} ms feature frame: longer "
                                 "examples, or a shorter {frame_ms}")
+
+    def _check_speech(self) -> None:
+        if self.audio.sample_rate not in RATES:
+            raise ArgumentError("audio.sample_rate", f"{self.audio.sample_rate}: speech is found "
+                                f"at {' or '.join(map(str, RATES))} Hz (the detectors' rates)")
+        shortest = 2 * self.speech.pad_s + 0.1
+        if self.speech_max_s <= shortest:
+            raise ArgumentError("max_duration_s", f"{self.speech_max_s:g}: a piece of speech "
+                                f"holds its margins ({{speech.pad_s}} {self.speech.pad_s:g} "
+                                f"each side) and some speech: more than {shortest:g} s")
+
+    @property
+    def speech_max_s(self) -> float:
+        """The longest piece of speech (mode "speech")."""
+        return self.max_duration_s or DEFAULT_MAX_S
 
     def _check_audio_work(self) -> None:
         """Audio features and augmentation work on the audio a cut decodes, at a
@@ -225,6 +253,8 @@ class CutOptions:
     def measures_length(self) -> bool:
         """Whether each sample's media length is probed first: for the duration
         bounds, or for whole-sample examples to record it."""
+        if self.mode == "speech":   # the bounds are the pieces'
+            return False
         return bool(self.min_duration_s or self.max_duration_s or (
             self.mode == "none" and (self.audio_fields or self.video_field)))
 
@@ -235,7 +265,7 @@ class CutOptions:
 
     @property
     def _uses_audio(self) -> bool:
-        return (self.mode in ("audio_windows", "utterances") or self.with_audio
+        return (self.mode in ("audio_windows", "utterances", "speech") or self.with_audio
                 or self.mode == "segments" and not self.video_field)
 
     @property
@@ -257,7 +287,7 @@ def _example_seconds(options: CutOptions) -> float | None:
     """How long each example's audio is; None where it is as long as its sample."""
     return {"audio_windows": options.windows.window_s, "frames": options.av_window_s,
             "clips": options.clip_frames / (options.frames.fps or 1),
-            "segments": None, "utterances": None}[options.mode]
+            "segments": None, "utterances": None, "speech": None}[options.mode]
 
 
 def media_features(options: CutOptions) -> tuple:
@@ -286,10 +316,12 @@ def media_features(options: CutOptions) -> tuple:
         count = options.clip_frames if options.mode == "clips" else None
         features.append(Feature("frame", image_dtype, shape) if options.mode == "frames"
                         else Feature("frames", image_dtype, (count, *shape)))
-    if options.mode == "utterances":
+    if options.mode in ("utterances", "speech"):
         features += length_features(("audio",), "")
     features += [Feature(SOURCE_KEY, "bytes"), Feature("start_time", "float"),
                  Feature("end_time", "float")]
+    if options.mode == "speech":
+        features.append(Feature(SPEECH_PROBABILITY, "float"))
     return tuple(features) + (options.augment.features if options.augment else ())
 
 
@@ -441,6 +473,35 @@ def _utterance_example(sample, base, options, span, stats, route) -> Iterator[di
            "start_time": start, "end_time": end}
 
 
+def _speech_examples(sample, base, options, span, stats, route) -> Iterator[dict]:
+    blocks = _audio_stream(sample, options, span, stats, route)
+    pieces = speech_pieces(blocks, options.speech, options.speech_max_s, options.min_duration_s,
+                           stats)
+    found = False
+    for piece in _staged_iter("cut", _audio_source(sample, options), pieces):
+        found = True
+        yield {**base, "audio": piece.samples, "duration_s": piece.end - piece.start,
+               "num_samples": len(piece.samples), "start_time": piece.start,
+               "end_time": piece.end, SPEECH_PROBABILITY: piece.probability}
+    if not found and not stats.get("speech_pieces_too_short"):
+        stats[_NO_SPEECH] = 1
+
+
+# What `empty_reason` says of a recording the detector found no speech in.
+_NO_SPEECH = "recordings_without_speech"
+
+
+def empty_reason(stats: Mapping[str, int]) -> str:
+    """Why a sample gave no example, from its cut's `stats`: "no_speech" where a
+    detector heard none, "speech_too_short" where every piece it found was
+    dropped for its length, else "no_examples"."""
+    if stats.get(_NO_SPEECH):
+        return "no_speech"
+    if stats.get("speech_pieces_too_short"):
+        return "speech_too_short"
+    return "no_examples"
+
+
 def _whole_audio(sample, options, span, stats, route) -> tuple[np.ndarray, float, float]:
     """The sample's (its span's) audio in one array, with its start and end time."""
     blocks = list(_audio_stream(sample, options, span, stats, route))
@@ -521,7 +582,7 @@ def cut_sample(sample: Mapping[str, Any], options: CutOptions,
     span = None if span is None else _checked_span(span)
     cut = {"audio_windows": _audio_windows, "segments": _segment_example,
            "utterances": _utterance_example, "frames": _frame_examples,
-           "clips": _clip_examples}[options.mode]
+           "clips": _clip_examples, "speech": _speech_examples}[options.mode]
     examples = cut(sample, base, options, span, stats, _AudioRoute(audio_tap, augmentation))
     yield from (_with_features(examples, options, sample) if options.audio_features
                 else examples)

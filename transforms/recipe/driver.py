@@ -62,7 +62,7 @@ from transforms.format.sample import (
 from transforms.format.spec import FeatureSpec
 from transforms.format.text import preview
 from transforms.media.allocator import reuse_freed_memory
-from transforms.media.cutting import CutOptions, cut_sample
+from transforms.media.cutting import CutOptions, cut_sample, empty_reason
 from transforms.recipe.accounting import Kind, Tally
 from transforms.recipe.examples import (
     Example,
@@ -224,9 +224,9 @@ def cut_element(element, cut: CutOptions) -> Iterator[dict | Failed | CutCount]:
     except TypeError as e:
         yield Failed.of("read_element", e, url="")
         return
-    key, url, emitted = sample[KEY], sample.get(URL, ""), 0
+    key, url, emitted, stats = sample[KEY], sample.get(URL, ""), 0, {}
     try:
-        for example in cut_sample(sample, cut):
+        for example in cut_sample(sample, cut, stats):
             yield {**example, KEY: f"{key}#{emitted}"}
             emitted += 1
     except StorageReadError:
@@ -236,7 +236,7 @@ def cut_element(element, cut: CutOptions) -> Iterator[dict | Failed | CutCount]:
                         member=getattr(e, "member", None), examples_written=emitted)
         yield CutCount(url, str(key), emitted, True)
         return
-    yield CutCount(url, str(key), emitted)
+    yield CutCount(url, str(key), emitted, empty=empty_reason(stats))
 
 
 class SampleDriver:

@@ -41,6 +41,7 @@ from transforms.media.augment import Augmentation, new_speaker
 from transforms.media.cutting import (
     CutOptions,
     cut_sample,
+    empty_reason,
     hear_copy,
     media_fields,
     with_cut_features,
@@ -697,10 +698,12 @@ def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
 
     Never raises a StageError: a failure ends the examples and is the outcome.
     A sample whose examples were all dropped (by the cut or --example_fn) is
-    filtered as "no_examples"; with `splits`, one split elsewhere stops there,
+    filtered as "no_examples" (or as the cut says: `empty_reason`); with
+    `splits`, one split elsewhere stops there,
     its media not decoded (filtered as "other_split"). Each example is fed
     to the `measured` (Measure, accumulator) pairs as it is built.
     """
+    stats = stats if stats is not None else {}
     try:
         built = build_examples(sample, recipe, encoder, sample_fn, example_fn, stats, strata,
                                measured)
@@ -719,5 +722,5 @@ def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
     except StageError as e:
         return SampleOutcome(built.split, emitted, built.group, failure=e)
     if not emitted:
-        return SampleOutcome(filtered="no_examples")
+        return SampleOutcome(filtered=empty_reason(stats))
     return SampleOutcome(built.split, emitted, built.group, learned=built.watch.finished())

@@ -12,8 +12,8 @@ import os
 import subprocess
 from typing import NamedTuple, Sequence
 
-__all__ = ["COPY_KINDS", "NEAR_COPIES", "NearCopy", "copy_name", "greeting_calls", "near_copy",
-           "sentences", "speak", "spoken_word"]
+__all__ = ["COPY_KINDS", "NEAR_COPIES", "Meeting", "NearCopy", "copy_name", "greeting_calls",
+           "meeting", "near_copy", "sentences", "speak", "spoken_word"]
 
 # The first Harvard sentences (IEEE 1969): phonetically balanced, no two alike.
 _HARVARD = (
@@ -142,3 +142,56 @@ def greeting_calls(folder: str, count: int, answers: Sequence[str] = ()) -> list
         calls.append(call)
     os.remove(greeting)
     return calls
+
+
+class Meeting(NamedTuple):
+    """A recording of speech turns and the truth about it: each turn's speech
+    (start, end) in seconds, as its RTTM file says too."""
+
+    path: str
+    rttm: str
+    turns: list
+
+
+def _seconds(path: str) -> float:
+    out = subprocess.run(["soxi", "-D", path], check=True, capture_output=True, text=True)
+    return float(out.stdout)
+
+
+def meeting(folder: str, name: str, texts: Sequence[str], pauses: Sequence[float]) -> Meeting:
+    """`texts` spoken in turns (espeak-ng's voices in rotation), `pauses[i]`
+    seconds of digital silence before turn i and `pauses[len(texts)]` after
+    the last, joined by sox into 16 kHz FLAC at folder/name.flac, with its
+    RTTM (folder/name.rttm). espeak-ng's own silence around each turn is
+    trimmed first (sox `silence`, at -60 dBFS), so a turn's times are where
+    its speech is."""
+    parts, turns, at = [], [], 0.0
+    for i, text in enumerate(texts):
+        pause = os.path.join(folder, f"{name}.pause{i}.flac")
+        subprocess.run(["sox", "-n", "-r", "16000", "-c", "1", "-b", "16", pause, "trim", "0",
+                        str(pauses[i])], check=True, capture_output=True)
+        spoken, trimmed = (os.path.join(folder, f"{name}.turn{i}{end}.flac")
+                           for end in ("", ".trimmed"))
+        speak(text, spoken, voice=i)
+        subprocess.run(["sox", spoken, trimmed, "silence", "1", "0.005", "-60d", "reverse",
+                        "silence", "1", "0.005", "-60d", "reverse"], check=True,
+                       capture_output=True)
+        at += pauses[i]
+        length = _seconds(trimmed)
+        turns.append((at, at + length))
+        at += length
+        parts += [pause, trimmed]
+        os.remove(spoken)
+    tail = os.path.join(folder, f"{name}.tail.flac")
+    subprocess.run(["sox", "-n", "-r", "16000", "-c", "1", "-b", "16", tail, "trim", "0",
+                    str(pauses[len(texts)])], check=True, capture_output=True)
+    path = os.path.join(folder, f"{name}.flac")
+    subprocess.run(["sox", *parts, tail, path], check=True, capture_output=True)
+    for part in (*parts, tail):
+        os.remove(part)
+    rttm = os.path.join(folder, f"{name}.rttm")
+    with open(rttm, "w") as f:
+        for i, (start, end) in enumerate(turns):
+            f.write(f"SPEAKER {name} 1 {start:.3f} {end - start:.3f} <NA> <NA> "
+                    f"voice{i % len(_VOICES)} <NA> <NA>\n")
+    return Meeting(path, rttm, turns)

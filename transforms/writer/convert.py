@@ -272,19 +272,19 @@ class _SampleState(beam.CombineFn):
     and CutCounts (what CutSamples cut of it, a dead letter's) -> its tallies:
     read, and written, filtered or failed; and the examples cut but not
     arrived, filtered as DROPPED. Accumulator: (worst outcome, examples
-    arrived, examples cut or None, failed)."""
+    arrived, examples cut or None, failed, why the cut gave none)."""
 
     def create_accumulator(self):
-        return None, 0, None, False
+        return None, 0, None, False, "no_examples"
 
     def add_input(self, accumulator, element):
         return self.merge_accumulators([accumulator, (
-            (element, 1, None, False) if isinstance(element, SourceOutcome)
-            else (None, 0, element.examples, element.failed))])
+            (element, 1, None, False, "no_examples") if isinstance(element, SourceOutcome)
+            else (None, 0, element.examples, element.failed, element.empty))])
 
     def merge_accumulators(self, accumulators):
-        worst, arrived, cut, failed = None, 0, None, False
-        for outcome, n, examples, broke in accumulators:
+        worst, arrived, cut, failed, empty = None, 0, None, False, "no_examples"
+        for outcome, n, examples, broke, why in accumulators:
             if outcome is not None and (worst is None or (
                     _STATE_RANK[outcome.state], outcome.detail)
                     < (_STATE_RANK[worst.state], worst.detail)):
@@ -292,17 +292,19 @@ class _SampleState(beam.CombineFn):
             arrived += n
             cut = examples if cut is None else max(cut, examples if examples is not None else 0)
             failed = failed or broke
-        return worst, arrived, cut, failed
+            if why != "no_examples":   # a sample has one CutCount: its reason, if it gave one
+                empty = why
+        return worst, arrived, cut, failed, empty
 
     def extract_output(self, accumulator):
-        worst, arrived, cut, failed = accumulator
+        worst, arrived, cut, failed, empty = accumulator
         if failed or (worst is not None and worst.state == "failed"):
             what = Tally(Kind.FAILED, SAMPLE)
         elif worst is not None:
             what = Tally(Kind.WRITTEN if worst.state == "written" else Kind.FILTERED,
                          worst.detail)
         else:
-            what = Tally(Kind.FILTERED, DROPPED if cut else "no_examples")
+            what = Tally(Kind.FILTERED, DROPPED if cut else empty)
         tallies = [(Tally(Kind.READ), 1), (what, 1)]
         dropped = max(0, (cut or 0) - arrived)
         if dropped:
