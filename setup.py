@@ -42,6 +42,7 @@ setuptools.setup(
             "tensorflow-hub>=0.16",  # Beam's RunInference TensorFlow handler imports it
             "datasets>=3.0",  # writes Hugging Face Parquet (tests/test_huggingface_parquet.py)
             "grain>=0.2",  # reads ArrayRecord datasets by index (tests/test_array_record.py)
+            "pyloudnorm>=0.1",  # the reference loudness (tests/test_quality.py)
         ],
         # NVIDIA DALI reads our datasets back on the CPU (tests/test_interop.py); about
         # 1 GB installed, so `make test` installs it in a step of its own.

@@ -35,10 +35,12 @@ from transforms.media.augment import AugmentOptions
 from transforms.media.cutting import CutOptions, media_fields, with_cut_features
 from transforms.media.features import AudioFeatures
 from transforms.media.frames import FrameOptions
+from transforms.media.quality import QUALITY_MEASURES
 from transforms.media.speech import SpeechOptions
 from transforms.media.windows import WindowOptions
 from transforms.recipe import sample_ops
 from transforms.recipe.examples import ExampleRecipe
+from transforms.recipe.keep import KeepFilter
 from transforms.recipe.segments import SegmentOptions, segment_samples
 from transforms.recipe.splits import SplitPlan
 from transforms.recipe.transcripts import TranscriptOptions
@@ -126,6 +128,9 @@ def cut_options(options: PipelineOptions) -> CutOptions:
         max_duration_s=opts.max_duration_s,
         speech=SpeechOptions(detector=opts.vad, threshold=opts.speech_threshold,
                              pause_s=opts.speech_pause_s, pad_s=opts.speech_pad_s),
+        # Named by --keep, a quality measure is measured too.
+        quality=tuple(dict.fromkeys((*comma_list(opts.quality), *(
+            name for name in KeepFilter.parse(opts.keep).names if name in QUALITY_MEASURES)))),
         augment=AugmentOptions(
             copies=opts.augment_copies,
             speeds=_number_list(opts.speed_perturb, "--speed_perturb"),
@@ -216,6 +221,7 @@ def dataset_config(options: PipelineOptions, read) -> DatasetConfig:
         where=sample_ops.parse_pairs(opts.where, "where"),
         renames=sample_ops.parse_pairs(opts.rename, "rename"),
         filter_empty=opts.filter_empty,
+        keep=opts.keep,
         sample_fn=opts.sample_fn or None,
         example_fn=opts.example_fn or None,
         segments=segment_options(options),

@@ -12,6 +12,7 @@ from pipelines.flag_types import FUNCTION, GS_PATH, Flag, FlagTable
 from transforms.format.shard_format import COMPRESSIONS, FILE_FORMATS
 from transforms.media.cutting import MODES
 from transforms.media.features import FEATURE_DTYPES, FEATURE_KINDS
+from transforms.media.quality import QUALITY_MEASURES
 from transforms.media.vad import DETECTORS
 from transforms.recipe.units import SHARD_SIZE_BYTES
 from transforms.writer.write import SHUFFLES
@@ -91,6 +92,12 @@ class DatasetOptions(FlagTable, PipelineOptions):
              help="Rename fields, e.g. 'flac=audio,cls=label'."),
         Flag("filter_empty", "sample operations", switch=True, recorded=True,
              help="Drop (and count) samples and examples that hold no data."),
+        Flag("keep", "sample operations", default="", example="snr_db >= 15 and clipping < 0.001",
+             recorded=True,
+             help="Keep only examples meeting every clause 'NAME OP NUMBER' (OP one of >= <= > < "
+                  "== !=, clauses joined by 'and') on a number the examples hold: a --quality "
+                  "measure (named here, it is measured), speech_probability, duration_s. Each "
+                  "example removed is counted under the first clause it fails."),
         Flag("sample_fn", "sample operations", default="", example="mypackage.ops:clean_sample",
              regex=FUNCTION, label="Sample function", recorded=True,
              help="module:function applied to each Sample (returns a Sample, or None to drop it)."),
@@ -163,6 +170,14 @@ class DatasetOptions(FlagTable, PipelineOptions):
              help="Filter (and count, as 'duration') samples whose media last longer (0: no "
                   "bound). With --cut speech: split longer pieces of speech at their longest "
                   "pause (0: at 30 s)."),
+        Flag("quality", "cutting", default="", example="snr_db,clipping,bandwidth_hz",
+             regex=f"^({'|'.join(QUALITY_MEASURES)})(,({'|'.join(QUALITY_MEASURES)}))*$",
+             recorded="cut",
+             help="Quality measures of each example's audio, each a float feature of its name and "
+                  "summarised per split in the manifest: snr_db (WADA-SNR), clipping (the share "
+                  "of samples at full scale), loudness_lufs (ITU-R BS.1770), dc_offset, "
+                  "bandwidth_hz (the highest frequency within 60 dB of the spectrum's peak: "
+                  "about 4000 for telephone audio), speech_ratio (the share --vad calls speech)."),
         Flag("vad", "cutting", default="silero", choices=DETECTORS, recorded="cut",
              parameters=("speech.detector",),
              help="--cut speech's voice activity detector: silero (Silero VAD, its model inside "

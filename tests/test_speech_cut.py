@@ -36,7 +36,7 @@ def _spans(probabilities, max_s=2.0, **options):
 def test_a_piece_goes_on_across_short_pauses_and_ends_at_a_long_one():
     # Speech in frames 2-4 and 7-8: the 2-frame pause stays inside, the 4-frame one ends it.
     [span] = _spans([0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0])
-    assert span == Span(20, 90, 10, 10, pytest.approx(5 / 7))
+    assert span == Span(20, 90, 10, 10, pytest.approx(5 / 7), 50)
 
 
 def test_frames_between_the_thresholds_go_on_but_do_not_start_a_piece():
@@ -51,7 +51,7 @@ def test_a_long_piece_is_split_at_its_longest_pause():
     # at most 2 s with 0.1 s margins: split once it would pass 1.8 s of speech.
     probabilities = [0] + [1] * 4 + [0] + [1] * 3 + [0, 0] + [1] * 12 + [0] * 3
     first, second = _spans(probabilities)
-    assert first == Span(10, 90, 10, 10, pytest.approx(7 / 8))
+    assert first == Span(10, 90, 10, 10, pytest.approx(7 / 8), 70)
     # The next starts after the pause, its margin half of it.
     assert (second.first, second.last, second.lead) == (110, 230, 10)
 
@@ -65,7 +65,7 @@ def test_a_piece_with_no_pause_is_cut_where_it_reaches_the_bound():
 
 def test_margins_stay_inside_the_recording_and_a_piece_ends_with_it():
     [span] = _spans([1, 1, 1])
-    assert span == Span(0, 30, 0, 10, 1.0)
+    assert span == Span(0, 30, 0, 10, 1.0, 30)
     with pytest.raises(ValueError, match="not 100"):
         list(speech_pieces([Audio(np.ones(300, np.float32), 100)], SpeechOptions(), 30))
 

@@ -83,8 +83,16 @@ from transforms.media.image_sequence import (
 )
 from transforms.media.length import length_features
 from transforms.media.loudness import ActivePower, Heard
+from transforms.media.quality import QUALITY_MEASURES, quality
 from transforms.media.recorded import RecordedAudio
-from transforms.media.speech import DEFAULT_MAX_S, SPEECH_PROBABILITY, SpeechOptions, speech_pieces
+from transforms.media.speech import (
+    DEFAULT_MAX_S,
+    SPEECH_PROBABILITY,
+    SPEECH_TOO_SHORT,
+    SpeechOptions,
+    speech_pieces,
+    speech_ratio,
+)
 from transforms.media.vad import RATES
 from transforms.media.video import iter_frames
 from transforms.media.windows import AudioTimeline, OutsideAudio, WindowOptions, audio_windows
@@ -134,6 +142,9 @@ class CutOptions:
     min_duration_s: float = 0.0
     max_duration_s: float = 0.0
     speech: SpeechOptions = SpeechOptions()
+    # Quality measures of each example's audio (transforms/media/quality.py),
+    # each a float feature of its name.
+    quality: tuple = ()
     # Filterbank, log-mel or MFCC frames of every example's audio.
     audio_features: AudioFeatures = AudioFeatures()
     # Augmented copies of the samples of some splits (transforms/media/augment.py).
@@ -142,6 +153,9 @@ class CutOptions:
     def __post_init__(self):
         check_choice("mode", self.mode, MODES)
         object.__setattr__(self, "audio_fields", check_names("audio_fields", self.audio_fields))
+        object.__setattr__(self, "quality", check_names("quality", self.quality))
+        for name in self.quality:
+            check_choice("quality", name, QUALITY_MEASURES)
         if self.min_duration_s < 0 or self.max_duration_s < 0 or (
                 self.max_duration_s and self.min_duration_s > self.max_duration_s):
             raise ArgumentError("min_duration_s", f"{self.min_duration_s} and {{max_duration_s}} "
@@ -186,10 +200,13 @@ class CutOptions:
                                 f"{self.audio_features.frame_ms:g} ms feature frame: longer "
                                 "examples, or a shorter {frame_ms}")
 
-    def _check_speech(self) -> None:
+    def _check_detector_rate(self, what: str) -> None:
         if self.audio.sample_rate not in RATES:
-            raise ArgumentError("audio.sample_rate", f"{self.audio.sample_rate}: speech is found "
+            raise ArgumentError("audio.sample_rate", f"{self.audio.sample_rate}: {what} is found "
                                 f"at {' or '.join(map(str, RATES))} Hz (the detectors' rates)")
+
+    def _check_speech(self) -> None:
+        self._check_detector_rate("speech")
         shortest = 2 * self.speech.pad_s + 0.1
         if self.speech_max_s <= shortest:
             raise ArgumentError("max_duration_s", f"{self.speech_max_s:g}: a piece of speech "
@@ -209,6 +226,11 @@ class CutOptions:
             raise ArgumentError("audio_features", f"are computed from the audio a cut decodes: not "
                                 f"with {{mode}} {self.mode}" + (" (whole utterances: "
                                 "{mode} utterances)" if self.mode == "none" else ""))
+        if self.quality and not decodes_audio:
+            raise ArgumentError("quality", f"measures the audio a cut decodes: not with {{mode}} "
+                                f"{self.mode}")
+        if "speech_ratio" in self.quality:
+            self._check_detector_rate("speech_ratio")
         if self.augment and not decodes_audio:
             raise ArgumentError("augment.copies", f"are made from the audio a cut decodes: not "
                                 f"with {{mode}} {self.mode}")
@@ -322,6 +344,7 @@ def media_features(options: CutOptions) -> tuple:
                  Feature("end_time", "float")]
     if options.mode == "speech":
         features.append(Feature(SPEECH_PROBABILITY, "float"))
+    features += [Feature(name, "float") for name in options.quality]
     return tuple(features) + (options.augment.features if options.augment else ())
 
 
@@ -480,10 +503,13 @@ def _speech_examples(sample, base, options, span, stats, route) -> Iterator[dict
     found = False
     for piece in _staged_iter("cut", _audio_source(sample, options), pieces):
         found = True
-        yield {**base, "audio": piece.samples, "duration_s": piece.end - piece.start,
-               "num_samples": len(piece.samples), "start_time": piece.start,
-               "end_time": piece.end, SPEECH_PROBABILITY: piece.probability}
-    if not found and not stats.get("speech_pieces_too_short"):
+        example = {**base, "audio": piece.samples, "duration_s": piece.end - piece.start,
+                   "num_samples": len(piece.samples), "start_time": piece.start,
+                   "end_time": piece.end, SPEECH_PROBABILITY: piece.probability}
+        if "speech_ratio" in options.quality:
+            example["speech_ratio"] = piece.speech_ratio
+        yield example
+    if not found and not stats.get(SPEECH_TOO_SHORT):
         stats[_NO_SPEECH] = 1
 
 
@@ -497,7 +523,7 @@ def empty_reason(stats: Mapping[str, int]) -> str:
     dropped for its length, else "no_examples"."""
     if stats.get(_NO_SPEECH):
         return "no_speech"
-    if stats.get("speech_pieces_too_short"):
+    if stats.get(SPEECH_TOO_SHORT):
         return "speech_too_short"
     return "no_examples"
 
@@ -584,6 +610,8 @@ def cut_sample(sample: Mapping[str, Any], options: CutOptions,
            "utterances": _utterance_example, "frames": _frame_examples,
            "clips": _clip_examples, "speech": _speech_examples}[options.mode]
     examples = cut(sample, base, options, span, stats, _AudioRoute(audio_tap, augmentation))
+    if options.quality:
+        examples = _with_quality(examples, options, sample)
     yield from (_with_features(examples, options, sample) if options.audio_features
                 else examples)
 
@@ -607,6 +635,21 @@ def hear_copy(sample: Mapping[str, Any], options: CutOptions, augmentation: Augm
         recorded.close()
         raise
     return heard.heard(augmentation.speed, recorded)
+
+
+def _with_quality(examples: Iterator[dict], options: CutOptions,
+                  sample: Mapping[str, Any]) -> Iterator[dict]:
+    """Each example with the quality measures of its audio (a speech piece's
+    speech_ratio is the cut's own)."""
+    rate, member = options.audio.sample_rate, _audio_source(sample, options)
+    measured = tuple(name for name in options.quality if name != "speech_ratio")
+    for example in examples:
+        audio = example["audio"]
+        example = {**example, **staged("quality", member, quality, audio, rate, measured)}
+        if "speech_ratio" in options.quality and "speech_ratio" not in example:
+            example["speech_ratio"] = staged("quality", member, speech_ratio, audio, rate,
+                                             options.speech)
+        yield example
 
 
 def _with_features(examples: Iterator[dict], options: CutOptions,

@@ -32,9 +32,12 @@ from transforms.format.arguments import ArgumentError, check_choice, check_numbe
 from transforms.media.decoded import Audio
 from transforms.media.vad import DETECTORS, detector
 
-__all__ = ["SPEECH_PROBABILITY", "SpeechOptions", "SpeechPiece", "SpeechSpans", "speech_pieces"]
+__all__ = ["SPEECH_PROBABILITY", "SPEECH_TOO_SHORT", "SpeechOptions", "SpeechPiece", "SpeechSpans",
+           "speech_pieces", "speech_ratio"]
 
 SPEECH_PROBABILITY = "speech_probability"
+# The cut's count of the pieces it dropped for their length.
+SPEECH_TOO_SHORT = "speech_pieces_too_short"
 _HYSTERESIS = 0.15   # Silero's: a piece goes on above threshold - 0.15
 # A piece's longest length when none is asked (Whisper's 30 s window).
 DEFAULT_MAX_S = 30.0
@@ -72,13 +75,15 @@ class SpeechOptions:
 
 
 class SpeechPiece(NamedTuple):
-    """A piece of speech: its audio, its time on the recording's timeline, and
-    the detector's mean probability over its frames (the margins left out)."""
+    """A piece of speech: its audio, its time on the recording's timeline, the
+    detector's mean probability over its frames (the margins left out), and
+    the share of its audio in frames it calls speech."""
 
     samples: np.ndarray
     start: float
     end: float
     probability: float
+    speech_ratio: float
 
 
 class Span(NamedTuple):
@@ -90,6 +95,7 @@ class Span(NamedTuple):
     lead: int
     tail: int
     probability: float
+    speech: int       # samples in frames at or above the threshold
 
 
 class SpeechSpans:
@@ -160,7 +166,9 @@ class SpeechSpans:
 
     def _span(self, last: int, tail: int) -> Span:
         frames = self._probabilities[:max(1, -(-(last - self._first) // self._frame))]
-        return Span(self._first, last, self._lead, tail, float(np.mean(frames)))
+        speech = sum(p >= self._options.threshold for p in frames) * self._frame
+        return Span(self._first, last, self._lead, tail, float(np.mean(frames)),
+                    min(speech, last - self._first))
 
     def _split(self, here: int) -> Span:
         """The open piece up to its longest pause (else up to `here`); the rest
@@ -211,7 +219,7 @@ def speech_pieces(blocks: Iterable[Audio], options: SpeechOptions, max_s: float,
                   min_s: float = 0.0, stats: dict | None = None) -> Iterator[SpeechPiece]:
     """The speech pieces of a recording's audio blocks (at 8 or 16 kHz), each
     given as soon as it ends; those shorter than `min_s` with their margins
-    are dropped and counted in stats["speech_pieces_too_short"]. ValueError
+    are dropped and counted in stats[SPEECH_TOO_SHORT]. ValueError
     for another rate."""
     stats = stats if stats is not None else {}
     held, spans, found = _Held(), None, None
@@ -222,10 +230,10 @@ def speech_pieces(blocks: Iterable[Audio], options: SpeechOptions, max_s: float,
         for span in ended:
             first, last = span.first - span.lead, min(span.last + span.tail, length)
             if last - first < round(min_s * rate):
-                stats["speech_pieces_too_short"] = stats.get("speech_pieces_too_short", 0) + 1
+                stats[SPEECH_TOO_SHORT] = stats.get(SPEECH_TOO_SHORT, 0) + 1
                 continue
             yield SpeechPiece(held.take(first, last), origin + first / rate,
-                              origin + last / rate, span.probability)
+                              origin + last / rate, span.probability, span.speech / (last - first))
 
     for block in blocks:
         if found is None:
@@ -242,3 +250,11 @@ def speech_pieces(blocks: Iterable[Audio], options: SpeechOptions, max_s: float,
     for probability in found.finish():
         yield from pieces(spans.push(probability))
     yield from pieces(spans.finish(length))
+
+
+def speech_ratio(audio: np.ndarray, rate: int, options: SpeechOptions) -> float:
+    """The share of `audio`'s frames the detector calls speech (at or above
+    the threshold): of an example the speech cut did not make."""
+    found = detector(options.detector, rate)
+    probabilities = np.concatenate([found.probabilities(audio), found.finish()])
+    return float(np.mean(probabilities >= options.threshold)) if len(probabilities) else 0.0

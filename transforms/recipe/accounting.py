@@ -46,6 +46,7 @@ class Kind(enum.StrEnum):
     CUT_EXAMPLES_WRITTEN = "cut_examples_written"   # (split)
     CUT_EXAMPLES_FILTERED = "cut_examples_filtered"  # (the reason)
     CUT_EXAMPLES_FAILED = "cut_examples_failed"
+    EXAMPLES_FILTERED = "examples_filtered"          # (the reason: a --keep clause, ...)
 
 
 class Tally(NamedTuple):
@@ -98,6 +99,8 @@ class Accounting:
             "examples_per_split": by_detail(Kind.EXAMPLES),
             "samples_filtered_per_reason": by_detail(Kind.FILTERED),
         }
+        if total(Kind.EXAMPLES_FILTERED):
+            accounting["examples_filtered_per_reason"] = by_detail(Kind.EXAMPLES_FILTERED)
         if total(Kind.CUT_EXAMPLES_READ):
             accounting["cut_examples"] = {
                 "read": total(Kind.CUT_EXAMPLES_READ),

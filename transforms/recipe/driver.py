@@ -73,6 +73,7 @@ from transforms.recipe.examples import (
     admit_sample,
     convert_sample,
     convert_serialized,
+    examples_filtered,
     recipe_samples,
 )
 from transforms.recipe.segments import overlapping
@@ -387,6 +388,8 @@ class SampleDriver:
                 outcome = done.value
                 break
         work.tallies.update(_outcome_tallies(outcome, unit))
+        for reason, n in examples_filtered(stats).items():
+            work.tallies[Tally(Kind.EXAMPLES_FILTERED, reason)] += n
         for observer, records in work.observing:
             records.extend(observer.observe(sample, outcome))
         work.failures += self._letters(sample, outcome, stats, unit)

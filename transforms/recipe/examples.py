@@ -51,6 +51,7 @@ from transforms.media.encoded import check_encoded
 from transforms.media.length import MediaLength, probe_length
 from transforms.media.loudness import ActivePower, Heard
 from transforms.media.near_duplicates import NEAR, NearTap, near_fingerprints
+from transforms.media.speech import SPEECH_TOO_SHORT
 from transforms.recipe import sample_ops
 from transforms.recipe.fingerprints import (
     FEATURE,
@@ -58,10 +59,12 @@ from transforms.recipe.fingerprints import (
     member_fingerprints,
     stream_fingerprints,
 )
+from transforms.recipe.keep import KEEP_PREFIX, KeepFilter
 from transforms.recipe.measures import SeenExamples, check_measures
 from transforms.recipe.measures.augmentation import AugmentedCopies
 from transforms.recipe.measures.durations import Durations
 from transforms.recipe.measures.labels import Labels
+from transforms.recipe.measures.quality import QualityDistributions
 from transforms.recipe.measures.statistics import Statistics
 from transforms.recipe.measures.transcripts import Transcripts
 from transforms.recipe.sample_watch import (
@@ -82,13 +85,13 @@ PROTOBUF_LIMIT = 2**31 - 1
 
 __all__ = ["NO_LABEL", "PROTOBUF_LIMIT", "Example", "ExampleRecipe", "SampleOutcome", "StageError",
            "admit_sample", "build_examples", "convert_sample", "convert_serialized",
-           "prepare_sample", "recipe_samples"]
+           "examples_filtered", "prepare_sample", "recipe_samples"]
 
 
 # The names a measure of the caller's may not take: the recipe's own measures'
 # and the manifest's own entries.
 _TAKEN_NAMES = (Durations.name, Labels.name, Transcripts.name, Statistics.name,
-                AugmentedCopies.name, *sorted(MANIFEST_KEYS))
+                AugmentedCopies.name, QualityDistributions.name, *sorted(MANIFEST_KEYS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +143,8 @@ class ExampleRecipe:
     # Face ClassLabel column, UnitReader.class_names): a sample's value there
     # is one of them, or -1, "no label", and the sample is filtered (`no_label`).
     class_names: tuple = ()
+    # Which examples stay (transforms/recipe/keep.py): a KeepFilter, or its text.
+    keep: KeepFilter | str = KeepFilter()
 
     def __post_init__(self):
         if not isinstance(self.spec, FeatureSpec):
@@ -165,6 +170,9 @@ class ExampleRecipe:
             raise ArgumentError("augment.speed_as_new_speaker", f"{renamed!r} is not a string "
                                 "feature of the spec: name the speaker feature")
         object.__setattr__(self, "measures", check_measures(self.measures, _TAKEN_NAMES))
+        if isinstance(self.keep, str):
+            object.__setattr__(self, "keep", KeepFilter.parse(self.keep))
+        self.keep.check(features)
 
     def describe(self) -> dict:
         """What the manifest records of the recipe (its `recipe` section), the
@@ -187,6 +195,7 @@ class ExampleRecipe:
                                       "sample_fn": self.sample_fn,
                                       "example_fn": self.example_fn},
                 "segments": plain(self.segments), "transcripts": plain(self.transcripts),
+                **({"keep": [str(clause) for clause in self.keep.clauses]} if self.keep else {}),
                 **({"measures": [m.name for m in self.measures]} if self.measures else {}),
                 **({"class_names": {field: list(names) for field, names in self.class_names}}
                    if self.class_names else {})}
@@ -202,6 +211,9 @@ class ExampleRecipe:
             own.append(Statistics(self.cut.measured_features))
         if self.cut.augment:
             own.append(AugmentedCopies())
+        if self.cut.quality:
+            own.append(QualityDistributions(self.cut.quality,
+                                            tuple(str(c) for c in self.keep.clauses)))
         return tuple(own)
 
     @functools.cached_property
@@ -210,7 +222,8 @@ class ExampleRecipe:
         (transforms/recipe/measures/): the examples' durations, with a label
         the examples per label, with transcripts their characters, the
         statistics of the features the cut computes, with augmentation its
-        copies' accounting, then `measures`."""
+        copies' accounting, with quality measures their distributions, then
+        `measures`."""
         return self._own_measures() + self.measures
 
     @property
@@ -434,7 +447,7 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
             cut_sample(sample, recipe.cut, stats, one_tap(watch.audio_tap, heard)),
             _copies(sample, recipe.cut, stats, heard, built))
     key = sample[KEY]
-    for chunk in _chunks(_prepared(examples, recipe, example_fn, stats)):
+    for chunk in _chunks(_prepared(examples, recipe, example_fn, stats, watch)):
         try:
             encoded = [(chunk, _encoded(chunk, coerce, encoder, watch))]
         except StageError:
@@ -446,9 +459,10 @@ def _examples(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Example
 
 
 def _prepared(examples: Iterator[dict], recipe: ExampleRecipe, example_fn,
-              stats: dict) -> Iterator[tuple]:
+              stats: dict, watch: SampleWatch) -> Iterator[tuple]:
     """(index, feature values) of each example the cut makes, after
-    --example_fn and the empty filter (those dropped counted in `stats`)."""
+    --example_fn, the empty filter and --keep (those dropped counted in
+    `stats`; those --keep removes told to `watch`)."""
     transcripts = recipe.transcripts if recipe.transcribed else None
     if transcripts is not None:
         source = next(f.source for f in recipe.spec if f.name == transcripts.field)
@@ -465,6 +479,12 @@ def _prepared(examples: Iterator[dict], recipe: ExampleRecipe, example_fn,
         if values is None or (recipe.filter_empty and sample_ops.is_empty(
                 {f.name: values.get(f.name) for f in recipe.spec})):
             stats["examples_filtered"] = stats.get("examples_filtered", 0) + 1
+            continue
+        removed_by = recipe.keep.removed_by(values) if recipe.keep else None
+        if removed_by is not None:
+            reason = KEEP_PREFIX + removed_by
+            stats[reason] = stats.get(reason, 0) + 1
+            watch.removed(values, removed_by)
             continue
         yield index, values
 
@@ -641,6 +661,14 @@ def _media_members(sample: Mapping[str, Any], cut: CutOptions) -> set:
     return {field for field in (*cut.audio_fields, cut.video_field) if field in sample}
 
 
+def examples_filtered(stats: Mapping[str, int]) -> dict:
+    """{reason: n} of the examples a sample's cut or --keep removed, from its
+    `stats`: each --keep clause's, and the speech pieces too short."""
+    return {("speech_too_short" if name == SPEECH_TOO_SHORT else name): n
+            for name, n in stats.items()
+            if name.startswith(KEEP_PREFIX) or name == SPEECH_TOO_SHORT}
+
+
 class Example(NamedTuple):
     """One encoded tf.Example and where it goes."""
 
@@ -698,7 +726,8 @@ def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
 
     Never raises a StageError: a failure ends the examples and is the outcome.
     A sample whose examples were all dropped (by the cut or --example_fn) is
-    filtered as "no_examples" (or as the cut says: `empty_reason`); with
+    filtered as "no_examples" (or as the cut says: `empty_reason`; "keep" when
+    --keep removed them); with
     `splits`, one split elsewhere stops there,
     its media not decoded (filtered as "other_split"). Each example is fed
     to the `measured` (Measure, accumulator) pairs as it is built.
@@ -722,5 +751,6 @@ def convert_sample(sample: Mapping[str, Any], recipe: ExampleRecipe, encoder: Ex
     except StageError as e:
         return SampleOutcome(built.split, emitted, built.group, failure=e)
     if not emitted:
-        return SampleOutcome(filtered=empty_reason(stats))
+        return SampleOutcome(filtered="keep" if any(name.startswith(KEEP_PREFIX) for name in stats)
+                             else empty_reason(stats))
     return SampleOutcome(built.split, emitted, built.group, learned=built.watch.finished())

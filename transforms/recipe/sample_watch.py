@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable
 
 from transforms.media.loudness import ActivePower
 from transforms.recipe.fingerprints import ContentHash
-from transforms.recipe.measures import SeenExamples
+from transforms.recipe.measures import Seen, SeenExamples
 
 __all__ = ["Hashed", "Known", "Measured", "SampleWatch", "Tapped", "Watcher", "one_tap"]
 
@@ -52,6 +52,9 @@ class Watcher:
 
     def copy(self, split: str, augmentation: Any) -> None:
         """An augmented copy's plan, its examples cut next."""
+
+    def removed(self, seen: Any, reason: str) -> None:
+        """An example --keep removed (`reason`, its clause), as a Seen."""
 
     def finished(self) -> tuple:
         """Its examples are built: the (kind, digest) fingerprints learned of it."""
@@ -122,6 +125,10 @@ class Measured(Watcher):
         for measure, accumulator in self._measured:
             measure.add_copy(accumulator, split, augmentation)
 
+    def removed(self, seen: Any, reason: str) -> None:
+        for measure, accumulator in self._measured:
+            measure.add_removed(accumulator, seen, reason)
+
     def finished(self) -> tuple:
         heard = self._power.heard() if self._power is not None else None
         if heard is not None and heard.samples:
@@ -153,6 +160,12 @@ class SampleWatch:
     def copy(self, augmentation: Any) -> None:
         for watcher in self._watchers:
             watcher.copy(self._split, augmentation)
+
+    def removed(self, values: dict, reason: str) -> None:
+        """An example --keep removed: its values, and the clause that removed it."""
+        seen = Seen(self._split, self._label, values)
+        for watcher in self._watchers:
+            watcher.removed(seen, reason)
 
     def finished(self) -> tuple:
         """Tells each watcher its examples are built: what they learned."""

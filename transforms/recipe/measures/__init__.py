@@ -132,6 +132,12 @@ class Measure:
         examples (transforms/media/augment.py's Augmentation): most measures
         take examples alone."""
 
+    def add_removed(self, accumulator: Any, seen: Seen, reason: str) -> None:
+        """Adds an example --keep removed (`reason` is the clause), with its
+        values as they were before encoding: most measures take the written
+        examples alone; a distribution that shows what a threshold costs
+        takes these too."""
+
     def merge(self, accumulators: Iterable[Any]) -> Any:
         """One accumulator holding all of `accumulators`; the result must not
         depend on their order or grouping (units, then the job)."""
