@@ -78,6 +78,7 @@ bench: compile
 	$(PY) -m benchmarks.transform_bench
 	$(PY) -m benchmarks.features_bench
 	$(PY) -m benchmarks.augment_bench
+	$(PY) -m benchmarks.speech_bench
 
 # Peers, each installed in a venv of its own under benchmarks/out (Lhotse: torch, ~5 GB;
 # Hugging Face datasets: librosa and kaldi-native-fbank).

@@ -178,3 +178,37 @@ def test_silero_runs_in_a_process_that_loaded_tensorflow_first():
         "print(len(detector('silero', 16000).probabilities(noise)))")],
         capture_output=True, text=True)
     assert (done.returncode, done.stdout.strip()) == (0, "31"), done.stderr[-500:]
+
+
+def test_a_recording_cut_short_keeps_its_pieces_before_the_break_and_names_itself(
+        spoken, tmp_path):
+    """A long recording cut short by `head -c` (its FLAC breaks mid-stream), and
+    the meeting as stereo from sox with the speech on its left channel only."""
+    root = tmp_path / "bad"
+    root.mkdir()
+    # Three times the meeting (40 s: the decoder reads 10 s blocks), cut at 80%.
+    subprocess.run(["sox", spoken.path, spoken.path, spoken.path, str(root / "long.flac")],
+                   check=True)
+    size = (root / "long.flac").stat().st_size
+    subprocess.run(f"head -c {size * 4 // 5} {root / 'long.flac'} > {root / 'broken.flac'}",
+                   shell=True, check=True)
+    subprocess.run(["sox", spoken.path, str(root / "stereo.flac"), "remix", "1", "0"],
+                   check=True)
+    subprocess.run(["tar", "--format=gnu", "-cf", "bad.tar", "broken.flac", "stereo.flac"],
+                   cwd=root, check=True)
+    output = tmp_path / "out"
+    done = _job("--input", str(root / "bad.tar"), "--output", str(output), "--cut", "speech",
+                "--audio_fields", "flac", "--features", "none", "--splits", "train=1",
+                "--max_failure_fraction", "0.5")
+    assert done.returncode == 0, done.stderr
+    info = json.loads((output / "manifest.json").read_text())
+    assert (info["accounting"]["samples_written"], info["accounting"]["samples_failed"]) == (1, 1)
+    [letter] = [json.loads(line) for line in (output / "failures" / "failures.jsonl").open()]
+    assert (letter["key"], letter["member"], letter["stage"]) == ("broken", "flac", "decode_audio")
+    kept = letter["examples_written"]
+    pieces = list(dg.load(str(output), "train", batch_size=None).as_numpy_iterator())
+    by_source = [p["source_key"] for p in pieces]
+    # The stereo recording's three pieces (mixed down, the speech at half its level),
+    # and the broken one's pieces before the break, as many as its dead letter says.
+    assert by_source.count(b"stereo") == 3 and 3 <= kept == by_source.count(b"broken") < 9
+    assert dg.verify_dataset(str(output)).ok

@@ -1,0 +1,222 @@
+"""--cut speech against the truth of meetings made by other tools, and what it costs.
+
+    python -m benchmarks.speech_bench [--meetings 8] [--repeats 3] [--copies 10]
+                                      [--workdir DIR]
+
+Makes meetings with espeak-ng and sox (transforms/testing/spoken.py): Harvard
+sentences spoken in turns by four voices, pauses of 0.25 to 2.5 s, a few
+seconds of sox-synthesised music (plucked chords) between some turns, and in
+half of them a pink-noise bed mixed at 10 to 25 dB; the truth is each turn's
+speech, as its RTTM gives it. Then, in this one process run:
+
+- accuracy of each detector (`--vad silero`, `webrtc`; the default
+  thresholds, pauses and margins): pieces (their margins taken off) against
+  the turns on a 10 ms grid: missed and false speech seconds, the detection
+  error rate ((missed + false) / speech), and each turn's start and end
+  error against the piece that covers its middle (median and 90th
+  percentile, ms; turns less than --speech_pause_s apart joined first, as
+  the cut joins them); false speech in the music alone;
+- WADA-SNR against the SNR sox mixed: one utterance with white noise at 0 to
+  30 dB, the error at each;
+- each detector's CPU per second of audio, and the jobs on 1 worker, each a
+  process of its own, interleaved, medians, on a tar of `--copies` copies of
+  every meeting: `--cut audio_windows` (1 s),
+  `--cut speech`, and `--cut speech --quality` with every measure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import soundfile
+
+from benchmarks.process_tree import interleaved
+from transforms.media.decoded import Audio
+from transforms.media.quality import QUALITY_MEASURES, snr_db
+from transforms.media.speech import SpeechOptions, speech_pieces
+from transforms.testing.spoken import meeting, sentences, speak
+
+_GRID_S = 0.01
+_PAD_S = SpeechOptions().pad_s
+
+
+def _sox(*args) -> None:
+    subprocess.run(["sox", *map(str, args)], check=True, capture_output=True)
+
+
+def _meetings(folder: str, count: int) -> list:
+    """(path, turns, music spans) of each meeting (module docstring)."""
+    rng = np.random.default_rng(58)
+    texts = sentences(30)
+    made = []
+    for m in range(count):
+        picked = [texts[(m * 5 + i) % len(texts)] for i in range(5)]
+        pauses = [float(p) for p in rng.choice([0.25, 0.5, 1.0, 1.5, 2.5], size=6)]
+        made_meeting = meeting(folder, f"meeting{m}", picked, pauses)
+        path, turns, music = made_meeting.path, list(made_meeting.turns), []
+        if m % 2:   # 3 s of music after the recording, then the noise bed over all of it
+            chord = os.path.join(folder, f"music{m}.flac")
+            _sox("-n", "-r", 16000, "-c", 1, "-b", 16, chord, "synth", 3, "pluck", "C4", "pluck",
+                 "E4", "pluck", "G4", "vol", 0.3)
+            length = soundfile.info(path).duration
+            with_music = os.path.join(folder, f"meeting{m}.music.flac")
+            _sox(path, chord, with_music)
+            music.append((length, length + 3.0))
+            seconds = length + 3.0
+            noise = os.path.join(folder, f"noise{m}.flac")
+            _sox("-n", "-r", 16000, "-c", 1, "-b", 16, noise, "synth", seconds, "pinknoise")
+            speech_power = _power(path)
+            snr = float(rng.choice([10, 15, 20, 25]))
+            volume = np.sqrt(speech_power / _power(noise) / 10 ** (snr / 10))
+            _sox("-m", "-v", 1, with_music, "-v", volume, noise, path)
+            for part in (chord, with_music, noise):
+                os.remove(part)
+        made.append((path, turns, music))
+    return made
+
+
+def _power(path: str) -> float:
+    audio, _ = soundfile.read(path, dtype="float64")
+    return float(np.mean(audio ** 2))
+
+
+def _grid(spans, seconds: float) -> np.ndarray:
+    marks = np.zeros(int(np.ceil(seconds / _GRID_S)), bool)
+    for start, end in spans:
+        marks[int(round(start / _GRID_S)):int(round(end / _GRID_S))] = True
+    return marks
+
+
+def _merged(turns: list, pause_s: float) -> list:
+    """The turns joined across pauses shorter than `pause_s`: what the cut makes
+    one piece of, by design."""
+    joined = [list(turns[0])]
+    for start, end in turns[1:]:
+        if start - joined[-1][1] < pause_s:
+            joined[-1][1] = end
+        else:
+            joined.append([start, end])
+    return [tuple(span) for span in joined]
+
+
+def accuracy(made: list, detector: str) -> dict:
+    """Missed, false and music-false seconds, DER, boundary errors, CPU a second."""
+    missed = false = music_false = speech = audio_s = cpu = 0.0
+    starts, ends = [], []
+    for path, turns, music in made:
+        audio, rate = soundfile.read(path, dtype="float32")
+        blocks = [Audio(audio[i:i + 10 * rate], rate, start=i / rate)
+                  for i in range(0, len(audio), 10 * rate)]
+        began = time.process_time()
+        pieces = list(speech_pieces(blocks, SpeechOptions(detector=detector), 30.0))
+        cpu += time.process_time() - began
+        seconds = len(audio) / rate
+        found = [(p.start + (_PAD_S if p.start > 0 else 0), min(p.end - _PAD_S, seconds))
+                 for p in pieces]
+        truth, said = _grid(turns, seconds), _grid(found, seconds)
+        missed += np.sum(truth & ~said) * _GRID_S
+        false += np.sum(~truth & said) * _GRID_S
+        music_false += np.sum(_grid(music, seconds) & said) * _GRID_S
+        speech += np.sum(truth) * _GRID_S
+        audio_s += seconds
+        for start, end in _merged(turns, SpeechOptions().pause_s):
+            middle = (start + end) / 2
+            covering = [f for f in found if f[0] <= middle < f[1]]
+            if covering:
+                starts.append(abs(covering[0][0] - start) * 1000)
+                ends.append(abs(covering[0][1] - end) * 1000)
+    return {"missed_s": missed, "false_s": false, "music_false_s": music_false,
+            "speech_s": speech, "der": (missed + false) / speech,
+            "start_ms": (np.median(starts), np.percentile(starts, 90)),
+            "end_ms": (np.median(ends), np.percentile(ends, 90)),
+            "turns_found": f"{len(starts)}/"
+                           f"{sum(len(_merged(t, SpeechOptions().pause_s)) for _, t, _ in made)}",
+            "cpu_ms_per_s": 1000 * cpu / audio_s, "audio_s": audio_s}
+
+
+def snr_errors(folder: str) -> dict:
+    """{mixed SNR: WADA's estimate} of one espeak-ng utterance in white noise."""
+    spoken, clean = (os.path.join(folder, name) for name in ("snr-spoken.flac", "snr.flac"))
+    speak(" ".join(sentences(3)), spoken)
+    _sox(spoken, clean, "silence", 1, 0.005, "-60d", "reverse", "silence", 1, 0.005, "-60d",
+         "reverse")
+    noise = os.path.join(folder, "snr-noise.flac")
+    _sox("-n", "-r", 16000, "-c", 1, "-b", 16, noise, "synth", soundfile.info(clean).duration,
+         "whitenoise")
+    estimates = {}
+    for target in range(0, 31, 5):
+        mixed = os.path.join(folder, f"snr{target}.flac")
+        volume = np.sqrt(_power(clean) / _power(noise) / 10 ** (target / 10))
+        _sox("-m", "-v", 1, clean, "-v", volume, noise, mixed)
+        audio, rate = soundfile.read(mixed, dtype="float32")
+        estimates[target] = snr_db(audio, rate)
+    return estimates
+
+
+def jobs(made: list, folder: str, repeats: int, copies: int) -> dict:
+    """The three jobs' Measured runs, interleaved (module docstring), on a tar
+    of `copies` copies of every meeting."""
+    corpus = os.path.join(folder, "corpus")
+    os.makedirs(corpus, exist_ok=True)
+    names = []
+    for path, _, _ in made:
+        for copy in range(copies):
+            name = f"c{copy}-{os.path.basename(path)}"
+            shutil.copy(path, os.path.join(corpus, name))
+            names.append(name)
+    subprocess.run(["tar", "--format=gnu", "-cf", "meetings.tar", *names], cwd=corpus,
+                   check=True)
+    output = os.path.join(folder, "out")
+    common = [sys.executable, "-m", "pipelines.tar_to_tfrecord", "--input",
+              os.path.join(corpus, "meetings.tar"), "--output", output, "--audio_fields", "flac",
+              "--features", "none", "--splits", "train=1", "--direct_num_workers", "1"]
+    commands = {"windows": [*common, "--cut", "audio_windows"],
+                "speech": [*common, "--cut", "speech"],
+                "speech+quality": [*common, "--cut", "speech", "--quality",
+                                   ",".join(QUALITY_MEASURES)]}
+    return interleaved(commands, corpus, output, repeats)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--meetings", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--copies", type=int, default=10,
+                        help="The jobs' corpus: this many copies of every meeting.")
+    parser.add_argument("--workdir", default="")
+    args = parser.parse_args(argv)
+    folder = args.workdir or tempfile.mkdtemp(prefix="datagen-speech-bench-")
+    os.makedirs(folder, exist_ok=True)
+    made = _meetings(folder, args.meetings)
+    print(f"{len(made)} meetings, {sum(len(t) for _, t, _ in made)} turns")
+    for detector in ("silero", "webrtc"):
+        a = accuracy(made, detector)
+        print(f"{detector:7s} {a['audio_s']:.0f} s of audio, {a['speech_s']:.1f} s of speech: "
+              f"missed {a['missed_s']:.2f} s, false {a['false_s']:.2f} s (in music "
+              f"{a['music_false_s']:.2f} s), DER {a['der']:.1%}; turns found "
+              f"{a['turns_found']}; start error median {a['start_ms'][0]:.0f} ms "
+              f"(p90 {a['start_ms'][1]:.0f}), end {a['end_ms'][0]:.0f} ms "
+              f"(p90 {a['end_ms'][1]:.0f}); {a['cpu_ms_per_s']:.2f} CPU-ms a second of audio "
+              f"({a['cpu_ms_per_s'] * 3.6:.1f} CPU-s an hour)")
+    estimates = snr_errors(folder)
+    print("WADA-SNR: " + ", ".join(f"{t} dB -> {e:.1f}" for t, e in estimates.items()))
+    runs = jobs(made, folder, args.repeats, args.copies)
+    base = statistics.median(r.cpu_seconds for r in runs["windows"])
+    for name, measured in runs.items():
+        cpu = statistics.median(r.cpu_seconds for r in measured)
+        wall = statistics.median(r.seconds for r in measured)
+        print(f"job {name:15s} wall {wall:5.2f} s, CPU {cpu:5.2f} s ({cpu / base:.2f}x windows)")
+    if not args.workdir:
+        shutil.rmtree(folder)
+
+
+if __name__ == "__main__":
+    main()
