@@ -91,12 +91,13 @@ def sentences(count: int) -> list[str]:
 
 
 def speak(text: str, target: str, voice: int = 0) -> None:
-    """`text` spoken by espeak-ng in one of its voices, as 16 kHz mono FLAC at `target`."""
+    """`text` spoken by espeak-ng in one of its voices, as 16 kHz mono FLAC at
+    `target`: the same bytes every run (sox -R: its dither repeatable)."""
     name, pitch, speed = _VOICES[voice % len(_VOICES)]
     wav = target + ".wav"
     subprocess.run(["espeak-ng", "-v", name, "-p", str(pitch), "-s", str(speed), "-w", wav,
                     text], check=True, capture_output=True)
-    subprocess.run(["sox", wav, "-r", "16000", "-c", "1", "-b", "16", target], check=True,
+    subprocess.run(["sox", "-R", wav, "-r", "16000", "-c", "1", "-b", "16", target], check=True,
                    capture_output=True)
     os.remove(wav)
 
@@ -168,12 +169,12 @@ def meeting(folder: str, name: str, texts: Sequence[str], pauses: Sequence[float
     parts, turns, at = [], [], 0.0
     for i, text in enumerate(texts):
         pause = os.path.join(folder, f"{name}.pause{i}.flac")
-        subprocess.run(["sox", "-n", "-r", "16000", "-c", "1", "-b", "16", pause, "trim", "0",
+        subprocess.run(["sox", "-R", "-n", "-r", "16000", "-c", "1", "-b", "16", pause, "trim", "0",
                         str(pauses[i])], check=True, capture_output=True)
         spoken, trimmed = (os.path.join(folder, f"{name}.turn{i}{end}.flac")
                            for end in ("", ".trimmed"))
         speak(text, spoken, voice=i)
-        subprocess.run(["sox", spoken, trimmed, "silence", "1", "0.005", "-60d", "reverse",
+        subprocess.run(["sox", "-R", spoken, trimmed, "silence", "1", "0.005", "-60d", "reverse",
                         "silence", "1", "0.005", "-60d", "reverse"], check=True,
                        capture_output=True)
         at += pauses[i]
@@ -183,10 +184,10 @@ def meeting(folder: str, name: str, texts: Sequence[str], pauses: Sequence[float
         parts += [pause, trimmed]
         os.remove(spoken)
     tail = os.path.join(folder, f"{name}.tail.flac")
-    subprocess.run(["sox", "-n", "-r", "16000", "-c", "1", "-b", "16", tail, "trim", "0",
+    subprocess.run(["sox", "-R", "-n", "-r", "16000", "-c", "1", "-b", "16", tail, "trim", "0",
                     str(pauses[len(texts)])], check=True, capture_output=True)
     path = os.path.join(folder, f"{name}.flac")
-    subprocess.run(["sox", *parts, tail, path], check=True, capture_output=True)
+    subprocess.run(["sox", "-R", *parts, tail, path], check=True, capture_output=True)
     for part in (*parts, tail):
         os.remove(part)
     rttm = os.path.join(folder, f"{name}.rttm")
