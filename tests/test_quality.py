@@ -134,3 +134,14 @@ def test_a_bad_keep_is_refused_in_one_line_before_work(corpus, tmp_path, keep, s
     [line] = [line for line in done.stderr.splitlines() if line.startswith("error")]
     assert says in line
     assert not (tmp_path / "out").exists()
+
+
+def test_keep_from_python_is_refused_in_pythons_terms():
+    import transforms as dg
+
+    spec = dg.FeatureSpec.parse("cls:int64")
+    with pytest.raises(dg.ArgumentError, match="keep must be its text"):
+        dg.ExampleRecipe(spec=spec, keep=5)
+    with pytest.raises(dg.ArgumentError, match="clauses joined by 'and'"):
+        dg.ExampleRecipe(spec=spec, keep="cls >= 1 or cls < 0")
+    assert str(dg.ExampleRecipe(spec=spec, keep="cls>=1").keep.clauses[0]) == "cls >= 1"

@@ -172,6 +172,9 @@ class ExampleRecipe:
         object.__setattr__(self, "measures", check_measures(self.measures, _TAKEN_NAMES))
         if isinstance(self.keep, str):
             object.__setattr__(self, "keep", KeepFilter.parse(self.keep))
+        if not isinstance(self.keep, KeepFilter):
+            raise ArgumentTypeError("keep", "must be its text ('snr_db >= 15 and ...') or a "
+                                    f"KeepFilter, got {self.keep!r}")
         self.keep.check(features)
 
     def describe(self) -> dict:
