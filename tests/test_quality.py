@@ -95,6 +95,8 @@ def _job(*flags):
 @pytest.fixture(scope="module")
 def corpus(speech):
     """A GNU tar of the sentence, its telephone copy and a noisy mix (0 dB)."""
+    _sox(speech / "speech.flac", "-r", 8000, speech / "corpus-phone8.flac")
+    _sox(speech / "corpus-phone8.flac", "-r", 16000, speech / "phone.flac")
     _sox("-m", speech / "speech.flac", "-v", 4, speech / "noise.flac", speech / "noisy.flac")
     subprocess.run(["tar", "--format=gnu", "-cf", "corpus.tar", "speech.flac", "phone.flac",
                     "noisy.flac"], cwd=speech, check=True)

@@ -118,19 +118,20 @@ def recordings(spoken, tmp_path_factory):
     return root
 
 
-def _job(*flags):
-    return subprocess.run([sys.executable, "-m", "pipelines.tar_to_tfrecord", *flags],
+def _speech_job(tar, output, *flags) -> dict:
+    """The speech cut of the recordings in `tar` into `output`: its manifest."""
+    done = subprocess.run([sys.executable, "-m", "pipelines.tar_to_tfrecord", "--input", str(tar),
+                           "--output", str(output), "--cut", "speech", "--audio_fields", "flac",
+                           "--features", "none", "--splits", "train=1", *flags],
                           capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads((output / "manifest.json").read_text())
 
 
 def test_the_job_writes_each_piece_and_filters_recordings_without_speech(recordings, spoken,
                                                                          tmp_path):
     output = tmp_path / "speech"
-    done = _job("--input", str(recordings / "*.tar"), "--output", str(output), "--cut", "speech",
-                "--audio_fields", "flac", "--features", "none", "--splits", "train=1",
-                "--max_duration_s", "3")
-    assert done.returncode == 0, done.stderr
-    info = json.loads((output / "manifest.json").read_text())
+    info = _speech_job(recordings / "*.tar", output, "--max_duration_s", "3")
     accounting = info["accounting"]
     assert (accounting["samples_read"], accounting["samples_written"]) == (3, 1)
     assert accounting["samples_filtered_per_reason"] == {"no_speech": 2}
@@ -197,11 +198,7 @@ def test_a_recording_cut_short_keeps_its_pieces_before_the_break_and_names_itsel
     subprocess.run(["tar", "--format=gnu", "-cf", "bad.tar", "broken.flac", "stereo.flac"],
                    cwd=root, check=True)
     output = tmp_path / "out"
-    done = _job("--input", str(root / "bad.tar"), "--output", str(output), "--cut", "speech",
-                "--audio_fields", "flac", "--features", "none", "--splits", "train=1",
-                "--max_failure_fraction", "0.5")
-    assert done.returncode == 0, done.stderr
-    info = json.loads((output / "manifest.json").read_text())
+    info = _speech_job(root / "bad.tar", output, "--max_failure_fraction", "0.5")
     assert (info["accounting"]["samples_written"], info["accounting"]["samples_failed"]) == (1, 1)
     [letter] = [json.loads(line) for line in (output / "failures" / "failures.jsonl").open()]
     assert (letter["key"], letter["member"], letter["stage"]) == ("broken", "flac", "decode_audio")

@@ -40,9 +40,6 @@ from transforms.media.decoded import full_scale_floats
 __all__ = ["QUALITY_MEASURES", "bandwidth_hz", "clipping", "dc_offset", "loudness_lufs",
            "quality", "snr_db"]
 
-QUALITY_MEASURES = ("snr_db", "clipping", "loudness_lufs", "dc_offset", "bandwidth_hz",
-                    "speech_ratio")
-
 _SNR_RANGE_DB = (-20, 60)
 _GAMMA_SHAPE = 0.4       # WADA's model of speech's amplitudes
 _FLOOR = 1e-10           # WADA's: a digital zero's amplitude
@@ -136,6 +133,8 @@ def bandwidth_hz(audio: np.ndarray, rate: int) -> float:
 _MEASURES: dict[str, Callable[[np.ndarray, int], float]] = {
     "snr_db": snr_db, "clipping": clipping, "loudness_lufs": loudness_lufs,
     "dc_offset": dc_offset, "bandwidth_hz": bandwidth_hz}
+# What --quality may name: these, and the detector's speech_ratio.
+QUALITY_MEASURES = (*_MEASURES, "speech_ratio")
 
 
 def quality(audio: np.ndarray, rate: int, names: tuple) -> dict:
