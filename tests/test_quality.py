@@ -14,6 +14,7 @@ import pyloudnorm
 import pytest
 import soundfile
 
+import transforms as dg
 from transforms.media.quality import bandwidth_hz, clipping, dc_offset, loudness_lufs, snr_db
 from transforms.testing.spoken import speak
 
@@ -123,6 +124,16 @@ def test_keep_removes_by_clause_counts_each_and_keeps_what_holds(corpus, tmp_pat
     snr = quality["measures"]["snr_db"]["splits"]["train"]
     assert (sum(snr["all"]), sum(snr["kept"])) == (3, 1)   # what the threshold cost
     assert snr["min"] < 5 < 15 < snr["max"]
+    # verify holds what was written to the clauses; a stricter one than the
+    # writer applied (the manifest edited) finds the record that fails it.
+    assert dg.verify_dataset(str(output)).ok
+    written = pytest.approx(snr["max"], abs=0.01)
+    info["recipe"]["keep"] = ["snr_db >= 15", "bandwidth_hz >= 6000", "snr_db > 90"]
+    (output / "manifest.json").write_text(json.dumps(info))
+    [problem] = dg.verify_dataset(str(output)).problems
+    assert problem.startswith("train/") and "record 0" in problem
+    assert "which the writer's --keep 'snr_db > 90' removes" in problem
+    assert float(problem.split("'snr_db' is ")[1].split(",")[0]) == written
 
 
 @pytest.mark.parametrize("keep, says", [
@@ -139,8 +150,6 @@ def test_a_bad_keep_is_refused_in_one_line_before_work(corpus, tmp_path, keep, s
 
 
 def test_keep_from_python_is_refused_in_pythons_terms():
-    import transforms as dg
-
     spec = dg.FeatureSpec.parse("cls:int64")
     with pytest.raises(dg.ArgumentError, match="keep must be its text"):
         dg.ExampleRecipe(spec=spec, keep=5)

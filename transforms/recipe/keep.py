@@ -19,6 +19,8 @@ import operator
 import re
 from typing import Any, Mapping
 
+import numpy as np
+
 from transforms.format.arguments import ArgumentError
 
 __all__ = ["Clause", "KeepFilter", "KEEP_PREFIX"]
@@ -40,7 +42,11 @@ class Clause:
     value: float
 
     def holds(self, value: Any) -> bool:
-        return bool(_OPERATORS[self.op](float(value), self.value))
+        """Whether `value` meets it as written: a float as the float32 its record
+        holds, so that verify, reading the record, judges what the writer judged."""
+        if not isinstance(value, (int, np.integer)):
+            value = float(np.float32(value))
+        return bool(_OPERATORS[self.op](value, self.value))
 
     def __str__(self) -> str:
         return f"{self.name} {self.op} {self.value:g}"
@@ -74,6 +80,11 @@ class KeepFilter:
             name, op, value = match.groups()
             clauses.append(Clause(name, op, float(value)))
         return cls(tuple(clauses))
+
+    @classmethod
+    def of_manifest(cls, document: Mapping[str, Any]) -> "KeepFilter":
+        """The filter a dataset's manifest records that its writer applied."""
+        return cls.parse(" and ".join(document.get("recipe", {}).get("keep", [])))
 
     def __bool__(self) -> bool:
         return bool(self.clauses)

@@ -10,8 +10,9 @@ unaccounted for, no run's temporary folder, totals that add up), then reads
 every shard once in a Beam job, one shard per work item
 (transforms/verify/shards.py): framing and CRCs of every record, the gzip
 stream, the file's CRC32C against the one the writer recorded, counts and
-bytes, the record index, every record against the spec, and the media of a
-seeded sample of records decoded; the writer's dataset checks run on the
+bytes, the record index, every record against the spec and the --keep
+clauses its writer applied, and the media of a seeded sample of records
+decoded; the writer's dataset checks run on the
 ledger and the manifest's accounting (transforms/verify/ledger_checks.py: a
 key once, a group in one split, copies by --duplicates, the share of
 failed inputs, no empty split);
@@ -38,6 +39,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOpt
 from transforms.format import manifest
 from transforms.format.arguments import ArgumentError, check_path
 from transforms.format.manifest import DatasetInfo
+from transforms.recipe.keep import KeepFilter
 from transforms.runner.runtime import make_pipeline, runs_locally, wait_for
 from transforms.storage.folders import read_manifest, remove_tree
 from transforms.verify.augmentation import AugmentedRange, augmented_range, count_problems
@@ -122,7 +124,8 @@ def _check_data(info: DatasetInfo, root: str, entries: list, media_samples: int,
         _ = (pipeline
              | "Shards" >> beam.Create(entries)
              | "Verify" >> VerifyShards(root, info.spec, info.shard_format, fraction, seed, sought,
-                                        augmented, manifest.declared_classes(info.document))
+                                        augmented, manifest.declared_classes(info.document),
+                                        KeepFilter.of_manifest(info.document))
              | "Gather" >> beam.combiners.ToList()
              | "WriteReports" >> beam.Map(_write_reports, path))
         if ledger is not None:

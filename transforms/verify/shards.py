@@ -11,8 +11,9 @@ that:
 - the records are as many, and hold as many bytes, as the manifest says;
 - the record index, if the shard has one, is byte for byte what the records
   make, and its CRC32C the manifest's;
-- every record is a tf.train.Example of the manifest's spec, and the media of a
-  seeded sample of them decode (transforms/verify/examples.py).
+- every record is a tf.train.Example of the manifest's spec, its values meet
+  every --keep clause the writer applied, and the media of a seeded sample of
+  them decode (transforms/verify/examples.py).
 
 It also notes which of the `sought` recordings (the duplicate check's list)
 its records come from, by their `source_key`.
@@ -35,6 +36,7 @@ from transforms.format.records import RecordStream
 from transforms.format.sample import SOURCE_KEY
 from transforms.format.shard_format import ShardFormat
 from transforms.format.spec import FeatureSpec
+from transforms.recipe.keep import KeepFilter
 from transforms.storage.folders import is_local
 from transforms.verify.augmentation import AugmentedRange, record_problems
 from transforms.verify.examples import media_problems
@@ -85,9 +87,10 @@ def check_shard(root: str, entry: Mapping[str, Any], spec: FeatureSpec, shard_fo
                 decode: Callable[[int], bool], read_chunks: Callable = _chunks,
                 read_file: Callable = _read, sought: frozenset = frozenset(),
                 augmented: AugmentedRange | None = None,
-                classes: Mapping[str, int] | None = None) -> ShardReport:
+                classes: Mapping[str, int] | None = None,
+                keep: KeepFilter | None = None) -> ShardReport:
     """Verifies the shard of manifest `entry` under `root`, each record against
-    the spec and its declared `classes`; `decode(number)` says
+    the spec, its declared `classes` and the `keep` filter; `decode(number)` says
     whether to decode a record's media; the report says which `sought` source
     keys it holds, and with `augmented` how many copies, each record's aug.*
     values checked (transforms/verify/augmentation.py). `read_chunks(path)`
@@ -106,6 +109,8 @@ def check_shard(root: str, entry: Mapping[str, Any], spec: FeatureSpec, shard_fo
             problems.append(f"{where}: {e}")
             continue
         found = example_problems(example, spec, classes)
+        if not found and keep:
+            found = _keep_problems(example, spec, keep)
         if sought and not found:
             found_keys.update(key.decode() for key in stored_values(example, SOURCE_KEY, "bytes")
                               if key.decode() in sought)
@@ -134,6 +139,18 @@ def check_shard(root: str, entry: Mapping[str, Any], spec: FeatureSpec, shard_fo
                        tuple(sorted(found_keys)), copies)
 
 
+def _keep_problems(example, spec: FeatureSpec, keep: KeepFilter) -> list:
+    """The --keep clauses a record that passed its spec fails."""
+    kinds = {f.name: f.kind for f in spec}
+    problems = []
+    for clause in keep.clauses:
+        value = stored_values(example, clause.name, kinds[clause.name])[0]
+        if not clause.holds(value):
+            problems.append(f"feature {clause.name!r} is {value:g}, which the writer's "
+                            f"--keep '{clause}' removes")
+    return problems
+
+
 def _index_problems(root: str, index: Mapping[str, str], sizes: list,
                     read_file: Callable) -> list:
     try:
@@ -151,8 +168,10 @@ def _index_problems(root: str, index: Mapping[str, str], sizes: list,
 class _CheckShardFn(beam.DoFn):
     def __init__(self, root: str, spec: FeatureSpec, shard_format: ShardFormat,
                  decode_fraction: float, seed: int, sought: frozenset,
-                 augmented: AugmentedRange | None, classes: Mapping[str, int]):
+                 augmented: AugmentedRange | None, classes: Mapping[str, int],
+                 keep: KeepFilter | None):
         self._root = root
+        self._keep = keep
         self._classes = classes
         self._sought = sought
         self._augmented = augmented
@@ -167,25 +186,26 @@ class _CheckShardFn(beam.DoFn):
 
         report = check_shard(self._root, entry, self._spec, self._format, decode,
                              sought=self._sought, augmented=self._augmented,
-                             classes=self._classes)
+                             classes=self._classes, keep=self._keep)
         beam.metrics.Metrics.counter("datagen", "records_verified").inc(report.num_records)
         yield report
 
 
 class VerifyShards(beam.PTransform):
     """Manifest shard entries -> a ShardReport each (see `check_shard`), the
-    shards spread over the workers. Each record is held to the spec and its
-    declared `classes`; its media are decoded with
+    shards spread over the workers. Each record is held to the spec, its
+    declared `classes` and the `keep` filter; its media are decoded with
     probability `decode_fraction`, chosen by `seed`; the `sought` source keys
     found are reported, and with `augmented` the copies."""
 
     def __init__(self, root: str, spec: FeatureSpec, shard_format: ShardFormat,
                  decode_fraction: float, seed: int = 0, sought: frozenset = frozenset(),
                  augmented: AugmentedRange | None = None,
-                 classes: Mapping[str, int] | None = None):
+                 classes: Mapping[str, int] | None = None,
+                 keep: KeepFilter | None = None):
         super().__init__()
         self._fn = _CheckShardFn(root, spec, shard_format, decode_fraction, seed, sought,
-                                 augmented, dict(classes or {}))
+                                 augmented, dict(classes or {}), keep)
 
     def expand(self, entries):
         return (entries
