@@ -7,6 +7,9 @@ Makes, once (kept in --workdir):
 
   flac   a 4-hour 48 kHz stereo FLAC (soundfile, in blocks: quiet noise,
          about 1 byte a sample, like speech) and its first minute;
+  speech a 4-hour 16 kHz mono FLAC of speech: a meeting of Harvard
+         sentences spoken in turns by espeak-ng with pauses
+         (transforms/testing/spoken.py), repeated by sox, and its first minute;
   video  a 1-hour 1280x720 30 fps H.264 + 48 kHz stereo AAC mp4 at about
          5.5 Mbit/s (ffmpeg: a 60 s testsrc2 clip with a keyframe every 2 s,
          looped with stream copy) and the 60 s clip itself;
@@ -16,6 +19,8 @@ each, one worker, and reports the peak RSS of the whole process tree
 (benchmarks/process_tree.py) and the wall time:
 
   flac   cut into 1 s windows at 16 kHz (--cut audio_windows);
+  speech cut where Silero VAD finds speech (--cut speech), every quality
+         measure on every piece (issue #58);
   video  a frame every 5 s at 224x224 with the 1 s window of the video's own
          audio around it (--cut frames --fps 0.2).
 
@@ -40,9 +45,13 @@ import numpy as np
 import soundfile as sf
 
 from benchmarks.process_tree import measure
+from transforms.media.quality import QUALITY_MEASURES
+from transforms.testing.spoken import meeting, sentences
 
 TARGET_MIB = 600
 FLAC_FLAGS = ["--cut", "audio_windows", "--audio_fields", "flac", "--window_s", "1"]
+SPEECH_FLAGS = ["--cut", "speech", "--audio_fields", "flac", "--quality",
+                ",".join(QUALITY_MEASURES)]
 VIDEO_FLAGS = ["--cut", "frames", "--video_field", "mp4", "--fps", "0.2",
                "--frame_size", "224x224"]
 _BLOCK_S = 60
@@ -56,6 +65,15 @@ def _flac(path: str, seconds: int) -> None:
             frames = min(_BLOCK_S, seconds - start) * 48000
             f.write(rng.integers(-100, 101, (frames, 2), dtype=np.int16))
     os.replace(path + ".tmp", path)
+
+
+def _speech(workdir: str, path: str, seconds: int) -> None:
+    """A meeting of about 30 s, repeated by sox to `seconds`."""
+    talk = meeting(workdir, "talk", sentences(8), [1.0, 0.4, 2.0, 0.25, 1.5, 0.8, 3.0, 0.5, 1.0])
+    repeats = int(np.ceil(seconds / sf.info(talk.path).duration))
+    subprocess.run(["sox", "-R", talk.path, path + ".tmp.flac", "repeat", str(repeats - 1),
+                    "trim", "0", str(seconds)], check=True)
+    os.replace(path + ".tmp.flac", path)
 
 
 def _ffmpeg(*args: str) -> None:
@@ -98,6 +116,12 @@ def inputs(workdir: str, hours: float, video_hours: float) -> list:
             print(f"generating {path} ...", flush=True)
             _flac(path, seconds)
         made.append((name, _tar(path, "flac"), os.path.getsize(path), FLAC_FLAGS))
+    for name, seconds in ((f"speech {hours:g} h", round(hours * 3600)), ("speech 1 min", 60)):
+        path = os.path.join(workdir, f"speech_16k_{seconds}s.flac")
+        if not os.path.exists(path):
+            print(f"generating {path} ...", flush=True)
+            _speech(workdir, path, seconds)
+        made.append((name, _tar(path, "flac"), os.path.getsize(path), SPEECH_FLAGS))
     clip = os.path.join(workdir, "testsrc2_720p30_aac_60s.mp4")
     loops = round(video_hours * 60)
     long = os.path.join(workdir, f"testsrc2_720p30_aac_{loops * 60}s.mp4")

@@ -27,6 +27,7 @@ speech, as its RTTM gives it. Then, in this one process run:
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -38,13 +39,21 @@ import time
 import numpy as np
 import soundfile
 
+from benchmarks.peers.peer_runs import peer_python
 from benchmarks.process_tree import interleaved
 from transforms.media.decoded import Audio
 from transforms.media.quality import QUALITY_MEASURES, snr_db
 from transforms.media.speech import SpeechOptions, speech_pieces
+from transforms.media.vad import detector
 from transforms.testing.spoken import meeting, sentences, speak
 
 _GRID_S = 0.01
+# Silero VAD's own pipeline runs in a venv of its own, kept between runs.
+PEER_VENVS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out", "peers")
+SILERO_SIDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers",
+                           "silero_side.py")
+# silero-vad without its dependencies: torchaudio, which it needs only to read files.
+SILERO_PACKAGES = ["torch==2.13.0", "numpy", "soundfile", "packaging"]
 _PAD_S = SpeechOptions().pad_s
 
 
@@ -107,21 +116,53 @@ def _merged(turns: list, pause_s: float) -> list:
     return [tuple(span) for span in joined]
 
 
-def accuracy(made: list, detector: str) -> dict:
-    """Missed, false and music-false seconds, DER, boundary errors, CPU a second."""
-    missed = false = music_false = speech = audio_s = cpu = 0.0
-    starts, ends = [], []
-    for path, turns, music in made:
+def our_speech(made: list, kind: str) -> tuple[dict, float]:
+    """{path: the speech of each piece the cut finds, its margins taken off},
+    and the CPU seconds it took."""
+    found, cpu = {}, 0.0
+    detector(kind, 16000)   # its model loaded, untimed (as the reference's is)
+    for path, _, _ in made:
         audio, rate = soundfile.read(path, dtype="float32")
         blocks = [Audio(audio[i:i + 10 * rate], rate, start=i / rate)
                   for i in range(0, len(audio), 10 * rate)]
         began = time.process_time()
-        pieces = list(speech_pieces(blocks, SpeechOptions(detector=detector), 30.0))
+        pieces = list(speech_pieces(blocks, SpeechOptions(detector=kind), 30.0))
         cpu += time.process_time() - began
         seconds = len(audio) / rate
-        found = [(p.start + (_PAD_S if p.start > 0 else 0), min(p.end - _PAD_S, seconds))
-                 for p in pieces]
-        truth, said = _grid(turns, seconds), _grid(found, seconds)
+        found[path] = [(p.start + (_PAD_S if p.start > 0 else 0), min(p.end - _PAD_S, seconds))
+                       for p in pieces]
+    return found, cpu
+
+
+def reference_speech(made: list, python: str, folder: str) -> dict:
+    """Silero's own `get_speech_timestamps` on the meetings, with the cut's
+    threshold, pause and longest piece and no margin (benchmarks/peers/
+    silero_side.py): its spans and CPU, and its rules on our probabilities."""
+    request = {"paths": [path for path, _, _ in made], "probabilities": {},
+               "options": {"threshold": SpeechOptions().threshold, "speech_pad_ms": 0,
+                           "min_silence_duration_ms": round(SpeechOptions().pause_s * 1000),
+                           "max_speech_duration_s": 30.0, "min_speech_duration_ms": 0}}
+    for path in request["paths"]:
+        audio, rate = soundfile.read(path, dtype="float32")
+        found = detector("silero", rate)
+        request["probabilities"][path] = [*found.probabilities(audio), *found.finish()]
+    request_path = os.path.join(folder, "silero-request.json")
+    with open(request_path, "w") as f:
+        json.dump(request, f)
+    done = subprocess.run([python, SILERO_SIDE, request_path], check=True, capture_output=True,
+                          text=True)
+    return json.loads(done.stdout)
+
+
+def accuracy(made: list, found: dict, cpu: float) -> dict:
+    """Missed, false and music-false seconds, DER, boundary errors and CPU a
+    second of the speech `found` in each meeting (its path: spans) in `cpu`
+    seconds."""
+    missed = false = music_false = speech = audio_s = 0.0
+    starts, ends = [], []
+    for path, turns, music in made:
+        seconds = soundfile.info(path).duration
+        truth, said = _grid(turns, seconds), _grid(found[path], seconds)
         missed += np.sum(truth & ~said) * _GRID_S
         false += np.sum(~truth & said) * _GRID_S
         music_false += np.sum(_grid(music, seconds) & said) * _GRID_S
@@ -129,7 +170,7 @@ def accuracy(made: list, detector: str) -> dict:
         audio_s += seconds
         for start, end in _merged(turns, SpeechOptions().pause_s):
             middle = (start + end) / 2
-            covering = [f for f in found if f[0] <= middle < f[1]]
+            covering = [f for f in found[path] if f[0] <= middle < f[1]]
             if covering:
                 starts.append(abs(covering[0][0] - start) * 1000)
                 ends.append(abs(covering[0][1] - end) * 1000)
@@ -140,6 +181,33 @@ def accuracy(made: list, detector: str) -> dict:
             "turns_found": f"{len(starts)}/"
                            f"{sum(len(_merged(t, SpeechOptions().pause_s)) for _, t, _ in made)}",
             "cpu_ms_per_s": 1000 * cpu / audio_s, "audio_s": audio_s}
+
+
+def agreement(made: list, ours: dict, theirs: dict) -> str:
+    """Where two cuts' speech differ, on the 10 ms grid, and their pieces'
+    boundaries."""
+    differ = audio_s = 0.0
+    same_pieces, moved = 0, [0.0]
+    for path, _, _ in made:
+        seconds = soundfile.info(path).duration
+        differ += np.sum(_grid(ours[path], seconds) != _grid(theirs[path], seconds)) * _GRID_S
+        audio_s += seconds
+        if len(ours[path]) == len(theirs[path]):
+            same_pieces += 1
+            moved += [abs(a - b) * 1000 for mine, other in zip(ours[path], theirs[path])
+                      for a, b in zip(mine, other)]
+    return (f"differ on {differ:.2f} s of {audio_s:.0f} s; as many pieces in {same_pieces} of "
+            f"{len(made)} meetings, their boundaries at most {max(moved):.1f} ms apart")
+
+
+def _print_accuracy(name: str, a: dict) -> None:
+    print(f"{name:18s} {a['audio_s']:.0f} s of audio, {a['speech_s']:.1f} s of speech: "
+          f"missed {a['missed_s']:.2f} s, false {a['false_s']:.2f} s (in music "
+          f"{a['music_false_s']:.2f} s), DER {a['der']:.1%}; turns found "
+          f"{a['turns_found']}; start error median {a['start_ms'][0]:.0f} ms "
+          f"(p90 {a['start_ms'][1]:.0f}), end {a['end_ms'][0]:.0f} ms "
+          f"(p90 {a['end_ms'][1]:.0f}); {a['cpu_ms_per_s']:.2f} CPU-ms a second of audio "
+          f"({a['cpu_ms_per_s'] * 3.6:.1f} CPU-s an hour)")
 
 
 def snr_errors(folder: str) -> dict:
@@ -197,15 +265,16 @@ def main(argv=None) -> None:
     os.makedirs(folder, exist_ok=True)
     made = _meetings(folder, args.meetings)
     print(f"{len(made)} meetings, {sum(len(t) for _, t, _ in made)} turns")
-    for detector in ("silero", "webrtc"):
-        a = accuracy(made, detector)
-        print(f"{detector:7s} {a['audio_s']:.0f} s of audio, {a['speech_s']:.1f} s of speech: "
-              f"missed {a['missed_s']:.2f} s, false {a['false_s']:.2f} s (in music "
-              f"{a['music_false_s']:.2f} s), DER {a['der']:.1%}; turns found "
-              f"{a['turns_found']}; start error median {a['start_ms'][0]:.0f} ms "
-              f"(p90 {a['start_ms'][1]:.0f}), end {a['end_ms'][0]:.0f} ms "
-              f"(p90 {a['end_ms'][1]:.0f}); {a['cpu_ms_per_s']:.2f} CPU-ms a second of audio "
-              f"({a['cpu_ms_per_s'] * 3.6:.1f} CPU-s an hour)")
+    found = {}
+    for kind in ("silero", "webrtc"):
+        found[kind], cpu = our_speech(made, kind)
+        _print_accuracy(f"ours, {kind}", accuracy(made, found[kind], cpu))
+    python = peer_python(PEER_VENVS, "silero-venv", SILERO_PACKAGES, ["silero-vad"])
+    reference = reference_speech(made, python, folder)
+    _print_accuracy("silero-vad's own", accuracy(made, reference["spans"], reference["cpu_s"]))
+    print(f"ours against silero-vad's own: {agreement(made, found['silero'], reference['spans'])}")
+    print("ours against silero-vad's rules on our probabilities: "
+          f"{agreement(made, found['silero'], reference['from_our_probabilities'])}")
     estimates = snr_errors(folder)
     print("WADA-SNR: " + ", ".join(f"{t} dB -> {e:.1f}" for t, e in estimates.items()))
     runs = jobs(made, folder, args.repeats, args.copies)

@@ -81,7 +81,8 @@ def _jobs(inputs) -> dict:
     return {
         "tar_to_tfrecord": (tar_to_tfrecord, [
             "--input", inputs["tar"], "--output", f"{out}/tar", "--audio_fields", "flac",
-            *cut, "--features", "label=cls:int64", "--split_by", "json.speaker",
+            "--cut", "speech", "--quality", "snr_db,bandwidth_hz", "--keep", "snr_db >= 10",
+            "--features", "label=cls:int64", "--split_by", "json.speaker",
             "--augment_copies", "1", "--noise_input", inputs["noise"], "--snr_db", "0,10",
             "--rir_input", inputs["rirs"]]),
         "manifest_to_tfrecord": (manifest_to_tfrecord, [

@@ -33,14 +33,18 @@ def peer_arguments(doc: str, utterances: int, argv=None) -> tuple[argparse.Names
         prefix="peer-bench-")
 
 
-def peer_python(workdir: str, name: str, packages: Sequence[str]) -> str:
-    """The Python of the venv `name` under `workdir` holding `packages`,
-    made on first use."""
+def peer_python(workdir: str, name: str, packages: Sequence[str],
+                without_dependencies: Sequence[str] = ()) -> str:
+    """The Python of the venv `name` under `workdir` holding `packages`, and
+    `without_dependencies` installed without theirs, made on first use."""
     venv = os.path.join(workdir, name)
     python = os.path.join(venv, "bin", "python")
     if not os.path.exists(os.path.join(venv, ".installed")):
         subprocess.run([sys.executable, "-m", "venv", "--clear", venv], check=True)
         subprocess.run([python, "-m", "pip", "install", "--quiet", *packages], check=True)
+        if without_dependencies:
+            subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps",
+                            *without_dependencies], check=True)
         open(os.path.join(venv, ".installed"), "w").close()
     return python
 

