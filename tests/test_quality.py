@@ -13,9 +13,12 @@ import numpy as np
 import pyloudnorm
 import pytest
 import soundfile
+from google.protobuf import text_format
+from tensorflow_metadata.proto.v0 import schema_pb2
 
 import transforms as dg
 from transforms.media.quality import bandwidth_hz, clipping, dc_offset, loudness_lufs, snr_db
+from transforms.recipe.keep import KeepFilter
 from transforms.testing.spoken import speak
 
 
@@ -124,6 +127,13 @@ def test_keep_removes_by_clause_counts_each_and_keeps_what_holds(corpus, tmp_pat
     snr = quality["measures"]["snr_db"]["splits"]["train"]
     assert (sum(snr["all"]), sum(snr["kept"])) == (3, 1)   # what the threshold cost
     assert snr["min"] < 5 < 15 < snr["max"]
+    # schema.pbtxt declares what was kept as the measures' domains (TFDV checks them).
+    schema = schema_pb2.Schema()
+    text_format.Parse((output / "schema.pbtxt").read_text(), schema)
+    domains = {f.name: f.float_domain for f in schema.feature if f.HasField("float_domain")}
+    assert set(domains) == {"snr_db", "bandwidth_hz"}
+    assert (domains["snr_db"].min, domains["bandwidth_hz"].min) == (15, 6000)
+    assert not domains["snr_db"].HasField("max")
     # verify holds what was written to the clauses; a stricter one than the
     # writer applied (the manifest edited) finds the record that fails it.
     assert dg.verify_dataset(str(output)).ok
@@ -156,3 +166,16 @@ def test_keep_from_python_is_refused_in_pythons_terms():
     with pytest.raises(dg.ArgumentError, match="clauses joined by 'and'"):
         dg.ExampleRecipe(spec=spec, keep="cls >= 1 or cls < 0")
     assert str(dg.ExampleRecipe(spec=spec, keep="cls>=1").keep.clauses[0]) == "cls >= 1"
+
+
+def test_what_keep_promises_of_the_records_and_their_schema():
+    keep = KeepFilter.parse("snr_db >= 15 and snr_db < 40 and clipping != 0 and num_samples > "
+                            "8000.5")
+    assert keep.bounds() == {"snr_db": (15, 40), "num_samples": (8000.5, None)}
+    # Of a transform materialized in the shards, only the clauses on features
+    # it passed through still hold of what the records store.
+    document = {"recipe": {"keep": [str(c) for c in keep.clauses]},
+                "transform": {"applied": "in_shards", "passed_through": ["clipping"]}}
+    assert [str(c) for c in KeepFilter.of_manifest(document).clauses] == ["clipping != 0"]
+    document["transform"]["applied"] = "at_read"
+    assert KeepFilter.of_manifest(document) == keep

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 from importlib import metadata
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
@@ -145,14 +146,31 @@ def build_manifest(*, spec: FeatureSpec, splits: Mapping[str, Any], shard_format
     }
 
 
-def schema_pbtxt(spec: FeatureSpec, num_classes: Mapping[str, int] | None = None) -> str:
+def schema_pbtxt(spec: FeatureSpec, num_classes: Mapping[str, int] | None = None,
+                 bounds: Mapping[str, tuple] | None = None) -> str:
     """The spec as a tensorflow_metadata Schema in text format."""
     from google.protobuf import text_format
 
-    return text_format.MessageToString(schema_proto(spec, num_classes))
+    return text_format.MessageToString(schema_proto(spec, num_classes, bounds))
 
 
 _INT32 = (-2**31, 2**31 - 1)
+
+
+def _bound(feature, kind: str, low: float | None, high: float | None) -> None:
+    """The Schema `feature`'s float_domain (int_domain: the whole numbers
+    within) of values from `low` to `high`."""
+    if kind == "float":
+        domain = feature.float_domain
+        low, high = (None if low is None else float(low)), (None if high is None else float(high))
+    else:
+        domain = feature.int_domain
+        low = None if low is None else math.ceil(low)
+        high = None if high is None else math.floor(high)
+    if low is not None:
+        domain.min = low
+    if high is not None:
+        domain.max = high
 
 
 def lists_duplicates(summary: Mapping[str, Any]) -> bool:
@@ -198,14 +216,17 @@ def declared_classes(document: Mapping[str, Any]) -> dict:
             **{feature: len(names) for feature, names in class_names(document).items()}}
 
 
-def schema_proto(spec: FeatureSpec, num_classes: Mapping[str, int] | None = None):
+def schema_proto(spec: FeatureSpec, num_classes: Mapping[str, int] | None = None,
+                 bounds: Mapping[str, tuple] | None = None):
     """The spec as a tensorflow_metadata Schema (what TFXIO decodes tf.Examples
     with, and TFDV validates statistics against).
 
     Beside type, presence and shape, each feature says what the schema
     language can: `image_domain` for JPEG frames, `audio_domain` for audio,
     `bool_domain` for bools, an `int_domain` for int32 (its range) and for
-    labels with `num_classes` ({feature: classes}: categorical, 0..n-1). What
+    labels with `num_classes` ({feature: classes}: categorical, 0..n-1), and
+    a `float_domain` or `int_domain` for a number within `bounds` ({feature:
+    (lowest or None, highest or None)}: what --keep kept). What
     it cannot say (int16, uint8 or float16 arrays packed into one bytes value, a
     double stored as float32, the sample rate) goes in the feature's
     annotation: `beam_datagen.dtype:int16`, `beam_datagen.shape:[8000]`,
@@ -222,12 +243,14 @@ def schema_proto(spec: FeatureSpec, num_classes: Mapping[str, int] | None = None
             feature.value_count.min = 0
         else:
             feature.shape.dim.extend(schema_pb2.FixedShape.Dim(size=d) for d in f.stored_shape)
-        _describe(feature, f, (num_classes or {}).get(f.name))
+        _describe(feature, f, (num_classes or {}).get(f.name), (bounds or {}).get(f.name))
     return schema
 
 
-def _describe(feature, f, num_classes: int | None) -> None:
+def _describe(feature, f, num_classes: int | None, bounds: tuple | None) -> None:
     """Sets the domain and annotation of the Schema `feature` for spec feature `f`."""
+    if bounds is not None and not f.shape and f.kind in ("float", "int64"):
+        _bound(feature, f.kind, *bounds)
     if f.dtype == "jpeg":
         feature.image_domain.SetInParent()
     elif f.sample_rate:

@@ -22,6 +22,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from transforms.format.arguments import ArgumentError
+from transforms.format.manifest import IN_SHARDS
 
 __all__ = ["Clause", "KeepFilter", "KEEP_PREFIX"]
 
@@ -83,8 +84,16 @@ class KeepFilter:
 
     @classmethod
     def of_manifest(cls, document: Mapping[str, Any]) -> "KeepFilter":
-        """The filter a dataset's manifest records that its writer applied."""
-        return cls.parse(" and ".join(document.get("recipe", {}).get("keep", [])))
+        """The clauses a dataset's records meet, as its manifest records them:
+        those its writer applied, but of a tf.Transform materialized in the
+        shards (`--materialize_transform`) only those on the features it
+        passed through unchanged."""
+        kept = cls.parse(" and ".join(document.get("recipe", {}).get("keep", [])))
+        transform = document.get("transform") or {}
+        if transform.get("applied") != IN_SHARDS:
+            return kept
+        unchanged = set(transform.get("passed_through", ()))
+        return cls(tuple(c for c in kept.clauses if c.name in unchanged))
 
     def __bool__(self) -> bool:
         return bool(self.clauses)
@@ -101,6 +110,22 @@ class KeepFilter:
                 raise ArgumentError("keep", f"names {name!r}, which the examples do not hold as a "
                                     f"number: one of {', '.join(numbers)} (a quality measure "
                                     "is measured when {quality} names it)")
+
+    def bounds(self) -> dict:
+        """{feature: (lowest, highest)} every kept value lies within (None: no
+        bound that side), from the clauses that bound it: what schema.pbtxt
+        declares as the feature's domain."""
+        found: dict = {}
+        for clause in self.clauses:
+            if clause.op == "!=":
+                continue
+            low, high = found.get(clause.name, (None, None))
+            if clause.op in (">=", ">", "=="):
+                low = clause.value if low is None else max(low, clause.value)
+            if clause.op in ("<=", "<", "=="):
+                high = clause.value if high is None else min(high, clause.value)
+            found[clause.name] = (low, high)
+        return found
 
     def removed_by(self, values: Mapping[str, Any]) -> str | None:
         """The first clause an example's `values` fail, as text; None: it is kept."""

@@ -21,6 +21,7 @@ from transforms.format import manifest, tfds_metadata
 from transforms.format.manifest import AT_READ, summary_line
 from transforms.format.spec import FeatureSpec
 from transforms.media.features import describe_in_words
+from transforms.recipe.keep import KeepFilter
 from transforms.storage.folders import (
     delete_if_exists,
     ensure_dir,
@@ -160,7 +161,7 @@ class PublishFn(beam.DoFn):
             sections=plan.sections, **plan.facts)
         names, classes = manifest.class_names(info), manifest.declared_classes(info)
         write_text(FileSystems.join(config.output, manifest.SCHEMA),
-                    manifest.schema_pbtxt(spec, classes))
+                    manifest.schema_pbtxt(spec, classes, KeepFilter.of_manifest(info).bounds()))
         if ledger_parts is not None:
             join_files(sorted(ledger_parts), FileSystems.join(config.output, LEDGER))
         else:
