@@ -13,7 +13,8 @@ only the detector hears the resampled audio:
   silero-vad 6.2.3 ships) run by `onnxruntime` on one CPU thread,
   as that wheel's own C++ runs it (each 32 ms frame after the previous
   frame's last 4 ms, the model's state carried on); a probability in
-  [0, 1]; about 80-90 µs a frame here, 2.6 ms a second of audio. The
+  [0, 1]; 80-165 µs a frame by the CPU (3.4-4.5 ms a second of audio,
+  docs/performance.md), a third of what Silero's own pipeline takes. The
   wheel's own runtime is not used: loaded into a process that has loaded
   TensorFlow first, it aborts ("free(): invalid pointer");
 - `webrtc`: WebRTC's GMM detector (`webrtcvad-wheels`, its aggressiveness 2),
