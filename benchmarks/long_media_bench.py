@@ -16,7 +16,10 @@ Makes, once (kept in --workdir):
 
 each alone in an uncompressed tar with a label. Then runs the tar job on
 each, one worker, and reports the peak RSS of the whole process tree
-(benchmarks/process_tree.py) and the wall time:
+(benchmarks/process_tree.py), its peak PSS (which counts once the pages the
+launcher shares with the worker zygote it forks: the RSS sum counts them
+twice for the zygote's first moments, if a sample catches them), and the
+wall time:
 
   flac   cut into 1 s windows at 16 kHz (--cut audio_windows);
   speech cut where Silero VAD finds speech (--cut speech), every quality
@@ -144,7 +147,8 @@ def main(argv=None) -> None:
     tree = os.path.abspath(args.tree)
     env = {**os.environ, "PYTHONPATH": tree}
     print(f"one long member per job, 1 worker, job of {tree}")
-    print(f"{'input':14s} {'member':>9s} {'wall s':>7s} {'peak RSS':>9s}  target")
+    print(f"{'input':14s} {'member':>9s} {'wall s':>7s} {'peak RSS':>9s} {'peak PSS':>9s}  "
+          "target")
     outputs = tempfile.mkdtemp(prefix="datagen-long-media-")
     try:
         for name, path, size, flags in runs:
@@ -152,11 +156,12 @@ def main(argv=None) -> None:
             subprocess.run(["sync"], check=True)
             run = measure([sys.executable, "-m", "pipelines.tar_to_tfrecord", "--input", path,
                            "--output", output, "--features", "label=cls:int64",
-                           "--splits", "train=1", *flags], env=env, cwd=tree)
+                           "--splits", "train=1", *flags], env=env, cwd=tree,
+                          pss_interval_s=0.25)
             peak = run.peak_rss / 2**20
             verdict = "" if "min" in name else ("met" if peak <= TARGET_MIB else "MISSED")
-            print(f"{name:14s} {size / 2**20:7.0f} MiB {run.seconds:7.1f} {peak:6.0f} MiB  "
-                  f"{verdict}", flush=True)
+            print(f"{name:14s} {size / 2**20:7.0f} MiB {run.seconds:7.1f} {peak:6.0f} MiB "
+                  f"{run.peak_pss / 2**20:6.0f} MiB  {verdict}", flush=True)
             shutil.rmtree(output)
     finally:
         shutil.rmtree(outputs, ignore_errors=True)
