@@ -31,6 +31,8 @@ from transforms.writer.ledger import (
 )
 from transforms.writer.shard_files import ShardRecord
 
+from published_tree import published_tree
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLAGS = ["--features", "payload=bin:bytes,label=cls:int64,speaker=json.speaker:bytes",
          "--split_by", "json.speaker", "--splits", "train=0.5,eval=0.25,test=0.25",
@@ -48,15 +50,6 @@ def corpus(tmp_path):
 
 def _args(corpus, output, *extra):
     return ["--input", f"{corpus}/*.tar", "--output", str(output), *FLAGS, *extra]
-
-
-def _tree(folder) -> dict:
-    """Every file under `folder`: path -> bytes; the manifest without its creation time."""
-    tree = {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file()}
-    manifest = json.loads(tree.pop("manifest.json"))
-    del manifest["created"]
-    return {**tree, "manifest.json": manifest}
 
 
 def _reuse_line(printed: str) -> tuple:
@@ -83,7 +76,7 @@ def test_a_killed_run_resumes_into_the_clean_runs_dataset(corpus, tmp_path):
         cwd=ROOT, capture_output=True, text=True, check=True)
     assert f"reusing 3 unit receipts of the unfinished run in {temp}" in resumed.stdout
     assert _reuse_line(resumed.stdout) == (3, 3)
-    assert _tree(output) == _tree(clean)
+    assert published_tree(output) == published_tree(clean)
     assert verify_dataset(str(output))[0] == []
 
 
@@ -106,7 +99,7 @@ def test_retry_failed_converts_again_only_the_units_that_failed(corpus, tmp_path
     # Fewer shards at first: the retry renamed the reused ones in place (moved aside first).
     assert [s["file"] for s in first["splits"]["train"]["shards"]] != [
         s["file"] for s in clean_info["splits"]["train"]["shards"]]
-    assert _tree(output) == _tree(clean)
+    assert published_tree(output) == published_tree(clean)
 
 
 def _edit_in_place(path) -> None:
@@ -134,7 +127,7 @@ def _published_then(corpus, tmp_path, capsys, change, flag):
     printed = capsys.readouterr().out
     clean = tmp_path / "clean" / "ds"
     tar_to_tfrecord.run(_args(corpus, clean))
-    return printed, _tree(output), _tree(clean)
+    return printed, published_tree(output), published_tree(clean)
 
 
 @pytest.mark.parametrize("flag", ["--resume", "--retry_failed"])
@@ -153,7 +146,7 @@ def test_a_touched_input_is_converted_again_to_the_same_bytes(corpus, tmp_path, 
     assert _reuse_line(printed) == (5, 1)
     assert rerun == clean
     assert {k: v for k, v in rerun.items() if k != "units.jsonl"} == {
-        k: v for k, v in _tree(before).items() if k != "units.jsonl"}
+        k: v for k, v in published_tree(before).items() if k != "units.jsonl"}
 
 
 def test_resume_after_restoring_corrupt_inputs_gives_the_clean_dataset(corpus, tmp_path, capsys):
@@ -171,7 +164,7 @@ def test_resume_after_restoring_corrupt_inputs_gives_the_clean_dataset(corpus, t
     assert info["failures"]["count"] == 0
     clean = tmp_path / "clean" / "ds"
     tar_to_tfrecord.run(_args(corpus, clean))
-    assert _tree(output) == _tree(clean)
+    assert published_tree(output) == published_tree(clean)
 
 
 def test_a_run_failed_by_policy_is_published_by_resume(corpus, tmp_path, capsys):
@@ -193,21 +186,21 @@ def test_a_run_failed_by_policy_is_published_by_resume(corpus, tmp_path, capsys)
 def test_resume_refuses_another_recipe_naming_the_flags(corpus, tmp_path):
     output = tmp_path / "ds"
     tar_to_tfrecord.run(_args(corpus, output))
-    before = _tree(output)
+    before = published_tree(output)
     with pytest.raises(ValueError, match=r"^--resume: .* was written by another recipe: "
                                          r"--shard_size_mb 0\.5 \(was 0\.2\); run without"):
         tar_to_tfrecord.run(_args(corpus, output, "--resume", "--shard_size_mb", "0.5"))
-    assert _tree(output) == before
+    assert published_tree(output) == before
 
 
 def test_resume_of_a_published_dataset_changes_nothing(corpus, tmp_path, capsys):
     output = tmp_path / "ds"
     tar_to_tfrecord.run(_args(corpus, output))
-    before = _tree(output)
+    before = published_tree(output)
     capsys.readouterr()
     tar_to_tfrecord.run(_args(corpus, output, "--resume"))
     assert _reuse_line(capsys.readouterr().out) == (6, 0)
-    assert _tree(output) == before
+    assert published_tree(output) == before
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -266,7 +259,7 @@ def test_a_ledger_from_before_the_observers_is_not_reused(corpus, tmp_path, caps
     converted again."""
     output = tmp_path / "ds"
     tar_to_tfrecord.run(_args(corpus, output))
-    before = _tree(output)
+    before = published_tree(output)
     ledger = output / "units.jsonl"
     lines = [json.loads(line) for line in ledger.read_text().splitlines()]
     ledger.write_text("".join(json.dumps({**{k: v for k, v in line.items() if k != "observed"},
@@ -274,7 +267,7 @@ def test_a_ledger_from_before_the_observers_is_not_reused(corpus, tmp_path, caps
     capsys.readouterr()
     tar_to_tfrecord.run(_args(corpus, output, "--resume"))
     assert _reuse_line(capsys.readouterr().out) == (0, 6)
-    assert _tree(output) == before
+    assert published_tree(output) == before
 
 
 def test_reusable_only_while_the_inputs_read_the_same():

@@ -22,6 +22,8 @@ from transforms.media.decoded import Audio
 from transforms.media.speech import Span, SpeechOptions, SpeechSpans, speech_pieces
 from transforms.testing.spoken import meeting, sentences
 
+from published_tree import published_tree
+
 # Turns 3 and 4 are 0.25 s apart: one piece at the default --speech_pause_s 0.3.
 PAUSES = [1.0, 0.8, 2.0, 0.25, 1.5]
 
@@ -224,15 +226,6 @@ def test_a_recording_cut_short_keeps_its_pieces_before_the_break_and_names_itsel
     assert dg.verify_dataset(str(output)).ok
 
 
-def _tree(folder) -> dict:
-    """Every file under `folder`: path -> bytes, the manifest without its creation time."""
-    tree = {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file()}
-    manifest = json.loads(tree.pop("manifest.json"))
-    del manifest["created"]
-    return {**tree, "manifest.json": manifest}
-
-
 def test_music_clipping_and_a_telephone_on_two_workers_and_resumed(spoken, tmp_path):
     """Three tars from sox: plucked chords with no speech in them, and the
     meeting clipped (`vol 8`); the meeting at 8 kHz, in a 16 kHz job; the
@@ -278,4 +271,4 @@ def test_music_clipping_and_a_telephone_on_two_workers_and_resumed(spoken, tmp_p
     assert len(list((temp / "units").glob("*.json"))) == 1
     assert not (resumed / "manifest.json").exists()
     _speech_job(root / "*.tar", resumed, *flags, "--resume")
-    assert _tree(resumed) == _tree(clean)
+    assert published_tree(resumed) == published_tree(clean)
