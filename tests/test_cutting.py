@@ -112,6 +112,10 @@ def test_errors_carry_the_innermost_stage_and_member():
      "samples at frames.fps"),
     (dict(mode="audio_windows", audio_fields="flac"),
      r"^audio_fields must be a tuple of field names, got 'flac'; for one field: \('flac',\)"),
+    (dict(mode="speech", audio_fields=("flac",), speech="silero"),
+     "^speech must be a SpeechOptions, got 'silero'"),
+    (dict(mode="audio_windows", audio_fields=("flac",), audio=None),
+     "^audio must be an AudioOptions, got None"),
 ])
 def test_options_are_validated_before_any_work_in_python_terms(kwargs, message):
     with pytest.raises(ValueError, match=message):

@@ -166,6 +166,9 @@ def test_keep_from_python_is_refused_in_pythons_terms():
     with pytest.raises(dg.ArgumentError, match="clauses joined by 'and'"):
         dg.ExampleRecipe(spec=spec, keep="cls >= 1 or cls < 0")
     assert str(dg.ExampleRecipe(spec=spec, keep="cls>=1").keep.clauses[0]) == "cls >= 1"
+    # The recipe's other options, as its cut's, are refused by type and name.
+    with pytest.raises(dg.ArgumentError, match="^cut must be a CutOptions, got None"):
+        dg.ExampleRecipe(spec=spec, cut=None)
 
 
 def test_what_keep_promises_of_the_records_and_their_schema():

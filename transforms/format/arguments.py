@@ -14,6 +14,7 @@ said the same way. A wrong type is an ArgumentTypeError, a TypeError too.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from typing import Any, Callable, Sequence
@@ -54,6 +55,22 @@ def said(template: str, name_of: Callable[[str], str] = str) -> str:
 
 class ArgumentTypeError(ArgumentError, TypeError):
     """An argument of the wrong type."""
+
+
+def check_option_types(options: Any, skip: Sequence[str] = ()) -> None:
+    """ArgumentTypeError for a field of the dataclass `options` whose default is
+    an options object (`AudioOptions()`, `SpeechOptions()`) and whose value is
+    not one of that type: a None or a str there would fail later, far from its
+    cause. Fields in `skip` check their own (one that also takes text)."""
+    for field in dataclasses.fields(options):
+        default = field.default
+        if field.name in skip or not dataclasses.is_dataclass(default):
+            continue
+        value = getattr(options, field.name)
+        if not isinstance(value, type(default)):
+            name = type(default).__name__
+            article = "an" if name[0] in "AEIOU" else "a"
+            raise ArgumentTypeError(field.name, f"must be {article} {name}, got {value!r}")
 
 
 def check_fraction(parameter: str, value: Any) -> float:

@@ -55,7 +55,12 @@ from typing import Any, Callable, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from transforms.format.arguments import ArgumentError, check_choice, check_names
+from transforms.format.arguments import (
+    ArgumentError,
+    check_choice,
+    check_names,
+    check_option_types,
+)
 from transforms.format.sample import CHANNEL, KEY, SOURCE_KEY, SPAN
 from transforms.format.segments import BoxTrack
 from transforms.format.spec import Feature
@@ -151,6 +156,7 @@ class CutOptions:
 
     def __post_init__(self):
         check_choice("mode", self.mode, MODES)
+        check_option_types(self)
         object.__setattr__(self, "audio_fields", check_names("audio_fields", self.audio_fields))
         object.__setattr__(self, "quality", check_names("quality", self.quality))
         for name in self.quality:

@@ -28,7 +28,7 @@ from typing import Any, Callable, Generator, Iterator, Mapping, NamedTuple
 
 import numpy as np
 
-from transforms.format.arguments import ArgumentError, ArgumentTypeError
+from transforms.format.arguments import ArgumentError, ArgumentTypeError, check_option_types
 from transforms.format.dead_letters import StorageReadError
 from transforms.format.encoder import ExampleEncoder
 from transforms.format.example_check import example_problems, parse_example, stored_values
@@ -150,6 +150,7 @@ class ExampleRecipe:
         if not isinstance(self.spec, FeatureSpec):
             raise ArgumentTypeError("spec", f"must be a FeatureSpec (FeatureSpec.parse('...')), "
                                             f"got {type(self.spec).__name__}")
+        check_option_types(self, skip=("keep",))
         # The cut's own features lead the spec, as the command line's: a spec of
         # labels and metadata is complete with them.
         features = with_cut_features(self.spec.features, self.cut)

@@ -31,7 +31,7 @@ import json
 import re
 from typing import Any, Callable, Mapping, Sequence
 
-from transforms.format.arguments import ArgumentError
+from transforms.format.arguments import ArgumentError, check_option_types
 from transforms.format.sample import CHANNEL, KEY, URL, StoredBytes, field_text, field_value
 from transforms.format.text import comma_list, preview
 from transforms.media.sniff import NotMedia, check_media
@@ -75,6 +75,7 @@ class ListingLayout:
     media_roots: MediaRoots = MediaRoots()
 
     def __post_init__(self):
+        check_option_types(self)
         if not self.media_columns:
             raise ArgumentError("media_columns", "names no column; which columns hold file paths?")
         missing = [c for c in (*self.media_columns, self.key_column or "")
