@@ -71,10 +71,12 @@ def _flac(path: str, seconds: int) -> None:
 
 
 def _speech(workdir: str, path: str, seconds: int) -> None:
-    """A meeting of about 30 s, repeated by sox to `seconds`."""
-    talk = meeting(workdir, "talk", sentences(8), [1.0, 0.4, 2.0, 0.25, 1.5, 0.8, 3.0, 0.5, 1.0])
-    repeats = int(np.ceil(seconds / sf.info(talk.path).duration))
-    subprocess.run(["sox", "-R", talk.path, path + ".tmp.flac", "repeat", str(repeats - 1),
+    """A meeting of about 30 s (made once), repeated by sox to `seconds`."""
+    talk = os.path.join(workdir, "talk.flac")
+    if not os.path.exists(talk):
+        meeting(workdir, "talk", sentences(8), [1.0, 0.4, 2.0, 0.25, 1.5, 0.8, 3.0, 0.5, 1.0])
+    repeats = int(np.ceil(seconds / sf.info(talk).duration))
+    subprocess.run(["sox", "-R", talk, path + ".tmp.flac", "repeat", str(repeats - 1),
                     "trim", "0", str(seconds)], check=True)
     os.replace(path + ".tmp.flac", path)
 

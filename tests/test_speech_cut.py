@@ -16,6 +16,7 @@ import sys
 import numpy as np
 import pytest
 import soundfile
+import tensorflow_datasets as tfds
 
 import transforms as dg
 from transforms.media.decoded import Audio
@@ -166,6 +167,12 @@ def test_the_job_writes_each_piece_and_filters_recordings_without_speech(recordi
         first = round(piece["start_time"] * rate)
         np.testing.assert_array_equal(piece["audio"], audio[first:first + len(piece["audio"])])
         assert len(piece["audio"]) == piece["num_samples"] == round(piece["duration_s"] * rate)
+    # TFDS reads the same pieces, each its own length.
+    by_tfds = tfds.as_numpy(tfds.builder_from_directory(str(output)).as_dataset(split="train"))
+    by_start = sorted(by_tfds, key=lambda p: p["start_time"])
+    for ours, theirs in zip(sorted(pieces, key=lambda p: p["start_time"]), by_start, strict=True):
+        np.testing.assert_array_equal(theirs["audio"], ours["audio"])
+        assert theirs["speech_probability"] == ours["speech_probability"]
     assert dg.verify_dataset(str(output)).ok
 
 

@@ -162,7 +162,6 @@ def _bound(feature, kind: str, low: float | None, high: float | None) -> None:
     within) of values from `low` to `high`."""
     if kind == "float":
         domain = feature.float_domain
-        low, high = (None if low is None else float(low)), (None if high is None else float(high))
     else:
         domain = feature.int_domain
         low = None if low is None else math.ceil(low)

@@ -97,6 +97,7 @@ def check_shard(root: str, entry: Mapping[str, Any], spec: FeatureSpec, shard_fo
     yields a file's bytes, `read_file(path)` returns them (Beam's filesystems
     by default)."""
     name = entry["file"]
+    kinds = {f.name: f.kind for f in spec}
     problems, decoded, num_bytes, found_keys, copies = [], 0, 0, set(), 0
     stream = _records(f"{root}/{name}", shard_format, read_chunks)
     for record in stream:
@@ -110,7 +111,7 @@ def check_shard(root: str, entry: Mapping[str, Any], spec: FeatureSpec, shard_fo
             continue
         found = example_problems(example, spec, classes)
         if not found and keep:
-            found = _keep_problems(example, spec, keep)
+            found = _keep_problems(example, kinds, keep)
         if sought and not found:
             found_keys.update(key.decode() for key in stored_values(example, SOURCE_KEY, "bytes")
                               if key.decode() in sought)
@@ -139,9 +140,8 @@ def check_shard(root: str, entry: Mapping[str, Any], spec: FeatureSpec, shard_fo
                        tuple(sorted(found_keys)), copies)
 
 
-def _keep_problems(example, spec: FeatureSpec, keep: KeepFilter) -> list:
-    """The --keep clauses a record that passed its spec fails."""
-    kinds = {f.name: f.kind for f in spec}
+def _keep_problems(example, kinds: Mapping[str, str], keep: KeepFilter) -> list:
+    """The --keep clauses a record that passed its spec ({feature: kind}) fails."""
     problems = []
     for clause in keep.clauses:
         value = stored_values(example, clause.name, kinds[clause.name])[0]
