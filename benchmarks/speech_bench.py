@@ -21,7 +21,10 @@ speech, as its RTTM gives it. Then, in this one process run:
 - each detector's CPU per second of audio, and the jobs on 1 worker, each a
   process of its own, interleaved, medians, on a tar of `--copies` copies of
   every meeting: `--cut audio_windows` (1 s),
-  `--cut speech`, and `--cut speech --quality` with every measure.
+  `--cut speech`, and `--cut speech --quality` with every measure; beside
+  them silero-vad's own `get_speech_timestamps` over the same recordings
+  (its process: reading them, the detector and its rules; no TFRecord
+  written, so it is the peer's floor).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ SILERO_SIDE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers",
                            "silero_side.py")
 # silero-vad without its dependencies: torchaudio, which it needs only to read files.
 SILERO_PACKAGES = ["torch==2.13.0", "numpy", "soundfile", "packaging"]
+REFERENCE_JOB = "silero-vad's own"
 _PAD_S = SpeechOptions().pad_s
 
 
@@ -134,23 +138,32 @@ def our_speech(made: list, kind: str) -> tuple[dict, float]:
     return found, cpu
 
 
-def reference_speech(made: list, python: str, folder: str) -> dict:
-    """Silero's own `get_speech_timestamps` on the meetings, with the cut's
-    threshold, pause and longest piece and no margin (benchmarks/peers/
-    silero_side.py): its spans and CPU, and its rules on our probabilities."""
-    request = {"paths": [path for path, _, _ in made], "probabilities": {},
+def _reference_request(paths: list, folder: str, name: str, probabilities: dict) -> list:
+    """The command that runs Silero's own `get_speech_timestamps` on `paths`,
+    with the cut's threshold, pause and longest piece and no margin
+    (benchmarks/peers/silero_side.py), and its rules on our `probabilities`."""
+    request = {"paths": paths, "probabilities": probabilities,
                "options": {"threshold": SpeechOptions().threshold, "speech_pad_ms": 0,
                            "min_silence_duration_ms": round(SpeechOptions().pause_s * 1000),
                            "max_speech_duration_s": 30.0, "min_speech_duration_ms": 0}}
-    for path in request["paths"]:
-        audio, rate = soundfile.read(path, dtype="float32")
-        found = detector("silero", rate)
-        request["probabilities"][path] = [*found.probabilities(audio), *found.finish()]
-    request_path = os.path.join(folder, "silero-request.json")
+    request_path = os.path.join(folder, f"{name}.json")
     with open(request_path, "w") as f:
         json.dump(request, f)
-    done = subprocess.run([python, SILERO_SIDE, request_path], check=True, capture_output=True,
-                          text=True)
+    return [peer_python(PEER_VENVS, "silero-venv", SILERO_PACKAGES, ["silero-vad"]),
+            SILERO_SIDE, request_path]
+
+
+def reference_speech(made: list, folder: str) -> dict:
+    """Silero's own pipeline on the meetings: its spans and CPU, and its rules
+    on our probabilities."""
+    probabilities = {}
+    for path, _, _ in made:
+        audio, rate = soundfile.read(path, dtype="float32")
+        found = detector("silero", rate)
+        probabilities[path] = [*found.probabilities(audio), *found.finish()]
+    command = _reference_request([path for path, _, _ in made], folder, "silero-request",
+                                 probabilities)
+    done = subprocess.run(command, check=True, capture_output=True, text=True)
     return json.loads(done.stdout)
 
 
@@ -242,6 +255,8 @@ def jobs(made: list, folder: str, repeats: int, copies: int) -> dict:
             names.append(name)
     subprocess.run(["tar", "--format=gnu", "-cf", "meetings.tar", *names], cwd=corpus,
                    check=True)
+    print(f"jobs' corpus: {len(names)} recordings, "
+          f"{os.path.getsize(os.path.join(corpus, 'meetings.tar')) / 1e6:.1f} MB")
     output = os.path.join(folder, "out")
     common = [sys.executable, "-m", "pipelines.tar_to_tfrecord", "--input",
               os.path.join(corpus, "meetings.tar"), "--output", output, "--audio_fields", "flac",
@@ -249,7 +264,9 @@ def jobs(made: list, folder: str, repeats: int, copies: int) -> dict:
     commands = {"windows": [*common, "--cut", "audio_windows"],
                 "speech": [*common, "--cut", "speech"],
                 "speech+quality": [*common, "--cut", "speech", "--quality",
-                                   ",".join(QUALITY_MEASURES)]}
+                                   ",".join(QUALITY_MEASURES)],
+                REFERENCE_JOB: _reference_request(
+                    [os.path.join(corpus, name) for name in names], folder, "silero-corpus", {})}
     return interleaved(commands, corpus, output, repeats)
 
 
@@ -269,8 +286,7 @@ def main(argv=None) -> None:
     for kind in ("silero", "webrtc"):
         found[kind], cpu = our_speech(made, kind)
         _print_accuracy(f"ours, {kind}", accuracy(made, found[kind], cpu))
-    python = peer_python(PEER_VENVS, "silero-venv", SILERO_PACKAGES, ["silero-vad"])
-    reference = reference_speech(made, python, folder)
+    reference = reference_speech(made, folder)
     _print_accuracy("silero-vad's own", accuracy(made, reference["spans"], reference["cpu_s"]))
     print(f"ours against silero-vad's own: {agreement(made, found['silero'], reference['spans'])}")
     print("ours against silero-vad's rules on our probabilities: "
@@ -278,11 +294,15 @@ def main(argv=None) -> None:
     estimates = snr_errors(folder)
     print("WADA-SNR: " + ", ".join(f"{t} dB -> {e:.1f}" for t, e in estimates.items()))
     runs = jobs(made, folder, args.repeats, args.copies)
-    base = statistics.median(r.cpu_seconds for r in runs["windows"])
+    cpu = {name: statistics.median(r.cpu_seconds for r in measured)
+           for name, measured in runs.items()}
     for name, measured in runs.items():
-        cpu = statistics.median(r.cpu_seconds for r in measured)
         wall = statistics.median(r.seconds for r in measured)
-        print(f"job {name:15s} wall {wall:5.2f} s, CPU {cpu:5.2f} s ({cpu / base:.2f}x windows)")
+        peak = max(r.peak_pss for r in measured) / 2**20
+        print(f"job {name:16s} wall {wall:6.2f} s, CPU {cpu[name]:6.2f} s "
+              f"({cpu[name] / cpu['windows']:.2f}x windows), peak PSS {peak:4.0f} MiB")
+    print(f"ours, speech with every measure, written: "
+          f"{cpu['speech+quality'] / cpu[REFERENCE_JOB]:.2f}x the CPU of {REFERENCE_JOB}")
     if not args.workdir:
         shutil.rmtree(folder)
 

@@ -4,11 +4,12 @@ the venv that benchmark makes (torch and silero-vad), never by the project's.
     python silero_side.py REQUEST.json
 
 REQUEST holds the recordings' paths, `get_speech_timestamps`' options, and
-our detector's probabilities of each recording. Prints, as JSON, for each
-recording: the speech `get_speech_timestamps` finds with the package's own
-model (TorchScript, one torch thread) and the CPU seconds it took, and the
-speech its `get_speech_timestamps_from_probs` finds in our probabilities
-(the same rules on the same frames: where the two cuts differ by design).
+our detector's probabilities of each recording, if it is to compare rules.
+Prints, as JSON, for each recording: the speech `get_speech_timestamps`
+finds with the package's own model (TorchScript, one torch thread) and the
+CPU seconds it took, and the speech its `get_speech_timestamps_from_probs`
+finds in our probabilities (the same rules on the same frames: where the two
+cuts differ by design).
 """
 
 import json
@@ -38,6 +39,8 @@ def main(request_path: str) -> None:
                                        **options)
         found["cpu_s"] += time.process_time() - began
         found["spans"][path] = _seconds(stamps, rate)
+        if path not in request.get("probabilities", {}):
+            continue
         stamps = get_speech_timestamps_from_probs(request["probabilities"][path],
                                                   sampling_rate=rate,
                                                   audio_length_samples=len(audio), **options)
